@@ -1,0 +1,70 @@
+import { execFile } from "node:child_process";
+
+/** What a command printed and how it ended. */
+export interface CommandResult {
+  stdout: string;
+  stderr: string;
+  exitCode: number;
+}
+
+export interface RunOptions {
+  /** Fed to the command's standard input: where large or user-derived inputs go. */
+  stdin?: string;
+  timeoutMs?: number;
+}
+
+/**
+ * Runs a program on one host. argv[0] is the program; the other elements are
+ * its arguments, each passed as one word: no user value is interpreted by a shell.
+ */
+export interface CommandRunner {
+  /** A name for the host, used in error messages. */
+  readonly hostName: string;
+  run(argv: readonly string[], opts?: RunOptions): Promise<CommandResult>;
+}
+
+/** Thrown when a command exits non-zero and the caller asked for success. */
+export class CommandError extends Error {
+  constructor(
+    readonly hostName: string,
+    readonly argv: readonly string[],
+    readonly result: CommandResult,
+  ) {
+    super(`${hostName}: ${argv[0]} exited ${result.exitCode}: ${result.stderr.trim() || result.stdout.trim()}`);
+    this.name = "CommandError";
+  }
+}
+
+/** Runs the command and throws CommandError unless it exits 0. */
+export async function runChecked(runner: CommandRunner, argv: readonly string[], opts?: RunOptions): Promise<string> {
+  const result = await runner.run(argv, opts);
+  if (result.exitCode !== 0) throw new CommandError(runner.hostName, argv, result);
+  return result.stdout;
+}
+
+/** Runs commands on this machine (execFile, no shell): for tests and a local host. */
+export class LocalRunner implements CommandRunner {
+  constructor(
+    readonly hostName = "localhost",
+    private readonly env: NodeJS.ProcessEnv = process.env,
+  ) {}
+
+  run(argv: readonly string[], opts: RunOptions = {}): Promise<CommandResult> {
+    return new Promise((resolve, reject) => {
+      const child = execFile(
+        argv[0],
+        argv.slice(1),
+        { env: this.env, timeout: opts.timeoutMs ?? 30_000, maxBuffer: 256 * 1024 * 1024 },
+        (err, stdout, stderr) => {
+          if (err && typeof err.code !== "number") {
+            if (err.killed) reject(new Error(`${this.hostName}: ${argv[0]} timed out`));
+            else reject(err);
+            return;
+          }
+          resolve({ stdout, stderr, exitCode: err ? (err.code as number) : 0 });
+        },
+      );
+      child.stdin?.end(opts.stdin ?? "");
+    });
+  }
+}
