@@ -6,6 +6,7 @@ export default defineConfig({
     // Lab tests share one set of emulated hosts: run files one after another.
     fileParallelism: false,
     pool: "forks",
+    globalSetup: ["test/global-setup.ts"],
     testTimeout: 60_000,
     hookTimeout: 120_000,
   },

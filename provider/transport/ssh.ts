@@ -1,0 +1,231 @@
+import { readFileSync } from "node:fs";
+import type { Duplex } from "node:stream";
+import { Client, type ClientChannel, type ConnectConfig } from "ssh2";
+import type { CommandResult, CommandRunner, RunOptions } from "./exec";
+import { hostKeyAlgorithmsFor, keyMatches, parsePublicKey, trustedKeysFor, type TrustedKey } from "./known-hosts";
+
+/** How to reach a host over SSH. Mirrors schema/common.json#/$defs/sshConnection. */
+export interface SshConnection {
+  host: string;
+  port?: number;
+  user: string;
+  /** The pinned host key, "ssh-ed25519 AAAA...". One of hostKey or knownHosts is required. */
+  hostKey?: string;
+  /** OpenSSH known_hosts lines. */
+  knownHosts?: string;
+  privateKey?: string;
+  privateKeyPath?: string;
+  passphrase?: string;
+  /** ssh-agent socket path. */
+  agent?: string;
+  connectTimeoutMs?: number;
+  commandTimeoutMs?: number;
+  jumpHost?: SshConnection;
+}
+
+export class SshError extends Error {
+  constructor(readonly hostName: string, message: string) {
+    super(`${hostName}: ${message}`);
+    this.name = "SshError";
+  }
+}
+
+export class HostKeyMismatchError extends SshError {
+  constructor(hostName: string) {
+    super(hostName, "host key verification failed: the key the host presented is not the pinned or known key; refusing to connect");
+    this.name = "HostKeyMismatchError";
+  }
+}
+
+export const describeHost = (c: SshConnection) => `${c.user}@${c.host}:${c.port ?? 22}`;
+
+/**
+ * One word per argv element, single-quoted for the remote shell that sshd
+ * always interposes: no element is ever interpreted by it.
+ */
+export function quoteArgv(argv: readonly string[]): string {
+  return argv
+    .map((word) => {
+      if (word.includes("\0")) throw new Error("a command argument contains a NUL byte");
+      return `'${word.replace(/'/g, `'\\''`)}'`;
+    })
+    .join(" ");
+}
+
+function trustedKeys(c: SshConnection): TrustedKey[] {
+  const port = c.port ?? 22;
+  const keys: TrustedKey[] = [];
+  if (c.hostKey) keys.push(parsePublicKey(c.hostKey));
+  if (c.knownHosts) {
+    const { trusted, revoked } = trustedKeysFor(c.knownHosts, c.host, port);
+    keys.push(...trusted.filter((k) => !keyMatches(k.blob, revoked)));
+  }
+  if (keys.length === 0) {
+    throw new SshError(describeHost(c), "no host key to verify against: give hostKey or a knownHosts line for this host");
+  }
+  return keys;
+}
+
+/**
+ * One SSH connection to one host, reused for all the work on that host
+ * within an operation: commands (exec channels) and stream-local channels
+ * (e.g. to OVSDB's db.sock).
+ */
+export class SshSession implements CommandRunner {
+  readonly hostName: string;
+  private closed = false;
+
+  private constructor(
+    private readonly client: Client,
+    private readonly jump: SshSession | undefined,
+    readonly connection: SshConnection,
+  ) {
+    this.hostName = describeHost(connection);
+    client.on("close", () => (this.closed = true));
+  }
+
+  static async connect(c: SshConnection): Promise<SshSession> {
+    const hostName = describeHost(c);
+    const keys = trustedKeys(c);
+    const jump = c.jumpHost ? await SshSession.connect(c.jumpHost) : undefined;
+    try {
+      const sock = jump ? await jump.forwardTcp(c.host, c.port ?? 22) : undefined;
+      const client = new Client();
+      let keyRejected = false;
+      const config: ConnectConfig = {
+        host: c.host,
+        port: c.port ?? 22,
+        username: c.user,
+        sock,
+        readyTimeout: c.connectTimeoutMs ?? 10_000,
+        keepaliveInterval: 15_000,
+        algorithms: { serverHostKey: hostKeyAlgorithmsFor(keys) as never },
+        hostVerifier: (key: Buffer) => {
+          const ok = keyMatches(key, keys);
+          keyRejected = !ok;
+          return ok;
+        },
+      };
+      if (c.privateKey) config.privateKey = c.privateKey;
+      else if (c.privateKeyPath) config.privateKey = readFileSync(c.privateKeyPath);
+      if (c.passphrase) config.passphrase = c.passphrase;
+      if (c.agent) config.agent = c.agent;
+      await new Promise<void>((resolve, reject) => {
+        client.once("ready", () => resolve());
+        client.once("error", (err: Error) => {
+          // ssh2's own message is generic; say which host and why, never echoing key material.
+          if (keyRejected) reject(new HostKeyMismatchError(hostName));
+          else reject(new SshError(hostName, `connect failed: ${err.message}`));
+        });
+        try {
+          client.connect(config);
+        } catch (err) {
+          // e.g. a key that cannot be parsed or needs a passphrase
+          reject(new SshError(hostName, `connect failed: ${(err as Error).message}`));
+        }
+      });
+      // Later errors (e.g. a dropped connection) surface through the open channels.
+      client.on("error", () => undefined);
+      return new SshSession(client, jump, c);
+    } catch (e) {
+      jump?.close();
+      throw e;
+    }
+  }
+
+  /** Runs argv on the host; every element reaches the program as one word. */
+  run(argv: readonly string[], opts: RunOptions = {}): Promise<CommandResult> {
+    const command = quoteArgv(argv);
+    const timeoutMs = opts.timeoutMs ?? this.connection.commandTimeoutMs ?? 60_000;
+    return new Promise((resolve, reject) => {
+      if (this.closed) return reject(new SshError(this.hostName, "connection is closed"));
+      this.client.exec(command, (err: Error | undefined, channel: ClientChannel) => {
+        if (err) return reject(new SshError(this.hostName, `exec ${argv[0]} failed: ${err.message}`));
+        const stdout: Buffer[] = [];
+        const stderr: Buffer[] = [];
+        const timer = setTimeout(() => {
+          channel.close();
+          reject(new SshError(this.hostName, `${argv[0]} timed out after ${timeoutMs} ms`));
+        }, timeoutMs);
+        channel.on("data", (d: Buffer) => stdout.push(d));
+        channel.stderr.on("data", (d: Buffer) => stderr.push(d));
+        let exitCode = -1;
+        channel.on("exit", (code: number | null) => (exitCode = code ?? -1));
+        channel.on("close", () => {
+          clearTimeout(timer);
+          resolve({
+            stdout: Buffer.concat(stdout).toString("utf8"),
+            stderr: Buffer.concat(stderr).toString("utf8"),
+            exitCode,
+          });
+        });
+        channel.end(opts.stdin ?? "");
+      });
+    });
+  }
+
+  /** A channel to a unix socket on the host (OpenSSH streamlocal), e.g. OVSDB's db.sock. */
+  openUnixStream(socketPath: string): Promise<Duplex> {
+    return new Promise((resolve, reject) => {
+      this.client.openssh_forwardOutStreamLocal(socketPath, (err: Error | undefined, channel: ClientChannel) => {
+        if (err) reject(new SshError(this.hostName, `cannot open ${socketPath}: ${err.message}`));
+        else resolve(channel);
+      });
+    });
+  }
+
+  /** A TCP channel from the host to host:port (direct-tcpip): jump hosts and OVN NB over TCP. */
+  forwardTcp(host: string, port: number): Promise<Duplex> {
+    return new Promise((resolve, reject) => {
+      this.client.forwardOut("127.0.0.1", 0, host, port, (err: Error | undefined, channel: ClientChannel) => {
+        if (err) reject(new SshError(this.hostName, `cannot reach ${host}:${port} through this host: ${err.message}`));
+        else resolve(channel);
+      });
+    });
+  }
+
+  close(): void {
+    this.client.end();
+    this.jump?.close();
+  }
+}
+
+/** Runs fn on each item with at most `limit` running at once; results keep the input order. */
+export async function mapBounded<T, R>(items: readonly T[], limit: number, fn: (item: T, index: number) => Promise<R>): Promise<R[]> {
+  const results = new Array<R>(items.length);
+  let next = 0;
+  const workers = Array.from({ length: Math.min(limit, items.length) }, async () => {
+    while (next < items.length) {
+      const i = next++;
+      results[i] = await fn(items[i], i);
+    }
+  });
+  await Promise.all(workers);
+  return results;
+}
+
+/**
+ * Opens one session per host (at most `parallelism` at a time), runs fn on
+ * each, and always closes them. Fails with the first error after all settle,
+ * so no host is left mid-change unobserved.
+ */
+export async function withSessions<R>(
+  connections: readonly SshConnection[],
+  fn: (session: SshSession, index: number) => Promise<R>,
+  parallelism = 8,
+): Promise<R[]> {
+  const settled = await mapBounded(connections, parallelism, async (c, i) => {
+    let session: SshSession | undefined;
+    try {
+      session = await SshSession.connect(c);
+      return { ok: true as const, value: await fn(session, i) };
+    } catch (error) {
+      return { ok: false as const, error };
+    } finally {
+      session?.close();
+    }
+  });
+  const failed = settled.find((s) => !s.ok);
+  if (failed && !failed.ok) throw failed.error;
+  return settled.map((s) => (s as { value: R }).value);
+}

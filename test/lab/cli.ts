@@ -1,0 +1,27 @@
+import { Lab } from "./lab";
+
+/** npm run lab -- up|down|status */
+function main(argv: string[]): number {
+  const lab = new Lab();
+  switch (argv[0]) {
+    case "up": {
+      const inventory = lab.up();
+      console.log(`lab up in ${inventory.upSeconds.toFixed(2)} s; inventory: ${lab.inventoryPath}`);
+      return 0;
+    }
+    case "down":
+      lab.down();
+      console.log("lab down");
+      return 0;
+    case "status": {
+      const { up, problems } = lab.status();
+      console.log(up ? `lab up; inventory: ${lab.inventoryPath}` : `lab not up: ${problems.join("; ")}`);
+      return up ? 0 : 1;
+    }
+    default:
+      console.error("usage: npm run lab -- up|down|status   (OVSLB_LAB_DIR overrides /run/ovslb-lab)");
+      return 2;
+  }
+}
+
+process.exitCode = main(process.argv.slice(2));

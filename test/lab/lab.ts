@@ -1,0 +1,434 @@
+import { execFileSync, spawn } from "node:child_process";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync, chmodSync, openSync } from "node:fs";
+import { join, resolve } from "node:path";
+import {
+  BACKEND_PORT, CLIENT, GATEWAY_VIP_RANGE, HOSTS, HostPlan, LabHost, LabInventory, MGMT_BRIDGE, MGMT_GATEWAY,
+  ROUTER_NS, SEGMENT_BRIDGE, SEGMENT_CIDR, mgmtAddressOf, namespaceOf, segmentAddressOf, segmentMacOf,
+  underlayAddressOf, underlayRouterOf,
+} from "./topology";
+
+/**
+ * Brings the lab up and down on this machine: one network namespace per
+ * emulated host, each with its own ovsdb-server, ovs-vswitchd (userspace
+ * datapath) and sshd. Everything made is recorded in state.json as it is
+ * made, so `down` removes exactly that and nothing else.
+ */
+
+export const DEFAULT_LAB_DIR = "/run/ovslb-lab";
+/** Plain JS beside this file's source (test/lab), whether run from source or from dist/. */
+const BACKEND_SERVER = [join(__dirname, "backend-server.js"), join(__dirname, "..", "..", "..", "test", "lab", "backend-server.js")]
+  .find((p) => existsSync(p))!;
+const SSH_USER = "root";
+const REQUIRED_PACKAGES: Record<string, string> = {
+  "ovs-vswitchd": "openvswitch-switch",
+  "ovn-northd": "ovn-central",
+  sshd: "openssh-server",
+  "ssh-keygen": "openssh-client",
+  ethtool: "ethtool",
+  ip: "iproute2",
+  ping: "iputils-ping",
+};
+
+interface LabState {
+  namespaces: string[];
+  /** Links in the root namespace. */
+  rootLinks: string[];
+  pidFiles: string[];
+}
+
+function run(argv: string[], opts: { input?: string; env?: NodeJS.ProcessEnv } = {}): string {
+  try {
+    return execFileSync(argv[0], argv.slice(1), {
+      encoding: "utf8",
+      input: opts.input,
+      env: opts.env ?? process.env,
+      stdio: ["pipe", "pipe", "pipe"],
+    });
+  } catch (e) {
+    const err = e as { stderr?: string; message: string };
+    throw new Error(`lab: ${argv.join(" ")}: ${err.stderr?.trim() || err.message}`);
+  }
+}
+
+const inNs = (ns: string, argv: string[]) => run(["ip", "netns", "exec", ns, ...argv]);
+
+function which(cmd: string): boolean {
+  try {
+    execFileSync("sh", ["-c", 'command -v "$1"', "sh", cmd], { stdio: "ignore" });
+    return true;
+  } catch {
+    return existsSync(`/usr/sbin/${cmd}`);
+  }
+}
+
+export class Lab {
+  readonly dir: string;
+  private state: LabState = { namespaces: [], rootLinks: [], pidFiles: [] };
+
+  constructor(dir = process.env.OVSLB_LAB_DIR ?? DEFAULT_LAB_DIR) {
+    this.dir = resolve(dir);
+  }
+
+  get inventoryPath() {
+    return join(this.dir, "inventory.json");
+  }
+  private get statePath() {
+    return join(this.dir, "state.json");
+  }
+
+  private loadState(): LabState {
+    if (existsSync(this.statePath)) this.state = JSON.parse(readFileSync(this.statePath, "utf8"));
+    return this.state;
+  }
+
+  private record(kind: keyof LabState, item: string) {
+    if (!this.state[kind].includes(item)) this.state[kind].push(item);
+    writeFileSync(this.statePath, JSON.stringify(this.state, null, 2));
+  }
+
+  /** Installs missing Debian packages (needs root and the Debian registry). */
+  ensurePackages(): void {
+    const missing = [...new Set(Object.entries(REQUIRED_PACKAGES).filter(([cmd]) => !which(cmd)).map(([, p]) => p))];
+    if (missing.length === 0) return;
+    if (process.getuid?.() !== 0) throw new Error(`lab: missing packages ${missing.join(", ")}; install them as root`);
+    console.log(`lab: installing ${missing.join(" ")}`);
+    execFileSync("apt-get", ["update", "-qq"], { stdio: "inherit" });
+    execFileSync("apt-get", ["install", "-y", "-qq", ...missing], {
+      stdio: "inherit",
+      env: { ...process.env, DEBIAN_FRONTEND: "noninteractive" },
+    });
+  }
+
+  /** Healthy when every recorded daemon runs and every host answers on its SSH port. */
+  status(): { up: boolean; problems: string[] } {
+    const problems: string[] = [];
+    if (!existsSync(this.inventoryPath)) return { up: false, problems: ["no inventory"] };
+    this.loadState();
+    for (const pidFile of this.state.pidFiles) {
+      if (!pidAlive(pidFile)) problems.push(`not running: ${pidFile}`);
+    }
+    for (const ns of this.state.namespaces) {
+      if (!existsSync(`/run/netns/${ns}`)) problems.push(`missing namespace ${ns}`);
+    }
+    return { up: problems.length === 0, problems };
+  }
+
+  /** Idempotent: a healthy lab is left as it is; anything partial is torn down and rebuilt. */
+  up(): LabInventory {
+    if (this.status().up) return JSON.parse(readFileSync(this.inventoryPath, "utf8"));
+    this.down();
+    this.ensurePackages();
+    const started = process.hrtime.bigint();
+    mkdirSync(this.dir, { recursive: true, mode: 0o755 });
+    this.state = { namespaces: [], rootLinks: [], pidFiles: [] };
+    writeFileSync(this.statePath, JSON.stringify(this.state));
+    mkdirSync("/run/sshd", { recursive: true, mode: 0o755 });
+
+    const clientKeyPath = join(this.dir, "client_ed25519");
+    run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "ovslb-lab-client", "-f", clientKeyPath]);
+    const clientPublicKey = readFileSync(`${clientKeyPath}.pub`, "utf8").trim();
+    writeFileSync(join(this.dir, "authorized_keys"), `${clientPublicKey}\n`, { mode: 0o644 });
+
+    this.makeRootBridge(MGMT_BRIDGE, `${MGMT_GATEWAY}/24`);
+    this.makeRootBridge(SEGMENT_BRIDGE);
+    this.makeNamespace(ROUTER_NS);
+    inNs(ROUTER_NS, ["sysctl", "-q", "-w", "net.ipv4.ip_forward=1"]);
+
+    const hosts: Record<string, LabHost> = {};
+    for (const plan of HOSTS) hosts[plan.name] = this.makeHost(plan);
+    this.makeClient(hosts);
+    const backends = HOSTS.flatMap((h) => h.vms).map((vm) => this.makeVm(vm));
+    // One ping across each network warms the ARP caches of OVS and the kernels.
+    for (const h of HOSTS.filter((p) => p.role !== "ovn-central")) {
+      inNs(CLIENT.namespace, ["ping", "-c1", "-W2", segmentAddressOf(h)]);
+    }
+    for (const vm of backends) inNs(CLIENT.namespace, ["ping", "-c1", "-W2", vm.address]);
+
+    const knownHostsPath = join(this.dir, "known_hosts");
+    writeFileSync(
+      knownHostsPath,
+      Object.values(hosts).map((h) => `${h.address} ${h.hostKey}`).join("\n") + "\n",
+    );
+    const inventory: LabInventory = {
+      version: 1,
+      labDir: this.dir,
+      upSeconds: Number(process.hrtime.bigint() - started) / 1e9,
+      clientKeyPath,
+      clientPublicKey,
+      knownHostsPath,
+      mgmtCidr: "172.30.0.0/24",
+      segmentCidr: SEGMENT_CIDR,
+      gatewayVipRange: GATEWAY_VIP_RANGE,
+      backendPort: BACKEND_PORT,
+      client: CLIENT,
+      hosts,
+      backends,
+    };
+    writeFileSync(this.inventoryPath, JSON.stringify(inventory, null, 2));
+    return inventory;
+  }
+
+  /** Removes what `up` recorded: processes by PID, root links, then namespaces. */
+  down(): void {
+    if (!existsSync(this.statePath)) {
+      rmSync(this.dir, { recursive: true, force: true });
+      return;
+    }
+    this.loadState();
+    const pids = this.state.pidFiles.map(readPid).filter((p): p is number => p !== undefined);
+    for (const pid of pids) signal(pid, "SIGTERM");
+    waitGone(pids, 5000);
+    for (const pid of pids) signal(pid, "SIGKILL");
+    // Root links first: namespace deletion is asynchronous and would race them.
+    for (const link of this.state.rootLinks) {
+      if (existsSync(`/sys/class/net/${link}`)) run(["ip", "link", "del", link]);
+    }
+    for (const ns of [...this.state.namespaces].reverse()) {
+      if (existsSync(`/run/netns/${ns}`)) run(["ip", "netns", "del", ns]);
+    }
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+
+  private makeRootBridge(name: string, address?: string) {
+    this.record("rootLinks", name);
+    run(["ip", "link", "add", name, "type", "bridge"]);
+    if (address) run(["ip", "addr", "add", address, "dev", name]);
+    run(["ip", "link", "set", name, "up"]);
+  }
+
+  private makeNamespace(ns: string) {
+    this.record("namespaces", ns);
+    run(["ip", "netns", "add", ns]);
+    inNs(ns, ["ip", "link", "set", "lo", "up"]);
+  }
+
+  /** A veth from a root-namespace bridge into ns (named inner there). */
+  private plugIntoRootBridge(bridge: string, outer: string, ns: string, inner: string) {
+    this.record("rootLinks", outer);
+    run(["ip", "link", "add", outer, "type", "veth", "peer", "name", inner, "netns", ns]);
+    run(["ip", "link", "set", outer, "master", bridge, "up"]);
+  }
+
+  private makeHost(plan: HostPlan): LabHost {
+    const ns = namespaceOf(plan.name);
+    const hostDir = join(this.dir, "hosts", plan.name);
+    const rundir = join(hostDir, "run");
+    mkdirSync(rundir, { recursive: true });
+    this.makeNamespace(ns);
+    inNs(ns, ["sysctl", "-q", "-w", "net.ipv4.conf.all.arp_ignore=1"]);
+    const address = mgmtAddressOf(plan);
+    this.plugIntoRootBridge(MGMT_BRIDGE, `m-${plan.name}`, ns, "mgmt0");
+    inNs(ns, ["ip", "addr", "add", `${address}/24`, "dev", "mgmt0"]);
+    inNs(ns, ["ip", "link", "set", "mgmt0", "up"]);
+
+    const host: LabHost = {
+      name: plan.name, role: plan.role, namespace: ns, address, sshPort: 22, user: SSH_USER, hostKey: "",
+    };
+    if (plan.role === "ovn-central") {
+      host.ovn = this.startOvnCentral(ns, address, rundir);
+    } else {
+      Object.assign(host, this.startOvs(plan, ns, rundir));
+    }
+    host.hostKey = this.startSshd(plan, ns, address, hostDir, rundir);
+    return host;
+  }
+
+  private daemonEnv(rundir: string): NodeJS.ProcessEnv {
+    return { ...process.env, OVS_RUNDIR: rundir, OVS_DBDIR: rundir, OVS_LOGDIR: rundir, OVN_RUNDIR: rundir };
+  }
+
+  private startOvs(plan: HostPlan, ns: string, rundir: string): Partial<LabHost> {
+    const env = this.daemonEnv(rundir);
+    const nsRun = (argv: string[]) => run(["ip", "netns", "exec", ns, ...argv], { env });
+    const db = join(rundir, "conf.db");
+    const dbSock = join(rundir, "db.sock");
+    run(["ovsdb-tool", "create", db, "/usr/share/openvswitch/vswitch.ovsschema"]);
+    this.record("pidFiles", join(rundir, "ovsdb-server.pid"));
+    nsRun(["ovsdb-server", db, `--remote=punix:${dbSock}`, "--remote=db:Open_vSwitch,Open_vSwitch,manager_options",
+      `--pidfile=${join(rundir, "ovsdb-server.pid")}`, "--detach", "-vconsole:err",
+      `--log-file=${join(rundir, "ovsdb-server.log")}`]);
+    nsRun(["ovs-vsctl", "--no-wait", "init"]);
+    this.record("pidFiles", join(rundir, "ovs-vswitchd.pid"));
+    nsRun(["ovs-vswitchd", `unix:${dbSock}`, "--disable-system", `--pidfile=${join(rundir, "ovs-vswitchd.pid")}`,
+      "--detach", "-vconsole:err", `--log-file=${join(rundir, "ovs-vswitchd.log")}`]);
+
+    // Underlay: a routed /24 per host, with the address on br-phy (userspace tunnelling).
+    const ulRouterSide = `u-${plan.name}`;
+    run(["ip", "link", "add", "ul0", "netns", ns, "type", "veth", "peer", "name", ulRouterSide, "netns", ROUTER_NS]);
+    inNs(ROUTER_NS, ["ip", "link", "set", ulRouterSide, "mtu", "1600", "up"]);
+    inNs(ROUTER_NS, ["ip", "addr", "add", `${underlayRouterOf(plan)}/24`, "dev", ulRouterSide]);
+    inNs(ns, ["ip", "link", "set", "ul0", "mtu", "1600", "up"]);
+    nsRun(["ovs-vsctl", "--may-exist", "add-br", "br-phy", "--", "set", "bridge", "br-phy", "datapath_type=netdev",
+      `other_config:hwaddr=${macForUnderlay(plan)}`, "--", "--may-exist", "add-port", "br-phy", "ul0"]);
+    inNs(ns, ["ip", "addr", "add", `${underlayAddressOf(plan)}/24`, "dev", "br-phy"]);
+    inNs(ns, ["ip", "link", "set", "br-phy", "mtu", "1600", "up"]);
+    inNs(ns, ["ip", "route", "add", "172.16.0.0/16", "via", underlayRouterOf(plan), "dev", "br-phy"]);
+
+    // Segment: br-seg with the segment veth and the host's own segment address.
+    this.plugIntoRootBridge(SEGMENT_BRIDGE, `s-${plan.name}`, ns, "seg0");
+    inNs(ns, ["ip", "link", "set", "seg0", "up"]);
+    nsRun(["ovs-vsctl", "--may-exist", "add-br", "br-seg", "--", "set", "bridge", "br-seg", "datapath_type=netdev",
+      "protocols=OpenFlow10,OpenFlow13,OpenFlow14,OpenFlow15", `other_config:hwaddr=${segmentMacOf(plan)}`,
+      "--", "--may-exist", "add-port", "br-seg", "seg0"]);
+    inNs(ns, ["ip", "addr", "add", `${segmentAddressOf(plan)}/24`, "dev", "br-seg"]);
+    inNs(ns, ["ip", "link", "set", "br-seg", "up"]);
+    return {
+      ovsRundir: rundir,
+      dbSock,
+      segment: { bridge: "br-seg", port: "seg0", address: segmentAddressOf(plan), mac: segmentMacOf(plan) },
+      underlay: { bridge: "br-phy", port: "ul0", address: underlayAddressOf(plan), router: underlayRouterOf(plan) },
+    };
+  }
+
+  private startOvnCentral(ns: string, address: string, rundir: string): NonNullable<LabHost["ovn"]> {
+    const env = this.daemonEnv(rundir);
+    const nsRun = (argv: string[]) => run(["ip", "netns", "exec", ns, ...argv], { env });
+    const socks: Record<string, string> = {};
+    for (const [db, schema, port] of [["nb", "ovn-nb", 6641], ["sb", "ovn-sb", 6642]] as const) {
+      const file = join(rundir, `ovn${db}_db.db`);
+      const sock = join(rundir, `ovn${db}_db.sock`);
+      const pid = join(rundir, `ovn${db}_db.pid`);
+      run(["ovsdb-tool", "create", file, `/usr/share/ovn/${schema}.ovsschema`]);
+      this.record("pidFiles", pid);
+      nsRun(["ovsdb-server", file, `--remote=punix:${sock}`, `--remote=ptcp:${port}:${address}`,
+        `--pidfile=${pid}`, "--detach", "-vconsole:err", `--log-file=${join(rundir, `ovn${db}_db.log`)}`]);
+      socks[db] = sock;
+    }
+    nsRun(["ovn-nbctl", `--db=unix:${socks.nb}`, "--no-wait", "init"]);
+    this.record("pidFiles", join(rundir, "ovn-northd.pid"));
+    nsRun(["ovn-northd", `--ovnnb-db=unix:${socks.nb}`, `--ovnsb-db=unix:${socks.sb}`,
+      `--pidfile=${join(rundir, "ovn-northd.pid")}`, "--detach", "-vconsole:err",
+      `--log-file=${join(rundir, "ovn-northd.log")}`]);
+    return {
+      nbSock: socks.nb, sbSock: socks.sb, nbTcp: `tcp:${address}:6641`, sbTcp: `tcp:${address}:6642`, rundir,
+    };
+  }
+
+  /** sshd on the host's management address: key auth only, its own host key. Returns the public host key. */
+  private startSshd(plan: HostPlan, ns: string, address: string, hostDir: string, rundir: string): string {
+    const hostKey = join(hostDir, "ssh_host_ed25519_key");
+    run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", `ovslb-lab-${plan.name}`, "-f", hostKey]);
+    chmodSync(hostKey, 0o600);
+    const pidFile = join(hostDir, "sshd.pid");
+    const env = plan.role === "ovn-central" ? `OVN_RUNDIR=${rundir}` : `OVS_RUNDIR=${rundir}`;
+    const config = [
+      `ListenAddress ${address}`,
+      "Port 22",
+      `HostKey ${hostKey}`,
+      `PidFile ${pidFile}`,
+      `AuthorizedKeysFile ${join(this.dir, "authorized_keys")}`,
+      "PermitRootLogin prohibit-password",
+      "PubkeyAuthentication yes",
+      "PasswordAuthentication no",
+      "KbdInteractiveAuthentication no",
+      "UsePAM no",
+      "StrictModes no",
+      "AllowStreamLocalForwarding yes",
+      "MaxSessions 64",
+      `SetEnv ${env}`,
+      "",
+    ].join("\n");
+    const configPath = join(hostDir, "sshd_config");
+    writeFileSync(configPath, config);
+    this.record("pidFiles", pidFile);
+    inNs(ns, ["/usr/sbin/sshd", "-f", configPath, "-E", join(hostDir, "sshd.log")]);
+    const pub = readFileSync(`${hostKey}.pub`, "utf8").trim().split(" ");
+    return `${pub[0]} ${pub[1]}`;
+  }
+
+  private makeClient(hosts: Record<string, LabHost>) {
+    const ns = CLIENT.namespace;
+    this.makeNamespace(ns);
+    this.plugIntoRootBridge(SEGMENT_BRIDGE, "s-client", ns, "eth0");
+    this.configureGuestNic(ns, CLIENT.address, CLIENT.mac);
+    // The gateway VIP range is reached through both gateways; hash on L4 so
+    // connections spread over them.
+    inNs(ns, ["sysctl", "-q", "-w", "net.ipv4.fib_multipath_hash_policy=1"]);
+    const gateways = Object.values(hosts).filter((h) => h.role === "gateway");
+    inNs(ns, ["ip", "route", "add", GATEWAY_VIP_RANGE,
+      ...gateways.flatMap((g) => ["nexthop", "via", g.segment!.address, "dev", "eth0"])]);
+  }
+
+  private makeVm(vm: HostPlan["vms"][number]) {
+    const ns = namespaceOf(vm.name);
+    const hvNs = namespaceOf(vm.hypervisor);
+    this.makeNamespace(ns);
+    run(["ip", "link", "add", vm.port, "netns", hvNs, "type", "veth", "peer", "name", "eth0", "netns", ns]);
+    inNs(hvNs, ["ip", "link", "set", vm.port, "up"]);
+    const rundir = join(this.dir, "hosts", vm.hypervisor, "run");
+    run(["ip", "netns", "exec", hvNs, "ovs-vsctl", "--may-exist", "add-port", "br-seg", vm.port],
+      { env: this.daemonEnv(rundir) });
+    this.configureGuestNic(ns, vm.address, vm.mac);
+    this.startBackendServer(vm.name, ns);
+    return { name: vm.name, namespace: ns, hypervisor: vm.hypervisor, port: vm.port, address: vm.address, mac: vm.mac };
+  }
+
+  /** A guest NIC: fixed MAC and address, and no tx checksum offload (TCP into the userspace datapath needs it off). */
+  private configureGuestNic(ns: string, address: string, mac: string) {
+    inNs(ns, ["ip", "link", "set", "eth0", "address", mac]);
+    inNs(ns, ["ip", "addr", "add", `${address}/24`, "dev", "eth0"]);
+    inNs(ns, ["ip", "link", "set", "eth0", "up"]);
+    inNs(ns, ["ethtool", "-K", "eth0", "tx", "off"]);
+  }
+
+  /** The backend's TCP server (backend-server.js), detached, with a pid file. */
+  private startBackendServer(name: string, ns: string) {
+    const pidFile = join(this.dir, `${name}.server.pid`);
+    const log = openSync(join(this.dir, `${name}.server.log`), "a");
+    this.record("pidFiles", pidFile);
+    const child = spawn(
+      "ip",
+      ["netns", "exec", ns, process.execPath, BACKEND_SERVER, name, String(BACKEND_PORT)],
+      { detached: true, stdio: ["ignore", log, log] },
+    );
+    writeFileSync(pidFile, `${child.pid}\n`);
+    child.unref();
+  }
+}
+
+function macForUnderlay(plan: HostPlan): string {
+  return `02:00:ac:10:${plan.index.toString(16).padStart(2, "0")}:02`;
+}
+
+function readPid(pidFile: string): number | undefined {
+  try {
+    const pid = Number(readFileSync(pidFile, "utf8").trim());
+    return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return false;
+  }
+  // A zombie waiting to be reaped counts as gone.
+  try {
+    return !/^State:\s+Z/m.test(readFileSync(`/proc/${pid}/status`, "utf8"));
+  } catch {
+    return false;
+  }
+}
+
+function pidAlive(pidFile: string): boolean {
+  const pid = readPid(pidFile);
+  return pid !== undefined && isAlive(pid);
+}
+
+function signal(pid: number, sig: NodeJS.Signals) {
+  try {
+    process.kill(pid, sig);
+  } catch {
+    /* already gone */
+  }
+}
+
+function waitGone(pids: number[], timeoutMs: number) {
+  const deadline = Date.now() + timeoutMs;
+  while (pids.some(isAlive) && Date.now() < deadline) {
+    execFileSync("sleep", ["0.05"]);
+  }
+}

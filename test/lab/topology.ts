@@ -1,0 +1,125 @@
+/**
+ * The lab's topology as pure data: which emulated hosts exist, their
+ * namespaces, addresses and MACs. lab.ts builds it; tests read the inventory.
+ *
+ * Networks (lab-only ranges; this machine's own interface is in 192.0.2.0/24):
+ * - management 172.30.0.0/24: a Linux bridge in the root namespace; each
+ *   host's sshd listens here, and so does OVN NB/SB over TCP.
+ * - segment 10.0.0.0/24: one L2 segment (Linux bridge) joining gateways,
+ *   hypervisors, the distributor and the client; each OVS host has it on
+ *   its `br-seg` bridge, and the backend VMs hang off the hypervisors' br-seg.
+ * - underlay 172.16.K.0/24 per host, routed by a router namespace: the
+ *   tunnel endpoints (on each host's `br-phy`).
+ */
+
+export type HostRole = "ovn-central" | "gateway" | "hypervisor" | "distributor";
+
+export interface HostPlan {
+  name: string;
+  role: HostRole;
+  /** Last octet on each network, and the underlay's third octet. */
+  index: number;
+  vms: VmPlan[];
+}
+
+export interface VmPlan {
+  name: string;
+  hypervisor: string;
+  /** Port name on the hypervisor's br-seg (and the veth's name there). */
+  port: string;
+  address: string;
+  mac: string;
+}
+
+export const LAB_PREFIX = "ovslb-";
+export const MGMT_BRIDGE = "ovslb-mgmt";
+export const SEGMENT_BRIDGE = "ovslb-seg";
+export const ROUTER_NS = "ovslb-rtr";
+export const MGMT_GATEWAY = "172.30.0.1";
+export const SEGMENT_CIDR = "10.0.0.0/24";
+export const CLIENT = { namespace: "ovslb-client", address: "10.0.0.2", mac: "02:00:0a:00:00:02" };
+/** VIPs in this range are routed by the client through both gateways (ECMP). */
+export const GATEWAY_VIP_RANGE = "10.0.0.192/28";
+/** The TCP port every backend VM's server listens on. */
+export const BACKEND_PORT = 8080;
+
+const VMS_PER_HYPERVISOR = 3;
+
+function macFor(address: string): string {
+  const octets = address.split(".").map((o) => Number(o).toString(16).padStart(2, "0"));
+  return `02:00:${octets.join(":")}`;
+}
+
+function host(name: string, role: HostRole, index: number): HostPlan {
+  const vms: VmPlan[] = [];
+  if (role === "hypervisor") {
+    const hv = index - 20; // hv1 = 21
+    for (let i = 1; i <= VMS_PER_HYPERVISOR; i++) {
+      const address = `10.0.0.${100 + (hv - 1) * 10 + i}`;
+      vms.push({ name: `${name}-vm${i}`, hypervisor: name, port: `vm${i}`, address, mac: macFor(address) });
+    }
+  }
+  return { name, role, index, vms };
+}
+
+export const HOSTS: readonly HostPlan[] = [
+  host("central", "ovn-central", 10),
+  host("gw1", "gateway", 11),
+  host("gw2", "gateway", 12),
+  host("hv1", "hypervisor", 21),
+  host("hv2", "hypervisor", 22),
+  host("hv3", "hypervisor", 23),
+  host("dist1", "distributor", 31),
+];
+
+export const namespaceOf = (hostOrVm: string) => `${LAB_PREFIX}${hostOrVm}`;
+export const mgmtAddressOf = (h: HostPlan) => `172.30.0.${h.index}`;
+export const segmentAddressOf = (h: HostPlan) => `10.0.0.${h.index}`;
+export const segmentMacOf = (h: HostPlan) => macFor(segmentAddressOf(h));
+export const underlayAddressOf = (h: HostPlan) => `172.16.${h.index}.2`;
+export const underlayRouterOf = (h: HostPlan) => `172.16.${h.index}.1`;
+
+/** What the lab writes for tests, examples and benchmarks (inventory.json). */
+export interface LabInventory {
+  version: 1;
+  labDir: string;
+  /** Seconds `up` took to build the lab. */
+  upSeconds: number;
+  clientKeyPath: string;
+  clientPublicKey: string;
+  knownHostsPath: string;
+  mgmtCidr: string;
+  segmentCidr: string;
+  gatewayVipRange: string;
+  backendPort: number;
+  client: { namespace: string; address: string; mac: string };
+  hosts: Record<string, LabHost>;
+  backends: LabBackend[];
+}
+
+export interface LabHost {
+  name: string;
+  role: HostRole;
+  namespace: string;
+  address: string;
+  sshPort: number;
+  user: string;
+  /** "ssh-ed25519 AAAA...", the host key to pin. */
+  hostKey: string;
+  /** OVS_RUNDIR on the host: db.sock and BRIDGE.mgmt live here. */
+  ovsRundir?: string;
+  dbSock?: string;
+  segment?: { bridge: string; port: string; address: string; mac: string };
+  underlay?: { bridge: string; port: string; address: string; router: string };
+  ovn?: { nbSock: string; sbSock: string; nbTcp: string; sbTcp: string; rundir: string };
+}
+
+export interface LabBackend {
+  name: string;
+  namespace: string;
+  hypervisor: string;
+  /** The VM's port on the hypervisor's br-seg. */
+  port: string;
+  address: string;
+  mac: string;
+}
