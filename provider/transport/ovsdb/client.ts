@@ -1,0 +1,283 @@
+/**
+ * An OVSDB JSON-RPC client (RFC 7047 section 4) over any Node Duplex stream:
+ * a unix or TCP socket, or an SSH stream-local channel to the host's db.sock.
+ * The caller opens the stream; the client owns it from then on.
+ */
+import type { Duplex } from "node:stream";
+import { type DatabaseSchema, type Row, decodeRow, isRecord, parseDatabaseSchema } from "./encoding";
+import { type Operation, type OperationResult, readTransactResults } from "./transaction";
+
+const OPEN_BRACE = 0x7b;
+const CLOSE_BRACE = 0x7d;
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const WHITESPACE = new Set([0x20, 0x09, 0x0a, 0x0d]);
+
+/**
+ * Splits the byte stream into JSON objects. OVSDB sends them back to back
+ * with no delimiter, so a message ends where its outermost brace closes,
+ * outside strings. Bytes are scanned, not text: every byte of a multi-byte
+ * UTF-8 character is >= 0x80, so a character split across chunks is only
+ * decoded once its message is whole.
+ */
+export class JsonStreamParser {
+  private partial: Buffer[] = [];
+  private depth = 0;
+  private inString = false;
+  private escaped = false;
+
+  push(chunk: Buffer): unknown[] {
+    const messages: unknown[] = [];
+    let start = 0;
+    for (let i = 0; i < chunk.length; i++) {
+      const byte = chunk[i];
+      if (this.inString) {
+        if (this.escaped) this.escaped = false;
+        else if (byte === BACKSLASH) this.escaped = true;
+        else if (byte === QUOTE) this.inString = false;
+      } else if (this.depth === 0) {
+        if (WHITESPACE.has(byte)) start = i + 1;
+        else if (byte === OPEN_BRACE) this.depth = 1;
+        else throw new Error(`OVSDB stream: expected a JSON object, got ${JSON.stringify(String.fromCharCode(byte))}`);
+      } else if (byte === QUOTE) {
+        this.inString = true;
+      } else if (byte === OPEN_BRACE) {
+        this.depth++;
+      } else if (byte === CLOSE_BRACE && --this.depth === 0) {
+        this.partial.push(chunk.subarray(start, i + 1));
+        messages.push(JSON.parse(Buffer.concat(this.partial).toString("utf8")));
+        this.partial = [];
+        start = i + 1;
+      }
+    }
+    if (start < chunk.length) this.partial.push(chunk.subarray(start));
+    return messages;
+  }
+}
+
+/** The server answered a request with a JSON-RPC error (e.g. "unknown database"). */
+export class OvsdbRpcError extends Error {
+  constructor(
+    readonly method: string,
+    readonly error: string,
+    readonly details: string | undefined,
+  ) {
+    super(`ovsdb ${method}: ${error}${details ? `: ${details}` : ""}`);
+    this.name = "OvsdbRpcError";
+  }
+}
+
+/**
+ * A request got no reply: the connection ended or the request timed out.
+ * Whether a transaction committed is then unknown; read before retrying.
+ */
+export class OvsdbNoReplyError extends Error {
+  constructor(
+    readonly method: string,
+    reason: string,
+    cause?: Error,
+  ) {
+    super(`ovsdb ${method}: no reply: ${reason}${cause ? `: ${cause.message}` : ""}`, { cause });
+    this.name = "OvsdbNoReplyError";
+  }
+}
+
+export interface OvsdbClientOptions {
+  /** How long each request may wait for its reply. Default 30 s. */
+  requestTimeoutMs?: number;
+}
+
+/** What a monitor reports for one table: which columns, and which kinds of change. */
+export interface MonitorRequest {
+  columns?: readonly string[];
+  select?: { initial?: boolean; insert?: boolean; delete?: boolean; modify?: boolean };
+}
+
+/** A row's change: `new` alone is an insert, `old` alone a delete; on modify `old` holds only the changed columns. */
+export interface RowUpdate {
+  old?: Row;
+  new?: Row;
+}
+
+/** Table name to row UUID to change. */
+export type TableUpdates = Record<string, Record<string, RowUpdate>>;
+
+interface PendingRequest {
+  method: string;
+  resolve(result: unknown): void;
+  reject(error: Error): void;
+  timer: NodeJS.Timeout;
+}
+
+interface Monitor {
+  schema: DatabaseSchema;
+  onUpdate(updates: TableUpdates): void;
+}
+
+export class OvsdbClient {
+  private readonly parser = new JsonStreamParser();
+  private readonly pending = new Map<number, PendingRequest>();
+  private readonly schemas = new Map<string, Promise<DatabaseSchema>>();
+  private readonly monitors = new Map<string, Monitor>();
+  private readonly requestTimeoutMs: number;
+  private nextId = 1;
+  /** Set once the connection is over; later requests fail with it. */
+  private failure: Error | undefined;
+
+  constructor(
+    private readonly stream: Duplex,
+    opts: OvsdbClientOptions = {},
+  ) {
+    this.requestTimeoutMs = opts.requestTimeoutMs ?? 30_000;
+    stream.on("data", (chunk: Buffer | string) => this.onData(chunk));
+    stream.on("error", (err: Error) => this.fail(err));
+    stream.on("end", () => this.fail(new Error("connection closed by the server")));
+    stream.on("close", () => this.fail(new Error("connection closed")));
+  }
+
+  async listDbs(): Promise<string[]> {
+    const dbs = await this.request("list_dbs", []);
+    if (!Array.isArray(dbs) || !dbs.every((db) => typeof db === "string")) {
+      throw new Error(`ovsdb list_dbs: unexpected reply ${JSON.stringify(dbs)}`);
+    }
+    return dbs;
+  }
+
+  /** Fetched once per database and connection: results and updates are decoded with it. */
+  getSchema(db: string): Promise<DatabaseSchema> {
+    let schema = this.schemas.get(db);
+    if (!schema) {
+      schema = this.request("get_schema", [db]).then(parseDatabaseSchema);
+      schema.catch(() => this.schemas.delete(db));
+      this.schemas.set(db, schema);
+    }
+    return schema;
+  }
+
+  /** Runs the operations as one atomic transaction; throws OvsdbTransactionError if any fails. */
+  async transact(db: string, ops: readonly Operation[]): Promise<OperationResult[]> {
+    const schema = await this.getSchema(db);
+    return readTransactResults(db, ops, await this.request("transact", [db, ...ops]), schema);
+  }
+
+  async echo(): Promise<void> {
+    await this.request("echo", []);
+  }
+
+  /**
+   * Starts monitor `id` and returns the initial rows. `onUpdate` gets every
+   * later change; it is registered before the request is sent, since an
+   * update may follow the reply in the same read.
+   */
+  async monitor(
+    db: string,
+    id: string,
+    requests: Readonly<Record<string, MonitorRequest>>,
+    onUpdate: (updates: TableUpdates) => void,
+  ): Promise<TableUpdates> {
+    const schema = await this.getSchema(db);
+    if (this.monitors.has(id)) throw new Error(`ovsdb monitor ${id} is already running`);
+    this.monitors.set(id, { schema, onUpdate });
+    try {
+      return readTableUpdates(await this.request("monitor", [db, id, requests]), schema);
+    } catch (err) {
+      this.monitors.delete(id);
+      throw err;
+    }
+  }
+
+  async monitorCancel(id: string): Promise<void> {
+    this.monitors.delete(id);
+    await this.request("monitor_cancel", [id]);
+  }
+
+  /** Ends the connection; requests still waiting fail with OvsdbNoReplyError. */
+  close(): void {
+    this.fail(new Error("closed by the client"));
+  }
+
+  private request(method: string, params: unknown[]): Promise<unknown> {
+    if (this.failure) return Promise.reject(new OvsdbNoReplyError(method, "connection is closed", this.failure));
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.pending.delete(id);
+        reject(new OvsdbNoReplyError(method, `timed out after ${this.requestTimeoutMs} ms`));
+      }, this.requestTimeoutMs);
+      this.pending.set(id, { method, resolve, reject, timer });
+      this.send({ id, method, params });
+    });
+  }
+
+  private send(message: object): void {
+    // A write to a stream that is already gone reports here, not always as an 'error' event.
+    this.stream.write(JSON.stringify(message), (err) => err && this.fail(err));
+  }
+
+  private onData(chunk: Buffer | string): void {
+    try {
+      for (const message of this.parser.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk))) {
+        this.onMessage(message);
+      }
+    } catch (err) {
+      // Unparseable input (or an update callback that threw) leaves the stream in an unknown state.
+      this.fail(err instanceof Error ? err : new Error(String(err)));
+    }
+  }
+
+  private onMessage(message: unknown): void {
+    if (!isRecord(message)) throw new Error(`OVSDB stream: not a JSON-RPC message: ${JSON.stringify(message)}`);
+    const { id, method, params } = message;
+    if (method === "echo" && id !== null && id !== undefined) {
+      // The server's keepalive: it drops connections that do not answer.
+      this.send({ id, result: params, error: null });
+    } else if (method === "update" && Array.isArray(params)) {
+      const monitor = this.monitors.get(String(params[0]));
+      monitor?.onUpdate(readTableUpdates(params[1], monitor.schema));
+    } else if (typeof id === "number" && method === undefined) {
+      this.onReply(id, message.result, message.error);
+    }
+  }
+
+  private onReply(id: number, result: unknown, error: unknown): void {
+    const request = this.pending.get(id);
+    if (!request) return; // its request timed out
+    this.pending.delete(id);
+    clearTimeout(request.timer);
+    if (error === null || error === undefined) request.resolve(result);
+    else if (isRecord(error)) {
+      const details = typeof error.details === "string" ? error.details : undefined;
+      request.reject(new OvsdbRpcError(request.method, String(error.error), details));
+    } else request.reject(new OvsdbRpcError(request.method, String(error), undefined));
+  }
+
+  private fail(reason: Error): void {
+    if (this.failure) return;
+    this.failure = reason;
+    for (const request of this.pending.values()) {
+      clearTimeout(request.timer);
+      request.reject(new OvsdbNoReplyError(request.method, "connection lost", reason));
+    }
+    this.pending.clear();
+    this.monitors.clear();
+    this.stream.destroy();
+  }
+}
+
+function readTableUpdates(wire: unknown, schema: DatabaseSchema): TableUpdates {
+  if (!isRecord(wire)) throw new Error(`OVSDB table-updates is not an object: ${JSON.stringify(wire)}`);
+  const updates: TableUpdates = {};
+  for (const [table, rows] of Object.entries(wire)) {
+    if (!isRecord(rows)) throw new Error(`OVSDB table-update for ${table} is not an object`);
+    const tableSchema = schema.tables[table];
+    updates[table] = {};
+    for (const [uuid, change] of Object.entries(rows)) {
+      if (!isRecord(change)) throw new Error(`OVSDB row-update for ${table} ${uuid} is not an object`);
+      const update: RowUpdate = {};
+      if (change.old !== undefined) update.old = decodeRow(change.old, tableSchema);
+      if (change.new !== undefined) update.new = decodeRow(change.new, tableSchema);
+      updates[table][uuid] = update;
+    }
+  }
+  return updates;
+}

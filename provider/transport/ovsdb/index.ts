@@ -1,0 +1,37 @@
+export {
+  type Atom,
+  type AtomInput,
+  type AtomicType,
+  type ColumnType,
+  type DatabaseSchema,
+  type Row,
+  type RowInput,
+  type TableSchema,
+  type Value,
+  type ValueInput,
+  NamedUuid,
+  Uuid,
+} from "./encoding";
+export {
+  type Condition,
+  type ConditionFunction,
+  type Mutation,
+  type Mutator,
+  type Operation,
+  type OperationResult,
+  type TransactionFailure,
+  type WaitOptions,
+  OvsdbTransactionError,
+  Transaction,
+  mutation,
+  where,
+} from "./transaction";
+export {
+  type MonitorRequest,
+  type OvsdbClientOptions,
+  type RowUpdate,
+  type TableUpdates,
+  OvsdbClient,
+  OvsdbNoReplyError,
+  OvsdbRpcError,
+} from "./client";

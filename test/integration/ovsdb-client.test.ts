@@ -1,0 +1,239 @@
+import { connect, createServer, type Socket } from "node:net";
+import { readdirSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { runChecked } from "../../provider/transport/exec";
+import {
+  type TableUpdates,
+  OvsdbClient,
+  OvsdbNoReplyError,
+  OvsdbRpcError,
+  OvsdbTransactionError,
+  Transaction,
+  Uuid,
+  mutation,
+  where,
+} from "../../provider/transport/ovsdb";
+import { type OvsSandbox, startOvsSandbox } from "../support/sandbox";
+
+const DB = "Open_vSwitch";
+
+let sandbox: OvsSandbox;
+let socket: Socket;
+let client: OvsdbClient;
+
+beforeAll(() => {
+  sandbox = startOvsSandbox({ vswitchd: false });
+});
+afterAll(() => sandbox?.stop());
+
+function open(opts?: ConstructorParameters<typeof OvsdbClient>[1]): OvsdbClient {
+  socket = connect(sandbox.dbSock);
+  client = new OvsdbClient(socket, opts);
+  return client;
+}
+afterEach(() => client?.close());
+
+/** Every Bridge row, as ovs-vsctl (not the client under test) sees it: name and external_ids. */
+async function bridges(): Promise<string> {
+  return runChecked(sandbox.runner, ["ovs-vsctl", "--no-wait", "--columns=name,external_ids", "list", "Bridge"]);
+}
+
+/** The OvsdbTransactionError that `promise` must reject with. */
+async function transactionError(promise: Promise<unknown>): Promise<OvsdbTransactionError> {
+  const err = await promise.then(() => undefined, (e: unknown) => e);
+  expect(err).toBeInstanceOf(OvsdbTransactionError);
+  return err as OvsdbTransactionError;
+}
+
+describe("OvsdbClient against ovsdb-server", () => {
+  it("lists databases and reads a schema", async () => {
+    open();
+    expect(await client.listDbs()).toEqual(expect.arrayContaining([DB, "_Server"]));
+    const schema = await client.getSchema(DB);
+    expect(schema.name).toBe(DB);
+    expect(schema.tables.Bridge.columns.ports).toEqual({ key: "uuid", min: 0, max: "unlimited" });
+    expect(schema.tables.Bridge.columns.external_ids).toMatchObject({ key: "string", value: "string" });
+    await expect(client.getSchema("Nope")).rejects.toThrow(OvsdbRpcError);
+    await expect(client.getSchema("Nope")).rejects.toThrow(/unknown database/);
+  });
+
+  it("inserts a bridge, port and interface by named uuids, links it from the root, and reads it back", async () => {
+    open();
+    const tx = new Transaction();
+    const iface = tx.insert("Interface", { name: "br0", type: "internal" });
+    const port = tx.insert("Port", { name: "br0", interfaces: [iface] });
+    const bridge = tx.insert("Bridge", { name: "br0", ports: [port], external_ids: { "ovslb:owner": "lb-1" } });
+    tx.mutate(DB, [], [mutation("bridges", "insert", [bridge])]);
+    const [ifaceResult, portResult, bridgeResult, mutateResult] = await client.transact(DB, tx.operations);
+    expect(mutateResult).toEqual({ count: 1 });
+    expect(bridgeResult.uuid).toBeInstanceOf(Uuid);
+
+    const read = new Transaction();
+    const bridgeRows = read.select("Bridge", [where("name", "==", "br0")], ["_uuid", "ports", "external_ids"]);
+    const portRows = read.select("Port", [where("_uuid", "==", portResult.uuid!)], ["name", "interfaces"]);
+    const results = await client.transact(DB, read.operations);
+    // One-element sets come back bare on the wire; the schema turns them back into arrays.
+    expect(results[bridgeRows].rows).toEqual([
+      { _uuid: bridgeResult.uuid, ports: [portResult.uuid], external_ids: new Map([["ovslb:owner", "lb-1"]]) },
+    ]);
+    expect(results[portRows].rows).toEqual([{ name: "br0", interfaces: [ifaceResult.uuid] }]);
+    expect(await runChecked(sandbox.runner, ["ovs-vsctl", "--no-wait", "list-br"])).toBe("br0\n");
+  });
+
+  it("commits nothing when a wait precondition fails, and names the wait", async () => {
+    open();
+    const before = await bridges();
+    const tx = new Transaction();
+    tx.update("Bridge", [where("name", "==", "br0")], { external_ids: { "ovslb:owner": "lb-2" } });
+    tx.wait("Bridge", [where("name", "==", "br0")], {
+      columns: ["external_ids"],
+      until: "==",
+      rows: [{ external_ids: { "ovslb:owner": "someone-else" } }],
+    });
+    tx.insert("Bridge", { name: "br-new" });
+    const err = await transactionError(client.transact(DB, tx.operations));
+    expect(err.kind).toBe("conflict");
+    expect(err.operation).toEqual({ index: 1, op: "wait", table: "Bridge" });
+    expect(err.message).toMatch(/^Open_vSwitch: precondition failed: wait on table Bridge \(operation 1\) timed out/);
+    expect(await bridges()).toBe(before);
+
+    // The same precondition, true this time, lets the transaction through.
+    const ok = new Transaction();
+    ok.wait("Bridge", [where("name", "==", "br0")], {
+      columns: ["external_ids"],
+      until: "==",
+      rows: [{ external_ids: { "ovslb:owner": "lb-1" } }],
+    });
+    ok.update("Bridge", [where("name", "==", "br0")], { external_ids: { "ovslb:owner": "lb-1", rev: "2" } });
+    expect(await client.transact(DB, ok.operations)).toEqual([{}, { count: 1 }]);
+  });
+
+  it("applies none of the operations when one in the middle fails", async () => {
+    open();
+    const before = await bridges();
+    const tx = new Transaction();
+    tx.insert("Bridge", { name: "br-a" });
+    tx.update("Bridge", [where("name", "==", "br0")], { no_such_column: "x" });
+    tx.insert("Bridge", { name: "br-b" });
+    const err = await transactionError(client.transact(DB, tx.operations));
+    expect(err).toMatchObject({ kind: "operation", error: "unknown column" });
+    expect(err.operation).toEqual({ index: 1, op: "update", table: "Bridge" });
+    expect(err.message).toMatch(/update on table Bridge \(operation 1\) failed: unknown column/);
+    expect(await bridges()).toBe(before);
+  });
+
+  it("reports a commit-time failure: a second bridge named br0 breaks the name index", async () => {
+    open();
+    const before = await bridges();
+    const tx = new Transaction();
+    const bridge = tx.insert("Bridge", { name: "br0" });
+    tx.mutate(DB, [], [mutation("bridges", "insert", [bridge])]);
+    const err = await transactionError(client.transact(DB, tx.operations));
+    expect(err).toMatchObject({ kind: "commit", error: "constraint violation", operation: undefined });
+    expect(err.details).toMatch(/identical values \(br0\) for index on column "name"/);
+    expect(await bridges()).toBe(before);
+  });
+
+  it("answers echo", async () => {
+    open();
+    await expect(client.echo()).resolves.toBeUndefined();
+  });
+
+  it("monitors a table: initial rows, then updates until cancelled", async () => {
+    open();
+    const updates: TableUpdates[] = [];
+    const initial = await client.monitor(DB, "bridges", { Bridge: { columns: ["name", "ports"] } }, (u) => updates.push(u));
+    const initialRows = Object.values(initial.Bridge).map((change) => change.new);
+    expect(initialRows).toEqual([{ name: "br0", ports: [expect.any(Uuid)] }]);
+
+    const tx = new Transaction();
+    const bridge = tx.insert("Bridge", { name: "br-mon" });
+    tx.mutate(DB, [], [mutation("bridges", "insert", [bridge])]);
+    const [inserted] = await client.transact(DB, tx.operations);
+    // The server sends the update before the reply of any later request.
+    await client.echo();
+    expect(updates).toEqual([{ Bridge: { [inserted.uuid!.id]: { new: { name: "br-mon", ports: [] } } } }]);
+
+    await client.monitorCancel("bridges");
+    const remove = new Transaction();
+    remove.mutate(DB, [], [mutation("bridges", "delete", [inserted.uuid!])]);
+    await client.transact(DB, remove.operations);
+    await client.echo();
+    expect(updates).toHaveLength(1);
+  });
+
+  it("fails a request still waiting when the socket is destroyed, and every later one", async () => {
+    open();
+    // A wait that cannot hold for 10 s keeps its reply pending on the server.
+    const tx = new Transaction();
+    tx.wait("Bridge", [where("name", "==", "br0")], { columns: ["name"], until: "==", rows: [], timeout: 10_000 });
+    const pending = client.transact(DB, tx.operations);
+    await client.echo();
+    socket.destroy();
+    await expect(pending).rejects.toThrow(OvsdbNoReplyError);
+    await expect(pending).rejects.toThrow(/transact: no reply: connection lost/);
+    await expect(client.listDbs()).rejects.toThrow(/list_dbs: no reply: connection is closed/);
+  });
+
+  it("times out one request and keeps the connection", async () => {
+    open({ requestTimeoutMs: 300 });
+    await client.getSchema(DB);
+    const tx = new Transaction();
+    tx.wait("Bridge", [where("name", "==", "br0")], { columns: ["name"], until: "==", rows: [], timeout: 1_000 });
+    await expect(client.transact(DB, tx.operations)).rejects.toThrow(/transact: no reply: timed out after 300 ms/);
+    await expect(client.listDbs()).resolves.toContain(DB);
+    // The late reply (a conflict) arrives and is dropped.
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    await expect(client.echo()).resolves.toBeUndefined();
+  });
+
+  it("answers the server's echo requests, so an idle connection with an inactivity probe stays up", async () => {
+    // A TCP remote whose Manager row probes after 1 s idle and disconnects 1 s after an unanswered probe.
+    const port = await freePort();
+    open();
+    const tx = new Transaction();
+    const manager = tx.insert("Manager", { target: `ptcp:${port}:127.0.0.1`, inactivity_probe: [1000] });
+    tx.mutate(DB, [], [mutation("manager_options", "insert", [manager])]);
+    await client.transact(DB, tx.operations);
+    client.close();
+    const ctl = readdirSync(sandbox.rundir).find((f) => /^ovsdb-server\.\d+\.ctl$/.test(f));
+    await runChecked(sandbox.runner, [
+      "ovs-appctl", "-t", join(sandbox.rundir, ctl!), "ovsdb-server/add-remote", "db:Open_vSwitch,Open_vSwitch,manager_options",
+    ]);
+
+    const tcp = await connectWhenListening(port);
+    const serverRequests: string[] = [];
+    tcp.on("data", (chunk: Buffer) => serverRequests.push(...(chunk.toString().match(/"method":"echo"/g) ?? [])));
+    client = new OvsdbClient(tcp);
+    await new Promise((resolve) => setTimeout(resolve, 3_500));
+    expect(serverRequests.length).toBeGreaterThanOrEqual(2);
+    await expect(client.listDbs()).resolves.toContain(DB);
+  });
+});
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.on("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      server.close(() => (typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port"))));
+    });
+  });
+}
+
+/** ovsdb-server opens the new remote on its next main-loop pass. */
+async function connectWhenListening(port: number): Promise<Socket> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await new Promise<Socket>((resolve, reject) => {
+        const tcp = connect(port, "127.0.0.1", () => resolve(tcp));
+        tcp.once("error", reject);
+      });
+    } catch (err) {
+      if (attempt === 20) throw err;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+}
