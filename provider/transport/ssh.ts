@@ -2,26 +2,10 @@ import { readFileSync } from "node:fs";
 import type { Duplex } from "node:stream";
 import { Client, type ClientChannel, type ConnectConfig } from "ssh2";
 import type { CommandResult, CommandRunner, RunOptions } from "./exec";
+import type { SshConnection } from "../model/inputs.generated";
 import { hostKeyAlgorithmsFor, keyMatches, parsePublicKey, trustedKeysFor, type TrustedKey } from "./known-hosts";
 
-/** How to reach a host over SSH. Mirrors schema/common.json#/$defs/sshConnection. */
-export interface SshConnection {
-  host: string;
-  port?: number;
-  user: string;
-  /** The pinned host key, "ssh-ed25519 AAAA...". One of hostKey or knownHosts is required. */
-  hostKey?: string;
-  /** OpenSSH known_hosts lines. */
-  knownHosts?: string;
-  privateKey?: string;
-  privateKeyPath?: string;
-  passphrase?: string;
-  /** ssh-agent socket path. */
-  agent?: string;
-  connectTimeoutMs?: number;
-  commandTimeoutMs?: number;
-  jumpHost?: SshConnection;
-}
+export type { SshConnection };
 
 export class SshError extends Error {
   constructor(readonly hostName: string, message: string) {

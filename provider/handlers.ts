@@ -1,0 +1,184 @@
+import { isDeepStrictEqual } from "node:util";
+import { validateAgainstSchema, type CheckFailure } from "./model/validate";
+import { CREDENTIALS_OUTPUT, liftCredentials, restoreCredentials, type Credentials } from "./secrets";
+
+/**
+ * The implementation behind every dynamic provider: the serialized provider
+ * object in state calls `handle(kind, method, args)` of the INSTALLED package,
+ * so refresh and destroy run current code. This is the one stable entry point.
+ */
+
+/** What a resource kind implements. Inputs are validated and defaulted before any method runs. */
+export interface ResourceHandler<I extends object, S extends object> {
+  readonly schema: { properties: Record<string, unknown> };
+  withDefaults(inputs: I): I;
+  /** Rules beyond the schema (cross-field, uniqueness, reserved names). */
+  checkRules?(inputs: I): CheckFailure[];
+  /** The input values that are the resource's identity: a change to any of them replaces it. */
+  identity(inputs: I): Record<string, unknown>;
+  create(inputs: I): Promise<{ id: string; state: S }>;
+  /** The host's actual state as inputs and state; undefined when the resource is gone. */
+  read(id: string, inputs: I, state: S): Promise<{ inputs: I; state: S } | undefined>;
+  update(id: string, old: { inputs: I; state: S }, news: I): Promise<S>;
+  /** Idempotent; removes only what the resource owns. */
+  delete(id: string, inputs: I, state: S): Promise<void>;
+}
+
+type Props = Record<string, unknown>;
+const PROVIDER_KEY = "__provider";
+/** The engine's placeholder for a value not known during preview. */
+const UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9";
+
+const registry: Record<string, () => ResourceHandler<object, object>> = {
+  OvsBridge: () => require("./resources/ovs-bridge/handler").ovsBridgeHandler,
+};
+
+export type ResourceKind = keyof typeof registry;
+export type Method = "check" | "diff" | "create" | "read" | "update" | "delete";
+
+function handlerFor(kind: string): ResourceHandler<object, object> {
+  const load = registry[kind];
+  if (!load) throw new Error(`ovslb: unknown resource kind "${kind}"; is the installed ovslb older than the state?`);
+  return load();
+}
+
+function withoutProvider(props: Props): Props {
+  const { [PROVIDER_KEY]: _ignored, ...rest } = props;
+  return rest;
+}
+
+function containsUnknown(v: unknown): boolean {
+  if (v === UNKNOWN) return true;
+  if (Array.isArray(v)) return v.some(containsUnknown);
+  if (v && typeof v === "object") return Object.values(v).some(containsUnknown);
+  return false;
+}
+
+function valueAt(root: unknown, property: string): unknown {
+  let v = root;
+  for (const step of property.match(/[^.[\]]+/g) ?? []) {
+    if (v === null || typeof v !== "object") return undefined;
+    v = (v as Props)[step];
+  }
+  return v;
+}
+
+/** Splits outputs into the inputs they record (schema properties, credentials restored) and the observed state. */
+function splitOutputs(handler: ResourceHandler<object, object>, outs: Props): { inputs: Props; state: Props } {
+  const inputs: Props = {};
+  const state: Props = {};
+  for (const [k, v] of Object.entries(withoutProvider(outs))) {
+    if (k === CREDENTIALS_OUTPUT) continue;
+    if (k in handler.schema.properties) inputs[k] = v;
+    else state[k] = v;
+  }
+  return { inputs: restoreCredentials(inputs, outs[CREDENTIALS_OUTPUT] as Credentials | undefined), state };
+}
+
+function joinOutputs(inputs: Props, state: object): Props {
+  const { value, credentials } = liftCredentials(inputs);
+  return { ...value, ...state, [CREDENTIALS_OUTPUT]: credentials };
+}
+
+/** Replaces any credential value that leaks into an error message. */
+function redacted(e: unknown, inputs: Props | undefined): Error {
+  const err = e instanceof Error ? e : new Error(String(e));
+  if (!inputs) return err;
+  for (const fields of Object.values(liftCredentials(inputs).credentials)) {
+    for (const secret of Object.values(fields)) {
+      if (secret.length >= 4 && err.message.includes(secret)) err.message = err.message.split(secret).join("[secret]");
+    }
+  }
+  return err;
+}
+
+export async function check(kind: string, _olds: Props, news: Props) {
+  const handler = handlerFor(kind);
+  const inputs = withoutProvider(news);
+  let failures = validateAgainstSchema(handler.schema, inputs).filter(
+    (f) => !containsUnknown(valueAt(inputs, f.property)),
+  );
+  if (failures.length === 0 && !containsUnknown(inputs) && handler.checkRules) {
+    failures = handler.checkRules(inputs);
+  }
+  const checked = failures.length === 0 && !containsUnknown(inputs) ? handler.withDefaults(inputs) : inputs;
+  return { inputs: checked, failures };
+}
+
+export async function diff(kind: string, _id: string, olds: Props, news: Props) {
+  const handler = handlerFor(kind);
+  const before = splitOutputs(handler, olds).inputs;
+  const after = withoutProvider(news);
+  if (isDeepStrictEqual(before, after)) return { changes: false };
+  const oldId = handler.identity(before);
+  const newId = handler.identity(after);
+  const replaces = Object.keys(newId).filter(
+    (k) => !containsUnknown(newId[k]) && !isDeepStrictEqual(oldId[k], newId[k]),
+  );
+  return { changes: true, replaces, deleteBeforeReplace: replaces.length > 0 };
+}
+
+export async function create(kind: string, inputs: Props) {
+  const handler = handlerFor(kind);
+  const clean = withoutProvider(inputs);
+  try {
+    const { id, state } = await handler.create(clean);
+    return { id, outs: joinOutputs(clean, state) };
+  } catch (e) {
+    throw redacted(e, clean);
+  }
+}
+
+export async function read(kind: string, id: string, props: Props) {
+  const handler = handlerFor(kind);
+  const { inputs, state } = splitOutputs(handler, props);
+  try {
+    const actual = await handler.read(id, inputs, state);
+    // An empty id tells the engine the resource is gone.
+    if (!actual) return { id: "", props: {}, inputs: {} };
+    const outs = joinOutputs(actual.inputs as Props, actual.state);
+    return { id, props: outs, inputs: liftCredentials(actual.inputs).value };
+  } catch (e) {
+    throw redacted(e, inputs);
+  }
+}
+
+export async function update(kind: string, id: string, olds: Props, news: Props) {
+  const handler = handlerFor(kind);
+  const old = splitOutputs(handler, olds);
+  const clean = withoutProvider(news);
+  try {
+    const state = await handler.update(id, old, clean);
+    return { outs: joinOutputs(clean, state) };
+  } catch (e) {
+    throw redacted(e, clean);
+  }
+}
+
+export async function remove(kind: string, id: string, props: Props) {
+  const handler = handlerFor(kind);
+  const { inputs, state } = splitOutputs(handler, props);
+  try {
+    await handler.delete(id, inputs, state);
+  } catch (e) {
+    throw redacted(e, inputs);
+  }
+}
+
+/** The one entry point the serialized provider calls. */
+export function handle(kind: string, method: Method, args: unknown[]): Promise<unknown> {
+  switch (method) {
+    case "check":
+      return check(kind, args[0] as Props, args[1] as Props);
+    case "diff":
+      return diff(kind, args[0] as string, args[1] as Props, args[2] as Props);
+    case "create":
+      return create(kind, args[0] as Props);
+    case "read":
+      return read(kind, args[0] as string, args[1] as Props);
+    case "update":
+      return update(kind, args[0] as string, args[1] as Props, args[2] as Props);
+    case "delete":
+      return remove(kind, args[0] as string, args[1] as Props);
+  }
+}

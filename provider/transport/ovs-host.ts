@@ -1,0 +1,48 @@
+import type { OvsHost } from "../model/inputs.generated";
+import { OvsdbClient } from "./ovsdb";
+import { SshSession, withSessions } from "./ssh";
+
+/** Where a host's OVS sockets live unless its OvsHost says otherwise. */
+export const DEFAULT_OVS_RUNDIR = "/var/run/openvswitch";
+
+export const ovsRundirOf = (host: OvsHost) => host.ovsRundir ?? DEFAULT_OVS_RUNDIR;
+
+/** The OpenFlow management socket of a bridge: ovs-ofctl talks to it directly. */
+export const bridgeSocket = (host: OvsHost, bridge: string) => `unix:${ovsRundirOf(host)}/${bridge}.mgmt`;
+
+/** One SSH session to an OVS host, and its Open_vSwitch database over the same connection. */
+export class OvsHostSession {
+  private db: OvsdbClient | undefined;
+
+  constructor(
+    readonly host: OvsHost,
+    readonly ssh: SshSession,
+  ) {}
+
+  get hostName() {
+    return this.ssh.hostName;
+  }
+
+  /** The host's Open_vSwitch database, through a stream-local channel to its db.sock. */
+  async vswitchDb(): Promise<OvsdbClient> {
+    if (!this.db) this.db = new OvsdbClient(await this.ssh.openUnixStream(`${ovsRundirOf(this.host)}/db.sock`));
+    return this.db;
+  }
+
+  close() {
+    this.db?.close();
+    this.ssh.close();
+  }
+}
+
+/** Runs fn with one session per host (bounded parallelism), closing them all afterwards. */
+export function withOvsHosts<R>(hosts: readonly OvsHost[], fn: (s: OvsHostSession, index: number) => Promise<R>): Promise<R[]> {
+  return withSessions(hosts.map((h) => h.connection), async (ssh, i) => {
+    const session = new OvsHostSession(hosts[i], ssh);
+    try {
+      return await fn(session, i);
+    } finally {
+      session.close();
+    }
+  });
+}
