@@ -1,5 +1,6 @@
 import { isDeepStrictEqual } from "node:util";
 import { validateAgainstSchema, type CheckFailure } from "./model/validate";
+import { ovsBridgeHandler } from "./resources/ovs-bridge/handler";
 import { CREDENTIALS_OUTPUT, liftCredentials, restoreCredentials, type Credentials } from "./secrets";
 
 /**
@@ -29,17 +30,17 @@ const PROVIDER_KEY = "__provider";
 /** The engine's placeholder for a value not known during preview. */
 const UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9";
 
-const registry: Record<string, () => ResourceHandler<object, object>> = {
-  OvsBridge: () => require("./resources/ovs-bridge/handler").ovsBridgeHandler,
+const registry: Record<string, ResourceHandler<any, any>> = {
+  OvsBridge: ovsBridgeHandler,
 };
 
 export type ResourceKind = keyof typeof registry;
 export type Method = "check" | "diff" | "create" | "read" | "update" | "delete";
 
 function handlerFor(kind: string): ResourceHandler<object, object> {
-  const load = registry[kind];
-  if (!load) throw new Error(`ovslb: unknown resource kind "${kind}"; is the installed ovslb older than the state?`);
-  return load();
+  const handler = registry[kind];
+  if (!handler) throw new Error(`ovslb: unknown resource kind "${kind}"; is the installed ovslb older than the state?`);
+  return handler;
 }
 
 function withoutProvider(props: Props): Props {

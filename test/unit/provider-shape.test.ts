@@ -1,0 +1,87 @@
+import { describe, it, expect } from "vitest";
+import { check, diff } from "../../provider/handlers";
+import { liftCredentials, restoreCredentials } from "../../provider/secrets";
+import { validateAgainstSchema } from "../../provider/model/validate";
+import bridgeSchema from "../../schema/ovs-bridge.json";
+
+const UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9";
+const KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJdD7y3aLq454yWBdwLWbieU1ebz9/cu7/QEXn9OIeZJ";
+const inputs = () => ({
+  host: { connection: { host: "172.30.0.11", user: "root", hostKey: KEY, privateKey: "-----BEGIN KEY-----x" } },
+  name: "br-lb",
+});
+
+describe("check", () => {
+  it("names every bad property with the reason, never the value", async () => {
+    const bad = {
+      host: { connection: { host: "a b", user: "Root", hostKey: "rsa zzz", port: 70000, bogus: 1 } },
+      name: "br0,actions=drop",
+      failMode: "open",
+    };
+    const { failures } = await check("OvsBridge", {}, bad);
+    const props = failures.map((f) => f.property).sort();
+    expect(props).toEqual([
+      "failMode",
+      "host.connection.bogus",
+      "host.connection.host",
+      "host.connection.hostKey",
+      "host.connection.port",
+      "host.connection.user",
+      "name",
+    ]);
+    expect(failures.find((f) => f.property === "failMode")!.reason).toBe('must be one of "secure", "standalone"');
+    expect(failures.find((f) => f.property === "host.connection.port")!.reason).toMatch(/SSH port/);
+    expect(JSON.stringify(failures)).not.toContain("actions=drop");
+  });
+
+  it("reports a missing required property by its full path", () => {
+    const failures = validateAgainstSchema(bridgeSchema, { host: { connection: { host: "h" } } });
+    expect(failures).toContainEqual({ property: "host.connection.user", reason: "is required" });
+    expect(failures).toContainEqual({ property: "name", reason: "is required" });
+  });
+
+  it("lets values unknown during preview through, and fills defaults once all are known", async () => {
+    const preview = { ...inputs(), name: UNKNOWN };
+    expect((await check("OvsBridge", {}, preview)).failures).toEqual([]);
+    const { inputs: checked } = await check("OvsBridge", {}, inputs());
+    expect(checked).toMatchObject({ datapathType: "netdev", failMode: "secure", externalIds: {} });
+  });
+
+  it("refuses an unknown resource kind clearly", async () => {
+    await expect(check("Nope", {}, {})).rejects.toThrow(/unknown resource kind "Nope"/);
+  });
+});
+
+describe("diff", () => {
+  const outputsOf = (i: ReturnType<typeof inputs>) => {
+    const { value, credentials } = liftCredentials(i);
+    return { ...value, datapathType: "netdev", failMode: "secure", externalIds: {}, uuid: "u", sshCredentials: credentials };
+  };
+  const full = () => ({ ...inputs(), datapathType: "netdev", failMode: "secure", externalIds: {} });
+
+  it("compares recorded inputs (credentials restored) with the new inputs", async () => {
+    expect(await diff("OvsBridge", "id", outputsOf(inputs()), full())).toEqual({ changes: false });
+    const rotated = full();
+    rotated.host.connection.privateKey = "-----BEGIN KEY-----y";
+    expect(await diff("OvsBridge", "id", outputsOf(inputs()), rotated)).toEqual({ changes: true, replaces: [], deleteBeforeReplace: false });
+  });
+
+  it("replaces only on identity: the host's address or the bridge name", async () => {
+    const moved = full();
+    moved.host.connection.host = "172.30.0.12";
+    expect((await diff("OvsBridge", "id", outputsOf(inputs()), moved)).replaces).toEqual(["host.connection.host"]);
+    const portChange = full() as any;
+    portChange.host.connection.port = 2222;
+    expect((await diff("OvsBridge", "id", outputsOf(inputs()), portChange)).replaces).toEqual([]);
+  });
+});
+
+describe("credentials", () => {
+  it("are lifted out of nested connections and restored in place", () => {
+    const v = { gateways: [{ connection: { host: "a", privateKey: "k1", jumpHost: { host: "j", passphrase: "p" } } }] };
+    const { value, credentials } = liftCredentials(v);
+    expect(JSON.stringify(value)).not.toMatch(/k1|"p"/);
+    expect(credentials).toEqual({ "gateways[0].connection": { privateKey: "k1" }, "gateways[0].connection.jumpHost": { passphrase: "p" } });
+    expect(restoreCredentials(value, credentials)).toEqual(v);
+  });
+});
