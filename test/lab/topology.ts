@@ -43,7 +43,7 @@ export const GATEWAY_VIP_RANGE = "10.0.0.192/28";
 /** The TCP port every backend VM's server listens on. */
 export const BACKEND_PORT = 8080;
 
-const VMS_PER_HYPERVISOR = 3;
+const VMS_PER_HYPERVISOR = 4;
 
 function macFor(address: string): string {
   const octets = address.split(".").map((o) => Number(o).toString(16).padStart(2, "0"));
