@@ -1,0 +1,5 @@
+export * from "./types";
+export * from "./render";
+export * from "./parse";
+export * from "./bridge";
+export * from "./trace";

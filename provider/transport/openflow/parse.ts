@@ -1,0 +1,186 @@
+import { BucketEntry, DumpedFlow, GroupEntry, GroupType } from "./types";
+
+/**
+ * Parsers for `ovs-ofctl -O OpenFlow15 --no-names dump-flows` and
+ * `dump-groups` output (OVS 3.1), into the text form render.ts produces for
+ * desired state. Actions stay as the texts OVS prints.
+ */
+
+/** Dump output that is not in the expected shape; `line` is the offending line. */
+export class OpenFlowParseError extends Error {
+  constructor(
+    readonly line: string,
+    reason: string,
+  ) {
+    super(`cannot parse OVS dump line ${JSON.stringify(line)}: ${reason}`);
+    this.name = "OpenFlowParseError";
+  }
+}
+
+/** Splits at commas outside parentheses: `ct(commit,zone=1),output:1` is two actions. */
+export function splitTopLevel(text: string): string[] {
+  const parts: string[] = [];
+  let depth = 0;
+  let start = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (c === "(") depth++;
+    else if (c === ")") depth--;
+    else if (c === "," && depth === 0) {
+      parts.push(text.slice(start, i));
+      start = i + 1;
+    }
+  }
+  parts.push(text.slice(start));
+  return parts.filter((part) => part !== "");
+}
+
+/** Reply headers (`OFPST_FLOW reply (OF1.5) (xid=0x2):`, one per multipart reply) and blank lines. */
+function entryLines(dump: string): string[] {
+  return dump.split("\n").filter((line) => line.trim() !== "" && !line.startsWith("OFPST_"));
+}
+
+function integer(line: string, name: string, text: string | undefined): number {
+  if (text === undefined || !/^(0x[0-9a-f]+|[0-9]+)$/.test(text)) throw new OpenFlowParseError(line, `${name} is ${JSON.stringify(text)}`);
+  return Number(text);
+}
+
+function bigInteger(line: string, name: string, text: string | undefined): bigint {
+  if (text === undefined || !/^(0x[0-9a-f]+|[0-9]+)$/.test(text)) throw new OpenFlowParseError(line, `${name} is ${JSON.stringify(text)}`);
+  return BigInt(text);
+}
+
+function keyValue(token: string, separator: "=" | ":"): [string, string | undefined] {
+  const at = token.indexOf(separator);
+  return at < 0 ? [token, undefined] : [token.slice(0, at), token.slice(at + 1)];
+}
+
+/**
+ * One flow line:
+ * ` cookie=0xabc, duration=1.2s, table=0, n_packets=0, n_bytes=0, idle_age=1, priority=100,tcp,tp_dst=80 actions=group:10`.
+ * The counters part is `, `-separated; the match follows the last `, `
+ * (and is empty, with the default priority, when `actions=` follows it directly).
+ */
+function parseFlow(line: string): DumpedFlow {
+  const text = line.trim();
+  const at = text.indexOf(" actions=");
+  if (at < 0) throw new OpenFlowParseError(line, "no actions");
+  const head = text.slice(0, at);
+  const split = head.endsWith(",") ? head.length - 1 : head.lastIndexOf(", ");
+  if (split < 0) throw new OpenFlowParseError(line, "no counters (dumped with --no-stats?)");
+  const stats = new Map(head.slice(0, split).split(/[,\s]+/).map((token) => keyValue(token, "=")));
+  const matchText = head.slice(split + 1).trim();
+
+  let priority = 32768; // OFP_DEFAULT_PRIORITY, which OVS does not print
+  const match: Record<string, string> = {};
+  for (const token of matchText ? matchText.split(",") : []) {
+    const [name, value] = keyValue(token, "=");
+    if (name === "priority") priority = integer(line, "priority", value);
+    else if (value !== undefined) match[name] = value;
+    else if (match.protocol === undefined) match.protocol = name;
+    else throw new OpenFlowParseError(line, `two protocol keywords: ${match.protocol} and ${name}`);
+  }
+  return {
+    cookie: bigInteger(line, "cookie", stats.get("cookie")),
+    table: integer(line, "table", stats.get("table")),
+    priority,
+    match,
+    actions: splitTopLevel(text.slice(at + " actions=".length)),
+    nPackets: bigInteger(line, "n_packets", stats.get("n_packets")),
+    nBytes: bigInteger(line, "n_bytes", stats.get("n_bytes")),
+  };
+}
+
+/** Parses dump-flows output: one entry per flow, in the order OVS printed them. */
+export function parseFlows(dump: string): DumpedFlow[] {
+  return entryLines(dump).map(parseFlow);
+}
+
+const GROUP_TYPES: readonly GroupType[] = ["select", "all", "indirect", "ff"];
+
+/** A bucket while its `bucket_id:N`, `weight:N`, `watch_port:N`, `actions=...` tokens are read. */
+interface BucketDraft {
+  bucketId?: number;
+  weight?: number;
+  watchPort?: number;
+  watchGroup?: number;
+  actions: string[];
+}
+
+/**
+ * One group line:
+ * ` group_id=10,type=select,selection_method=hash,fields(ip_src,tcp_src),bucket=bucket_id:1,weight:100,watch_port:1,actions=output:1,bucket=...`.
+ * A single hash field prints as `fields=ip_src`. Weights equal to the type's
+ * default (1 in select groups, 0 elsewhere) are not printed.
+ */
+function parseGroup(line: string): GroupEntry {
+  let groupId: number | undefined;
+  let type: GroupType | undefined;
+  let selectionMethod: string | undefined;
+  let selectionMethodParam: bigint | undefined;
+  let fields: string[] = [];
+  const drafts: BucketDraft[] = [];
+  let inActions = false;
+
+  for (const token of splitTopLevel(line.trim())) {
+    if (token.startsWith("bucket=")) {
+      drafts.push({ actions: [] });
+      inActions = false;
+    }
+    const bucket = drafts.at(-1);
+    if (!bucket) {
+      const [name, value] = keyValue(token, "=");
+      if (token.startsWith("fields(") && token.endsWith(")")) fields = splitTopLevel(token.slice("fields(".length, -1));
+      else if (name === "fields" && value !== undefined) fields = [value];
+      else if (name === "group_id") groupId = integer(line, "group_id", value);
+      else if (name === "type" && (GROUP_TYPES as readonly string[]).includes(value ?? "")) type = value as GroupType;
+      else if (name === "selection_method") selectionMethod = value;
+      else if (name === "selection_method_param") selectionMethodParam = bigInteger(line, name, value);
+      else throw new OpenFlowParseError(line, `unexpected ${JSON.stringify(token)}`);
+      continue;
+    }
+    const param = token.startsWith("bucket=") ? token.slice("bucket=".length) : token;
+    if (inActions) {
+      bucket.actions.push(param);
+      continue;
+    }
+    if (param.startsWith("actions=")) {
+      inActions = true;
+      bucket.actions.push(...splitTopLevel(param.slice("actions=".length)));
+      continue;
+    }
+    const [name, value] = keyValue(param, ":");
+    if (name === "bucket_id") bucket.bucketId = integer(line, name, value);
+    else if (name === "weight") bucket.weight = integer(line, name, value);
+    else if (name === "watch_port") bucket.watchPort = integer(line, name, value);
+    else if (name === "watch_group") bucket.watchGroup = integer(line, name, value);
+    else throw new OpenFlowParseError(line, `unexpected bucket parameter ${JSON.stringify(param)}`);
+  }
+
+  if (groupId === undefined) throw new OpenFlowParseError(line, "no group_id");
+  if (type === undefined) throw new OpenFlowParseError(line, "no type");
+  const defaultWeight = type === "select" ? 1 : 0;
+  const buckets = drafts.map((draft): BucketEntry => {
+    if (draft.bucketId === undefined) throw new OpenFlowParseError(line, "a bucket without bucket_id (not dumped with OpenFlow 1.5?)");
+    return {
+      bucketId: draft.bucketId,
+      weight: draft.weight ?? defaultWeight,
+      ...(draft.watchPort === undefined ? {} : { watchPort: draft.watchPort }),
+      ...(draft.watchGroup === undefined ? {} : { watchGroup: draft.watchGroup }),
+      actions: draft.actions,
+    };
+  });
+  return {
+    groupId,
+    type,
+    ...(selectionMethod === undefined ? {} : { selectionMethod }),
+    ...(selectionMethodParam === undefined ? {} : { selectionMethodParam }),
+    fields,
+    buckets,
+  };
+}
+
+/** Parses dump-groups output: one entry per group, in the order OVS printed them. */
+export function parseGroups(dump: string): GroupEntry[] {
+  return entryLines(dump).map(parseGroup);
+}

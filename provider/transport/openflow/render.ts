@@ -1,0 +1,443 @@
+import {
+  Action,
+  Bucket,
+  CT_STATE_FLAGS,
+  CtNat,
+  Flow,
+  FlowEntry,
+  Group,
+  GroupEntry,
+  HASH_FIELDS,
+  HashField,
+  Match,
+  Modification,
+  MoveField,
+  Protocol,
+  SelectBucket,
+} from "./types";
+
+/**
+ * Validation and rendering of modifications to `ovs-ofctl bundle` lines
+ * (ovs-ofctl(8), "OpenFlow Switch Bundle Command", Flow and Group Syntax).
+ * Every value is checked against its own grammar here: OVS's parser is lax
+ * (it reads 10.0.0.300 as 10.0.0.44 and silently drops match fields whose
+ * prerequisites are missing), and a stray `,` or newline would change what a
+ * line means.
+ */
+
+/** A value refused before it could reach OVS; `field` says where it was found. */
+export class OpenFlowValueError extends Error {
+  constructor(
+    readonly field: string,
+    reason: string,
+  ) {
+    super(`${field}: ${reason}`);
+    this.name = "OpenFlowValueError";
+  }
+}
+
+/** OFPG_MAX and the largest bucket id OpenFlow 1.5 leaves unreserved. */
+export const MAX_GROUP_ID = 0xffffff00;
+export const MAX_BUCKET_ID = 0xffffff00;
+/** OFPP_MAX - 1: the largest physical port number. */
+export const MAX_PORT = 0xfeff;
+export const MAX_TABLE = 254;
+const UINT16 = 0xffff;
+const UINT32 = 0xffffffff;
+const UINT64 = (1n << 64n) - 1n;
+
+function show(value: unknown): string {
+  let text: string;
+  if (typeof value === "bigint") text = `${value}n`;
+  else text = JSON.stringify(value) ?? String(value);
+  return text.length > 80 ? `${text.slice(0, 77)}...` : text;
+}
+
+function refuse(field: string, value: unknown, expected: string): never {
+  throw new OpenFlowValueError(field, `${show(value)} is not ${expected}`);
+}
+
+function join(path: string, name: string): string {
+  return path ? `${path}.${name}` : name;
+}
+
+/** Checks an integer against its range; exported for the transports' own arguments. */
+export function checkUint(field: string, value: unknown, max: number, min = 0): number {
+  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < min || value > max) {
+    refuse(field, value, `an integer in [${min}, ${max}]`);
+  }
+  return value;
+}
+
+function uint64(field: string, value: unknown): bigint {
+  if (typeof value !== "bigint" || value < 0n || value > UINT64) refuse(field, value, "a 64-bit unsigned bigint");
+  return value;
+}
+
+function hex64(value: bigint): string {
+  return `0x${value.toString(16)}`;
+}
+
+/** The `cookie=value/mask` filter of flow mods and dumps. */
+export function renderCookieMatch(cookie: bigint, mask: bigint, field = "cookie"): string {
+  const value = uint64(field, cookie);
+  const bits = uint64(join(field, "mask"), mask);
+  return `cookie=${hex64(value)}/${bits === UINT64 ? "-1" : hex64(bits)}`;
+}
+
+function mac(field: string, value: unknown): string {
+  if (typeof value !== "string" || !/^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$/.test(value)) {
+    refuse(field, value, "a MAC address (xx:xx:xx:xx:xx:xx)");
+  }
+  return value.toLowerCase();
+}
+
+const OCTET = "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])";
+const IPV4 = new RegExp(`^${OCTET}\\.${OCTET}\\.${OCTET}\\.${OCTET}$`);
+
+function ipv4(field: string, value: unknown): string {
+  if (typeof value !== "string" || !IPV4.test(value)) refuse(field, value, "an IPv4 address");
+  return value;
+}
+
+/** An address or a prefix with no host bits set; /32 renders bare, as OVS prints it. */
+function ipv4Prefix(field: string, value: unknown): string {
+  const expected = "an IPv4 address or prefix (a.b.c.d/len, host bits zero)";
+  if (typeof value !== "string") refuse(field, value, expected);
+  const [address, length, ...rest] = value.split("/");
+  if (rest.length > 0 || !IPV4.test(address)) refuse(field, value, expected);
+  if (length === undefined) return address;
+  if (!/^([1-9]|[12][0-9]|3[0-2])$/.test(length)) refuse(field, value, expected);
+  const bits = Number(length);
+  if (bits === 32) return address;
+  const host = address.split(".").reduce((n, octet) => n * 256 + Number(octet), 0) % 2 ** (32 - bits);
+  if (host !== 0) refuse(field, value, expected);
+  return `${address}/${bits}`;
+}
+
+const IP_PROTOCOLS: readonly Protocol[] = ["ip", "tcp", "udp", "sctp", "icmp"];
+const L4_PROTOCOLS: readonly Protocol[] = ["tcp", "udp", "sctp"];
+const ALL_PROTOCOLS: readonly Protocol[] = ["ip", "arp", "tcp", "udp", "sctp", "icmp"];
+
+type MatchKey = Exclude<keyof Match, "protocol">;
+
+/**
+ * Match fields in the order they render, each with its grammar and the
+ * protocols it needs: OVS would silently drop a field without them, turning
+ * `nw_dst=10.0.0.1` into a match on every packet.
+ */
+const MATCH_FIELDS: ReadonlyArray<{ name: MatchKey; render: (field: string, value: unknown) => string; needs?: readonly Protocol[] }> = [
+  { name: "in_port", render: (f, v) => `${checkUint(f, v, MAX_PORT, 1)}` },
+  { name: "dl_src", render: mac },
+  { name: "dl_dst", render: mac },
+  { name: "tun_src", render: ipv4Prefix },
+  { name: "tun_dst", render: ipv4Prefix },
+  { name: "ct_state", render: ctState },
+  { name: "ct_zone", render: (f, v) => `${checkUint(f, v, UINT16)}` },
+  { name: "ct_mark", render: (f, v) => `0x${checkUint(f, v, UINT32).toString(16)}` },
+  { name: "nw_src", render: ipv4Prefix, needs: IP_PROTOCOLS },
+  { name: "nw_dst", render: ipv4Prefix, needs: IP_PROTOCOLS },
+  { name: "tp_src", render: (f, v) => `${checkUint(f, v, UINT16)}`, needs: L4_PROTOCOLS },
+  { name: "tp_dst", render: (f, v) => `${checkUint(f, v, UINT16)}`, needs: L4_PROTOCOLS },
+  { name: "arp_op", render: (f, v) => `${checkUint(f, v, UINT16)}`, needs: ["arp"] },
+  { name: "arp_spa", render: ipv4Prefix, needs: ["arp"] },
+  { name: "arp_tpa", render: ipv4Prefix, needs: ["arp"] },
+  { name: "arp_sha", render: mac, needs: ["arp"] },
+  { name: "arp_tha", render: mac, needs: ["arp"] },
+];
+const MATCH_KEYS = new Set<string>(["protocol", ...MATCH_FIELDS.map((f) => f.name)]);
+
+function ctState(field: string, value: unknown): string {
+  if (typeof value !== "object" || value === null) refuse(field, value, "a set of conntrack state flags");
+  const flags = value as Record<string, unknown>;
+  for (const [flag, on] of Object.entries(flags)) {
+    if (!(CT_STATE_FLAGS as readonly string[]).includes(flag)) refuse(join(field, flag), flag, `one of ${CT_STATE_FLAGS.join(", ")}`);
+    if (on !== undefined && typeof on !== "boolean") refuse(join(field, flag), on, "a boolean");
+  }
+  const text = CT_STATE_FLAGS.filter((flag) => flags[flag] !== undefined)
+    .map((flag) => `${flags[flag] ? "+" : "-"}${flag}`)
+    .join("");
+  if (!text) refuse(field, value, "a non-empty set of conntrack state flags");
+  return text;
+}
+
+/** The match as ordered (name, text) pairs; `protocol` first. */
+function matchPairs(match: Match, path: string): Array<[string, string]> {
+  if (typeof match !== "object" || match === null) refuse(path, match, "a match");
+  for (const key of Object.keys(match)) {
+    if (!MATCH_KEYS.has(key)) throw new OpenFlowValueError(join(path, key), "is not a match field ovslb writes");
+  }
+  const pairs: Array<[string, string]> = [];
+  const protocol = match.protocol;
+  if (protocol !== undefined) {
+    if (!ALL_PROTOCOLS.includes(protocol)) refuse(join(path, "protocol"), protocol, `one of ${ALL_PROTOCOLS.join(", ")}`);
+    pairs.push(["protocol", protocol]);
+  }
+  for (const { name, render, needs } of MATCH_FIELDS) {
+    const value = match[name];
+    if (value === undefined) continue;
+    const field = join(path, name);
+    if (needs && (protocol === undefined || !needs.includes(protocol))) {
+      throw new OpenFlowValueError(field, `needs protocol ${needs.join(" or ")} (OVS would ignore the field)`);
+    }
+    pairs.push([name, render(field, value)]);
+  }
+  return pairs;
+}
+
+function pairsText(pairs: Array<[string, string]>): string[] {
+  return pairs.map(([name, value]) => (name === "protocol" ? value : `${name}=${value}`));
+}
+
+/** The match in flow syntax (`tcp,nw_dst=10.0.0.100,tp_dst=80`), validated. */
+export function renderMatch(match: Match, path = "match"): string {
+  return pairsText(matchPairs(match, path)).join(",");
+}
+
+const MOVE_WIDTHS: Readonly<Record<MoveField, number>> = {
+  NXM_OF_ETH_SRC: 48,
+  NXM_OF_ETH_DST: 48,
+  NXM_NX_ARP_SHA: 48,
+  NXM_NX_ARP_THA: 48,
+  NXM_OF_ARP_SPA: 32,
+  NXM_OF_ARP_TPA: 32,
+  NXM_OF_IP_SRC: 32,
+  NXM_OF_IP_DST: 32,
+};
+
+const decimal16 = (field: string, value: unknown) => `${checkUint(field, value, UINT16)}`;
+
+const SET_FIELDS: Readonly<Record<string, (field: string, value: unknown) => string>> = {
+  eth_src: mac,
+  eth_dst: mac,
+  arp_sha: mac,
+  arp_tha: mac,
+  ip_src: ipv4,
+  ip_dst: ipv4,
+  arp_spa: ipv4,
+  arp_tpa: ipv4,
+  tun_src: ipv4,
+  tun_dst: ipv4,
+  arp_op: decimal16,
+  tcp_src: decimal16,
+  tcp_dst: decimal16,
+  udp_src: decimal16,
+  udp_dst: decimal16,
+};
+
+function moveField(field: string, value: unknown): MoveField {
+  if (typeof value !== "string" || !Object.hasOwn(MOVE_WIDTHS, value)) {
+    refuse(field, value, `one of ${Object.keys(MOVE_WIDTHS).join(", ")}`);
+  }
+  return value as MoveField;
+}
+
+function ctNat(field: string, nat: CtNat): string {
+  if (typeof nat !== "object" || nat === null) refuse(field, nat, "a ct nat");
+  if (nat.kind === "existing") return "nat";
+  if (nat.kind !== "src" && nat.kind !== "dst") refuse(join(field, "kind"), (nat as { kind: unknown }).kind, "existing, src or dst");
+  const ip = ipv4(join(field, "ip"), nat.ip);
+  const port = nat.port === undefined ? "" : `:${checkUint(join(field, "port"), nat.port, UINT16, 1)}`;
+  return `nat(${nat.kind}=${ip}${port})`;
+}
+
+/** Renders one action exactly as OVS prints it back, so desired and dumped flows compare equal. */
+export function renderAction(action: Action, path = "action"): string {
+  if (typeof action !== "object" || action === null) refuse(path, action, "an action");
+  switch (action.type) {
+    case "output":
+      return `output:${checkUint(join(path, "port"), action.port, MAX_PORT, 1)}`;
+    case "in_port":
+      return "IN_PORT";
+    case "set_field": {
+      const render = Object.hasOwn(SET_FIELDS, action.field) ? SET_FIELDS[action.field] : undefined;
+      if (!render) refuse(join(path, "field"), action.field, `one of ${Object.keys(SET_FIELDS).join(", ")}`);
+      return `set_field:${render(join(path, "value"), action.value)}->${action.field}`;
+    }
+    case "move": {
+      const src = moveField(join(path, "src"), action.src);
+      const dst = moveField(join(path, "dst"), action.dst);
+      if (MOVE_WIDTHS[src] !== MOVE_WIDTHS[dst]) {
+        throw new OpenFlowValueError(path, `${src} and ${dst} differ in width`);
+      }
+      return `move:${src}[]->${dst}[]`;
+    }
+    case "ct": {
+      // OVS prints ct's arguments in this order whatever order they were given in.
+      const args: string[] = [];
+      if (action.commit !== undefined && typeof action.commit !== "boolean") refuse(join(path, "commit"), action.commit, "a boolean");
+      if (action.commit) args.push("commit");
+      if (action.table !== undefined) args.push(`table=${checkUint(join(path, "table"), action.table, MAX_TABLE)}`);
+      if (action.zone !== undefined) args.push(`zone=${checkUint(join(path, "zone"), action.zone, UINT16)}`);
+      if (action.nat !== undefined) args.push(ctNat(join(path, "nat"), action.nat));
+      if (action.mark !== undefined) {
+        if (!action.commit) throw new OpenFlowValueError(join(path, "mark"), "can only be set with commit");
+        args.push(`exec(set_field:0x${checkUint(join(path, "mark"), action.mark, UINT32).toString(16)}->ct_mark)`);
+      }
+      return `ct(${args.join(",")})`;
+    }
+    case "group":
+      return `group:${checkUint(join(path, "groupId"), action.groupId, MAX_GROUP_ID)}`;
+    case "resubmit":
+      return `resubmit(,${checkUint(join(path, "table"), action.table, MAX_TABLE)})`;
+    case "drop":
+      return "drop";
+    default:
+      return refuse(join(path, "type"), (action as { type: unknown }).type, "an action ovslb writes");
+  }
+}
+
+function renderActions(actions: readonly Action[], path: string): string[] {
+  if (!Array.isArray(actions) || actions.length === 0) refuse(path, actions, "a non-empty list of actions (use drop)");
+  const texts = actions.map((action, i) => renderAction(action, `${path}[${i}]`));
+  if (texts.length > 1 && texts.includes("drop")) throw new OpenFlowValueError(path, "drop must be the only action");
+  return texts;
+}
+
+/** The validated text form of a flow: what dump-flows prints for it. */
+export function toFlowEntry(flow: Flow, path = "flow"): FlowEntry {
+  return {
+    cookie: uint64(join(path, "cookie"), flow.cookie),
+    table: checkUint(join(path, "table"), flow.table, MAX_TABLE),
+    priority: checkUint(join(path, "priority"), flow.priority, UINT16),
+    match: Object.fromEntries(matchPairs(flow.match, join(path, "match"))),
+    actions: renderActions(flow.actions, join(path, "actions")),
+  };
+}
+
+/** `table=T,priority=P,cookie=...,MATCH`: what identifies a flow in strict mods. */
+function flowSpec(path: string, table: number, priority: number, cookie: string, match: Match): string {
+  return [
+    `table=${checkUint(join(path, "table"), table, MAX_TABLE)}`,
+    `priority=${checkUint(join(path, "priority"), priority, UINT16)}`,
+    cookie,
+    ...pairsText(matchPairs(match, join(path, "match"))),
+  ].join(",");
+}
+
+function bucketText(bucket: Bucket & { weight?: number }, select: boolean, path: string): string {
+  if (typeof bucket !== "object" || bucket === null) refuse(path, bucket, "a bucket");
+  const parts = [`bucket_id:${checkUint(join(path, "bucketId"), bucket.bucketId, MAX_BUCKET_ID)}`];
+  if (select) parts.push(`weight:${checkUint(join(path, "weight"), bucket.weight, UINT16)}`);
+  else if (bucket.weight !== undefined) throw new OpenFlowValueError(join(path, "weight"), "only select buckets have a weight");
+  if (bucket.watchPort !== undefined) parts.push(`watch_port:${checkUint(join(path, "watchPort"), bucket.watchPort, MAX_PORT, 1)}`);
+  parts.push(`actions=${renderActions(bucket.actions, join(path, "actions")).join(",")}`);
+  return `bucket=${parts.join(",")}`;
+}
+
+function bucketsText(buckets: readonly (Bucket & { weight?: number })[], select: boolean, path: string): string[] {
+  if (!Array.isArray(buckets)) refuse(path, buckets, "a list of buckets");
+  const seen = new Set<number>();
+  return buckets.map((bucket, i) => {
+    const text = bucketText(bucket, select, `${path}[${i}]`);
+    if (seen.has(bucket.bucketId)) throw new OpenFlowValueError(`${path}[${i}].bucketId`, `${bucket.bucketId} is used twice`);
+    seen.add(bucket.bucketId);
+    return text;
+  });
+}
+
+function hashFields(fields: readonly HashField[], path: string): HashField[] {
+  if (!Array.isArray(fields) || fields.length === 0) refuse(path, fields, "a non-empty list of hash fields");
+  for (const [i, field] of fields.entries()) {
+    if (!(HASH_FIELDS as readonly string[]).includes(field)) refuse(`${path}[${i}]`, field, `one of ${HASH_FIELDS.join(", ")}`);
+  }
+  if (new Set(fields).size !== fields.length) refuse(path, fields, "a list without repeats");
+  // OVS prints hash fields in its own order: render them in it.
+  return HASH_FIELDS.filter((field) => fields.includes(field));
+}
+
+function groupText(group: Group, path: string): string {
+  if (typeof group !== "object" || group === null) refuse(path, group, "a group");
+  const parts = [`group_id=${checkUint(join(path, "groupId"), group.groupId, MAX_GROUP_ID)}`, `type=${group.type}`];
+  switch (group.type) {
+    case "select":
+      if (group.selectionMethod !== "hash") refuse(join(path, "selectionMethod"), group.selectionMethod, "hash (dp_hash remaps most flows)");
+      parts.push("selection_method=hash", `fields(${hashFields(group.fields, join(path, "fields")).join(",")})`);
+      parts.push(...bucketsText(group.buckets, true, join(path, "buckets")));
+      break;
+    case "indirect":
+    case "all":
+    case "ff":
+      parts.push(...bucketsText(group.buckets, false, join(path, "buckets")));
+      if (group.type === "indirect" && group.buckets.length > 1) refuse(join(path, "buckets"), group.buckets.length, "at most 1 bucket");
+      if (group.type === "ff") {
+        group.buckets.forEach((bucket, i) => {
+          if (bucket.watchPort === undefined) throw new OpenFlowValueError(`${path}.buckets[${i}].watchPort`, "is required in ff groups");
+        });
+      }
+      break;
+    default:
+      refuse(join(path, "type"), (group as { type: unknown }).type, "select, all, indirect or ff");
+  }
+  return parts.join(",");
+}
+
+/** The validated text form of a group: what dump-groups prints for it. */
+export function toGroupEntry(group: Group, path = "group"): GroupEntry {
+  groupText(group, path);
+  const select = group.type === "select";
+  return {
+    groupId: group.groupId,
+    type: group.type,
+    ...(select ? { selectionMethod: "hash", fields: hashFields(group.fields, join(path, "fields")) } : { fields: [] }),
+    buckets: group.buckets.map((bucket, i) => ({
+      bucketId: bucket.bucketId,
+      weight: select ? (bucket as SelectBucket).weight : 0,
+      ...(bucket.watchPort === undefined ? {} : { watchPort: bucket.watchPort }),
+      actions: renderActions(bucket.actions, `${path}.buckets[${i}].actions`),
+    })),
+  };
+}
+
+/** One line of a bundle file. `path` prefixes the field named in refusals. */
+export function renderModification(mod: Modification, path = ""): string {
+  if (typeof mod !== "object" || mod === null) refuse(path || "modification", mod, "a modification");
+  switch (mod.op) {
+    case "add-flow":
+    case "modify-flow": {
+      const { flow } = mod;
+      const at = join(path, "flow");
+      // A modify carries the cookie as a filter (cookie/-1), so it only touches a flow ovslb owns.
+      const cookie = mod.op === "add-flow"
+        ? `cookie=${hex64(uint64(join(at, "cookie"), flow.cookie))}`
+        : renderCookieMatch(flow.cookie, UINT64, join(at, "cookie"));
+      const spec = flowSpec(at, flow.table, flow.priority, cookie, flow.match);
+      const actions = renderActions(flow.actions, join(at, "actions")).join(",");
+      return `flow ${mod.op === "add-flow" ? "add" : "modify_strict"} ${spec},actions=${actions}`;
+    }
+    case "delete-flow": {
+      const cookie = renderCookieMatch(mod.cookie, UINT64, join(path, "cookie"));
+      return `flow delete_strict ${flowSpec(path, mod.table, mod.priority, cookie, mod.match)}`;
+    }
+    case "delete-flows": {
+      const parts = mod.table === undefined ? [] : [`table=${checkUint(join(path, "table"), mod.table, MAX_TABLE)}`];
+      parts.push(renderCookieMatch(mod.cookie, mod.mask, join(path, "cookie")));
+      return `flow delete ${parts.join(",")}`;
+    }
+    case "add-group":
+      return `group add ${groupText(mod.group, join(path, "group"))}`;
+    case "modify-group":
+      return `group modify ${groupText(mod.group, join(path, "group"))}`;
+    case "delete-group":
+      return `group delete group_id=${checkUint(join(path, "groupId"), mod.groupId, MAX_GROUP_ID)}`;
+    case "insert-buckets": {
+      const at = mod.commandBucketId;
+      const position = at === "first" || at === "last" ? at : checkUint(join(path, "commandBucketId"), at, MAX_BUCKET_ID);
+      if (!Array.isArray(mod.buckets) || mod.buckets.length === 0) refuse(join(path, "buckets"), mod.buckets, "a non-empty list of buckets");
+      const buckets = bucketsText(mod.buckets, true, join(path, "buckets"));
+      return `group insert_bucket group_id=${checkUint(join(path, "groupId"), mod.groupId, MAX_GROUP_ID)},command_bucket_id=${position},${buckets.join(",")}`;
+    }
+    case "remove-buckets": {
+      const at = mod.commandBucketId;
+      const which = at === "all" ? at : checkUint(join(path, "commandBucketId"), at, MAX_BUCKET_ID);
+      return `group remove_bucket group_id=${checkUint(join(path, "groupId"), mod.groupId, MAX_GROUP_ID)},command_bucket_id=${which}`;
+    }
+    default:
+      return refuse(join(path, "op"), (mod as { op: unknown }).op, "a modification ovslb sends");
+  }
+}
+
+/** The lines of one bundle file, in order; refusals name `modifications[i]...`. */
+export function renderBundle(mods: readonly Modification[]): string[] {
+  return mods.map((mod, i) => renderModification(mod, `modifications[${i}]`));
+}

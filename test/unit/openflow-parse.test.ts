@@ -1,0 +1,266 @@
+import { describe, expect, it } from "vitest";
+import { CommandResult, CommandRunner } from "../../provider/transport/exec";
+import {
+  OpenFlowBridge,
+  OpenFlowError,
+  OpenFlowParseError,
+  chosenBucket,
+  parseFlows,
+  parseGroups,
+  splitTopLevel,
+  splitTraces,
+} from "../../provider/transport/openflow";
+
+// Captured from ovs-ofctl 3.1.0 (-O OpenFlow15 --no-names) against ovs-vswitchd 3.1.0.
+const GROUPS = `OFPST_GROUP_DESC reply (OF1.5) (xid=0x2):
+ group_id=20,type=all,bucket=bucket_id:0,actions=output:1,bucket=bucket_id:1,actions=output:2
+ group_id=21,type=indirect,bucket=bucket_id:5,actions=output:1
+ group_id=10,type=select,selection_method=hash,fields(ip_src,ip_dst,nw_proto,tcp_src,tcp_dst),bucket=bucket_id:100,weight:100,watch_port:1,actions=set_field:02:00:00:00:00:01->eth_dst,output:1,bucket=bucket_id:150,weight:100,actions=output:3,bucket=bucket_id:200,weight:100,actions=set_field:02:00:00:00:00:02->eth_dst,output:2
+ group_id=25,type=select,selection_method=hash,selection_method_param=7,fields(eth_dst,ip_src=255.255.255.0,tcp_src),bucket=bucket_id:4294967040,weight:65535,actions=output:1
+ group_id=22,type=ff,bucket=bucket_id:1,watch_port:1,actions=output:1,bucket=bucket_id:2,watch_port:2,actions=output:2
+ group_id=26,type=select,selection_method=hash,bucket=bucket_id:1,weight:0,actions=output:1
+ group_id=23,type=select,selection_method=hash,fields=ip_src,bucket=bucket_id:8,weight:3,actions=output:3,bucket=bucket_id:1,weight:10,actions=output:1,bucket=bucket_id:7,weight:3,actions=output:3,bucket=bucket_id:9,weight:0,actions=output:2
+ group_id=4294967040,type=select,selection_method=hash,bucket=bucket_id:1,actions=output:1
+ group_id=24,type=select,bucket=bucket_id:1,actions=output:1
+ group_id=50,type=select,selection_method=hash,fields=ip_src
+`;
+
+const FLOWS = `OFPST_FLOW reply (OF1.5) (xid=0x2):
+ cookie=0xdead00000000beef, duration=476.502s, table=0, n_packets=0, n_bytes=0, idle_age=476, priority=300,ip,in_port=1,dl_dst=02:00:00:00:00:aa,nw_src=10.0.0.0/24,nw_dst=10.0.0.100 actions=ct(table=1,zone=7)
+ cookie=0xdead00000000beef, duration=476.502s, table=0, n_packets=0, n_bytes=0, idle_age=476, priority=200,arp,arp_tpa=10.0.0.100,arp_op=1 actions=move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[],set_field:02:00:00:00:00:aa->eth_src,set_field:2->arp_op,move:NXM_NX_ARP_SHA[]->NXM_NX_ARP_THA[],set_field:02:00:00:00:00:aa->arp_sha,move:NXM_OF_ARP_SPA[]->NXM_OF_ARP_TPA[],set_field:10.0.0.100->arp_spa,IN_PORT
+ cookie=0xabc, duration=523.944s, table=0, n_packets=1, n_bytes=118, idle_age=0, priority=100,tcp,nw_dst=10.0.0.100,tp_dst=80 actions=group:10
+ cookie=0xdead00000000beef, duration=0.010s, table=1, n_packets=0, n_bytes=0, idle_age=0, priority=301,ct_state=+est-rel+trk,ct_zone=7,tcp actions=ct(zone=7,nat),set_field:0x1/0xf->reg0,set_field:02:00:00:00:00:01->eth_dst,resubmit(,2)
+ cookie=0x9, duration=327.521s, table=9, n_packets=0, n_bytes=0, idle_age=327, priority=8,ip actions=ct(commit,zone=3,nat(dst=10.1.0.5:80),exec(set_field:0x5->ct_mark))
+ cookie=0x9, duration=0.006s, table=9, n_packets=0, n_bytes=0, idle_age=0, actions=drop
+ cookie=0x9, duration=0.006s, table=9, n_packets=0, n_bytes=0, idle_timeout=100, send_flow_rem importance=3, idle_age=0, priority=7 actions=drop
+ cookie=0x0, duration=3.298s, table=0, n_packets=0, n_bytes=0, idle_age=3, priority=0 actions=NORMAL
+`;
+
+// Three packets traced in one xargs pipeline; the first recirculates through ct().
+const TRACES = `Flow: tcp,in_port=1,vlan_tci=0x0000,dl_src=00:00:00:00:00:00,dl_dst=02:00:00:00:00:aa,nw_src=10.0.0.5,nw_dst=10.0.0.100,nw_tos=0,nw_ecn=0,nw_ttl=0,nw_frag=no,tp_src=1,tp_dst=80,tcp_flags=0
+
+bridge("br0")
+-------------
+ 0. ip,in_port=1,dl_dst=02:00:00:00:00:aa,nw_src=10.0.0.0/24,nw_dst=10.0.0.100, priority 300, cookie 0xdead00000000beef
+    ct(table=1,zone=7)
+    drop
+     -> A clone of the packet is forked to recirculate. The forked pipeline will be resumed at table 1.
+     -> Sets the packet to an untracked state, and clears all the conntrack fields.
+
+Final flow: unchanged
+Megaflow: recirc_id=0,eth,ip,in_port=1,dl_dst=02:00:00:00:00:aa,nw_src=10.0.0.0/24,nw_dst=10.0.0.100,nw_frag=no
+Datapath actions: ct(zone=7),recirc(0x2)
+
+===============================================================================
+recirc(0x2) - resume conntrack with default ct_state=trk|new (use --ct-next to customize)
+===============================================================================
+
+Flow: recirc_id=0x2,ct_state=new|trk,ct_zone=7,eth,tcp,in_port=1,vlan_tci=0x0000,dl_src=00:00:00:00:00:00,dl_dst=02:00:00:00:00:aa,nw_src=10.0.0.5,nw_dst=10.0.0.100,nw_tos=0,nw_ecn=0,nw_ttl=0,nw_frag=no,tp_src=1,tp_dst=80,tcp_flags=0
+
+bridge("br0")
+-------------
+    thaw
+        Resuming from table 1
+ 1. ct_state=+new+trk,ip, priority 300, cookie 0xdead00000000beef
+    ct(commit,zone=7,nat(dst=10.1.0.5))
+    nat(dst=10.1.0.5)
+     -> Sets the packet to an untracked state, and clears all the conntrack fields.
+    resubmit(,2)
+ 2. ip, priority 2, cookie 0xdead00000000beef
+    drop
+
+Final flow: recirc_id=0x2,eth,tcp,in_port=1,vlan_tci=0x0000,dl_src=00:00:00:00:00:00,dl_dst=02:00:00:00:00:aa,nw_src=10.0.0.5,nw_dst=10.0.0.100,nw_tos=0,nw_ecn=0,nw_ttl=0,nw_frag=no,tp_src=1,tp_dst=80,tcp_flags=0
+Megaflow: recirc_id=0x2,ct_state=+new-est-rel+trk,ct_zone=7,eth,ip,in_port=1,nw_frag=no
+Datapath actions: ct(commit,zone=7,nat(dst=10.1.0.5))
+Flow: tcp,in_port=2,vlan_tci=0x0000,dl_src=00:00:00:00:00:00,dl_dst=00:00:00:00:00:00,nw_src=10.9.0.1,nw_dst=10.0.0.100,nw_tos=0,nw_ecn=0,nw_ttl=0,nw_frag=no,tp_src=1234,tp_dst=80,tcp_flags=0
+
+bridge("br0")
+-------------
+ 0. tcp,nw_dst=10.0.0.100,tp_dst=80, priority 100, cookie 0xabc
+    group:10
+     -> bucket 100: score 6004100
+     -> bucket 150: score 5503900
+     -> bucket 200: score 1900000
+     -> using bucket 100
+    bucket 100
+            set_field:02:00:00:00:00:01->eth_dst
+            output:1
+
+Final flow: unchanged
+Megaflow: recirc_id=0,eth,tcp,in_port=2,dl_dst=00:00:00:00:00:00,nw_src=10.9.0.1,nw_dst=10.0.0.100,nw_frag=no,tp_src=1234,tp_dst=80
+Datapath actions: set(eth(dst=02:00:00:00:00:01)),4
+`;
+
+describe("parse: dump-groups", () => {
+  const groups = parseGroups(GROUPS);
+
+  it("reads a select group with hash fields, bucket ids, weights and watch_port", () => {
+    expect(groups.find((g) => g.groupId === 10)).toEqual({
+      groupId: 10,
+      type: "select",
+      selectionMethod: "hash",
+      fields: ["ip_src", "ip_dst", "nw_proto", "tcp_src", "tcp_dst"],
+      buckets: [
+        { bucketId: 100, weight: 100, watchPort: 1, actions: ["set_field:02:00:00:00:00:01->eth_dst", "output:1"] },
+        { bucketId: 150, weight: 100, actions: ["output:3"] },
+        { bucketId: 200, weight: 100, actions: ["set_field:02:00:00:00:00:02->eth_dst", "output:2"] },
+      ],
+    });
+  });
+
+  it("fills in the weights OVS leaves out and keeps bucket order", () => {
+    const byId = new Map(groups.map((g) => [g.groupId, g]));
+    expect(byId.get(23)?.fields).toEqual(["ip_src"]);
+    expect(byId.get(23)?.buckets.map((b) => [b.bucketId, b.weight])).toEqual([[8, 3], [1, 10], [7, 3], [9, 0]]);
+    expect(byId.get(4294967040)?.buckets[0].weight).toBe(1);
+    expect(byId.get(26)?.buckets[0].weight).toBe(0);
+    expect(byId.get(20)?.buckets.map((b) => b.weight)).toEqual([0, 0]);
+    expect(byId.get(22)?.buckets.map((b) => b.watchPort)).toEqual([1, 2]);
+    expect(byId.get(25)).toMatchObject({ selectionMethodParam: 7n, fields: ["eth_dst", "ip_src=255.255.255.0", "tcp_src"] });
+    expect(byId.get(24)).toEqual({ groupId: 24, type: "select", fields: [], buckets: [{ bucketId: 1, weight: 1, actions: ["output:1"] }] });
+    expect(byId.get(50)?.buckets).toEqual([]);
+    expect(groups.map((g) => g.groupId)).toEqual([20, 21, 10, 25, 22, 26, 23, 4294967040, 24, 50]);
+  });
+
+  it("reads an empty dump and refuses lines it does not understand", () => {
+    expect(parseGroups("OFPST_GROUP_DESC reply (OF1.5) (xid=0x2):\n")).toEqual([]);
+    expect(() => parseGroups(" group_id=1,type=select,bucket=weight:1,actions=drop\n")).toThrow(OpenFlowParseError);
+    expect(() => parseGroups(" group_id=1,type=frobnicate\n")).toThrow(/unexpected "type=frobnicate"/);
+    expect(() => parseGroups(" group_id=1\n")).toThrow(/no type/);
+  });
+});
+
+describe("parse: dump-flows", () => {
+  const flows = parseFlows(FLOWS);
+
+  it("reads cookie, table, priority, match, actions and counters", () => {
+    expect(flows[0]).toEqual({
+      cookie: 0xdead00000000beefn,
+      table: 0,
+      priority: 300,
+      match: { protocol: "ip", in_port: "1", dl_dst: "02:00:00:00:00:aa", nw_src: "10.0.0.0/24", nw_dst: "10.0.0.100" },
+      actions: ["ct(table=1,zone=7)"],
+      nPackets: 0n,
+      nBytes: 0n,
+    });
+    expect(flows[2]).toMatchObject({ cookie: 0xabcn, nPackets: 1n, nBytes: 118n, actions: ["group:10"] });
+  });
+
+  it("keeps ct() and move actions whole", () => {
+    expect(flows[1].actions).toHaveLength(8);
+    expect(flows[1].actions.at(-1)).toBe("IN_PORT");
+    expect(flows[3]).toMatchObject({
+      priority: 301,
+      match: { ct_state: "+est-rel+trk", ct_zone: "7", protocol: "tcp" },
+      actions: ["ct(zone=7,nat)", "set_field:0x1/0xf->reg0", "set_field:02:00:00:00:00:01->eth_dst", "resubmit(,2)"],
+    });
+    expect(flows[4].actions).toEqual(["ct(commit,zone=3,nat(dst=10.1.0.5:80),exec(set_field:0x5->ct_mark))"]);
+  });
+
+  it("reads the default priority, an empty match and flow flags", () => {
+    expect(flows[5]).toMatchObject({ table: 9, priority: 32768, match: {}, actions: ["drop"] });
+    expect(flows[6]).toMatchObject({ priority: 7, match: {}, actions: ["drop"] });
+    expect(flows[7]).toMatchObject({ cookie: 0n, priority: 0, actions: ["NORMAL"] });
+  });
+
+  it("splits only at top-level commas", () => {
+    expect(splitTopLevel("ct(commit,nat(dst=10.1.0.5:80),exec(set_field:0x5->ct_mark)),output:1")).toEqual([
+      "ct(commit,nat(dst=10.1.0.5:80),exec(set_field:0x5->ct_mark))",
+      "output:1",
+    ]);
+  });
+});
+
+describe("parse: ofproto/trace", () => {
+  it("cuts a batch at each packet, not at recirculation, and finds the bucket used", () => {
+    const traces = splitTraces(TRACES);
+    expect(traces).toHaveLength(2);
+    expect(traces.map(chosenBucket)).toEqual([undefined, 100]);
+  });
+
+  it("reads the live bucket chosen when another is down", () => {
+    const trace = `     -> bucket 100: not live due to port 1
+     -> bucket 150: score 5503900
+     -> bucket 200: score 1900000
+     -> using bucket 150`;
+    expect(chosenBucket(trace)).toBe(150);
+  });
+});
+
+/** A runner that answers every command with one captured result. */
+function replay(result: Partial<CommandResult>): CommandRunner & { argv?: readonly string[]; stdin?: string } {
+  const runner: CommandRunner & { argv?: readonly string[]; stdin?: string } = {
+    hostName: "gw-1",
+    run: async (argv, opts) => {
+      runner.argv = argv;
+      runner.stdin = opts?.stdin;
+      return { stdout: "", stderr: "", exitCode: 1, ...result };
+    },
+  };
+  return runner;
+}
+
+async function failure(stderr: string, lines: number): Promise<OpenFlowError> {
+  const bridge = new OpenFlowBridge(replay({ stderr }), "unix:/var/run/openvswitch/br-lb.mgmt");
+  const mods = Array.from({ length: lines }, (_, i) => ({ op: "delete-group", groupId: i + 1 }) as const);
+  const err = await bridge.applyBundle(mods).catch((e: unknown) => e);
+  expect(err).toBeInstanceOf(OpenFlowError);
+  return err as OpenFlowError;
+}
+
+describe("parse: ovs-ofctl errors", () => {
+  it("maps a rolled-back bundle to the failing message's code and line", async () => {
+    // Five lines, the third failing: the bundled messages had xids 0x2..0x6, the commit 0x9.
+    const err = await failure(
+      `Error OFPGMFC_UNKNOWN_BUCKET for: OFPT_GROUP_MOD (OF1.5) (xid=0x4):
+ REMOVE_BUCKET command_bucket_id:4242,group_id=10
+Error OFPBFC_MSG_FAILED for: OFPT_BUNDLE_CONTROL (OF1.5) (xid=0x9):
+ bundle_id=0 type=COMMIT_REQUEST flags=atomic ordered
+ovs-ofctl: talking to unix:/var/run/openvswitch/br-lb.mgmt (Protocol error)
+`,
+      5,
+    );
+    expect(err.code).toBe("OFPGMFC_UNKNOWN_BUCKET");
+    expect(err.codes).toEqual(["OFPGMFC_UNKNOWN_BUCKET", "OFPBFC_MSG_FAILED"]);
+    expect(err.line).toEqual({ index: 2, text: "group delete group_id=3" });
+    expect(err.message).toBe(
+      "gw-1: bridge unix:/var/run/openvswitch/br-lb.mgmt: OFPGMFC_UNKNOWN_BUCKET at bundle line 3 (group delete group_id=3): " +
+        "bundle not applied; OVS: OFPT_GROUP_MOD (OF1.5) (xid=0x4): REMOVE_BUCKET command_bucket_id:4242,group_id=10",
+    );
+  });
+
+  it("maps a flow mod error printed on one line", async () => {
+    const err = await failure(
+      `Error OFPBAC_BAD_OUT_GROUP for: OFPT_FLOW_MOD (OF1.5) (xid=0x6): ADD priority=5,ip actions=group:77
+Error OFPBFC_MSG_FAILED for: OFPT_BUNDLE_CONTROL (OF1.5) (xid=0x9):
+ bundle_id=0 type=COMMIT_REQUEST flags=atomic ordered
+ovs-ofctl: talking to unix:/tmp/sbx/br0.mgmt (Protocol error)
+`,
+      1,
+    );
+    expect(err.code).toBe("OFPBAC_BAD_OUT_GROUP");
+    expect(err.line?.index).toBe(0);
+  });
+
+  it("maps ovs-ofctl's refusal of a line, with the OpenFlow code when it gives one", async () => {
+    const bad = await failure("2026-11-30T05:48:55Z|00001|ofp_actions|WARN|set_field tcp_dst lacks correct prerequisites\novs-ofctl: -:2: actions are invalid with specified match (OFPBAC_MATCH_INCONSISTENT)\n", 2);
+    expect(bad.code).toBe("OFPBAC_MATCH_INCONSISTENT");
+    expect(bad.line).toEqual({ index: 1, text: "group delete group_id=2" });
+    const parse = await failure("ovs-ofctl: -:1: unknown action frobnicate\n", 1);
+    expect(parse.code).toBe("OFCTL_PARSE");
+  });
+
+  it("maps connection failures", async () => {
+    const err = await failure("ovs-ofctl: connecting to unix:/var/run/openvswitch/br-lb.mgmt (No such file or directory)\n", 1);
+    expect(err.code).toBe("OFCTL_CONNECT");
+    expect(err.message).toContain("gw-1");
+  });
+
+  it("sends the bundle on stdin, never in argv", async () => {
+    const runner = replay({ exitCode: 0 });
+    const sent = await new OpenFlowBridge(runner, "unix:/run/br0.mgmt").applyBundle([{ op: "delete-group", groupId: 7 }]);
+    expect(runner.argv).toEqual(["ovs-ofctl", "-O", "OpenFlow15", "bundle", "unix:/run/br0.mgmt", "-"]);
+    expect(runner.stdin).toBe("group delete group_id=7\n");
+    expect(sent).toEqual({ lines: ["group delete group_id=7"], bytes: 24, messages: 1 });
+  });
+});
