@@ -1,0 +1,53 @@
+import { createHash } from "node:crypto";
+
+/**
+ * Deterministic identifiers (DESIGN §2): derived from what a thing IS (the
+ * resource, the VIP, the backend), never from a position, recorded in the
+ * outputs once given, and probed past collisions.
+ */
+
+export const MAX_GROUP_ID = 0xffffff00;
+export const MAX_BUCKET_ID = 0xffffff00;
+export const MAX_CT_ZONE = 0xffff;
+/** Linux interface names (and so OVS bridge and port names) have at most 15 characters. */
+export const MAX_INTERFACE_NAME = 15;
+
+/** The top 16 bits of every ovslb cookie, so ovslb's flows are recognisable in any dump. */
+export const COOKIE_TAG = 0x0b5en;
+
+function digest(parts: readonly string[]): Buffer {
+  const h = createHash("sha256");
+  for (const p of parts) h.update(`${p.length}:${p}`);
+  return h.digest();
+}
+
+/** The cookie that names the owning resource on all of its flows: tag + 48 bits of its identity. */
+export function ownerCookie(kind: string, resourceId: string): bigint {
+  return (COOKIE_TAG << 48n) | digest([kind, resourceId]).readBigUInt64BE(0) & 0xffff_ffff_ffffn;
+}
+
+/**
+ * An id in [1, max] derived from parts. `taken(id)` says whether a candidate
+ * is already used; candidates are probed in a fixed sequence (the same parts
+ * always probe the same ids), so every host derives the same answer from the
+ * same taken set.
+ */
+export function derivedId(parts: readonly string[], max: number, taken: (id: number) => boolean = () => false): number {
+  for (let attempt = 0; attempt < 64; attempt++) {
+    const d = digest(attempt === 0 ? parts : [...parts, `probe-${attempt}`]);
+    const id = (d.readUInt32BE(0) % max) + 1;
+    if (!taken(id)) return id;
+  }
+  throw new Error(`no free id for ${parts.join("/")} after 64 probes`);
+}
+
+/**
+ * A name of at most 15 characters: prefix + a hash of the identity, so two
+ * identities never share a name by truncation (cdk8s-style). Refused when the
+ * prefix leaves no room for 6 hash characters.
+ */
+export function interfaceName(prefix: string, identity: string): string {
+  const room = MAX_INTERFACE_NAME - prefix.length;
+  if (room < 6) throw new Error(`interface name prefix "${prefix}" leaves no room for a hash suffix`);
+  return prefix + digest([identity]).toString("hex").slice(0, Math.min(room, 8));
+}

@@ -1,0 +1,35 @@
+import { describe, it, expect } from "vitest";
+import { COOKIE_TAG, MAX_BUCKET_ID, derivedId, interfaceName, ownerCookie } from "../../provider/model/ids";
+
+describe("deterministic ids", () => {
+  it("cookies carry the ovslb tag and differ per resource", () => {
+    const a = ownerCookie("DeferredNatLoadBalancer", "web");
+    expect(a >> 48n).toBe(COOKIE_TAG);
+    expect(ownerCookie("DeferredNatLoadBalancer", "web")).toBe(a);
+    expect(ownerCookie("DeferredNatLoadBalancer", "api")).not.toBe(a);
+    expect(ownerCookie("DsrHypervisorFlows", "web")).not.toBe(a);
+  });
+
+  it("derives the same id from the same parts and probes past taken ids deterministically", () => {
+    const first = derivedId(["10.0.0.5:80"], MAX_BUCKET_ID);
+    expect(first).toBeGreaterThan(0);
+    expect(first).toBeLessThanOrEqual(MAX_BUCKET_ID);
+    const second = derivedId(["10.0.0.5:80"], MAX_BUCKET_ID, (id) => id === first);
+    expect(second).not.toBe(first);
+    expect(derivedId(["10.0.0.5:80"], MAX_BUCKET_ID, (id) => id === first)).toBe(second);
+    expect(() => derivedId(["x"], 1, () => true)).toThrow(/no free id/);
+  });
+
+  it("spreads ids: 10,000 backends in a 32-bit space rarely collide", () => {
+    const ids = new Set(Array.from({ length: 10_000 }, (_, i) => derivedId([`10.${i >> 8}.${i & 255}.1:80`], MAX_BUCKET_ID)));
+    expect(ids.size).toBeGreaterThan(9_990);
+  });
+
+  it("builds interface names within 15 characters from a hash, refusing long prefixes", () => {
+    const n = interfaceName("lbfe-", "tenant-a/lb-1");
+    expect(n).toMatch(/^lbfe-[0-9a-f]{8}$/);
+    expect(n.length).toBeLessThanOrEqual(15);
+    expect(interfaceName("lbfe-", "tenant-b/lb-1")).not.toBe(n);
+    expect(() => interfaceName("much-too-long-", "x")).toThrow(/no room/);
+  });
+});
