@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, readFileSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execFileSync } from "node:child_process";
@@ -6,8 +6,10 @@ import { LocalRunner } from "../../provider/transport/exec";
 
 /**
  * One ovsdb-server + ovs-vswitchd (userspace datapath) in a temporary
- * directory of the root namespace, for transport tests that need a real OVS
- * but no network. Lab tests (several hosts over SSH) use the lab instead.
+ * directory and a network namespace of its own (the netdev datapath makes an
+ * `ovs-netdev` tap, which goes away with the namespace), for transport tests
+ * that need a real OVS but no network. Lab tests (several hosts over SSH)
+ * use the lab instead.
  */
 export interface OvsSandbox {
   dir: string;
@@ -26,6 +28,8 @@ function sh(argv: string[], env: NodeJS.ProcessEnv): string {
 
 export function startOvsSandbox(opts: { vswitchd?: boolean } = {}): OvsSandbox {
   const dir = mkdtempSync(join(tmpdir(), "ovslb-sbx-"));
+  const netns = `ovslb-sbx-${dir.slice(-6)}`;
+  execFileSync("ip", ["netns", "add", netns]);
   const env = { ...process.env, OVS_RUNDIR: dir, OVS_DBDIR: dir, OVS_LOGDIR: dir, OVS_SYSCONFDIR: dir };
   const db = join(dir, "conf.db");
   const dbSock = join(dir, "db.sock");
@@ -34,7 +38,7 @@ export function startOvsSandbox(opts: { vswitchd?: boolean } = {}): OvsSandbox {
     "--detach", "-vconsole:err", `--log-file=${join(dir, "ovsdb-server.log")}`], env);
   sh(["ovs-vsctl", `--db=unix:${dbSock}`, "--no-wait", "init"], env);
   if (opts.vswitchd !== false) {
-    sh(["ovs-vswitchd", `unix:${dbSock}`, "--enable-dummy", "--disable-system", "--disable-system-route",
+    sh(["ip", "netns", "exec", netns, "ovs-vswitchd", `unix:${dbSock}`, "--enable-dummy", "--disable-system", "--disable-system-route",
       `--pidfile=${join(dir, "ovs-vswitchd.pid")}`, "--detach", "-vconsole:err",
       `--log-file=${join(dir, "ovs-vswitchd.log")}`], env);
   }
@@ -43,11 +47,13 @@ export function startOvsSandbox(opts: { vswitchd?: boolean } = {}): OvsSandbox {
       try {
         const pid = Number(readFileSync(join(dir, `${daemon}.pid`), "utf8").trim());
         process.kill(pid, "SIGTERM");
+        for (let i = 0; i < 100 && existsSync(`/proc/${pid}`); i++) execFileSync("sleep", ["0.02"]);
       } catch {
         /* not running */
       }
     }
     rmSync(dir, { recursive: true, force: true });
+    execFileSync("ip", ["netns", "del", netns]);
   };
   return {
     dir,

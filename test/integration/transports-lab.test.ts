@@ -1,0 +1,104 @@
+import { describe, it, expect, beforeAll, afterAll } from "vitest";
+import { OpenFlowBridge, OpenFlowError, type Modification } from "../../provider/transport/openflow";
+import { OvsHostSession, bridgeSocket } from "../../provider/transport/ovs-host";
+import { OvsdbTransactionError, Transaction, mutation, where } from "../../provider/transport/ovsdb";
+import { SshSession } from "../../provider/transport/ssh";
+import { loadInventory, sshTo } from "../support/lab";
+
+/**
+ * The transports as the providers use them: over SSH to a lab host, the
+ * OpenFlow bundle through ovs-ofctl on stdin and OVSDB through a stream-local
+ * channel to the host's db.sock.
+ */
+
+const BRIDGE = "br-ovslb-tx";
+let host: OvsHostSession;
+
+beforeAll(async () => {
+  const inv = loadInventory();
+  const gw2 = inv.hosts.gw2;
+  host = new OvsHostSession({ connection: sshTo(inv, gw2), ovsRundir: gw2.ovsRundir }, await SshSession.connect(sshTo(inv, gw2)));
+  await host.ssh.run(["ovs-vsctl", "--if-exists", "del-br", BRIDGE]);
+  await host.ssh.run(["ovs-vsctl", "add-br", BRIDGE, "--", "set", "bridge", BRIDGE, "datapath_type=netdev",
+    "protocols=OpenFlow10,OpenFlow13,OpenFlow14,OpenFlow15", "fail_mode=secure"]);
+});
+
+afterAll(async () => {
+  await host?.ssh.run(["ovs-vsctl", "--if-exists", "del-br", BRIDGE]);
+  host?.close();
+});
+
+describe("OpenFlow over SSH", () => {
+  const cookie = 0x0b5e_0000_0000_0042n;
+  const group: Modification = {
+    op: "add-group",
+    group: {
+      groupId: 7,
+      type: "select",
+      selectionMethod: "hash",
+      fields: ["ip_src", "ip_dst", "tcp_src", "tcp_dst"],
+      buckets: [
+        { bucketId: 100, weight: 100, actions: [{ type: "set_field", field: "eth_dst", value: "02:00:0a:00:00:65" }, { type: "in_port" }] },
+        { bucketId: 200, weight: 100, actions: [{ type: "set_field", field: "eth_dst", value: "02:00:0a:00:00:66" }, { type: "in_port" }] },
+      ],
+    },
+  };
+  const flow: Modification = {
+    op: "add-flow",
+    flow: { table: 0, priority: 100, cookie, match: { protocol: "tcp", nw_dst: "10.0.0.199", tp_dst: 80 }, actions: [{ type: "group", groupId: 7 }] },
+  };
+
+  it("applies a group and its flow as one bundle and reads them back typed", async () => {
+    const of = new OpenFlowBridge(host.ssh, bridgeSocket(host.host, BRIDGE));
+    const sent = await of.applyBundle([group, flow]);
+    expect(sent.messages).toBe(2);
+    const [g] = await of.dumpGroups();
+    expect(g.groupId).toBe(7);
+    expect(g.buckets.map((b) => [b.bucketId, b.weight])).toEqual([[100, 100], [200, 100]]);
+    const flows = await of.dumpFlows({ cookie, mask: 0xffff_ffff_ffff_ffffn });
+    expect(flows).toHaveLength(1);
+  });
+
+  it("leaves the bridge exactly as it was when the bundle's last operation fails", async () => {
+    const of = new OpenFlowBridge(host.ssh, bridgeSocket(host.host, BRIDGE));
+    const dump = async () => [
+      (await host.ssh.run(["ovs-ofctl", "-O", "OpenFlow15", "--no-stats", "dump-flows", BRIDGE])).stdout,
+      (await host.ssh.run(["ovs-ofctl", "-O", "OpenFlow15", "dump-groups", BRIDGE])).stdout,
+    ];
+    const before = await dump();
+    const err = await of
+      .applyBundle([
+        { op: "insert-buckets", groupId: 7, commandBucketId: "last", buckets: [{ bucketId: 300, weight: 100, actions: [{ type: "in_port" }] }] },
+        { op: "add-flow", flow: { ...flow.flow, priority: 101, match: { protocol: "tcp", nw_dst: "10.0.0.198", tp_dst: 80 } } },
+        { op: "remove-buckets", groupId: 7, commandBucketId: 999 },
+      ] as Modification[])
+      .catch((e) => e);
+    expect(err).toBeInstanceOf(OpenFlowError);
+    expect(err.codes).toContain("OFPGMFC_UNKNOWN_BUCKET");
+    expect(err.message).toContain(host.hostName);
+    expect(await dump()).toEqual(before);
+  });
+});
+
+describe("OVSDB over an SSH stream-local channel", () => {
+  it("commits nothing and reports the conflict when a wait precondition fails", async () => {
+    const db = await host.vswitchDb();
+    const read = async () => {
+      const t = new Transaction();
+      t.select("Bridge", [where("name", "==", BRIDGE)], ["external_ids", "fail_mode"]);
+      return (await db.transact("Open_vSwitch", t.operations))[0].rows![0];
+    };
+    const before = await read();
+    const txn = new Transaction();
+    // Precondition: fail_mode is standalone (it is secure), so nothing below may commit.
+    txn.wait("Bridge", [where("name", "==", BRIDGE)], { columns: ["fail_mode"], until: "==", rows: [{ fail_mode: ["standalone"] }] });
+    txn.mutate("Bridge", [where("name", "==", BRIDGE)], [mutation("external_ids", "insert", { touched: "yes" })]);
+    const err = await db.transact("Open_vSwitch", txn.operations).catch((e) => e);
+    expect(err).toBeInstanceOf(OvsdbTransactionError);
+    expect(err.kind).toBe("conflict");
+    expect(err.operation).toEqual({ index: 0, op: "wait", table: "Bridge" });
+    expect(await read()).toEqual(before);
+    const vsctl = await host.ssh.run(["ovs-vsctl", "get", "bridge", BRIDGE, "external_ids"]);
+    expect(vsctl.stdout.trim()).toBe("{}");
+  });
+});
