@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync, chmodSync, 
 import { join, resolve } from "node:path";
 import {
   BACKEND_PORT, CLIENT, GATEWAY_VIP_RANGE, HOSTS, HostPlan, LabHost, LabInventory, MGMT_BRIDGE, MGMT_GATEWAY,
-  ROUTER_NS, SEGMENT_BRIDGE, SEGMENT_CIDR, mgmtAddressOf, namespaceOf, segmentAddressOf, segmentMacOf,
+  ROUTER_NS, SEGMENT_BRIDGE, SEGMENT_CIDR, TENANT_CLIENT, mgmtAddressOf, namespaceOf, segmentAddressOf, segmentMacOf,
   underlayAddressOf, underlayRouterOf,
 } from "./topology";
 
@@ -137,6 +137,7 @@ export class Lab {
     const hosts: Record<string, LabHost> = {};
     for (const plan of HOSTS) hosts[plan.name] = this.makeHost(plan);
     this.makeClient(hosts);
+    this.makeTenantClient(hosts);
     const backends = HOSTS.flatMap((h) => h.vms).map((vm) => this.makeVm(vm));
     // One ping across each network warms the ARP caches of OVS and the kernels.
     for (const h of HOSTS.filter((p) => p.role !== "ovn-central")) {
@@ -161,6 +162,7 @@ export class Lab {
       gatewayVipRange: GATEWAY_VIP_RANGE,
       backendPort: BACKEND_PORT,
       client: CLIENT,
+      tenantClient: TENANT_CLIENT,
       hosts,
       backends,
     };
@@ -347,6 +349,22 @@ export class Lab {
     const gateways = Object.values(hosts).filter((h) => h.role === "gateway");
     inNs(ns, ["ip", "route", "add", GATEWAY_VIP_RANGE,
       ...gateways.flatMap((g) => ["nexthop", "via", g.segment!.address, "dev", "eth0"])]);
+  }
+
+  /**
+   * The second tenant's client: its NIC is an access port of VLAN `vlan` on
+   * the distributor's br-seg (OVS tags it; this kernel has no 8021q), so
+   * untagged segment traffic never reaches it.
+   */
+  private makeTenantClient(hosts: Record<string, LabHost>) {
+    const { namespace: ns, address, mac, vlan } = TENANT_CLIENT;
+    const dist = Object.values(hosts).find((h) => h.role === "distributor")!;
+    this.makeNamespace(ns);
+    run(["ip", "link", "add", "client2", "netns", dist.namespace, "type", "veth", "peer", "name", "eth0", "netns", ns]);
+    inNs(dist.namespace, ["ip", "link", "set", "client2", "up"]);
+    run(["ip", "netns", "exec", dist.namespace, "ovs-vsctl", "--may-exist", "add-port", "br-seg", "client2", `tag=${vlan}`],
+      { env: this.daemonEnv(dist.ovsRundir!) });
+    this.configureGuestNic(ns, address, mac);
   }
 
   private makeVm(vm: HostPlan["vms"][number]) {

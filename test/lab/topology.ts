@@ -38,6 +38,11 @@ export const ROUTER_NS = "ovslb-rtr";
 export const MGMT_GATEWAY = "172.30.0.1";
 export const SEGMENT_CIDR = "10.0.0.0/24";
 export const CLIENT = { namespace: "ovslb-client", address: "10.0.0.2", mac: "02:00:0a:00:00:02" };
+/**
+ * A second tenant's client on the same segment, in its own VLAN: the
+ * distributor's per-tenant isolation is tested with two tenants using one VIP.
+ */
+export const TENANT_CLIENT = { namespace: "ovslb-client2", address: "10.0.0.3", mac: "02:00:0a:00:00:03", vlan: 102 };
 /** VIPs in this range are routed by the client through both gateways (ECMP). */
 export const GATEWAY_VIP_RANGE = "10.0.0.192/28";
 /** The TCP port every backend VM's server listens on. */
@@ -93,6 +98,8 @@ export interface LabInventory {
   gatewayVipRange: string;
   backendPort: number;
   client: { namespace: string; address: string; mac: string };
+  /** Another tenant's client: an access port of VLAN `vlan` on dist1's br-seg (named client2 there). */
+  tenantClient?: { namespace: string; address: string; mac: string; vlan: number };
   hosts: Record<string, LabHost>;
   backends: LabBackend[];
 }
