@@ -1,5 +1,7 @@
 import { isDeepStrictEqual } from "node:util";
 import { validateAgainstSchema, type CheckFailure } from "./model/validate";
+import { deferredNatLoadBalancerHandler } from "./resources/deferred-nat-load-balancer/handler";
+import { dsrHypervisorFlowsHandler } from "./resources/dsr-hypervisor-flows/handler";
 import { ovsBridgeHandler } from "./resources/ovs-bridge/handler";
 import { CREDENTIALS_OUTPUT, liftCredentials, restoreCredentials, type Credentials } from "./secrets";
 
@@ -32,6 +34,8 @@ const UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9";
 
 const registry: Record<string, ResourceHandler<any, any>> = {
   OvsBridge: ovsBridgeHandler,
+  DsrHypervisorFlows: dsrHypervisorFlowsHandler,
+  DeferredNatLoadBalancer: deferredNatLoadBalancerHandler,
 };
 
 export type ResourceKind = keyof typeof registry;

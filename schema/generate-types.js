@@ -10,28 +10,22 @@ const target = join(schemaDir, "..", "provider", "model", "inputs.generated.ts")
 
 async function generate() {
   const files = readdirSync(schemaDir).filter((f) => f.endsWith(".json") && f !== "common.json").sort();
-  const parts = [
-    "/* eslint-disable */\n// Generated from schema/*.json by schema/generate-types.js. Do not edit.\n",
-  ];
-  const seen = new Set();
-  for (const file of files) {
-    const schema = JSON.parse(readFileSync(join(schemaDir, file), "utf8"));
-    let ts = await compile(schema, schema.title, {
-      cwd: schemaDir,
-      bannerComment: "",
-      additionalProperties: false,
-      declareExternallyReferenced: true,
-      style: { printWidth: 120 },
-    });
-    // Shared definitions appear once, however many schemas reference them.
-    ts = ts.replace(/\n(\/\*\*[\s\S]*?\*\/\n)?export (interface|type) (\w+)[\s\S]*?\n(}|[^\n]*;)\n/g, (block, _doc, _kind, name) => {
-      if (seen.has(name)) return "\n";
-      seen.add(name);
-      return block;
-    });
-    parts.push(ts.trim() + "\n");
-  }
-  return parts.join("\n");
+  // One root referencing every resource schema: each shared definition is emitted once.
+  const root = {
+    title: "AllInputs",
+    type: "object",
+    additionalProperties: false,
+    properties: Object.fromEntries(files.map((f) => [f.replace(/\.json$/, ""), { $ref: f }])),
+  };
+  const ts = await compile(root, "AllInputs", {
+    cwd: schemaDir,
+    bannerComment: "/* eslint-disable */\n// Generated from schema/*.json by schema/generate-types.js. Do not edit.",
+    additionalProperties: false,
+    declareExternallyReferenced: true,
+    ignoreMinAndMaxItems: true,
+    style: { printWidth: 120 },
+  });
+  return ts;
 }
 
 generate().then((text) => {
@@ -39,7 +33,7 @@ generate().then((text) => {
     let current = "";
     try { current = readFileSync(target, "utf8"); } catch {}
     if (current !== text) {
-      console.error(`${target} is stale: run "node schema/generate-types.js"`);
+      console.error(`${target} is stale: run "npm run gen:types"`);
       process.exit(1);
     }
   } else {

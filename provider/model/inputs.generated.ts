@@ -1,33 +1,72 @@
 /* eslint-disable */
 // Generated from schema/*.json by schema/generate-types.js. Do not edit.
 
+export interface AllInputs {
+  "deferred-nat-load-balancer"?: DeferredNatLoadBalancerInputs;
+  "dsr-hypervisor-flows"?: DsrHypervisorFlowsInputs;
+  "ovs-bridge"?: OvsBridgeInputs;
+}
 /**
- * An OVS bridge ensured on one host through OVSDB, owned by ovslb through external_ids.
+ * A deferred-NAT load balancer: stateless gateways choose a backend per packet with a select group (selection_method=hash, stable bucket ids) and deliver the frame to the backend's MAC; the NAT happens on the backend's hypervisor (DsrHypervisorFlows).
  */
-export interface OvsBridgeInputs {
+export interface DeferredNatLoadBalancerInputs {
+  /**
+   * a name of 1-63 lowercase letters, digits and '-', starting with a letter
+   */
+  name: string;
+  /**
+   * the gateways; every one gets identical groups
+   *
+   * @minItems 1
+   * @maxItems 64
+   */
+  gateways: DeferredNatGateway[];
+  /**
+   * the hypervisors that host backends
+   *
+   * @minItems 1
+   * @maxItems 4096
+   */
+  hypervisors: DeferredNatHypervisor[];
+  /**
+   * @minItems 1
+   * @maxItems 1024
+   */
+  vips: DeferredNatVip[];
+  /**
+   * how the gateways select; only hash is accepted
+   */
+  selectionMethod?: "hash" | "dp_hash";
+  /**
+   * the fields hashed to choose a backend; default ip_src, ip_dst, tp_src, tp_dst
+   *
+   * @maxItems 4
+   */
+  selectionFields?: ("ip_src" | "ip_dst" | "tp_src" | "tp_dst")[];
+  /**
+   * how a chosen backend is reached: mac (rewrite eth.dst onto the L2 segment)
+   */
+  delivery?: "mac";
+  ovn?: DeferredNatOvn;
+}
+export interface DeferredNatGateway {
+  /**
+   * a name of 1-63 lowercase letters, digits and '-', starting with a letter
+   */
+  name: string;
   host: OvsHost;
   /**
    * an OVS bridge name: 1-15 letters, digits, '-' or '_', starting with a letter (a Linux interface name)
    */
-  name: string;
+  bridge: string;
   /**
-   * the datapath: netdev (userspace) or system (kernel); default netdev
+   * an OVS port name: 1-15 letters, digits, '-', '_' or '.', starting with a letter or digit
    */
-  datapathType?: "netdev" | "system";
-  /**
-   * what the bridge does with no controller; default secure
-   */
-  failMode?: "secure" | "standalone";
+  segmentPort: string;
   /**
    * a unicast Ethernet MAC address, e.g. 02:00:0a:00:00:65
    */
-  hwaddr?: string;
-  /**
-   * extra external_ids to set on the bridge
-   */
-  externalIds?: {
-    [k: string]: string;
-  };
+  mac: string;
 }
 /**
  * a host running Open vSwitch, reached over SSH; ovsRundir is where its sockets live (db.sock, BRIDGE.mgmt), default /var/run/openvswitch
@@ -88,4 +127,179 @@ export interface SshConnection {
    */
   commandTimeoutMs?: number;
   jumpHost?: SshConnection;
+}
+export interface DeferredNatHypervisor {
+  /**
+   * a name of 1-63 lowercase letters, digits and '-', starting with a letter
+   */
+  name: string;
+}
+export interface DeferredNatVip {
+  /**
+   * an IPv4 address in dotted-quad form, e.g. 10.0.0.10
+   */
+  address: string;
+  /**
+   * a TCP/UDP/SCTP port, 1-65535
+   */
+  port: number;
+  /**
+   * the L4 protocol
+   */
+  protocol: "tcp" | "udp" | "sctp";
+  /**
+   * @maxItems 4096
+   */
+  backends: DeferredNatBackend[];
+}
+export interface DeferredNatBackend {
+  /**
+   * an IPv4 address in dotted-quad form, e.g. 10.0.0.10
+   */
+  address: string;
+  /**
+   * a TCP/UDP/SCTP port, 1-65535
+   */
+  port: number;
+  /**
+   * a unicast Ethernet MAC address, e.g. 02:00:0a:00:00:65
+   */
+  mac: string;
+  /**
+   * a name of 1-63 lowercase letters, digits and '-', starting with a letter
+   */
+  hypervisor: string;
+  /**
+   * a relative weight, 1-64 (that many buckets); default 1
+   */
+  weight?: number;
+  /**
+   * an OVN name: 1-64 letters, digits and . _ - :
+   */
+  logicalPort?: string;
+}
+/**
+ * also write the OVN northbound Load_Balancer row and attach it to a logical router
+ */
+export interface DeferredNatOvn {
+  northbound: OvnNorthbound;
+  /**
+   * an OVN name: 1-64 letters, digits and . _ - :
+   */
+  router: string;
+  /**
+   * an IPv4 address in dotted-quad form, e.g. 10.0.0.10
+   */
+  healthCheckSourceIp?: string;
+}
+/**
+ * the NB database: its unix socket on a host reached over SSH
+ */
+export interface OvnNorthbound {
+  connection: SshConnection;
+  /**
+   * an absolute path of letters, digits and . _ - /
+   */
+  socket: string;
+}
+/**
+ * The hypervisor side of a load balancer (DESIGN §1): on one bridge, the DNAT VIP:port -> backend:port of requests for local backends, with conntrack in a zone, and the un-DNAT of their replies. Flows are owned by cookie. In mode "mac" requests arrive addressed to the backend's MAC with the VIP still as destination; further modes (e.g. "gre", with its own settings object) are added as new enum values and new optional properties.
+ */
+export interface DsrHypervisorFlowsInputs {
+  /**
+   * a name of 1-63 lowercase letters, digits and '-', starting with a letter
+   */
+  name: string;
+  host: OvsHost;
+  /**
+   * an OVS bridge name: 1-15 letters, digits, '-' or '_', starting with a letter (a Linux interface name)
+   */
+  bridge: string;
+  /**
+   * how requests reach this hypervisor: mac (frames addressed to the backend's MAC, ip.dst = VIP); default mac
+   */
+  mode?: "mac";
+  /**
+   * a conntrack zone in [1, 65535] (0 is the default zone, shared with everything); default derived from the resource and kept once given
+   */
+  zone?: number;
+  /**
+   * the VIPs with backends on this hypervisor
+   *
+   * @maxItems 1024
+   */
+  vips: DsrVip[];
+}
+/**
+ * a VIP (address, port, protocol) and its backends on this hypervisor
+ */
+export interface DsrVip {
+  /**
+   * an IPv4 address in dotted-quad form, e.g. 10.0.0.10
+   */
+  address: string;
+  /**
+   * a TCP/UDP/SCTP port in [1, 65535]
+   */
+  port: number;
+  /**
+   * the VIP's transport protocol; default tcp
+   */
+  protocol?: "tcp" | "udp" | "sctp";
+  /**
+   * the VIP's backends hosted on this hypervisor (at least one)
+   *
+   * @minItems 1
+   * @maxItems 1024
+   */
+  backends: DsrBackend[];
+}
+/**
+ * a backend hosted on this hypervisor: its address, port and MAC, and its port on the bridge
+ */
+export interface DsrBackend {
+  /**
+   * an IPv4 address in dotted-quad form, e.g. 10.0.0.10
+   */
+  address: string;
+  /**
+   * a TCP/UDP/SCTP port in [1, 65535]
+   */
+  port: number;
+  /**
+   * a unicast Ethernet MAC address, e.g. 02:00:0a:00:00:65
+   */
+  mac: string;
+  /**
+   * an OVS port name on the bridge: 1-15 letters, digits, '.', '-' or '_', starting with a letter or digit (a Linux interface name)
+   */
+  bridgePort: string;
+}
+/**
+ * An OVS bridge ensured on one host through OVSDB, owned by ovslb through external_ids.
+ */
+export interface OvsBridgeInputs {
+  host: OvsHost;
+  /**
+   * an OVS bridge name: 1-15 letters, digits, '-' or '_', starting with a letter (a Linux interface name)
+   */
+  name: string;
+  /**
+   * the datapath: netdev (userspace) or system (kernel); default netdev
+   */
+  datapathType?: "netdev" | "system";
+  /**
+   * what the bridge does with no controller; default secure
+   */
+  failMode?: "secure" | "standalone";
+  /**
+   * a unicast Ethernet MAC address, e.g. 02:00:0a:00:00:65
+   */
+  hwaddr?: string;
+  /**
+   * extra external_ids to set on the bridge
+   */
+  externalIds?: {
+    [k: string]: string;
+  };
 }

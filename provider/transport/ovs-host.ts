@@ -1,6 +1,6 @@
 import type { OvsHost } from "../model/inputs.generated";
 import { OvsdbClient } from "./ovsdb";
-import { SshSession, withSessions } from "./ssh";
+import { SshSession, mapBounded, withSessions } from "./ssh";
 
 /** Where a host's OVS sockets live unless its OvsHost says otherwise. */
 export const DEFAULT_OVS_RUNDIR = "/var/run/openvswitch";
@@ -32,6 +32,29 @@ export class OvsHostSession {
   close() {
     this.db?.close();
     this.ssh.close();
+  }
+}
+
+/**
+ * Opens a session to every host (bounded parallelism), runs fn with all of
+ * them, and closes them all afterwards: for resources that read every host
+ * before they plan and change any.
+ */
+export async function withAllOvsHosts<R>(hosts: readonly OvsHost[], fn: (sessions: OvsHostSession[]) => Promise<R>): Promise<R> {
+  // Every connect settles before anything is closed or thrown, so none leaks.
+  const opened = await mapBounded(hosts, 8, (h) =>
+    SshSession.connect(h.connection).then(
+      (ssh) => ({ session: new OvsHostSession(h, ssh) }),
+      (error: unknown) => ({ error }),
+    ),
+  );
+  const sessions = opened.flatMap((o) => ("session" in o ? [o.session] : []));
+  try {
+    const failed = opened.find((o) => "error" in o);
+    if (failed && "error" in failed) throw failed.error;
+    return await fn(sessions);
+  } finally {
+    for (const s of sessions) s.close();
   }
 }
 

@@ -1,0 +1,36 @@
+import * as pulumi from "@pulumi/pulumi";
+import { dynamicProvider } from "../../dynamic";
+import type { DeferredNatLoadBalancerInputs } from "../../model/inputs.generated";
+import { resourceOptions, withSecretCredentials, type DeepInput } from "../resource-args";
+
+export type DeferredNatLoadBalancerArgs = { [K in keyof DeferredNatLoadBalancerInputs]: DeepInput<DeferredNatLoadBalancerInputs[K]> };
+
+/**
+ * The gateways of a deferred-NAT load balancer: on every gateway, one select
+ * group per VIP (selection_method=hash, a stable id per VIP, one bucket per
+ * backend and unit of weight, ids derived from the backend and kept for
+ * life) and a flow sending the VIP's traffic to it, with no conntrack.
+ * Backend changes are bucket inserts and removes. Pair it with
+ * DsrHypervisorFlows on the hypervisors, which do the NAT.
+ */
+export class DeferredNatLoadBalancer extends pulumi.dynamic.Resource {
+  declare readonly name: pulumi.Output<string>;
+  /** VIP ("tcp:10.0.0.193:80") -> its group id on every gateway. */
+  declare readonly groupIds: pulumi.Output<Record<string, number>>;
+  /** VIP -> backend replica ("10.0.0.101:8080#0") -> bucket id. */
+  declare readonly bucketIds: pulumi.Output<Record<string, Record<string, number>>>;
+  declare readonly cookie: pulumi.Output<string>;
+  declare readonly lastApply: pulumi.Output<Record<string, { messages: number; bytes: number; operations: Record<string, number> }>>;
+  declare readonly drift: pulumi.Output<string[]>;
+
+  constructor(name: string, args: DeferredNatLoadBalancerArgs, opts?: pulumi.CustomResourceOptions) {
+    super(
+      dynamicProvider("DeferredNatLoadBalancer"),
+      name,
+      { ...withSecretCredentials(args), groupIds: undefined, bucketIds: undefined, cookie: undefined, lastApply: undefined, drift: undefined },
+      resourceOptions(opts),
+      "ovslb",
+      "DeferredNatLoadBalancer",
+    );
+  }
+}
