@@ -1,0 +1,248 @@
+import { flowKey } from "../../model/flow-diff";
+import { MAX_CT_ZONE, derivedId, ownerCookie } from "../../model/ids";
+import type { DsrBackend, DsrHypervisorFlowsInputs, DsrVip } from "../../model/inputs.generated";
+import { checkConnection, type CheckFailure } from "../../model/validate";
+import { toFlowEntry, type Flow, type FlowEntry } from "../../transport/openflow";
+
+/**
+ * DsrHypervisorFlows as pure data. On one bridge, with conntrack zone Z:
+ *
+ * table 0  request  proto,dl_dst=MAC,nw_dst=VIP,tp_dst=VPORT  -> ct(commit,zone=Z,nat(dst=B:P)),output:OFPORT
+ * table 0  reply    ct_state=-trk,proto,in_port=OFPORT,nw_src=B,tp_src=P -> ct(table=T,zone=Z,nat)
+ * table T  forward  ct_zone=Z -> resubmit(,0)
+ *
+ * The reply flow sends only the backend's service port through conntrack, so
+ * connections the backend opens itself (ephemeral ports) never meet it. In
+ * table T every packet of the zone goes back to table 0: `nat` has already
+ * un-DNATed replies of VIP connections (source = VIP again) and left the rest
+ * alone, and -trk keeps the reply flow from matching a second time. Table 0
+ * then does whatever the bridge does with other traffic (its own NORMAL
+ * flow), so ovslb never needs to know how the bridge forwards.
+ */
+
+type Inputs = DsrHypervisorFlowsInputs;
+type Protocol = NonNullable<DsrVip["protocol"]>;
+
+export const KIND = "DsrHypervisorFlows";
+/** Above the bridge's own flows (its NORMAL is priority 0), below anything an operator pins at the top. */
+export const REQUEST_PRIORITY = 1000;
+export const REPLY_PRIORITY = 1000;
+export const FORWARD_PRIORITY = 1000;
+export const ENTRY_TABLE = 0;
+/** Where replies come back after conntrack; away from the low tables other pipelines use. */
+export const UNNAT_TABLE = 60;
+
+/** The resource id: its identity (host, bridge, name). */
+export const dsrId = (i: Pick<Inputs, "host" | "bridge" | "name">) => `dsr-hypervisor-flows/${i.host.connection.host}/${i.bridge}/${i.name}`;
+export const cookieOf = (id: string) => ownerCookie(KIND, id);
+
+/** The zone to use when none is given: derived from the resource id, past zones others use. */
+export const derivedZone = (id: string, taken: ReadonlySet<number>) => derivedId([KIND, id], MAX_CT_ZONE, (z) => taken.has(z));
+
+export const vipKey = (v: DsrVip) => `${v.protocol ?? "tcp"}:${v.address}:${v.port}`;
+const backendKey = (b: Pick<DsrBackend, "address" | "port">) => `${b.address}:${b.port}`;
+
+export function withDefaults(inputs: Inputs): Inputs {
+  return {
+    ...inputs,
+    mode: inputs.mode ?? "mac",
+    // OVS prints MACs in lower case: so must the inputs, or a refresh shows a change.
+    vips: inputs.vips.map((v) => ({
+      ...v,
+      protocol: v.protocol ?? "tcp",
+      backends: v.backends.map((b) => ({ ...b, mac: b.mac.toLowerCase() })),
+    })),
+  };
+}
+
+/** Rules across VIPs and backends that the schema cannot say. */
+export function checkRules(inputs: Inputs): CheckFailure[] {
+  const failures: CheckFailure[] = [...checkConnection(inputs.host.connection, "host.connection")];
+  const vips = new Map<string, number>();
+  const vipAddresses = new Set(inputs.vips.map((v) => v.address));
+  // One backend address is one VM: it has one MAC and one port on the bridge, whichever VIPs it serves.
+  const byAddress = new Map<string, { mac: string; bridgePort: string; at: string }>();
+  const byMac = new Map<string, { address: string; at: string }>();
+
+  inputs.vips.forEach((vip, i) => {
+    const at = `vips[${i}]`;
+    const first = vips.get(vipKey(vip));
+    if (first !== undefined) {
+      failures.push({ property: at, reason: `duplicates vips[${first}]: the same address, port and protocol` });
+    } else vips.set(vipKey(vip), i);
+
+    const backends = new Map<string, number>();
+    const macs = new Map<string, number>();
+    vip.backends.forEach((b, k) => {
+      const bat = `${at}.backends[${k}]`;
+      const mac = b.mac.toLowerCase();
+      const same = backends.get(backendKey(b));
+      if (same !== undefined) {
+        failures.push({ property: bat, reason: `duplicates ${at}.backends[${same}]: the same address and port` });
+        return;
+      }
+      backends.set(backendKey(b), k);
+      const sameMac = macs.get(mac);
+      if (sameMac !== undefined) {
+        failures.push({
+          property: `${bat}.mac`,
+          reason: `is also the MAC of ${at}.backends[${sameMac}]: in mac mode a VIP's frames are told apart by MAC, so each backend of a VIP needs its own`,
+        });
+      } else macs.set(mac, k);
+      if (b.address === vip.address) {
+        failures.push({ property: `${bat}.address`, reason: "equals the VIP's address: a backend must not be its own VIP" });
+      } else if (vipAddresses.has(b.address)) {
+        failures.push({ property: `${bat}.address`, reason: "is the address of another VIP here: a backend must not be a VIP" });
+      }
+      const seen = byAddress.get(b.address);
+      if (!seen) byAddress.set(b.address, { mac, bridgePort: b.bridgePort, at: bat });
+      else if (seen.mac !== mac) {
+        failures.push({ property: `${bat}.mac`, reason: `differs from the MAC given for the same address at ${seen.at}` });
+      } else if (seen.bridgePort !== b.bridgePort) {
+        failures.push({ property: `${bat}.bridgePort`, reason: `differs from the bridge port given for the same address at ${seen.at}` });
+      }
+      const owner = byMac.get(mac);
+      if (!owner) byMac.set(mac, { address: b.address, at: bat });
+      else if (owner.address !== b.address) {
+        failures.push({ property: `${bat}.mac`, reason: `is also the MAC of another address at ${owner.at}` });
+      }
+    });
+  });
+  return failures;
+}
+
+/** What is fixed when flows are planned: the owner's cookie, the zone, and each bridge port's ofport on the host. */
+export interface Placement {
+  cookie: bigint;
+  zone: number;
+  ofports: ReadonlyMap<string, number>;
+}
+
+function ofportOf(p: Placement, b: DsrBackend, at: string): number {
+  const ofport = p.ofports.get(b.bridgePort);
+  if (ofport === undefined) throw new Error(`${at}.bridgePort: port ${b.bridgePort} has no ofport on the bridge`);
+  return ofport;
+}
+
+function requestFlow(vip: DsrVip, b: DsrBackend, p: Placement, at: string): Flow {
+  const protocol = (vip.protocol ?? "tcp") as Protocol;
+  return {
+    table: ENTRY_TABLE,
+    priority: REQUEST_PRIORITY,
+    cookie: p.cookie,
+    match: { protocol, dl_dst: b.mac.toLowerCase(), nw_dst: vip.address, tp_dst: vip.port },
+    actions: [
+      { type: "ct", commit: true, zone: p.zone, nat: { kind: "dst", ip: b.address, port: b.port } },
+      { type: "output", port: ofportOf(p, b, at) },
+    ],
+  };
+}
+
+function replyFlow(protocol: Protocol, b: DsrBackend, p: Placement, at: string): Flow {
+  return {
+    table: ENTRY_TABLE,
+    priority: REPLY_PRIORITY,
+    cookie: p.cookie,
+    match: { ct_state: { trk: false }, protocol, in_port: ofportOf(p, b, at), nw_src: b.address, tp_src: b.port },
+    actions: [{ type: "ct", table: UNNAT_TABLE, zone: p.zone, nat: { kind: "existing" } }],
+  };
+}
+
+function forwardFlow(p: Placement): Flow {
+  return {
+    table: UNNAT_TABLE,
+    priority: FORWARD_PRIORITY,
+    cookie: p.cookie,
+    match: { ct_zone: p.zone },
+    actions: [{ type: "resubmit", table: ENTRY_TABLE }],
+  };
+}
+
+/**
+ * The flows the inputs amount to: one request flow per (VIP, backend), one
+ * reply flow per distinct backend service (however many VIPs it serves: the
+ * un-NAT is per connection), and the zone's forward flow.
+ */
+export function desiredFlows(inputs: Inputs, p: Placement): Flow[] {
+  const requests: Flow[] = [];
+  const replies = new Map<string, Flow>();
+  inputs.vips.forEach((vip, i) => {
+    const protocol = (vip.protocol ?? "tcp") as Protocol;
+    vip.backends.forEach((b, k) => {
+      const at = `vips[${i}].backends[${k}]`;
+      requests.push(requestFlow(vip, b, p, at));
+      const reply = replyFlow(protocol, b, p, at);
+      replies.set(flowKey(toFlowEntry(reply)), reply);
+    });
+  });
+  return [...requests, ...replies.values(), forwardFlow(p)];
+}
+
+const REQUEST_ACTION = /^ct\(commit,zone=(\d+),nat\(dst=([0-9.]+):(\d+)\)\)$/;
+const OUTPUT_ACTION = /^output:(\d+)$/;
+
+/** Flows of the bridge, indexed for exact lookups (key, cookie and actions). */
+function indexFlows(flows: readonly FlowEntry[]): (f: Flow) => boolean {
+  const byKey = new Map(flows.map((f) => [flowKey(f), f]));
+  return (flow) => {
+    const want = toFlowEntry(flow);
+    const have = byKey.get(flowKey(want));
+    return !!have && have.cookie === want.cookie && have.actions.join(",") === want.actions.join(",");
+  };
+}
+
+/**
+ * The inputs that the owned flows actually on the host amount to, so a
+ * refresh shows drift. A (VIP, backend) counts only when every flow it needs
+ * is there and right (its request flow, its backend's reply flow, the zone's
+ * forward flow); a VIP with no backend left is missing. Declared VIPs and
+ * backends keep their declared order; ones found but not declared follow.
+ */
+export function actualInputs(inputs: Inputs, owned: readonly FlowEntry[], p: Placement & { portNames: ReadonlyMap<number, string> }): Inputs {
+  const present = indexFlows(owned);
+  const found: Array<{ vip: DsrVip; backend: DsrBackend }> = [];
+  for (const f of owned) {
+    if (f.table !== ENTRY_TABLE || f.priority !== REQUEST_PRIORITY || f.actions.length !== 2) continue;
+    const ct = REQUEST_ACTION.exec(f.actions[0]);
+    const out = OUTPUT_ACTION.exec(f.actions[1]);
+    const { protocol, dl_dst, nw_dst, tp_dst } = f.match;
+    if (!ct || !out || Number(ct[1]) !== p.zone || !dl_dst || !nw_dst || !tp_dst) continue;
+    if (protocol !== "tcp" && protocol !== "udp" && protocol !== "sctp") continue;
+    const bridgePort = p.portNames.get(Number(out[1]));
+    if (bridgePort === undefined) continue; // delivers to a port that is gone: not a working backend
+    const vip: DsrVip = { address: nw_dst, port: Number(tp_dst), protocol, backends: [] };
+    const backend: DsrBackend = { address: ct[2], port: Number(ct[3]), mac: dl_dst, bridgePort };
+    const one = { ...inputs, vips: [{ ...vip, backends: [backend] }] };
+    if (desiredFlows(one, p).every(present)) found.push({ vip, backend });
+  }
+
+  const vips = new Map<string, DsrVip>();
+  const declared = new Map<string, DsrBackend[]>(inputs.vips.map((v) => [vipKey(v), v.backends]));
+  for (const v of inputs.vips) vips.set(vipKey(v), { ...v, backends: [] });
+  for (const { vip } of found) {
+    if (!vips.has(vipKey(vip))) vips.set(vipKey(vip), { ...vip, backends: [] });
+  }
+  const sameBackend = (a: DsrBackend, b: DsrBackend) =>
+    a.address === b.address && a.port === b.port && a.mac === b.mac && a.bridgePort === b.bridgePort;
+  for (const [key, vip] of vips) {
+    const here = found.filter((f) => vipKey(f.vip) === key).map((f) => f.backend);
+    const order = declared.get(key) ?? [];
+    const known = order.filter((d) => here.some((h) => sameBackend(d, h)));
+    const extra = here.filter((h) => !order.some((d) => sameBackend(d, h)));
+    vip.backends = [...known, ...extra];
+  }
+  return { ...inputs, vips: [...vips.values()].filter((v) => v.backends.length > 0) };
+}
+
+/** Zones a flow uses, in a ct action (zone=N) or a match (ct_zone=N). */
+export function zonesOf(flows: readonly FlowEntry[]): Set<number> {
+  const zones = new Set<number>();
+  for (const f of flows) {
+    if (f.match.ct_zone !== undefined && /^\d+$/.test(f.match.ct_zone)) zones.add(Number(f.match.ct_zone));
+    for (const a of f.actions) {
+      const m = /^ct\((?:.*,)?zone=(\d+)[,)]/.exec(a);
+      if (m) zones.add(Number(m[1]));
+    }
+  }
+  return zones;
+}

@@ -1,0 +1,34 @@
+import * as pulumi from "@pulumi/pulumi";
+import { dynamicProvider } from "../../dynamic";
+import type { DsrHypervisorFlowsInputs } from "../../model/inputs.generated";
+import { resourceOptions, withSecretCredentials, type DeepInput } from "../resource-args";
+
+export type DsrHypervisorFlowsArgs = { [K in keyof DsrHypervisorFlowsInputs]: DeepInput<DsrHypervisorFlowsInputs[K]> };
+
+/**
+ * The hypervisor side of a load balancer on one bridge: requests for a VIP
+ * that reach a local backend (by its MAC, ip.dst still the VIP) are DNATed
+ * to the backend with conntrack in a zone, and its replies are un-DNATed back
+ * to source = VIP. Flows are owned by cookie; delete removes only those.
+ */
+export class DsrHypervisorFlows extends pulumi.dynamic.Resource {
+  declare readonly name: pulumi.Output<string>;
+  declare readonly bridge: pulumi.Output<string>;
+  /** The owner cookie on every flow ("0x0b5e..."). */
+  declare readonly cookie: pulumi.Output<string>;
+  /** The conntrack zone in use (derived once and kept, or the `zone` input). */
+  declare readonly ctZone: pulumi.Output<number>;
+  /** Each backend's bridge port and its ofport on the host. */
+  declare readonly ofports: pulumi.Output<Record<string, number>>;
+
+  constructor(name: string, args: DsrHypervisorFlowsArgs, opts?: pulumi.CustomResourceOptions) {
+    super(
+      dynamicProvider("DsrHypervisorFlows"),
+      name,
+      { ...withSecretCredentials(args), cookie: undefined, ctZone: undefined, ofports: undefined },
+      resourceOptions(opts),
+      "ovslb",
+      "DsrHypervisorFlows",
+    );
+  }
+}
