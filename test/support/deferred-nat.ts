@@ -1,0 +1,71 @@
+import type { DeferredNatBackend, DeferredNatLoadBalancerInputs } from "../../provider/model/inputs.generated";
+import { handle } from "../../provider/handlers";
+import type { LabBackend, LabInventory } from "../lab/topology";
+import { sshTo } from "./lab";
+
+type Props = Record<string, any>;
+
+/** A lab backend VM as a deferred-NAT backend. */
+export function labBackend(inv: LabInventory, b: LabBackend, weight?: number): DeferredNatBackend {
+  return { address: b.address, port: inv.backendPort, mac: b.mac, hypervisor: b.hypervisor, ...(weight ? { weight } : {}) };
+}
+
+/** A load balancer on the lab's two gateways (br-seg, one-armed on seg0). */
+export function labLoadBalancer(
+  inv: LabInventory,
+  name: string,
+  vips: DeferredNatLoadBalancerInputs["vips"],
+  extra: Partial<DeferredNatLoadBalancerInputs> = {},
+): DeferredNatLoadBalancerInputs {
+  return {
+    name,
+    gateways: ["gw1", "gw2"].map((g) => {
+      const h = inv.hosts[g];
+      return { name: g, host: { connection: sshTo(inv, h), ovsRundir: h.ovsRundir }, bridge: "br-seg", segmentPort: "seg0", mac: h.segment!.mac };
+    }),
+    hypervisors: ["hv1", "hv2", "hv3"].map((name) => ({ name })),
+    vips,
+    ...extra,
+  };
+}
+
+/**
+ * The provider's operations as the engine calls them (check first, outputs
+ * carried from call to call), in-process: the gRPC boundary has its own test.
+ */
+export class ProviderDriver {
+  id = "";
+  outputs: Props = {};
+  constructor(private readonly kind: string) {}
+
+  async check(inputs: object): Promise<Props> {
+    const r = (await handle(this.kind, "check", [{}, inputs])) as { inputs: Props; failures: unknown[] };
+    if (r.failures.length > 0) throw new Error(`check failed: ${JSON.stringify(r.failures)}`);
+    return r.inputs;
+  }
+
+  async create(inputs: object): Promise<Props> {
+    const r = (await handle(this.kind, "create", [await this.check(inputs)])) as { id: string; outs: Props };
+    this.id = r.id;
+    this.outputs = r.outs;
+    return r.outs;
+  }
+
+  async update(inputs: object): Promise<Props> {
+    const r = (await handle(this.kind, "update", [this.id, this.outputs, await this.check(inputs)])) as { outs: Props };
+    this.outputs = r.outs;
+    return r.outs;
+  }
+
+  async read(): Promise<{ id: string; props: Props; inputs: Props }> {
+    return (await handle(this.kind, "read", [this.id, this.outputs])) as { id: string; props: Props; inputs: Props };
+  }
+
+  async diff(inputs: object, outputs = this.outputs): Promise<{ changes: boolean; replaces?: string[] }> {
+    return (await handle(this.kind, "diff", [this.id, outputs, await this.check(inputs)])) as { changes: boolean };
+  }
+
+  async delete(): Promise<void> {
+    await handle(this.kind, "delete", [this.id, this.outputs]);
+  }
+}
