@@ -115,7 +115,7 @@ describe("DsrHypervisorFlows through the dynamic-provider plugin over gRPC", () 
     const checked = await plugin.check({}, program);
     expect(checked.failures).toEqual([]);
     expect(checked.inputs.mode).toBe("mac");
-    expect(checked.inputs.vips[0].backends[0].mac).toBe(vm3.mac);
+    expect((checked.inputs as Props).vips[0].backends[0].mac).toBe(vm3.mac);
     program = checked.inputs;
   });
 
@@ -143,7 +143,7 @@ describe("DsrHypervisorFlows through the dynamic-provider plugin over gRPC", () 
     ]);
     expect(r.exitCode).toBe(0);
     const drifted = await plugin.read(id, outputs);
-    expect(drifted.inputs.vips[0].backends.map((b: Props) => b.bridgePort)).toEqual(["vm4"]);
+    expect((drifted.inputs as Props).vips[0].backends.map((b: Props) => b.bridgePort)).toEqual(["vm4"]);
     expect((await plugin.diff(id, drifted.properties, program)).changes).toBe("some");
     expect((await plugin.diff(id, drifted.properties, program)).replaces).toEqual([]);
 

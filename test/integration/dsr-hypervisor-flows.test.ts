@@ -218,8 +218,9 @@ describe("DsrHypervisorFlows on hv1 (mac mode)", () => {
     expect(same.inputs).toEqual(program);
     await ofctl("del-flows", "--strict", "br-seg", `priority=1000,cookie=${cookieHex()}/-1,tcp,dl_dst=${vm1.mac},nw_dst=${VIP_B},tp_dst=81`);
     const drifted = await read(KIND, id, outputs);
-    expect(drifted.inputs.vips.map((v: Props) => v.address)).toEqual([VIP_A]);
-    expect(drifted.inputs.vips[0]).toEqual(program.vips[0]);
+    const actual = drifted.inputs as Props;
+    expect(actual.vips.map((v: Props) => v.address)).toEqual([VIP_A]);
+    expect(actual.vips[0]).toEqual(program.vips[0]);
     outputs = drifted.props;
   });
 

@@ -90,7 +90,7 @@ describe("DsrHypervisorFlows check", () => {
   });
 
   it("diff replaces only for identity: name, host address, bridge", async () => {
-    const { inputs: checked } = await check("DsrHypervisorFlows", {}, inputs() as unknown as Record<string, unknown>);
+    const checked = (await check("DsrHypervisorFlows", {}, inputs() as unknown as Record<string, unknown>)).inputs as Record<string, unknown>;
     const outs = { ...checked, cookie: "0x1", ctZone: 4242, ofports: { vm1: 2 } };
     expect(await diff("DsrHypervisorFlows", ID, outs, checked)).toEqual({ changes: false });
     const fewer = structuredClone(checked) as any;
@@ -101,7 +101,7 @@ describe("DsrHypervisorFlows check", () => {
     moved.bridge = "br-int";
     moved.name = "web2";
     moved.host.connection.host = "172.30.0.22";
-    expect((await diff("DsrHypervisorFlows", ID, outs, moved)).replaces.sort()).toEqual(["bridge", "host.connection.host", "name"]);
+    expect((await diff("DsrHypervisorFlows", ID, outs, moved)).replaces?.sort()).toEqual(["bridge", "host.connection.host", "name"]);
   });
 });
 
