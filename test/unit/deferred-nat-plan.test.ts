@@ -13,7 +13,7 @@ import {
   type GatewayActual,
   type RecordedIds,
 } from "../../provider/resources/deferred-nat-load-balancer/plan";
-import { toFlowEntry, toGroupEntry, type DumpedFlow } from "../../provider/transport/openflow";
+import { toFlowEntry, toGroupEntry, type DumpedFlow, type Modification } from "../../provider/transport/openflow";
 
 const KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJdD7y3aLq454yWBdwLWbieU1ebz9/cu7/QEXn9OIeZJ";
 const conn = (host: string) => ({ host, user: "root", hostKey: KEY, privateKeyPath: "/k" });
@@ -102,7 +102,7 @@ describe("planning one gateway", () => {
     const mods = planGateway("gw1", desiredDataplane(after, ids2, PORT), actual, ownedGroupIds(actual, ids2));
     expect(mods).toHaveLength(1);
     expect(mods[0]).toMatchObject({ op: "insert-buckets", commandBucketId: "last" });
-    expect((mods[0] as { buckets: unknown[] }).buckets).toHaveLength(1);
+    expect((mods[0] as Extract<Modification, { op: "insert-buckets" }>).buckets).toHaveLength(1);
     expect(ids2.groupIds).toEqual(ids.groupIds);
   });
 

@@ -4,7 +4,7 @@ import type { DeferredNatLoadBalancerInputs as Inputs } from "../../model/inputs
 import { OpenFlowBridge, type BundleSent, type Modification } from "../../transport/openflow";
 import { bridgeSocket, withAllOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
 import { Transaction, where } from "../../transport/ovsdb";
-import { applyNorthbound, deleteNorthbound, readNorthbound } from "./ovn";
+import { applyNorthbound, deleteNorthbound, preflightNorthbound, readNorthbound } from "./ovn";
 import {
   actualInputs,
   assignIds,
@@ -92,6 +92,7 @@ async function converge(inputs: Inputs, recorded: RecordedIds): Promise<Deferred
       const owned = ownedGroupIds(r.actual, { groupIds: { ...recorded.groupIds, ...ids.groupIds }, bucketIds: { ...recorded.bucketIds, ...ids.bucketIds } });
       return planGateway(`${r.session.hostName} (${r.name})`, desiredDataplane(d, ids, r.port), r.actual, owned);
     });
+    if (d.ovn) await preflightNorthbound(d);
     const sent = await Promise.all(reads.map((r, i) => (plans[i].length > 0 ? r.openflow.applyBundle(plans[i]) : undefined)));
     if (d.ovn) await applyNorthbound(d);
     return {

@@ -81,6 +81,28 @@ async function ownedRows(db: OvsdbClient, owner: string): Promise<Row[]> {
   return (await db.transact(NB, t.operations))[0].rows ?? [];
 }
 
+/**
+ * Refuses, before anything is changed anywhere, row names held by rows
+ * ovslb does not own and a router that does not exist.
+ */
+export async function preflightNorthbound(inputs: Inputs): Promise<void> {
+  const want = desiredNbRows(inputs);
+  await withNorthbound(inputs, async (db) => {
+    const t = new Transaction();
+    for (const row of want) t.select("Load_Balancer", [where("name", "==", row.name)], ["name", "external_ids"]);
+    t.select("Logical_Router", [where("name", "==", inputs.ovn!.router)], ["name"]);
+    const results = await db.transact(NB, t.operations);
+    want.forEach((row, i) => {
+      const found = results[i].rows?.[0];
+      const owner = found ? asRecord(found.external_ids)[OWNER_KEY] : undefined;
+      if (found && owner !== lbId(inputs)) {
+        throw new Error(`OVN Load_Balancer ${row.name} exists and is ${owner ? `owned by ${owner}` : "not owned by ovslb"}; refusing to take it over`);
+      }
+    });
+    if (!results[want.length].rows?.length) throw new Error(`OVN logical router ${inputs.ovn!.router} does not exist`);
+  });
+}
+
 /** Writes the rows, attaches them to the router and drops rows no longer wanted, in one transaction. */
 export async function applyNorthbound(inputs: Inputs): Promise<void> {
   const want = desiredNbRows(inputs);
