@@ -1,4 +1,4 @@
-import type { DeferredNatBackend, DeferredNatLoadBalancerInputs } from "../../provider/model/inputs.generated";
+import type { DeferredNatBackend, DeferredNatLoadBalancerInputs, DsrHypervisorFlowsInputs } from "../../provider/model/inputs.generated";
 import { handle } from "../../provider/handlers";
 import type { LabBackend, LabInventory } from "../lab/topology";
 import { sshTo } from "./lab";
@@ -68,4 +68,33 @@ export class ProviderDriver {
   async delete(): Promise<void> {
     await handle(this.kind, "delete", [this.id, this.outputs]);
   }
+}
+
+/**
+ * The hypervisor side for lab backends: one DsrHypervisorFlows (mac mode) on
+ * `hypervisor` for every VIP, holding the VIP's backends that live there.
+ */
+export function labHypervisorFlows(
+  inv: LabInventory,
+  name: string,
+  hypervisor: string,
+  vips: { address: string; port: number; backends: LabBackend[] }[],
+): DsrHypervisorFlowsInputs {
+  const h = inv.hosts[hypervisor];
+  return {
+    name,
+    host: { connection: sshTo(inv, h), ovsRundir: h.ovsRundir },
+    bridge: "br-seg",
+    mode: "mac",
+    vips: vips
+      .map((v) => ({
+        address: v.address,
+        port: v.port,
+        protocol: "tcp" as const,
+        backends: v.backends
+          .filter((b) => b.hypervisor === hypervisor)
+          .map((b) => ({ address: b.address, port: inv.backendPort, mac: b.mac, bridgePort: b.port })),
+      }))
+      .filter((v) => v.backends.length > 0),
+  };
 }

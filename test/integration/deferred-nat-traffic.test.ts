@@ -1,0 +1,185 @@
+import { describe, it, expect, beforeAll, afterAll } from "vitest";
+import { traceBuckets } from "../../provider/transport/openflow";
+import { SshSession } from "../../provider/transport/ssh";
+import type { LabBackend, LabInventory } from "../lab/topology";
+import { ProviderDriver, labBackend, labHypervisorFlows, labLoadBalancer } from "../support/deferred-nat";
+import { inNamespace, loadInventory, sshTo } from "../support/lab";
+import { openLiveConnections } from "../support/live-connections";
+
+/**
+ * Deferred NAT end to end with real TCP: the client reaches VIPs through
+ * both gateways (ECMP), the gateways choose statelessly, the backends'
+ * hypervisors DNAT and un-DNAT with conntrack.
+ */
+
+const VIP1 = "10.0.0.193";
+const VIP2 = "10.0.0.194";
+let inv: LabInventory;
+const ssh: Record<string, SshSession> = {};
+let pool: LabBackend[];
+
+const lb = new ProviderDriver("DeferredNatLoadBalancer");
+const hvFlows: Record<string, ProviderDriver> = {};
+
+const lbInputs = (vip1: LabBackend[], vip2: LabBackend[]) =>
+  labLoadBalancer(inv, "traffic", [
+    { address: VIP1, port: 80, protocol: "tcp", backends: vip1.map((b) => labBackend(inv, b)) },
+    { address: VIP2, port: 80, protocol: "tcp", backends: vip2.map((b) => labBackend(inv, b)) },
+  ]);
+
+/** Backend names greeting `count` fresh connections to vip:80 from the client. */
+function greet(vip: string, count: number): string[] {
+  const program = `
+    const net = require("node:net");
+    (async () => {
+      const out = [];
+      for (let i = 0; i < ${count}; i++) {
+        out.push(await new Promise((resolve) => {
+          const s = net.connect({ host: "${vip}", port: 80 });
+          s.setTimeout(3000, () => { s.destroy(); resolve({ error: "timeout" }); });
+          s.once("data", (d) => { resolve({ greeting: String(d).trim(), local: s.localPort, remote: s.remoteAddress + ":" + s.remotePort }); s.end(); });
+          s.once("error", (e) => resolve({ error: e.code }));
+        }));
+      }
+      console.log(JSON.stringify(out));
+    })();`;
+  const results: { greeting?: string; error?: string; local: number; remote: string }[] = JSON.parse(
+    inNamespace(inv.client.namespace, [process.execPath, "-e", program]),
+  );
+  for (const r of results) {
+    if (!r.greeting) throw new Error(`connection to ${vip} failed: ${r.error}`);
+    // The backend saw the client itself (no SNAT) and its own address as the destination (DNAT done before it).
+    const [name, peer, local] = r.greeting.split(" ");
+    const backend = pool.find((b) => b.name === name)!;
+    expect(peer).toBe(`${inv.client.address}:${r.local}`);
+    expect(local).toBe(`${backend.address}:${inv.backendPort}`);
+    // The client's socket is connected to the VIP: every reply it accepted came from VIP:80.
+    expect(r.remote).toBe(`${vip}:80`);
+  }
+  return results.map((r) => r.greeting!.split(" ")[0]);
+}
+
+async function vipFlowPackets(gw: string): Promise<number> {
+  const out = (await ssh[gw].run(["ovs-ofctl", "-O", "OpenFlow15", "dump-flows", "br-seg", `cookie=${lb.outputs.cookie}/-1,tcp,nw_dst=${VIP1}`])).stdout;
+  return Number(/n_packets=(\d+)/.exec(out)?.[1] ?? 0);
+}
+
+async function conntrackFor(host: string, vip: string): Promise<string[]> {
+  const out = (await ssh[host].run(["ovs-appctl", "dpctl/dump-conntrack"])).stdout;
+  return out.split("\n").filter((l) => l.includes(`dst=${vip}`));
+}
+
+beforeAll(async () => {
+  inv = loadInventory();
+  pool = inv.backends.filter((b) => b.hypervisor === "hv1" || b.hypervisor === "hv2");
+  for (const h of ["gw1", "gw2", "hv1", "hv2"]) ssh[h] = await SshSession.connect(sshTo(inv, h));
+  // Every hypervisor can NAT for every local backend of either VIP, before the gateways use them.
+  for (const hv of ["hv1", "hv2"]) {
+    hvFlows[hv] = new ProviderDriver("DsrHypervisorFlows");
+    await hvFlows[hv].create(labHypervisorFlows(inv, `traffic-${hv}`, hv, [
+      { address: VIP1, port: 80, backends: pool },
+      { address: VIP2, port: 80, backends: pool },
+    ]));
+  }
+});
+
+afterAll(async () => {
+  if (lb.id) await lb.delete();
+  for (const d of Object.values(hvFlows)) if (d.id) await d.delete();
+  for (const s of Object.values(ssh)) s.close();
+});
+
+describe("deferred NAT with real TCP", () => {
+  it("answers through both gateways from the backends, with NAT state only on the hypervisors", async () => {
+    const [a1, a2, b1, b2] = [pool[0], pool[1], pool[4], pool[5]]; // hv1-vm1, hv1-vm2, hv2-vm1, hv2-vm2
+    await lb.create(lbInputs([a1, a2, b1, b2], [a1, b1]));
+    const before = { gw1: await vipFlowPackets("gw1"), gw2: await vipFlowPackets("gw2") };
+
+    const names = greet(VIP1, 24);
+    expect(new Set(names).size).toBeGreaterThan(1);
+    expect(names.every((n) => [a1, a2, b1, b2].some((b) => b.name === n))).toBe(true);
+    // ECMP spread the connections over both gateways.
+    expect(await vipFlowPackets("gw1")).toBeGreaterThan(before.gw1);
+    expect(await vipFlowPackets("gw2")).toBeGreaterThan(before.gw2);
+
+    const held = await openLiveConnections(inv.client.namespace, VIP1, 80, 8);
+    try {
+      expect(held.initial.every((c) => !c.broken)).toBe(true);
+      const onHv1 = held.initial.some((c) => c.backend.startsWith("hv1-"));
+      const onHv2 = held.initial.some((c) => c.backend.startsWith("hv2-"));
+      const hv1Entries = await conntrackFor("hv1", VIP1);
+      const hv2Entries = await conntrackFor("hv2", VIP1);
+      if (onHv1) expect(hv1Entries.length).toBeGreaterThan(0);
+      if (onHv2) expect(hv2Entries.length).toBeGreaterThan(0);
+      expect(hv1Entries.length + hv2Entries.length).toBeGreaterThan(0);
+      expect(await conntrackFor("gw1", VIP1)).toEqual([]);
+      expect(await conntrackFor("gw2", VIP1)).toEqual([]);
+    } finally {
+      held.close();
+    }
+  });
+
+  it("one backend serves two VIPs correctly at the same time", async () => {
+    const shared = pool[0].name;
+    const [c1, c2] = await Promise.all([
+      openLiveConnections(inv.client.namespace, VIP1, 80, 16),
+      openLiveConnections(inv.client.namespace, VIP2, 80, 16),
+    ]);
+    try {
+      const on1 = c1.initial.filter((c) => c.backend === shared);
+      const on2 = c2.initial.filter((c) => c.backend === shared);
+      expect(on1.length).toBeGreaterThan(0);
+      expect(on2.length).toBeGreaterThan(0);
+      const [r1, r2] = await Promise.all([c1.round(), c2.round()]);
+      expect([...r1, ...r2].filter((c) => c.broken)).toEqual([]);
+      // hv1 holds one conntrack entry per VIP for the shared backend.
+      const hv1 = (await ssh.hv1.run(["ovs-appctl", "dpctl/dump-conntrack"])).stdout;
+      for (const vip of [VIP1, VIP2]) {
+        expect(hv1.split("\n").some((l) => l.includes(`dst=${vip},`) && l.includes(`reply=(src=${pool[0].address},`))).toBe(true);
+      }
+    } finally {
+      c1.close();
+      c2.close();
+    }
+  });
+
+  it("live connections: adding a backend breaks exactly those the trace moves to it; removing an idle one breaks none", async () => {
+    const four = [pool[0], pool[1], pool[4], pool[5]];
+    const fifth = pool[6]; // hv2-vm3
+    await lb.update(lbInputs(four, [pool[0], pool[4]]));
+    const live = await openLiveConnections(inv.client.namespace, VIP1, 80, 60);
+    try {
+      expect(live.initial.filter((c) => c.broken)).toEqual([]);
+      expect((await live.round()).filter((c) => c.broken)).toEqual([]);
+
+      const traceAll = async () => {
+        const ofport = Number((await ssh.gw1.run(["ovs-vsctl", "get", "interface", "seg0", "ofport"])).stdout.trim());
+        return traceBuckets(ssh.gw1, "br-seg", live.initial.map((c) => ({
+          protocol: "tcp" as const, in_port: ofport, nw_src: inv.client.address, nw_dst: VIP1, tp_src: c.port, tp_dst: 80,
+        })));
+      };
+      const before = await traceAll();
+
+      // Add a fifth backend while every connection keeps exchanging data.
+      await lb.update(lbInputs([...four, fifth], [pool[0], pool[4]]));
+      const after = await traceAll();
+      const fifthBucket = lb.outputs.bucketIds[`tcp:${VIP1}:80`][`${fifth.address}:${inv.backendPort}#0`];
+      const predicted = live.initial.filter((_, i) => after[i] !== before[i]).map((c) => c.port).sort();
+      expect(after.filter((b, i) => b !== before[i]).every((b) => b === fifthBucket)).toBe(true);
+      await live.round();
+      const afterAdd = await live.round();
+      const broken = afterAdd.filter((c) => c.broken).map((c) => c.port).sort();
+      expect(broken).toEqual(predicted);
+      console.log(`add: ${broken.length} of ${live.initial.length} live connections moved to the new backend and broke; the trace predicted ${predicted.length}`);
+
+      // Remove the fifth backend again: no surviving connection is on it.
+      await lb.update(lbInputs(four, [pool[0], pool[4]]));
+      await live.round();
+      const afterRemove = await live.round();
+      expect(afterRemove.filter((c) => c.broken).map((c) => c.port).sort()).toEqual(broken);
+      console.log(`remove: ${afterRemove.filter((c) => !c.broken).length} surviving connections, none broken`);
+    } finally {
+      live.close();
+    }
+  });
+});
