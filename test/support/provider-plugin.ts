@@ -20,7 +20,27 @@ const structpb = fromPulumi("google-protobuf/google/protobuf/struct_pb");
 const providerpb = require("@pulumi/pulumi/proto/provider_pb");
 const providerGrpc = require("@pulumi/pulumi/proto/provider_grpc_pb");
 
-type Props = Record<string, unknown>;
+// Tests read deep into properties: loosely typed on purpose.
+type Props = Record<string, any>;
+
+const SECRET_SIG = "4dabf18193072939515e22adb298388d";
+
+/**
+ * What the engine sends a provider that does not accept secrets: the
+ * registered inputs with secret wrappers removed. `secretPaths` collects
+ * where the wrappers were.
+ */
+export function unwrapSecrets(v: any, secretPaths: string[] = [], path = ""): any {
+  if (Array.isArray(v)) return v.map((x, i) => unwrapSecrets(x, secretPaths, `${path}[${i}]`));
+  if (v && typeof v === "object") {
+    if (v[SECRET_SIG] !== undefined) {
+      secretPaths.push(path);
+      return unwrapSecrets(v.value, secretPaths, path);
+    }
+    return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, unwrapSecrets(x, secretPaths, path ? `${path}.${k}` : k)]));
+  }
+  return v;
+}
 
 /**
  * Runs a Pulumi program under mocks and returns the inputs the engine would
