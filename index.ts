@@ -2,6 +2,15 @@ export {
   DeferredNatLoadBalancer,
   type DeferredNatLoadBalancerArgs,
 } from "./provider/resources/deferred-nat-load-balancer/resource";
+export { DistributorAttachment, type DistributorAttachmentArgs, type DistributorSlot } from "./provider/resources/distributor-attachment/resource";
+export { DistributorDevice, type DistributorDeviceArgs } from "./provider/resources/distributor-device/resource";
+export {
+  DeferredNatService,
+  type DeferredNatServiceArgs,
+  type DeferredNatServiceBackend,
+  type DeferredNatServiceHypervisor,
+} from "./components/deferred-nat-service";
+export { ActiveActiveLoadBalancer, type ActiveActiveLoadBalancerArgs } from "./components/active-active-load-balancer";
 export { DsrHypervisorFlows, type DsrHypervisorFlowsArgs } from "./provider/resources/dsr-hypervisor-flows/resource";
 export { OvsBridge, type OvsBridgeArgs } from "./provider/resources/ovs-bridge/resource";
 export type { OvsBridgeInputs, OvsHost, SshConnection } from "./provider/model/inputs.generated";

@@ -1,0 +1,69 @@
+import { describe, it, expect, beforeAll } from "vitest";
+import * as pulumi from "@pulumi/pulumi";
+import type { DeferredNatServiceArgs } from "../../components/deferred-nat-service";
+
+type Registered = { type: string; name: string; inputs: Record<string, any> };
+const registered: Registered[] = [];
+
+beforeAll(() => {
+  pulumi.runtime.setMocks(
+    {
+      newResource(args) {
+        registered.push({ type: args.type, name: args.name, inputs: args.inputs });
+        return { id: `${args.name}-id`, state: args.inputs };
+      },
+      call: (args) => args.inputs,
+    },
+    "project",
+    "stack",
+    true,
+  );
+});
+
+const KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJdD7y3aLq454yWBdwLWbieU1ebz9/cu7/QEXn9OIeZJ";
+const host = (address: string) => ({ connection: { host: address, user: "root", hostKey: KEY, privateKeyPath: "/k" } });
+const backend = (n: number, hypervisor: string) => ({
+  address: `10.0.0.${100 + n}`, port: 8080, mac: `02:00:0a:00:00:${(100 + n).toString(16)}`, hypervisor, bridgePort: `vm${n}`,
+});
+const args = (): DeferredNatServiceArgs => ({
+  gateways: [{ name: "gw1", host: host("172.30.0.11"), bridge: "br-seg", segmentPort: "seg0", mac: "02:00:0a:00:00:0b" }],
+  hypervisors: [
+    { name: "hv1", host: host("172.30.0.21"), bridge: "br-seg" },
+    { name: "hv2", host: host("172.30.0.22"), bridge: "br-seg" },
+    { name: "hv3", host: host("172.30.0.23"), bridge: "br-seg" },
+  ],
+  vips: [
+    { address: "10.0.0.200", port: 80, protocol: "tcp", backends: [backend(1, "hv1"), backend(2, "hv1"), backend(11, "hv2")] },
+    { address: "10.0.0.201", port: 80, protocol: "tcp", backends: [backend(1, "hv1")] },
+  ],
+});
+
+/** Lets the mocked registrations run. */
+const settle = () => new Promise((r) => setTimeout(r, 50));
+
+describe("DeferredNatService", () => {
+  it("puts each backend's NAT on its own hypervisor and every backend in the gateways' groups", async () => {
+    const { DeferredNatService } = await import("../../components/deferred-nat-service");
+    const service = new DeferredNatService("web", args());
+    await settle();
+    expect(Object.keys(service.hypervisorFlows)).toEqual(["hv1", "hv2"]);
+    const flows = registered.filter((r) => r.type === "pulumi-nodejs:dynamic/ovslb:DsrHypervisorFlows");
+    const hv1 = flows.find((f) => f.name === "web-hv1")!.inputs;
+    expect(hv1.vips.map((v: any) => [v.address, v.backends.map((b: any) => b.bridgePort)])).toEqual([
+      ["10.0.0.200", ["vm1", "vm2"]],
+      ["10.0.0.201", ["vm1"]],
+    ]);
+    expect(flows.find((f) => f.name === "web-hv2")!.inputs.vips).toHaveLength(1);
+    const lb = registered.find((r) => r.type === "pulumi-nodejs:dynamic/ovslb:DeferredNatLoadBalancer")!.inputs;
+    expect(lb.hypervisors).toEqual([{ name: "hv1" }, { name: "hv2" }, { name: "hv3" }]);
+    expect(lb.vips[0].backends).toHaveLength(3);
+    expect(lb.vips[0].backends[0]).not.toHaveProperty("bridgePort");
+  });
+
+  it("refuses a backend on a hypervisor it was not given, naming it", async () => {
+    const { DeferredNatService } = await import("../../components/deferred-nat-service");
+    const bad = args();
+    bad.vips[0].backends[0].hypervisor = "hv9";
+    expect(() => new DeferredNatService("bad", bad)).toThrow(/vips\[0\]\.backends\[0\]\.hypervisor "hv9" is not in hypervisors/);
+  });
+});
