@@ -1,6 +1,8 @@
 import { isDeepStrictEqual } from "node:util";
 import { validateAgainstSchema, type CheckFailure } from "./model/validate";
 import { deferredNatLoadBalancerHandler } from "./resources/deferred-nat-load-balancer/handler";
+import { distributorAttachmentHandler } from "./resources/distributor-attachment/handler";
+import { distributorDeviceHandler } from "./resources/distributor-device/handler";
 import { dsrHypervisorFlowsHandler } from "./resources/dsr-hypervisor-flows/handler";
 import { ovsBridgeHandler } from "./resources/ovs-bridge/handler";
 import { CREDENTIALS_OUTPUT, liftCredentials, restoreCredentials, type Credentials } from "./secrets";
@@ -36,6 +38,8 @@ const registry: Record<string, ResourceHandler<any, any>> = {
   OvsBridge: ovsBridgeHandler,
   DsrHypervisorFlows: dsrHypervisorFlowsHandler,
   DeferredNatLoadBalancer: deferredNatLoadBalancerHandler,
+  DistributorDevice: distributorDeviceHandler,
+  DistributorAttachment: distributorAttachmentHandler,
 };
 
 export type ResourceKind = keyof typeof registry;

@@ -3,6 +3,8 @@
 
 export interface AllInputs {
   "deferred-nat-load-balancer"?: DeferredNatLoadBalancerInputs;
+  "distributor-attachment"?: DistributorAttachmentInputs;
+  "distributor-device"?: DistributorDeviceInputs;
   "dsr-hypervisor-flows"?: DsrHypervisorFlowsInputs;
   "ovs-bridge"?: OvsBridgeInputs;
 }
@@ -201,6 +203,92 @@ export interface OvnNorthbound {
    * an absolute path of letters, digits and . _ - /
    */
   socket: string;
+}
+/**
+ * One load balancer on one distributor device: a bridge and frontend port of its own, an ARP responder for the VIP, and a select group with one bucket per active slot that rewrites L2 only and sends the frame back out its ingress port.
+ */
+export interface DistributorAttachmentInputs {
+  host: OvsHost;
+  /**
+   * a name of 1-63 lowercase letters, digits and '-', starting with a letter
+   */
+  deviceId: string;
+  /**
+   * an OVS bridge name: 1-15 letters, digits, '-' or '_', starting with a letter (a Linux interface name)
+   */
+  uplinkBridge: string;
+  /**
+   * a name of 1-63 lowercase letters, digits and '-', starting with a letter
+   */
+  attachmentId: string;
+  /**
+   * an IPv4 address in dotted-quad form, e.g. 10.0.0.10
+   */
+  vip: string;
+  /**
+   * the tenant network's VLAN on the uplink (1-4094); absent: the untagged network
+   */
+  vlan?: number;
+  /**
+   * a unicast Ethernet MAC address, e.g. 02:00:0a:00:00:65
+   */
+  frontendMac?: string;
+  /**
+   * what picks the amphora: the 5-tuple (default) or the source IP only
+   */
+  affinity?: "5-tuple" | "source-ip";
+  /**
+   * direct (default): replies bypass the distributor; hairpin: replies come back through it and leave for gatewayMac
+   */
+  returnPath?: "direct" | "hairpin";
+  /**
+   * a unicast Ethernet MAC address, e.g. 02:00:0a:00:00:65
+   */
+  gatewayMac?: string;
+  /**
+   * @minItems 1
+   * @maxItems 65
+   */
+  amphorae: DistributorAmphora[];
+}
+/**
+ * an amphora (load-balancer VM) and its role in the cluster
+ */
+export interface DistributorAmphora {
+  /**
+   * a name of 1-63 lowercase letters, digits and '-', starting with a letter
+   */
+  name: string;
+  /**
+   * a unicast Ethernet MAC address, e.g. 02:00:0a:00:00:65
+   */
+  mac: string;
+  /**
+   * active: serves its slot; standby: takes over the slot of a failed active amphora, in place; failed: its slot is handed to the standby
+   */
+  role: "active" | "standby" | "failed";
+  /**
+   * the slot an active amphora serves, or a failed one served (1-64); each slot is one bucket whose id never changes
+   */
+  slot?: number;
+  /**
+   * an OpenFlow port number on the attachment's bridge whose liveness the slot's bucket follows (watch_port)
+   */
+  watchPort?: number;
+}
+/**
+ * A distributor device (Octavia active/active): an OVS host with its own identity and an uplink bridge that carries the tenants' networks. One device serves many load balancers, each through its own DistributorAttachment.
+ */
+export interface DistributorDeviceInputs {
+  host: OvsHost;
+  /**
+   * a name of 1-63 lowercase letters, digits and '-', starting with a letter
+   */
+  deviceId: string;
+  /**
+   * an OVS bridge name: 1-15 letters, digits, '-' or '_', starting with a letter (a Linux interface name)
+   */
+  uplinkBridge: string;
 }
 /**
  * The hypervisor side of a load balancer (DESIGN §1): on one bridge, the DNAT VIP:port -> backend:port of requests for local backends, with conntrack in a zone, and the un-DNAT of their replies. Flows are owned by cookie. In mode "mac" requests arrive addressed to the backend's MAC with the VIP still as destination; further modes (e.g. "gre", with its own settings object) are added as new enum values and new optional properties.

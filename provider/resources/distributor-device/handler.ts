@@ -1,0 +1,123 @@
+import schema from "../../../schema/distributor-device.json";
+import type { ResourceHandler } from "../../handlers";
+import type { DistributorDeviceInputs } from "../../model/inputs.generated";
+import { bridgeSocket, withOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
+import { Transaction, mutation, where, type Row, type Uuid } from "../../transport/ovsdb";
+import { SshError } from "../../transport/ssh";
+import { ATTACHED_MARK, DEVICE_MARK, checkRules, deleteRefusal, deviceResourceId, parseOvsVersion, registeredDevice, stringMap, withDefaults } from "./plan";
+
+/** What DistributorDevice observes on every read. */
+export interface DistributorDeviceState {
+  reachable: boolean;
+  ovsVersion?: string;
+  /** Whether the uplink bridge speaks OpenFlow 1.5 (bucket ids, selection methods). */
+  openflow15: boolean;
+  /** The attachment ids found on the device. */
+  attachments: string[];
+}
+
+const DB = "Open_vSwitch";
+
+interface DeviceRows {
+  root: Row;
+  uplink: Row | undefined;
+  attachments: string[];
+}
+
+async function readRows(s: OvsHostSession, inputs: DistributorDeviceInputs): Promise<DeviceRows> {
+  const db = await s.vswitchDb();
+  const txn = new Transaction();
+  txn.select("Open_vSwitch", [], ["_uuid", "external_ids", "ovs_version"]);
+  txn.select("Bridge", [where("name", "==", inputs.uplinkBridge)], ["_uuid", "name"]);
+  txn.select("Bridge", [where("external_ids", "includes", { [ATTACHED_MARK]: inputs.deviceId })], ["name", "external_ids"]);
+  const [root, uplink, attached] = await db.transact(DB, txn.operations);
+  return {
+    root: root.rows![0],
+    uplink: uplink.rows?.[0],
+    attachments: (attached.rows ?? []).map((r) => stringMap(r.external_ids)["ovslb:attachment"] ?? String(r.name)).sort(),
+  };
+}
+
+async function observe(s: OvsHostSession, inputs: DistributorDeviceInputs, rows: DeviceRows): Promise<DistributorDeviceState> {
+  const column = rows.root.ovs_version;
+  let ovsVersion = typeof column === "string" && column ? column : undefined;
+  if (!ovsVersion) {
+    // The column is only filled by distribution start-up scripts; ask the running daemon.
+    const r = await s.ssh.run(["ovs-appctl", "version"]);
+    ovsVersion = r.exitCode === 0 ? parseOvsVersion(r.stdout) : undefined;
+  }
+  const probe = await s.ssh.run(["ovs-ofctl", "-O", "OpenFlow15", "show", bridgeSocket(inputs.host, inputs.uplinkBridge)]);
+  return { reachable: true, ...(ovsVersion ? { ovsVersion } : {}), openflow15: probe.exitCode === 0, attachments: rows.attachments };
+}
+
+export const distributorDeviceHandler: ResourceHandler<DistributorDeviceInputs, DistributorDeviceState> = {
+  schema,
+  withDefaults,
+  checkRules,
+  identity: (i) => ({ "host.connection.host": i.host.connection.host, deviceId: i.deviceId }),
+
+  async create(inputs) {
+    const [state] = await withOvsHosts([inputs.host], async (s) => {
+      const rows = await readRows(s, inputs);
+      const registered = registeredDevice(rows.root);
+      if (registered && registered !== inputs.deviceId) {
+        throw new Error(`${s.hostName}: this host is already distributor device ${registered}; refusing to register it as ${inputs.deviceId}`);
+      }
+      if (!rows.uplink) throw new Error(`${s.hostName}: uplink bridge ${inputs.uplinkBridge} does not exist on the device`);
+      if (!registered) {
+        const db = await s.vswitchDb();
+        const txn = new Transaction();
+        txn.comment(`ovslb: register distributor device ${inputs.deviceId}`);
+        // Precondition: external_ids unchanged since read, so no one registered meanwhile.
+        txn.wait("Open_vSwitch", [], { columns: ["external_ids"], until: "==", rows: [{ external_ids: rows.root.external_ids as Map<string, string> }] });
+        txn.mutate("Open_vSwitch", [], [mutation("external_ids", "insert", { [DEVICE_MARK]: inputs.deviceId })]);
+        await db.transact(DB, txn.operations);
+      }
+      return observe(s, inputs, rows);
+    });
+    return { id: deviceResourceId(inputs), state };
+  },
+
+  async read(_id, inputs, state) {
+    try {
+      const [found] = await withOvsHosts([inputs.host], async (s) => {
+        const rows = await readRows(s, inputs);
+        if (registeredDevice(rows.root) !== inputs.deviceId) return undefined;
+        return { inputs, state: await observe(s, inputs, rows) };
+      });
+      return found;
+    } catch (e) {
+      // An unreachable device is still a device: report it, do not drop it from state.
+      if (e instanceof SshError) return { inputs, state: { ...state, reachable: false, openflow15: false } };
+      throw e;
+    }
+  },
+
+  async update(_id, _old, news) {
+    const [state] = await withOvsHosts([news.host], async (s) => {
+      const rows = await readRows(s, news);
+      if (!rows.uplink) throw new Error(`${s.hostName}: uplink bridge ${news.uplinkBridge} does not exist on the device`);
+      return observe(s, news, rows);
+    });
+    return state;
+  },
+
+  async delete(_id, inputs) {
+    await withOvsHosts([inputs.host], async (s) => {
+      const rows = await readRows(s, inputs);
+      const refusal = deleteRefusal(inputs.deviceId, rows.attachments);
+      if (refusal) throw new Error(`${s.hostName}: ${refusal}`);
+      if (registeredDevice(rows.root) !== inputs.deviceId) return; // already gone, or not ours
+      const db = await s.vswitchDb();
+      const txn = new Transaction();
+      txn.comment(`ovslb: unregister distributor device ${inputs.deviceId}`);
+      txn.wait("Open_vSwitch", [where("external_ids", "includes", { [DEVICE_MARK]: inputs.deviceId })], {
+        columns: ["_uuid"], until: "==", rows: [{ _uuid: rows.root._uuid as Uuid }],
+      });
+      // No attachment may appear between the check and the commit.
+      txn.wait("Bridge", [where("external_ids", "includes", { [ATTACHED_MARK]: inputs.deviceId })], { columns: ["_uuid"], until: "==", rows: [] });
+      txn.mutate("Open_vSwitch", [], [mutation("external_ids", "delete", { [DEVICE_MARK]: inputs.deviceId })]);
+      await db.transact(DB, txn.operations);
+    });
+  },
+};
