@@ -28,3 +28,41 @@ export function inNamespace(ns: string, argv: string[], input?: string): string 
 export function spawnInNamespace(ns: string, argv: string[]): ChildProcess {
   return spawn("ip", ["netns", "exec", ns, ...argv], { stdio: ["pipe", "pipe", "pipe"] });
 }
+
+/**
+ * An exclusive lock on a share of the lab (e.g. the distributor), across test
+ * runs started from different checkouts or sessions at the same time. A lock
+ * whose holder has died is taken over.
+ */
+export async function lockLab(name: string, timeoutMs = 300_000): Promise<() => void> {
+  const { openSync, writeSync, closeSync, readFileSync: read, unlinkSync } = await import("node:fs");
+  const path = join(process.env.OVSLB_LAB_DIR ?? DEFAULT_LAB_DIR, `${name}.lock`);
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      const fd = openSync(path, "wx");
+      writeSync(fd, `${process.pid}\n`);
+      closeSync(fd);
+      return () => {
+        try {
+          if (read(path, "utf8").trim() === String(process.pid)) unlinkSync(path);
+        } catch {
+          /* already gone */
+        }
+      };
+    } catch {
+      let holder = 0;
+      try {
+        holder = Number(read(path, "utf8").trim());
+        process.kill(holder, 0);
+      } catch {
+        if (holder > 0 || !existsSync(path)) {
+          try { unlinkSync(path); } catch { /* raced */ }
+          continue;
+        }
+      }
+      if (Date.now() > deadline) throw new Error(`lab lock ${name} is held by pid ${holder}`);
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+}
