@@ -5,8 +5,9 @@ function main(argv: string[]): number {
   const lab = new Lab();
   switch (argv[0]) {
     case "up": {
+      const wasUp = lab.status().up;
       const inventory = lab.up();
-      console.log(`lab up in ${inventory.upSeconds.toFixed(2)} s; inventory: ${lab.inventoryPath}`);
+      console.log(wasUp ? `lab already up; inventory: ${lab.inventoryPath}` : `lab up in ${inventory.upSeconds.toFixed(2)} s; inventory: ${lab.inventoryPath}`);
       return 0;
     }
     case "down":
