@@ -4,7 +4,7 @@ import { OvsBridge } from "../../index";
 import { SshSession } from "../../provider/transport/ssh";
 import type { LabInventory } from "../lab/topology";
 import { loadInventory, sshTo } from "../support/lab";
-import { registeredInputs, startProviderPlugin, type PluginCall } from "../support/provider-plugin";
+import { registeredInputs, startProviderPlugin, unwrapSecrets, type PluginCall } from "../support/provider-plugin";
 
 /**
  * The engine boundary: OvsBridge's provider, serialized by a real program
@@ -13,21 +13,7 @@ import { registeredInputs, startProviderPlugin, type PluginCall } from "../suppo
  */
 
 const TYPE = "pulumi-nodejs:dynamic/ovslb:OvsBridge";
-const SECRET_SIG = "4dabf18193072939515e22adb298388d";
 type Props = Record<string, any>;
-
-/** The engine strips secret wrappers before calling a provider that does not accept secrets; note where they were. */
-function unwrapSecrets(v: any, path = "", secretPaths: string[] = []): any {
-  if (Array.isArray(v)) return v.map((x, i) => unwrapSecrets(x, `${path}[${i}]`, secretPaths));
-  if (v && typeof v === "object") {
-    if (v[SECRET_SIG] !== undefined) {
-      secretPaths.push(path);
-      return unwrapSecrets(v.value, path, secretPaths);
-    }
-    return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, unwrapSecrets(x, path ? `${path}.${k}` : k, secretPaths)]));
-  }
-  return v;
-}
 
 let inv: LabInventory;
 let plugin: PluginCall;
@@ -77,7 +63,7 @@ describe("OvsBridge through the dynamic-provider plugin over gRPC", () => {
       });
     });
     secretPaths = [];
-    program = unwrapSecrets(registered, "", secretPaths);
+    program = unwrapSecrets(registered, secretPaths);
     // The key is a secret from the program on (the SDK may mark an enclosing object).
     expect(secretPaths.some((p) => "host.connection.privateKey".startsWith(p))).toBe(true);
     const text: string = program.__provider;
