@@ -6,7 +6,7 @@ import { parseFlows } from "../../provider/transport/openflow";
 import { SshSession } from "../../provider/transport/ssh";
 import type { LabBackend, LabInventory } from "../lab/topology";
 import { inNamespace, loadInventory, spawnInNamespace, sshTo } from "../support/lab";
-import { registeredInputs, startProviderPlugin, type PluginCall } from "../support/provider-plugin";
+import { registeredInputs, startProviderPlugin, unwrapSecrets, type PluginCall } from "../support/provider-plugin";
 
 /**
  * The engine boundary for DsrHypervisorFlows: the provider serialized by a
@@ -15,18 +15,8 @@ import { registeredInputs, startProviderPlugin, type PluginCall } from "../suppo
  */
 
 const TYPE = "pulumi-nodejs:dynamic/ovslb:DsrHypervisorFlows";
-const SECRET_SIG = "4dabf18193072939515e22adb298388d";
 const VIP = "10.0.0.222";
 type Props = Record<string, any>;
-
-function unwrapSecrets(v: any): any {
-  if (Array.isArray(v)) return v.map(unwrapSecrets);
-  if (v && typeof v === "object") {
-    if (v[SECRET_SIG] !== undefined) return unwrapSecrets(v.value);
-    return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, unwrapSecrets(x)]));
-  }
-  return v;
-}
 
 let inv: LabInventory;
 let plugin: PluginCall;
@@ -96,7 +86,9 @@ describe("DsrHypervisorFlows through the dynamic-provider plugin over gRPC", () 
         vips: [{ address: VIP, port: 80, protocol: "tcp", backends: [backend(vm3), backend(vm4)] }],
       });
     });
-    program = unwrapSecrets(registered);
+    const secretPaths: string[] = [];
+    program = unwrapSecrets(registered, secretPaths);
+    expect(secretPaths.some((p) => "host.connection.privateKey".startsWith(p))).toBe(true);
     expect(program.__provider).toContain('kind: "DsrHypervisorFlows"');
     expect(program.__provider).not.toMatch(/SshSession|OpenFlowBridge|desiredFlows/);
 
