@@ -327,7 +327,7 @@ export interface DsrVip {
    */
   address: string;
   /**
-   * a TCP/UDP/SCTP port in [1, 65535]
+   * a TCP/UDP/SCTP port, 1-65535
    */
   port: number;
   /**
@@ -351,7 +351,7 @@ export interface DsrBackend {
    */
   address: string;
   /**
-   * a TCP/UDP/SCTP port in [1, 65535]
+   * a TCP/UDP/SCTP port, 1-65535
    */
   port: number;
   /**
@@ -359,7 +359,7 @@ export interface DsrBackend {
    */
   mac: string;
   /**
-   * an OVS port name on the bridge: 1-15 letters, digits, '.', '-' or '_', starting with a letter or digit (a Linux interface name)
+   * an OVS port name: 1-15 letters, digits, '-', '_' or '.', starting with a letter or digit
    */
   bridgePort: string;
 }
