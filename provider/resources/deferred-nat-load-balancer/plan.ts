@@ -4,6 +4,7 @@ import type {
   DeferredNatLoadBalancerInputs as Inputs,
   DeferredNatVip,
 } from "../../model/inputs.generated";
+import { conflictingFlows, diffFlows, flowKey } from "../../model/flow-diff";
 import { MAX_BUCKET_ID, MAX_GROUP_ID, derivedId, ownerCookie } from "../../model/ids";
 import { checkConnection, type CheckFailure } from "../../model/validate";
 import {
@@ -234,13 +235,11 @@ export function foreignGroupIds(actual: GatewayActual, recorded: RecordedIds): S
   return new Set(actual.groups.map((g) => g.groupId).filter((id) => !owned.has(id)));
 }
 
-const sameFlowKey = (a: { table: number; priority: number; match: unknown }, b: typeof a) =>
-  a.table === b.table && a.priority === b.priority && isDeepStrictEqual(a.match, b.match);
 
 /**
  * The modifications that take one gateway from `actual` to `desired`, in a
- * safe order for one bundle: new groups before the flows that use them, and
- * flows removed before their groups. Existing groups change only by bucket
+ * safe order for one bundle: group changes, then flow changes, then group
+ * deletes (new groups exist before flows use them; flows go before their groups). Existing groups change only by bucket
  * (remove/insert by id), so no other connection moves; only a change of
  * selection fields rebuilds a group (that re-hashes every connection anyway).
  */
@@ -251,8 +250,6 @@ export function planGateway(
   owned: ReadonlySet<number>,
 ): Modification[] {
   const groupMods: Modification[] = [];
-  const flowMods: Modification[] = [];
-  const removals: Modification[] = [];
   const groupsById = new Map(actual.groups.map((g) => [g.groupId, g]));
   const wantedGroups = new Set(desired.map((d) => d.group.groupId));
 
@@ -261,6 +258,10 @@ export function planGateway(
     const have = groupsById.get(group.groupId);
     if (have && !owned.has(have.groupId)) {
       throw new Error(`${gatewayName}: group ${have.groupId} (for VIP ${vipKey(vip)}) exists and is not owned by this load balancer; refusing to overwrite it`);
+    }
+    const [foreign] = conflictingFlows([flow], actual.table0);
+    if (foreign) {
+      throw new Error(`${gatewayName}: a flow of cookie 0x${foreign.other.cookie.toString(16)} already matches VIP ${vipKey(vip)} at priority ${flow.priority}; refusing to replace it`);
     }
     if (!have) {
       groupMods.push({ op: "add-group", group });
@@ -282,38 +283,13 @@ export function planGateway(
       });
       if (inserts.length > 0) groupMods.push({ op: "insert-buckets", groupId: group.groupId, commandBucketId: "last", buckets: inserts });
     }
-
-    const wantFlow = toFlowEntry(flow);
-    const foreign = actual.table0.find((f) => f.cookie !== flow.cookie && sameFlowKey(f, wantFlow));
-    if (foreign) {
-      throw new Error(`${gatewayName}: a flow of cookie 0x${foreign.cookie.toString(16)} already matches VIP ${vipKey(vip)} at priority ${flow.priority}; refusing to replace it`);
-    }
-    const haveFlow = actual.ownedFlows.find((f) => sameFlowKey(f, wantFlow));
-    if (!haveFlow) flowMods.push({ op: "add-flow", flow });
-    else if (!isDeepStrictEqual([...haveFlow.actions], [...wantFlow.actions])) flowMods.push({ op: "modify-flow", flow });
   }
 
-  const desiredFlows = desired.map((d) => toFlowEntry(d.flow));
-  for (const f of actual.ownedFlows) {
-    if (!desiredFlows.some((w) => sameFlowKey(f, w))) {
-      removals.push({ op: "delete-flow", table: f.table, priority: f.priority, match: matchOf(f), cookie: f.cookie });
-    }
-  }
-  for (const id of owned) {
-    if (!wantedGroups.has(id) && groupsById.has(id)) removals.push({ op: "delete-group", groupId: id });
-  }
-  return [...groupMods, ...flowMods, ...removals];
-}
-
-/** A dumped flow's match as a typed Match, for a strict delete of exactly that flow. */
-function matchOf(f: DumpedFlow): Flow["match"] {
-  const m: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(f.match)) {
-    if (k === "protocol") m.protocol = v;
-    else if (k === "in_port" || k === "tp_dst" || k === "tp_src") m[k] = Number(v);
-    else m[k] = v;
-  }
-  return m as Flow["match"];
+  const flowMods = diffFlows(desired.map((d) => d.flow), actual.ownedFlows);
+  const groupDeletes: Modification[] = [...owned]
+    .filter((id) => !wantedGroups.has(id) && groupsById.has(id))
+    .map((groupId) => ({ op: "delete-group", groupId }));
+  return [...groupMods, ...flowMods, ...groupDeletes];
 }
 
 /** What read found on one gateway that the inputs cannot say by themselves. */
@@ -350,7 +326,7 @@ export function actualInputs(
       const want = desiredDataplane({ ...d, vips: [vip] }, ids, g.port)[0];
       const wantFlow = toFlowEntry(want.flow);
       const wantGroup = toGroupEntry(want.group);
-      const flow = g.actual.ownedFlows.find((f) => sameFlowKey(f, wantFlow));
+      const flow = g.actual.ownedFlows.find((f) => flowKey(f) === flowKey(wantFlow));
       const group = g.actual.groups.find((x) => x.groupId === want.group.groupId);
       if (!flow || !isDeepStrictEqual([...flow.actions], [...wantFlow.actions])) {
         note("flow missing or changed");
