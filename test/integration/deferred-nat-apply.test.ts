@@ -53,6 +53,7 @@ describe("deferred-NAT apply", () => {
   });
 
   it("adding one backend to a VIP of 64 sends one bundle per gateway holding only that bucket", async () => {
+    await lb.purge(inputsWith(many));
     await lb.create(inputsWith(many));
     const groupId = lb.outputs.groupIds[KEY];
     for (const gw of ["gw1", "gw2"]) {
@@ -124,6 +125,28 @@ describe("deferred-NAT apply", () => {
     } finally {
       await ofctl("gw2", "del-flows", "br-seg", "cookie=0x1234/-1");
     }
+  });
+
+  it("refuses a recorded group id that someone else's group now holds, and changes no gateway", async () => {
+    const groupId = lb.outputs.groupIds[KEY];
+    // Deleting a group also deletes the flows that use it: ours is gone with it.
+    await ofctl("gw2", "del-groups", "br-seg", `group_id=${groupId}`);
+    await ofctl("gw2", "add-group", "br-seg", `group_id=${groupId},type=select,selection_method=hash,fields(ip_src),bucket=bucket_id:1,weight:1,actions=drop`);
+    try {
+      const dump = () => Promise.all(["gw1", "gw2"].map(async (g) => (await ofctl(g, "--no-stats", "dump-flows", "br-seg")) + (await ofctl(g, "dump-groups", "br-seg"))));
+      const before = await dump();
+      await expect(lb.update(inputsWith([...many, backend(65)]))).rejects.toThrow(
+        new RegExp(`group ${groupId} of VIP ${KEY} is now held by a group this load balancer does not own`),
+      );
+      expect(await dump()).toEqual(before);
+    } finally {
+      await ofctl("gw2", "del-groups", "br-seg", `group_id=${groupId}`);
+    }
+    // With the foreign group gone, the next apply restores gw2 under the same id.
+    await lb.update(inputsWith([...many, backend(65)]));
+    expect(lb.outputs.groupIds[KEY]).toBe(groupId);
+    expect(lb.outputs.lastApply.gw2.operations).toEqual({ "add-group": 1, "add-flow": 1 });
+    expect(lb.outputs.lastApply.gw1.messages).toBe(0);
   });
 
   it("delete removes its flows and groups only, and is idempotent", async () => {

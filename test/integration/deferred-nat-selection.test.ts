@@ -62,6 +62,7 @@ describe("deferred-NAT selection, traced over 2,000 5-tuples", () => {
     const [b1, b2, b3, b4, b5] = backends();
     const four = [b1, b2, b3, b4].map((b) => labBackend(inv, b));
     const vip = (list: typeof four) => [{ address: VIP, port: 80, protocol: "tcp" as const, backends: list }];
+    await lb.purge(labLoadBalancer(inv, "trace", vip(four)));
     await lb.create(labLoadBalancer(inv, "trace", vip(four)));
     const groupId = lb.outputs.groupIds[`tcp:${VIP}:80`];
     const bucketOf = (b: typeof b1) => lb.outputs.bucketIds[`tcp:${VIP}:80`][`${b.address}:${inv.backendPort}#0`];

@@ -76,6 +76,7 @@ beforeAll(async () => {
   // Every hypervisor can NAT for every local backend of either VIP, before the gateways use them.
   for (const hv of ["hv1", "hv2"]) {
     hvFlows[hv] = new ProviderDriver("DsrHypervisorFlows");
+    await hvFlows[hv].purge(labHypervisorFlows(inv, `traffic-${hv}`, hv, [{ address: VIP1, port: 80, backends: pool }]));
     await hvFlows[hv].create(labHypervisorFlows(inv, `traffic-${hv}`, hv, [
       { address: VIP1, port: 80, backends: pool },
       { address: VIP2, port: 80, backends: pool },
@@ -92,6 +93,7 @@ afterAll(async () => {
 describe("deferred NAT with real TCP", () => {
   it("answers through both gateways from the backends, with NAT state only on the hypervisors", async () => {
     const [a1, a2, b1, b2] = [pool[0], pool[1], pool[4], pool[5]]; // hv1-vm1, hv1-vm2, hv2-vm1, hv2-vm2
+    await lb.purge(lbInputs([a1, a2, b1, b2], [a1, b1]));
     await lb.create(lbInputs([a1, a2, b1, b2], [a1, b1]));
     const before = { gw1: await vipFlowPackets("gw1"), gw2: await vipFlowPackets("gw2") };
 

@@ -65,6 +65,11 @@ export class ProviderDriver {
     return (await handle(this.kind, "diff", [this.id, outputs, await this.check(inputs)])) as { changes: boolean };
   }
 
+  /** Removes what an earlier, interrupted run of the same resource left on the hosts (its flows, by cookie). */
+  async purge(inputs: object): Promise<void> {
+    await handle(this.kind, "delete", ["", await this.check(inputs)]);
+  }
+
   async delete(): Promise<void> {
     await handle(this.kind, "delete", [this.id, this.outputs]);
   }
