@@ -1,0 +1,172 @@
+import * as os from "node:os";
+import type { CommandResult, CommandRunner, RunOptions } from "../provider/transport/exec";
+import type { Duplex } from "node:stream";
+import { JsonStreamParser } from "../provider/transport/ovsdb/client";
+
+/**
+ * What every benchmark shares: the shape run.ts drives, timing, a note of
+ * the machine, an OpenFlow wire tap (strace on the host) and a unixctl
+ * client for ovs-vswitchd.
+ */
+
+export interface BenchContext {
+  /** Progress lines go here (stderr), results go in the report. */
+  log(line: string): void;
+}
+
+export interface BenchReport {
+  name: string;
+  /** Markdown: the tables and notes, ready for bench/README.md. */
+  markdown: string;
+  /** Every number behind the tables. */
+  data: unknown;
+}
+
+export interface Benchmark {
+  name: string;
+  description: string;
+  run(ctx: BenchContext): Promise<BenchReport>;
+}
+
+export function median(values: readonly number[]): number {
+  if (values.length === 0) throw new Error("median of nothing");
+  const s = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(s.length / 2);
+  return s.length % 2 ? s[mid] : (s[mid - 1] + s[mid]) / 2;
+}
+
+/** Runs fn and returns its result with the wall-clock milliseconds it took. */
+export async function timed<T>(fn: () => Promise<T>): Promise<{ value: T; ms: number }> {
+  const start = process.hrtime.bigint();
+  const value = await fn();
+  return { value, ms: Number(process.hrtime.bigint() - start) / 1e6 };
+}
+
+export const fmtInt = (n: number) => n.toLocaleString("en-US");
+export const fmtPct = (part: number, whole: number) => `${((100 * part) / whole).toFixed(1)}%`;
+export const fmtMs = (ms: number) => (ms >= 100 ? `${Math.round(ms)} ms` : `${ms.toFixed(1)} ms`);
+
+/** The machine the numbers were taken on: this one (the lab's hosts are its namespaces) and the host's OVS. */
+export async function machineNote(host: CommandRunner): Promise<Record<string, string>> {
+  const ovs = await host.run(["ovs-vswitchd", "--version"]);
+  const cpus = os.cpus();
+  return {
+    date: new Date().toISOString(),
+    cpu: `${cpus[0]?.model ?? "unknown"} x${cpus.length}`,
+    memory: `${Math.round(os.totalmem() / 2 ** 30)} GiB`,
+    kernel: `${os.type()} ${os.release()}`,
+    node: process.version,
+    ovs: ovs.stdout.split("\n")[0]?.trim() || "unknown",
+  };
+}
+
+/** One OpenFlow message as ovs-ofctl wrote it to ovs-vswitchd's socket. */
+export interface WireMessage {
+  /** OpenFlow message type (OF1.5 numbering: 34 = OFPT_BUNDLE_ADD_MESSAGE). */
+  type: number;
+  /** Bytes actually written for it (not the 16-bit length field, which can wrap). */
+  bytes: number;
+}
+
+export const OFPT_BUNDLE_ADD_MESSAGE = 34;
+
+/**
+ * A CommandRunner that runs ovs-ofctl under `strace -e trace=sendto` and
+ * records the OpenFlow messages it sent (type from the header, size from
+ * what was written), so a benchmark reports bytes on the wire, not an
+ * estimate. strace's lines are taken out of stderr before the caller sees it.
+ */
+export class WireTapRunner implements CommandRunner {
+  last: WireMessage[] = [];
+
+  constructor(private readonly inner: CommandRunner) {}
+
+  get hostName() {
+    return this.inner.hostName;
+  }
+
+  static async available(runner: CommandRunner): Promise<boolean> {
+    const r = await runner.run(["strace", "-V"]).catch(() => undefined);
+    return r?.exitCode === 0;
+  }
+
+  async run(argv: readonly string[], opts?: RunOptions): Promise<CommandResult> {
+    if (argv[0] !== "ovs-ofctl") return this.inner.run(argv, opts);
+    const traced = ["strace", "-qq", "-e", "trace=sendto", "-e", "signal=none", "-xx", "-s", "8", "--", ...argv];
+    const result = await this.inner.run(traced, opts);
+    const kept: string[] = [];
+    const sends: Array<{ head: Buffer; bytes: number }> = [];
+    for (const line of result.stderr.split("\n")) {
+      const m = /^sendto\((\d+), "((?:\\x[0-9a-f]{2})*)"(?:\.\.\.)?, \d+, .*\) = (-?\d+)/.exec(line);
+      if (m) {
+        const bytes = Number(m[3]);
+        if (Number(m[1]) > 2 && bytes > 0) sends.push({ head: Buffer.from(m[2].replace(/\\x/g, ""), "hex"), bytes });
+      } else if (!/^sendto\(/.test(line)) {
+        kept.push(line);
+      }
+    }
+    this.last = messagesOf(sends);
+    return { ...result, stderr: kept.join("\n") };
+  }
+}
+
+/** Cuts a sequence of socket writes into OpenFlow messages (a large one may take several writes). */
+function messagesOf(sends: ReadonlyArray<{ head: Buffer; bytes: number }>): WireMessage[] {
+  const messages: WireMessage[] = [];
+  let remaining = 0;
+  for (const s of sends) {
+    if (remaining > 0) {
+      messages[messages.length - 1].bytes += s.bytes;
+      remaining -= s.bytes;
+      continue;
+    }
+    if (s.head.length < 4) throw new Error("strace: an OpenFlow write without a header");
+    const type = s.head[1];
+    const length = s.head.readUInt16BE(2);
+    messages.push({ type, bytes: s.bytes });
+    // A header length above what was written means the rest follows in the next writes.
+    remaining = Math.max(0, length - s.bytes);
+  }
+  return messages;
+}
+
+/**
+ * A client for ovs-vswitchd's unixctl socket (the JSON-RPC that ovs-appctl
+ * speaks), over an SSH stream-local channel: many commands on one
+ * connection, milliseconds apart, with no process per command.
+ */
+export class UnixctlClient {
+  private readonly parser = new JsonStreamParser();
+  private readonly waiting = new Map<number, { resolve: (v: string) => void; reject: (e: Error) => void }>();
+  private nextId = 0;
+
+  constructor(private readonly stream: Duplex) {
+    stream.on("data", (chunk: Buffer) => {
+      for (const m of this.parser.push(chunk) as Array<{ id: number; result?: string; error?: unknown }>) {
+        const w = this.waiting.get(m.id);
+        if (!w) continue;
+        this.waiting.delete(m.id);
+        if (m.error !== null && m.error !== undefined) w.reject(new Error(`unixctl: ${String(m.error).trim()}`));
+        else w.resolve(m.result ?? "");
+      }
+    });
+    const fail = (why: string) => {
+      for (const w of this.waiting.values()) w.reject(new Error(`unixctl: ${why}`));
+      this.waiting.clear();
+    };
+    stream.on("close", () => fail("connection closed"));
+    stream.on("error", (e: Error) => fail(e.message));
+  }
+
+  call(method: string, params: readonly string[]): Promise<string> {
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.waiting.set(id, { resolve, reject });
+      this.stream.write(JSON.stringify({ id, method, params }));
+    });
+  }
+
+  close() {
+    this.stream.end();
+  }
+}
