@@ -208,6 +208,14 @@ describe("check rules", () => {
     ]);
   });
 
+  it("refuses a VIP needing more buckets than one OpenFlow group message holds", () => {
+    const heavy = Array.from({ length: 400 }, (_, i) => backend(i + 1, { weight: 3 }));
+    expect(failures(lb(heavy))).toEqual([
+      "vips[0].backends: needs 1200 buckets (one per backend and unit of weight); a group holds at most 1000, the most OVS can send or report in one OpenFlow message",
+    ]);
+    expect(failures(lb(Array.from({ length: 1000 }, (_, i) => backend(i + 1))))).toEqual([]);
+  });
+
   it("refuses a gateway without a host key or a key to log in with", () => {
     const i = lb([backend(1)]);
     i.gateways[0].host.connection = { host: "172.30.0.11", user: "root" };

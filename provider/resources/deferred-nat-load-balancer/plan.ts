@@ -31,6 +31,14 @@ export const VIP_FLOW_PRIORITY = 100;
 /** Every bucket has the same weight: a backend's weight is its number of buckets (shares stay proportional). */
 export const BUCKET_WEIGHT = 100;
 export const DEFAULT_SELECTION_FIELDS = ["ip_src", "ip_dst", "tp_src", "tp_dst"] as const;
+/**
+ * Buckets one group may hold. OVS sends a group, and reports it back in
+ * dump-groups, as one OpenFlow message of at most 65,535 bytes; each of
+ * these buckets takes 64, so past about 1,020 a group can be neither
+ * written whole nor read back (checked on OVS 3.1: a larger reply comes
+ * back as a hex dump).
+ */
+export const MAX_BUCKETS_PER_GROUP = 1000;
 
 export const lbId = (inputs: Inputs) => `deferred-nat/${inputs.name}`;
 export const cookieOf = (inputs: Inputs) => ownerCookie(KIND, inputs.name);
@@ -72,6 +80,10 @@ export function checkRules(inputs: Inputs): CheckFailure[] {
   const hypervisors = new Set(inputs.hypervisors.map((h) => h.name));
   duplicates(inputs.vips.map(vipKey)).forEach((i) => fail(`vips[${i}]`, "is the same address, port and protocol as another VIP"));
   inputs.vips.forEach((vip, v) => {
+    const buckets = vip.backends.reduce((n, b) => n + (b.weight ?? 1), 0);
+    if (buckets > MAX_BUCKETS_PER_GROUP) {
+      fail(`vips[${v}].backends`, `needs ${buckets} buckets (one per backend and unit of weight); a group holds at most ${MAX_BUCKETS_PER_GROUP}, the most OVS can send or report in one OpenFlow message`);
+    }
     duplicates(vip.backends.map(backendKey)).forEach((b) => fail(`vips[${v}].backends[${b}]`, "is listed twice in this VIP"));
     vip.backends.forEach((b, i) => {
       const at = `vips[${v}].backends[${i}]`;
