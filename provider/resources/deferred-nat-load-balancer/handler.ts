@@ -4,7 +4,7 @@ import type { DeferredNatLoadBalancerInputs as Inputs } from "../../model/inputs
 import { OpenFlowBridge, type BundleSent, type Modification } from "../../transport/openflow";
 import { bridgeSocket, withAllOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
 import { Transaction, where } from "../../transport/ovsdb";
-import { applyNorthbound, deleteNorthbound, preflightNorthbound, readNorthbound } from "./ovn";
+import { applyNorthbound, deleteNorthbound, preflightNorthbound, readNorthbound, withNorthbound } from "./ovn";
 import {
   actualInputs,
   assignIds,
@@ -84,7 +84,7 @@ function summarize(mods: readonly Modification[], sent: BundleSent | undefined) 
  */
 async function converge(inputs: Inputs, recorded: RecordedIds): Promise<DeferredNatState> {
   const d = withDefaults(inputs);
-  return withAllOvsHosts(d.gateways.map((g) => g.host), async (sessions) => {
+  return withNorthbound(d, (nb) => withAllOvsHosts(d.gateways.map((g) => g.host), async (sessions) => {
     const reads = await readGateways(d, sessions);
     const foreign = new Set(reads.flatMap((r) => [...foreignGroupIds(r.actual, recorded)]));
     const ids = assignIds(d, recorded, foreign);
@@ -92,16 +92,16 @@ async function converge(inputs: Inputs, recorded: RecordedIds): Promise<Deferred
       const owned = ownedGroupIds(r.actual, { groupIds: { ...recorded.groupIds, ...ids.groupIds }, bucketIds: { ...recorded.bucketIds, ...ids.bucketIds } });
       return planGateway(`${r.session.hostName} (${r.name})`, desiredDataplane(d, ids, r.port), r.actual, owned);
     });
-    if (d.ovn) await preflightNorthbound(d);
+    if (nb) await preflightNorthbound(d, nb);
     const sent = await Promise.all(reads.map((r, i) => (plans[i].length > 0 ? r.openflow.applyBundle(plans[i]) : undefined)));
-    if (d.ovn) await applyNorthbound(d);
+    if (nb) await applyNorthbound(d, nb);
     return {
       ...ids,
       cookie: `0x${cookieOf(d).toString(16)}`,
       lastApply: Object.fromEntries(reads.map((r, i) => [r.name, summarize(plans[i], sent[i])])),
       drift: [],
     };
-  });
+  }));
 }
 
 /** Removes every flow and group this load balancer owns from the inputs' gateways. Idempotent. */
@@ -133,7 +133,7 @@ export const deferredNatLoadBalancerHandler: ResourceHandler<Inputs, DeferredNat
     return withAllOvsHosts(d.gateways.map((g) => g.host), async (sessions) => {
       const reads = await readGateways(d, sessions);
       const anything = reads.some((r) => r.actual.ownedFlows.length > 0 || ownedGroupIds(r.actual, ids).size > 0);
-      const nb = d.ovn ? await readNorthbound(d) : [];
+      const nb = await withNorthbound(d, async (db) => (db ? readNorthbound(d, db) : []));
       if (!anything && (!d.ovn || nb.every((f) => / missing$/.test(f)))) return undefined;
       const { inputs: actual, observations } = actualInputs(d, ids, reads.map((r) => ({ name: r.name, port: r.port, actual: r.actual })));
       const drift = [...observations.flatMap((o) => o.findings.map((f) => `${o.gateway}: ${f}`)), ...nb];
@@ -150,12 +150,12 @@ export const deferredNatLoadBalancerHandler: ResourceHandler<Inputs, DeferredNat
     const kept = new Set(news.gateways.map((g) => `${g.host.connection.host}/${g.bridge}`));
     const dropped = old.inputs.gateways.filter((g) => !kept.has(`${g.host.connection.host}/${g.bridge}`));
     if (dropped.length > 0) await removeFrom({ ...old.inputs, gateways: dropped }, recorded);
-    if (old.inputs.ovn && !news.ovn) await deleteNorthbound(old.inputs);
+    if (!news.ovn) await withNorthbound(old.inputs, async (db) => db && deleteNorthbound(old.inputs, db));
     return state;
   },
 
   async delete(_id, inputs, state) {
     await removeFrom(withDefaults(inputs), { groupIds: state.groupIds ?? {}, bucketIds: state.bucketIds ?? {} });
-    if (inputs.ovn) await deleteNorthbound(inputs);
+    await withNorthbound(inputs, async (db) => db && deleteNorthbound(inputs, db));
   },
 };

@@ -63,8 +63,10 @@ export function readNbRow(row: Row): NbLoadBalancer {
   };
 }
 
-async function withNorthbound<R>(inputs: Inputs, fn: (db: OvsdbClient) => Promise<R>): Promise<R> {
-  const nb = inputs.ovn!.northbound;
+/** One connection to the NB database for a whole operation; fn gets none when the inputs have no OVN part. */
+export async function withNorthbound<R>(inputs: Inputs, fn: (db: OvsdbClient | undefined) => Promise<R>): Promise<R> {
+  if (!inputs.ovn) return fn(undefined);
+  const nb = inputs.ovn.northbound;
   const ssh = await SshSession.connect(nb.connection);
   const db = new OvsdbClient(await ssh.openUnixStream(nb.socket));
   try {
@@ -85,107 +87,99 @@ async function ownedRows(db: OvsdbClient, owner: string): Promise<Row[]> {
  * Refuses, before anything is changed anywhere, row names held by rows
  * ovslb does not own and a router that does not exist.
  */
-export async function preflightNorthbound(inputs: Inputs): Promise<void> {
+export async function preflightNorthbound(inputs: Inputs, db: OvsdbClient): Promise<void> {
   const want = desiredNbRows(inputs);
-  await withNorthbound(inputs, async (db) => {
-    const t = new Transaction();
-    for (const row of want) t.select("Load_Balancer", [where("name", "==", row.name)], ["name", "external_ids"]);
-    t.select("Logical_Router", [where("name", "==", inputs.ovn!.router)], ["name"]);
-    const results = await db.transact(NB, t.operations);
-    want.forEach((row, i) => {
-      const found = results[i].rows?.[0];
-      const owner = found ? asRecord(found.external_ids)[OWNER_KEY] : undefined;
-      if (found && owner !== lbId(inputs)) {
-        throw new Error(`OVN Load_Balancer ${row.name} exists and is ${owner ? `owned by ${owner}` : "not owned by ovslb"}; refusing to take it over`);
-      }
-    });
-    if (!results[want.length].rows?.length) throw new Error(`OVN logical router ${inputs.ovn!.router} does not exist`);
+  const t = new Transaction();
+  for (const row of want) t.select("Load_Balancer", [where("name", "==", row.name)], ["name", "external_ids"]);
+  t.select("Logical_Router", [where("name", "==", inputs.ovn!.router)], ["name"]);
+  const results = await db.transact(NB, t.operations);
+  want.forEach((row, i) => {
+    const found = results[i].rows?.[0];
+    const owner = found ? asRecord(found.external_ids)[OWNER_KEY] : undefined;
+    if (found && owner !== lbId(inputs)) {
+      throw new Error(`OVN Load_Balancer ${row.name} exists and is ${owner ? `owned by ${owner}` : "not owned by ovslb"}; refusing to take it over`);
+    }
   });
+  if (!results[want.length].rows?.length) throw new Error(`OVN logical router ${inputs.ovn!.router} does not exist`);
 }
 
 /** Writes the rows, attaches them to the router and drops rows no longer wanted, in one transaction. */
-export async function applyNorthbound(inputs: Inputs): Promise<void> {
+export async function applyNorthbound(inputs: Inputs, db: OvsdbClient): Promise<void> {
   const want = desiredNbRows(inputs);
   const ovn = inputs.ovn!;
-  return withNorthbound(inputs, async (db) => {
-    const existing = await ownedRows(db, lbId(inputs));
-    const t = new Transaction();
-    t.comment(`ovslb: ${lbId(inputs)}`);
-    // Names must be free of rows ovslb does not own.
-    for (const row of want) {
-      if (!existing.some((e) => e.name === row.name)) {
-        t.wait("Load_Balancer", [where("name", "==", row.name)], { columns: ["name"], until: "==", rows: [] });
-      }
+  const existing = await ownedRows(db, lbId(inputs));
+  const t = new Transaction();
+  t.comment(`ovslb: ${lbId(inputs)}`);
+  // Names must be free of rows ovslb does not own.
+  for (const row of want) {
+    if (!existing.some((e) => e.name === row.name)) {
+      t.wait("Load_Balancer", [where("name", "==", row.name)], { columns: ["name"], until: "==", rows: [] });
     }
-    // The router must exist: a mutate on no row would silently do nothing.
-    t.wait("Logical_Router", [where("name", "==", ovn.router)], { columns: ["name"], until: "!=", rows: [] });
-    const refs: (Uuid | ReturnType<Transaction["insert"]>)[] = [];
-    for (const row of want) {
-      const columns = {
-        name: row.name,
-        protocol: [row.protocol],
-        vips: row.vips,
-        selection_fields: row.selectionFields,
-        ip_port_mappings: row.ipPortMappings,
-        options: row.options,
-        external_ids: { [OWNER_KEY]: lbId(inputs) },
-      };
-      const current = existing.find((e) => e.name === row.name);
-      if (current) {
-        const uuid = current._uuid as Uuid;
-        t.wait("Load_Balancer", [where("_uuid", "==", uuid)], { columns: ["name"], until: "==", rows: [{ name: row.name }] });
-        t.update("Load_Balancer", [where("_uuid", "==", uuid)], columns);
-        refs.push(uuid);
-      } else {
-        refs.push(t.insert("Load_Balancer", columns));
-      }
+  }
+  // The router must exist: a mutate on no row would silently do nothing.
+  t.wait("Logical_Router", [where("name", "==", ovn.router)], { columns: ["name"], until: "!=", rows: [] });
+  const refs: (Uuid | ReturnType<Transaction["insert"]>)[] = [];
+  for (const row of want) {
+    const columns = {
+      name: row.name,
+      protocol: [row.protocol],
+      vips: row.vips,
+      selection_fields: row.selectionFields,
+      ip_port_mappings: row.ipPortMappings,
+      options: row.options,
+      external_ids: { [OWNER_KEY]: lbId(inputs) },
+    };
+    const current = existing.find((e) => e.name === row.name);
+    if (current) {
+      const uuid = current._uuid as Uuid;
+      t.wait("Load_Balancer", [where("_uuid", "==", uuid)], { columns: ["name"], until: "==", rows: [{ name: row.name }] });
+      t.update("Load_Balancer", [where("_uuid", "==", uuid)], columns);
+      refs.push(uuid);
+    } else {
+      refs.push(t.insert("Load_Balancer", columns));
     }
-    const stale = existing.filter((e) => !want.some((w) => w.name === e.name)).map((e) => e._uuid as Uuid);
-    // Detach everything ovslb owns from every router, then attach what is wanted to the one router.
-    const all = existing.map((e) => e._uuid as Uuid);
-    if (all.length > 0) t.mutate("Logical_Router", [], [mutation("load_balancer", "delete", all)]);
-    if (refs.length > 0) t.mutate("Logical_Router", [where("name", "==", ovn.router)], [mutation("load_balancer", "insert", refs)]);
-    for (const uuid of stale) t.delete("Load_Balancer", [where("_uuid", "==", uuid)]);
-    await db.transact(NB, t.operations);
-  });
+  }
+  const stale = existing.filter((e) => !want.some((w) => w.name === e.name)).map((e) => e._uuid as Uuid);
+  // Detach everything ovslb owns from every router, then attach what is wanted to the one router.
+  const all = existing.map((e) => e._uuid as Uuid);
+  if (all.length > 0) t.mutate("Logical_Router", [], [mutation("load_balancer", "delete", all)]);
+  if (refs.length > 0) t.mutate("Logical_Router", [where("name", "==", ovn.router)], [mutation("load_balancer", "insert", refs)]);
+  for (const uuid of stale) t.delete("Load_Balancer", [where("_uuid", "==", uuid)]);
+  await db.transact(NB, t.operations);
 }
 
 /** Findings where the northbound rows differ from the inputs; empty when they match. */
-export async function readNorthbound(inputs: Inputs): Promise<string[]> {
+export async function readNorthbound(inputs: Inputs, db: OvsdbClient): Promise<string[]> {
   const want = desiredNbRows(inputs);
-  return withNorthbound(inputs, async (db) => {
-    const rows = await ownedRows(db, lbId(inputs));
-    const t = new Transaction();
-    t.select("Logical_Router", [where("name", "==", inputs.ovn!.router)], ["load_balancer"]);
-    const router = (await db.transact(NB, t.operations))[0].rows?.[0];
-    const attached = new Set(((router?.load_balancer ?? []) as Uuid[]).map((u) => u.id));
-    const findings: string[] = [];
-    for (const w of want) {
-      const row = rows.find((r) => r.name === w.name);
-      if (!row) {
-        findings.push(`OVN Load_Balancer ${w.name} missing`);
-        continue;
-      }
-      const have = readNbRow(row);
-      for (const k of ["vips", "selectionFields", "ipPortMappings", "options", "protocol"] as const) {
-        if (JSON.stringify(have[k]) !== JSON.stringify(w[k])) findings.push(`OVN Load_Balancer ${w.name}: ${k} differs`);
-      }
-      if (!attached.has((row._uuid as Uuid).id)) findings.push(`OVN Load_Balancer ${w.name} not attached to router ${inputs.ovn!.router}`);
+  const rows = await ownedRows(db, lbId(inputs));
+  const t = new Transaction();
+  t.select("Logical_Router", [where("name", "==", inputs.ovn!.router)], ["load_balancer"]);
+  const router = (await db.transact(NB, t.operations))[0].rows?.[0];
+  const attached = new Set(((router?.load_balancer ?? []) as Uuid[]).map((u) => u.id));
+  const findings: string[] = [];
+  for (const w of want) {
+    const row = rows.find((r) => r.name === w.name);
+    if (!row) {
+      findings.push(`OVN Load_Balancer ${w.name} missing`);
+      continue;
     }
-    for (const r of rows) if (!want.some((w) => w.name === r.name)) findings.push(`OVN Load_Balancer ${String(r.name)} not declared`);
-    return findings;
-  });
+    const have = readNbRow(row);
+    for (const k of ["vips", "selectionFields", "ipPortMappings", "options", "protocol"] as const) {
+      if (JSON.stringify(have[k]) !== JSON.stringify(w[k])) findings.push(`OVN Load_Balancer ${w.name}: ${k} differs`);
+    }
+    if (!attached.has((row._uuid as Uuid).id)) findings.push(`OVN Load_Balancer ${w.name} not attached to router ${inputs.ovn!.router}`);
+  }
+  for (const r of rows) if (!want.some((w) => w.name === r.name)) findings.push(`OVN Load_Balancer ${String(r.name)} not declared`);
+  return findings;
 }
 
 /** Detaches and deletes every row this load balancer owns. Idempotent. */
-export async function deleteNorthbound(inputs: Inputs): Promise<void> {
-  await withNorthbound(inputs, async (db) => {
-    const rows = await ownedRows(db, lbId(inputs));
-    if (rows.length === 0) return;
-    const uuids = rows.map((r) => r._uuid as Uuid);
-    const t = new Transaction();
-    t.mutate("Logical_Router", [], [mutation("load_balancer", "delete", uuids)]);
-    for (const u of uuids) t.delete("Load_Balancer", [where("_uuid", "==", u)]);
-    await db.transact(NB, t.operations);
-  });
+export async function deleteNorthbound(inputs: Inputs, db: OvsdbClient): Promise<void> {
+  const rows = await ownedRows(db, lbId(inputs));
+  if (rows.length === 0) return;
+  const uuids = rows.map((r) => r._uuid as Uuid);
+  const t = new Transaction();
+  t.mutate("Logical_Router", [], [mutation("load_balancer", "delete", uuids)]);
+  for (const u of uuids) t.delete("Load_Balancer", [where("_uuid", "==", u)]);
+  await db.transact(NB, t.operations);
 }
