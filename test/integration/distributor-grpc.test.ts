@@ -112,7 +112,7 @@ describe("DistributorDevice and DistributorAttachment through the plugin over gR
     const bucket1 = attachment.properties.slots[0].bucketId;
     const updated = await plugin.update(attachment.id, attachment.properties, (await plugin.check({}, promoted)).inputs);
     expect(updated.properties.slots[0]).toEqual({ slot: 1, bucketId: bucket1, amphora: "amp-3", mac: "02:00:0a:00:00:7b", takenOver: "amp-1" });
-    expect(updated.properties.lastBundle.messages).toBe(2);
+    expect(updated.properties.lastApply.messages).toBe(2);
     attachment = { id: attachment.id, properties: updated.properties };
   });
 

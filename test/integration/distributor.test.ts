@@ -173,7 +173,7 @@ describe("DistributorDevice and DistributorAttachment on dist1", () => {
 
   it("an update with the same inputs reads the bridge and sends nothing", async () => {
     a = await update("DistributorAttachment", a.id, a.outs, attachmentInputs());
-    expect(a.outs.lastBundle).toEqual({ messages: 0, bytes: 0 });
+    expect(a.outs.lastApply).toEqual({ messages: 0, bytes: 0, operations: {} });
   });
 
   it("source-ip affinity sends every connection of one client address to one amphora", async () => {
@@ -212,7 +212,7 @@ describe("DistributorDevice and DistributorAttachment on dist1", () => {
       ],
     }));
     // One bundle: remove bucket 1, insert it again (same id, same position) with the standby's MAC.
-    expect(a.outs.lastBundle.messages).toBe(2);
+    expect(a.outs.lastApply.messages).toBe(2);
     expect(a.outs.slots).toEqual([
       { slot: 1, bucketId: slot1, amphora: "amp-3", mac: vm.vm3.mac, takenOver: "amp-1" },
       { slot: 2, bucketId: slot2, amphora: "amp-2", mac: vm.vm2.mac },
@@ -268,7 +268,7 @@ describe("DistributorDevice and DistributorAttachment on dist1", () => {
     expect((await handlers.diff("DistributorAttachment", a.id, read.props, a.inputs)).changes).toBe(true);
 
     a = await update("DistributorAttachment", a.id, read.props, a.inputs);
-    expect(a.outs.lastBundle.messages).toBe(2);
+    expect(a.outs.lastApply.messages).toBe(2);
     expect((await bucketMacs(bridge, groupId)).get(slot2)).toBe(vm.vm2.mac);
     const again = await handlers.read("DistributorAttachment", a.id, a.outs);
     expect((await handlers.diff("DistributorAttachment", a.id, again.props, a.inputs)).changes).toBe(false);

@@ -229,6 +229,7 @@ describe("DsrHypervisorFlows on hv1 (mac mode)", () => {
     sent.length = 0;
     const updated = await update(KIND, id, outputs, program);
     outputs = updated.outs;
+    expect(outputs.lastApply).toEqual({ messages: 1, bytes: expect.any(Number), operations: { "add-flow": 1 } });
     expect(sent.length).toBe(1);
     expect(sent[0].lines).toEqual([
       `flow add table=0,priority=1000,cookie=${cookieHex()},tcp,dl_dst=${vm1.mac},nw_dst=${VIP_B},tp_dst=81,actions=ct(commit,zone=${outputs.ctZone},nat(dst=${vm1.address}:8080)),output:${outputs.ofports.vm1}`,

@@ -1,7 +1,7 @@
 import schema from "../../../schema/deferred-nat-load-balancer.json";
 import type { ResourceHandler } from "../../handlers";
 import type { DeferredNatLoadBalancerInputs as Inputs } from "../../model/inputs.generated";
-import { OpenFlowBridge, type BundleSent, type Modification } from "../../transport/openflow";
+import { OpenFlowBridge, summarizeApply, type ApplySummary } from "../../transport/openflow";
 import { bridgeSocket, withAllOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
 import { Transaction, where } from "../../transport/ovsdb";
 import { applyNorthbound, deleteNorthbound, preflightNorthbound, readNorthbound, withNorthbound } from "./ovn";
@@ -26,7 +26,7 @@ export interface DeferredNatState extends RecordedIds {
   /** The cookie on every flow it owns, as hex. */
   cookie: string;
   /** What the last create/update sent to each gateway: OpenFlow messages, bytes and operations by kind. */
-  lastApply: Record<string, { messages: number; bytes: number; operations: Record<string, number> }>;
+  lastApply: Record<string, ApplySummary>;
   /** Where the hosts differed from the inputs at the last read (empty when in sync). */
   drift: string[];
 }
@@ -70,12 +70,6 @@ async function readGateways(inputs: Inputs, sessions: OvsHostSession[]): Promise
   );
 }
 
-function summarize(mods: readonly Modification[], sent: BundleSent | undefined) {
-  const operations: Record<string, number> = {};
-  for (const m of mods) operations[m.op] = (operations[m.op] ?? 0) + (m.op === "insert-buckets" ? m.buckets.length : 1);
-  return { messages: sent?.messages ?? 0, bytes: sent?.bytes ?? 0, operations };
-}
-
 /**
  * Read every gateway, plan every gateway, then apply: nothing is sent until
  * every plan is made, so a refusal (an id or a flow someone else owns)
@@ -98,7 +92,7 @@ async function converge(inputs: Inputs, recorded: RecordedIds): Promise<Deferred
     return {
       ...ids,
       cookie: `0x${cookieOf(d).toString(16)}`,
-      lastApply: Object.fromEntries(reads.map((r, i) => [r.name, summarize(plans[i], sent[i])])),
+      lastApply: Object.fromEntries(reads.map((r, i) => [r.name, summarizeApply(plans[i], sent[i])])),
       drift: [],
     };
   }));

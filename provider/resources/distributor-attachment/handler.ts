@@ -1,7 +1,7 @@
 import schema from "../../../schema/distributor-attachment.json";
 import type { ResourceHandler } from "../../handlers";
 import type { DistributorAttachmentInputs } from "../../model/inputs.generated";
-import { OpenFlowBridge, type BundleSent } from "../../transport/openflow";
+import { OpenFlowBridge, summarizeApply, type ApplySummary, type BundleSent } from "../../transport/openflow";
 import { bridgeSocket, withOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
 import { NamedUuid, Transaction, mutation, where, type OvsdbClient, type Row, type Uuid } from "../../transport/ovsdb";
 import { DEVICE_MARK, stringMap } from "../distributor-device/plan";
@@ -38,7 +38,7 @@ export interface DistributorAttachmentState {
   /** Failed slots no standby could take: they have no bucket. */
   vacantSlots: number[];
   /** What the last apply sent to the bridge. */
-  lastBundle?: { messages: number; bytes: number };
+  lastApply?: ApplySummary;
 }
 
 const DB = "Open_vSwitch";
@@ -213,7 +213,7 @@ async function ensure(
       groupId: ids.groupId,
       slots: slots.map((x) => ({ slot: x.slot, bucketId: ids.bucketIds.get(x.slot)!, amphora: x.amphora, mac: x.mac, ...(x.takenOver ? { takenOver: x.takenOver } : {}) })),
       vacantSlots: vacant,
-      lastBundle: { messages: sent.messages, bytes: sent.bytes },
+      lastApply: summarizeApply(mods, sent),
     };
   } catch (e) {
     // A create that could not program its bridge leaves nothing behind.

@@ -3,7 +3,7 @@ import type { ResourceHandler } from "../../handlers";
 import { conflictingFlows, describeFlow, diffFlows } from "../../model/flow-diff";
 import type { DsrHypervisorFlowsInputs } from "../../model/inputs.generated";
 import { bridgeSocket, withOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
-import { OpenFlowBridge, type BundleSent, type DumpedFlow, type FlowEntry } from "../../transport/openflow";
+import { OpenFlowBridge, summarizeApply, type ApplySummary, type BundleSent, type DumpedFlow, type FlowEntry } from "../../transport/openflow";
 import { Transaction, where, type Row, type Value } from "../../transport/ovsdb";
 import { actualInputs, checkRules, cookieOf, derivedZone, desiredFlows, dsrId, withDefaults, zonesOf } from "./plan";
 
@@ -17,6 +17,8 @@ export interface DsrHypervisorFlowsState {
   ctZone: number;
   /** Each backend's bridge port and the ofport its flows deliver to, looked up at apply time. */
   ofports: Record<string, number>;
+  /** What the last create/update sent to the bridge. */
+  lastApply: ApplySummary;
 }
 
 const DB = "Open_vSwitch";
@@ -107,9 +109,10 @@ async function converge(s: OvsHostSession, id: string, inputs: Inputs, recordedZ
       `${s.hostName}: bridge ${inputs.bridge}: refusing to replace flows ovslb does not own: ${conflicts.map((c) => describeFlow(c.other)).join("; ")}`,
     );
   }
-  const sent = await new OpenFlowBridge(s.ssh, bridgeSocket(inputs.host, inputs.bridge)).applyBundle(diffFlows(desired, seen.owned));
+  const mods = diffFlows(desired, seen.owned);
+  const sent = await new OpenFlowBridge(s.ssh, bridgeSocket(inputs.host, inputs.bridge)).applyBundle(mods);
   if (sent.messages > 0) for (const fn of bundleObservers) fn(s.hostName, sent);
-  return { cookie: `0x${cookie.toString(16)}`, ctZone: zone, ofports: Object.fromEntries(ofports) };
+  return { cookie: `0x${cookie.toString(16)}`, ctZone: zone, ofports: Object.fromEntries(ofports), lastApply: summarizeApply(mods, sent) };
 }
 
 export const dsrHypervisorFlowsHandler: ResourceHandler<Inputs, DsrHypervisorFlowsState> = {

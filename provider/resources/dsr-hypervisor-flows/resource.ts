@@ -20,12 +20,14 @@ export class DsrHypervisorFlows extends pulumi.dynamic.Resource {
   declare readonly ctZone: pulumi.Output<number>;
   /** Each backend's bridge port and its ofport on the host. */
   declare readonly ofports: pulumi.Output<Record<string, number>>;
+  /** What the last create/update sent to the bridge: messages, bytes, modifications by kind. */
+  declare readonly lastApply: pulumi.Output<{ messages: number; bytes: number; operations: Record<string, number> }>;
 
   constructor(name: string, args: DsrHypervisorFlowsArgs, opts?: pulumi.CustomResourceOptions) {
     super(
       dynamicProvider("DsrHypervisorFlows"),
       name,
-      { ...withSecretCredentials(args), cookie: undefined, ctZone: undefined, ofports: undefined },
+      { ...withSecretCredentials(args), cookie: undefined, ctZone: undefined, ofports: undefined, lastApply: undefined },
       resourceOptions(opts),
       "ovslb",
       "DsrHypervisorFlows",
