@@ -92,6 +92,15 @@ Datapath actions: set(eth(dst=02:00:00:00:00:01)),4
 `;
 
 describe("parse: dump-groups", () => {
+  it("refuses, with a clear reason, a dump holding a group OVS could not decode (seen past ~1,000 buckets)", () => {
+    const dump = [
+      "OFPST_GROUP_DESC reply (OF1.5) (xid=0x2):",
+      " group_id=7,type=select,selection_method=hash,fields(ip_src),bucket=bucket_id:1,weight:100,actions=IN_PORT",
+      "00000000  06 13 13 68 00 00 00 02-00 07 00 00 00 00 00 00 |...h............|",
+    ].join("\n");
+    expect(() => parseGroups(dump)).toThrow(/a reply OVS could not decode .*the bridge's groups cannot be read/);
+  });
+
   const groups = parseGroups(GROUPS);
 
   it("reads a select group with hash fields, bucket ids, weights and watch_port", () => {

@@ -180,7 +180,18 @@ function parseGroup(line: string): GroupEntry {
   };
 }
 
+/** A hex dump line: what ovs-ofctl prints for a reply it could not decode. */
+const HEX_DUMP = /^[0-9a-f]{8}  [0-9a-f]{2} /;
+
 /** Parses dump-groups output: one entry per group, in the order OVS printed them. */
 export function parseGroups(dump: string): GroupEntry[] {
-  return entryLines(dump).map(parseGroup);
+  const lines = entryLines(dump);
+  if (lines.some((line) => HEX_DUMP.test(line))) {
+    // Seen on OVS 3.1 when a group is too large for one OpenFlow message (over ~1,000 buckets).
+    throw new OpenFlowParseError(
+      lines.find((line) => HEX_DUMP.test(line))!,
+      "dump-groups printed a reply OVS could not decode (a group too large for one OpenFlow message?); the bridge's groups cannot be read",
+    );
+  }
+  return lines.map(parseGroup);
 }
