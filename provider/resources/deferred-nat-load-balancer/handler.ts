@@ -32,6 +32,7 @@ export interface DeferredNatState extends RecordedIds {
 }
 
 const EMPTY_IDS: RecordedIds = { groupIds: {}, bucketIds: {} };
+const recordedIn = (state: Partial<DeferredNatState>): RecordedIds => ({ groupIds: state.groupIds ?? {}, bucketIds: state.bucketIds ?? {} });
 const ALL_COOKIES = { cookie: 0n, mask: 0n, table: 0 };
 
 interface GatewayRead {
@@ -123,7 +124,7 @@ export const deferredNatLoadBalancerHandler: ResourceHandler<Inputs, DeferredNat
 
   async read(_id, inputs, state) {
     const d = withDefaults(inputs);
-    const ids: RecordedIds = { groupIds: state.groupIds ?? {}, bucketIds: state.bucketIds ?? {} };
+    const ids = recordedIn(state);
     return withAllOvsHosts(d.gateways.map((g) => g.host), async (sessions) => {
       const reads = await readGateways(d, sessions);
       const anything = reads.some((r) => r.actual.ownedFlows.length > 0 || ownedGroupIds(r.actual, ids).size > 0);
@@ -138,7 +139,7 @@ export const deferredNatLoadBalancerHandler: ResourceHandler<Inputs, DeferredNat
   },
 
   async update(_id, old, news) {
-    const recorded: RecordedIds = { groupIds: old.state.groupIds ?? {}, bucketIds: old.state.bucketIds ?? {} };
+    const recorded = recordedIn(old.state);
     const state = await converge(news, recorded);
     // Gateways taken out of the list lose this load balancer's flows and groups.
     const kept = new Set(news.gateways.map((g) => `${g.host.connection.host}/${g.bridge}`));
@@ -149,7 +150,7 @@ export const deferredNatLoadBalancerHandler: ResourceHandler<Inputs, DeferredNat
   },
 
   async delete(_id, inputs, state) {
-    await removeFrom(withDefaults(inputs), { groupIds: state.groupIds ?? {}, bucketIds: state.bucketIds ?? {} });
+    await removeFrom(withDefaults(inputs), recordedIn(state));
     await withNorthbound(inputs, async (db) => db && deleteNorthbound(inputs, db));
   },
 };
