@@ -64,6 +64,8 @@ export class LocalRunner implements CommandRunner {
           resolve({ stdout, stderr, exitCode: err ? (err.code as number) : 0 });
         },
       );
+      // A command that exits without reading its input closes the pipe: EPIPE then says nothing the exit code does not.
+      child.stdin?.on("error", () => undefined);
       child.stdin?.end(opts.stdin ?? "");
     });
   }
