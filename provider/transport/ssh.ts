@@ -135,6 +135,10 @@ export class SshSession implements CommandRunner {
         channel.stderr.on("data", (d: Buffer) => stderr.push(d));
         let exitCode = -1;
         channel.on("exit", (code: number | null) => (exitCode = code ?? -1));
+        channel.on("error", (e: Error) => {
+          clearTimeout(timer);
+          reject(new SshError(this.hostName, `${argv[0]}: ${e.message}`));
+        });
         channel.on("close", () => {
           clearTimeout(timer);
           resolve({
