@@ -26,7 +26,10 @@ export function inNamespace(ns: string, argv: string[], input?: string): string 
 
 /** Spawns a long-running process inside a lab namespace. */
 export function spawnInNamespace(ns: string, argv: string[]): ChildProcess {
-  return spawn("ip", ["netns", "exec", ns, ...argv], { stdio: ["pipe", "pipe", "pipe"] });
+  const child = spawn("ip", ["netns", "exec", ns, ...argv], { stdio: ["pipe", "pipe", "pipe"] });
+  // Writing to a client that has exited fails its next read instead of crashing the test run.
+  child.stdin!.on("error", () => undefined);
+  return child;
 }
 
 /**
