@@ -14,6 +14,8 @@ import { openLiveConnections } from "../support/live-connections";
 
 const VIP1 = "10.0.0.193";
 const VIP2 = "10.0.0.194";
+/** A UDP service on VIP2, port 53, served by the backends' UDP echo on 8080. */
+const UDP_PORT = 53;
 let inv: LabInventory;
 const ssh: Record<string, SshSession> = {};
 let pool: LabBackend[];
@@ -21,10 +23,11 @@ let pool: LabBackend[];
 const lb = new ProviderDriver("DeferredNatLoadBalancer");
 const hvFlows: Record<string, ProviderDriver> = {};
 
-const lbInputs = (vip1: LabBackend[], vip2: LabBackend[]) =>
+const lbInputs = (vip1: LabBackend[], vip2: LabBackend[], udp: LabBackend[] = []) =>
   labLoadBalancer(inv, "traffic", [
     { address: VIP1, port: 80, protocol: "tcp", backends: vip1.map((b) => labBackend(inv, b)) },
     { address: VIP2, port: 80, protocol: "tcp", backends: vip2.map((b) => labBackend(inv, b)) },
+    ...(udp.length > 0 ? [{ address: VIP2, port: UDP_PORT, protocol: "udp" as const, backends: udp.map((b) => labBackend(inv, b)) }] : []),
   ]);
 
 /** Backend names greeting `count` fresh connections to vip:80 from the client. */
@@ -80,6 +83,7 @@ beforeAll(async () => {
     await hvFlows[hv].create(labHypervisorFlows(inv, `traffic-${hv}`, hv, [
       { address: VIP1, port: 80, backends: pool },
       { address: VIP2, port: 80, backends: pool },
+      { address: VIP2, port: UDP_PORT, protocol: "udp", backends: pool },
     ]));
   }
 });
@@ -143,6 +147,51 @@ describe("deferred NAT with real TCP", () => {
       c1.close();
       c2.close();
     }
+  });
+
+  it("UDP: datagrams to the VIP are answered by backends from the VIP, each 5-tuple sticking to one backend", async () => {
+    const udpBackends = [pool[0], pool[1], pool[4]];
+    await lb.update(lbInputs([pool[0], pool[1], pool[4], pool[5]], [pool[0], pool[4]], udpBackends));
+    // 30 source ports, each sending 3 datagrams: every answer must come from VIP2:53.
+    const program = `
+      const dgram = require("node:dgram");
+      (async () => {
+        const out = [];
+        for (let i = 0; i < 30; i++) {
+          const s = dgram.createSocket("udp4");
+          await new Promise((r) => s.bind(20000 + i, r));
+          const answers = [];
+          for (let k = 0; k < 3; k++) {
+            answers.push(await new Promise((resolve) => {
+              const t = setTimeout(() => resolve({ error: "timeout" }), 2000);
+              s.once("message", (m, from) => { clearTimeout(t); resolve({ text: String(m), from: from.address + ":" + from.port }); });
+              s.send("q" + k, ${UDP_PORT}, "${VIP2}");
+            }));
+          }
+          s.close();
+          out.push(answers);
+        }
+        console.log(JSON.stringify(out));
+      })();`;
+    const results: { text?: string; from?: string; error?: string }[][] = JSON.parse(
+      inNamespace(inv.client.namespace, [process.execPath, "-e", program]),
+    );
+    const names = new Set<string>();
+    results.forEach((answers, i) => {
+      for (const a of answers) {
+        expect(a.error).toBeUndefined();
+        expect(a.from).toBe(`${VIP2}:${UDP_PORT}`);
+        // The backend saw the client's own address and port (DNAT only).
+        expect(a.text!.split(" ")[1]).toBe(`${inv.client.address}:${20000 + i}`);
+      }
+      const backends = new Set(answers.map((a) => a.text!.split(" ")[0]));
+      expect(backends.size).toBe(1);
+      names.add([...backends][0]);
+    });
+    expect([...names].every((n) => udpBackends.some((b) => b.name === n))).toBe(true);
+    expect(names.size).toBeGreaterThan(1);
+    const hv = (await ssh.hv1.run(["ovs-appctl", "dpctl/dump-conntrack"])).stdout + (await ssh.hv2.run(["ovs-appctl", "dpctl/dump-conntrack"])).stdout;
+    expect(hv).toMatch(new RegExp(`^udp,orig=\\(src=${inv.client.address.replace(/\./g, "\\.")},dst=${VIP2.replace(/\./g, "\\.")},sport=200\\d\\d,dport=${UDP_PORT}\\)`, "m"));
   });
 
   it("live connections: adding a backend breaks exactly those the trace moves to it; removing an idle one breaks none", async () => {

@@ -83,7 +83,7 @@ export function labHypervisorFlows(
   inv: LabInventory,
   name: string,
   hypervisor: string,
-  vips: { address: string; port: number; backends: LabBackend[] }[],
+  vips: { address: string; port: number; protocol?: "tcp" | "udp"; backends: LabBackend[] }[],
 ): DsrHypervisorFlowsInputs {
   const h = inv.hosts[hypervisor];
   return {
@@ -95,7 +95,7 @@ export function labHypervisorFlows(
       .map((v) => ({
         address: v.address,
         port: v.port,
-        protocol: "tcp" as const,
+        protocol: v.protocol ?? "tcp",
         backends: v.backends
           .filter((b) => b.hypervisor === hypervisor)
           .map((b) => ({ address: b.address, port: inv.backendPort, mac: b.mac, bridgePort: b.port })),
