@@ -1,4 +1,5 @@
 import type { OvsHost } from "../model/inputs.generated";
+import { runChecked } from "./exec";
 import { OvsdbClient } from "./ovsdb";
 import { SshSession, mapBounded, withSessions } from "./ssh";
 
@@ -21,6 +22,11 @@ export class OvsHostSession {
 
   get hostName() {
     return this.ssh.hostName;
+  }
+
+  /** ovs-appctl against this host's ovs-vswitchd, found through its run directory (no shell: `env` sets it). */
+  appctl(args: readonly string[]): Promise<string> {
+    return runChecked(this.ssh, ["env", `OVS_RUNDIR=${ovsRundirOf(this.host)}`, "ovs-appctl", ...args]);
   }
 
   /** The host's Open_vSwitch database, through a stream-local channel to its db.sock. */

@@ -280,8 +280,14 @@ describe("DsrHypervisorFlows on hv1 (mac mode)", () => {
   it("delete removes only its own flows, leaving NORMAL and others' flows; it is idempotent and read then reports it gone", async () => {
     const foreignBefore = (await dump()).filter((f) => f.cookie === FOREIGN);
     expect(foreignBefore.length).toBe(1);
+    // A connection NATed in the zone just before the delete: its entry is still in the table.
+    pin(VIP_A, vm1.mac);
+    expect(await (await openFrom(inv.client.namespace, [`${VIP_A}:80`])).exchange()).toEqual(["hv1-vm1 ping 0"]);
+    expect((await conntrack(outputs.ctZone)).length).toBeGreaterThan(0);
     sent.length = 0;
     await remove(KIND, id, outputs);
+    // Its NAT state went with the flows.
+    expect(await conntrack(outputs.ctZone)).toEqual([]);
     expect(sent.map((s) => s.lines)).toEqual([[`flow delete cookie=${cookieHex()}/-1`]]);
     const left = await dump();
     expect(left.filter((f) => f.cookie === cookieOf(id))).toEqual([]);

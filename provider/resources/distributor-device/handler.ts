@@ -43,8 +43,7 @@ async function observe(s: OvsHostSession, inputs: DistributorDeviceInputs, rows:
   let ovsVersion = typeof column === "string" && column ? column : undefined;
   if (!ovsVersion) {
     // The column is only filled by distribution start-up scripts; ask the running daemon.
-    const r = await s.ssh.run(["ovs-appctl", "version"]);
-    ovsVersion = r.exitCode === 0 ? parseOvsVersion(r.stdout) : undefined;
+    ovsVersion = await s.appctl(["version"]).then(parseOvsVersion, () => undefined);
   }
   const probe = await s.ssh.run(["ovs-ofctl", "-O", "OpenFlow15", "show", bridgeSocket(inputs.host, inputs.uplinkBridge)]);
   return { reachable: true, ...(ovsVersion ? { ovsVersion } : {}), openflow15: probe.exitCode === 0, attachments: rows.attachments };

@@ -158,6 +158,8 @@ export const dsrHypervisorFlowsHandler: ResourceHandler<Inputs, DsrHypervisorFlo
         { op: "delete-flows", cookie, mask: (1n << 64n) - 1n },
       ]);
       for (const fn of bundleObservers) fn(s.hostName, sent);
+      // Connections NATed in the zone would outlive the flows, and whoever takes the zone next would inherit them.
+      for (const zone of zonesOf(seen.owned)) await s.appctl(["dpctl/flush-conntrack", `zone=${zone}`]);
     });
   },
 };
