@@ -1,7 +1,7 @@
 import * as os from "node:os";
 import type { CommandResult, CommandRunner, RunOptions } from "../provider/transport/exec";
 import type { Duplex } from "node:stream";
-import { JsonStreamParser } from "../provider/transport/ovsdb/client";
+import { JsonStreamParser } from "../provider/transport/ovsdb-client";
 
 /**
  * What every benchmark shares: the shape run.ts drives, timing, a note of

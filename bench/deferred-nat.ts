@@ -1,55 +1,14 @@
 import type { DeferredNatBackend, DeferredNatLoadBalancerInputs as Inputs, OvsHost } from "../provider/model/inputs.generated";
 import { derivedId, ownerCookie, MAX_GROUP_ID } from "../provider/model/ids";
-import {
-  BUCKET_WEIGHT,
-  DEFAULT_SELECTION_FIELDS,
-  VIP_FLOW_PRIORITY,
-  assignIds,
-  checkRules,
-  cookieOf,
-  desiredDataplane,
-  foreignGroupIds,
-  hashFields,
-  ownedGroupIds,
-  planGateway,
-  replicaKey,
-  vipKey,
-  withDefaults,
-  type GatewayActual,
-  type GatewayPort,
-  type RecordedIds,
-} from "../provider/resources/deferred-nat-load-balancer/plan";
+import {BUCKET_WEIGHT, DEFAULT_SELECTION_FIELDS, VIP_FLOW_PRIORITY, assignIds, checkRules, cookieOf, desiredDataplane, foreignGroupIds, hashFields, ownedGroupIds, planGateway, replicaKey, vipKey, withDefaults, type GatewayActual, type GatewayPort, type RecordedIds,} from "../provider/resources/deferred-nat-load-balancer/plan";
 import { runChecked } from "../provider/transport/exec";
-import {
-  OpenFlowBridge,
-  renderBundle,
-  traceBuckets,
-  type Action,
-  type BundleSent,
-  type Flow,
-  type Group,
-  type Match,
-  type Modification,
-  type SelectBucket,
-} from "../provider/transport/openflow";
+import { OpenFlowBridge, type BundleSent } from "../provider/transport/openflow-bridge";
+import { renderBundle, type Action, type Flow, type Group, type Match, type Modification, type SelectBucket } from "../provider/openflow";
+import { traceBuckets } from "../provider/transport/openflow-trace";
 import { bridgeSocket } from "../provider/transport/ovs-host";
 import { SshSession } from "../provider/transport/ssh";
 import { loadInventory, sshTo } from "../test/support/lab";
-import {
-  OFPT_BUNDLE_ADD_MESSAGE,
-  UnixctlClient,
-  WireTapRunner,
-  fmtInt,
-  fmtMs,
-  fmtPct,
-  machineNote,
-  median,
-  timed,
-  type BenchContext,
-  type BenchReport,
-  type Benchmark,
-  type WireMessage,
-} from "./common";
+import {OFPT_BUNDLE_ADD_MESSAGE, UnixctlClient, WireTapRunner, fmtInt, fmtMs, fmtPct, machineNote, median, timed, type BenchContext, type BenchReport, type Benchmark, type WireMessage,} from "./common";
 
 /**
  * Issue 3's benchmark for the deferred-NAT load balancer, on the lab's

@@ -1,10 +1,5 @@
 import * as pulumi from "@pulumi/pulumi";
-import type {
-  DeferredNatBackend,
-  DeferredNatLoadBalancerInputs,
-  DsrHypervisorFlowsInputs,
-  OvsHost,
-} from "../provider/model/inputs.generated";
+import type {DeferredNatBackend, DeferredNatLoadBalancerInputs, DsrHypervisorFlowsInputs, OvsHost,} from "../provider/model/inputs.generated";
 import { DeferredNatLoadBalancer } from "../provider/resources/deferred-nat-load-balancer/resource";
 import { DsrHypervisorFlows } from "../provider/resources/dsr-hypervisor-flows/resource";
 

@@ -1,5 +1,6 @@
 import { isDeepStrictEqual } from "node:util";
-import { validateAgainstSchema, type CheckFailure } from "./model/validate";
+import { validateAgainstSchema } from "./model/validate";
+import type { ResourceHandler } from "./resource-handler";
 import { deferredNatLoadBalancerHandler } from "./resources/deferred-nat-load-balancer/handler";
 import { distributorAttachmentHandler } from "./resources/distributor-attachment/handler";
 import { distributorDeviceHandler } from "./resources/distributor-device/handler";
@@ -12,22 +13,6 @@ import { CREDENTIALS_OUTPUT, liftCredentials, restoreCredentials, type Credentia
  * object in state calls `handle(kind, method, args)` of the INSTALLED package,
  * so refresh and destroy run current code. This is the one stable entry point.
  */
-
-/** What a resource kind implements. Inputs are validated and defaulted before any method runs. */
-export interface ResourceHandler<I extends object, S extends object> {
-  readonly schema: { properties: Record<string, unknown> };
-  withDefaults(inputs: I): I;
-  /** Rules beyond the schema (cross-field, uniqueness, reserved names). */
-  checkRules?(inputs: I): CheckFailure[];
-  /** The input values that are the resource's identity: a change to any of them replaces it. */
-  identity(inputs: I): Record<string, unknown>;
-  create(inputs: I): Promise<{ id: string; state: S }>;
-  /** The host's actual state as inputs and state; undefined when the resource is gone. */
-  read(id: string, inputs: I, state: S): Promise<{ inputs: I; state: S } | undefined>;
-  update(id: string, old: { inputs: I; state: S }, news: I): Promise<S>;
-  /** Idempotent; removes only what the resource owns. */
-  delete(id: string, inputs: I, state: S): Promise<void>;
-}
 
 type Props = Record<string, unknown>;
 const PROVIDER_KEY = "__provider";

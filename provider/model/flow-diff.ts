@@ -1,14 +1,4 @@
-import {
-  CT_STATE_FLAGS,
-  toFlowEntry,
-  type CtStateFlag,
-  type Flow,
-  type FlowEntry,
-  type Match,
-  type MatchText,
-  type Modification,
-  type Protocol,
-} from "../transport/openflow";
+import { CT_STATE_FLAGS, toFlowEntry, type CtStateFlag, type Flow, type FlowEntry, type Match, type MatchText, type Modification, type Protocol } from "../openflow";
 
 /**
  * The generic flow planner: desired flows (typed) against the flows a host

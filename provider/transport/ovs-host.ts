@@ -1,6 +1,6 @@
 import type { OvsHost } from "../model/inputs.generated";
 import { runChecked } from "./exec";
-import { OvsdbClient } from "./ovsdb";
+import { OvsdbClient } from "./ovsdb-client";
 import { SshSession, mapBounded, withSessions } from "./ssh";
 
 /** Where a host's OVS sockets live unless its OvsHost says otherwise. */

@@ -1,5 +1,6 @@
 import { describe, it, expect, beforeAll, afterAll } from "vitest";
-import { traceBuckets, type Match } from "../../provider/transport/openflow";
+import { traceBuckets } from "../../provider/transport/openflow-trace";
+import { type Match } from "../../provider/openflow";
 import { SshSession } from "../../provider/transport/ssh";
 import type { LabInventory } from "../lab/topology";
 import { ProviderDriver, labBackend, labLoadBalancer } from "../support/deferred-nat";

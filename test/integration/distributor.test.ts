@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import * as handlers from "../../provider/handlers";
-import { traceBuckets, type Match, OpenFlowBridge } from "../../provider/transport/openflow";
+import { traceBuckets } from "../../provider/transport/openflow-trace";
+import { type Match } from "../../provider/openflow";
+import { OpenFlowBridge } from "../../provider/transport/openflow-bridge";
 import { SshSession } from "../../provider/transport/ssh";
 import { runChecked } from "../../provider/transport/exec";
 import type { LabBackend, LabInventory } from "../lab/topology";

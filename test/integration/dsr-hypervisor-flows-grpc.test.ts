@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readFileSync } from "node:fs";
 import { DsrHypervisorFlows } from "../../index";
 import { cookieOf } from "../../provider/resources/dsr-hypervisor-flows/plan";
-import { parseFlows } from "../../provider/transport/openflow";
+import { parseFlows } from "../../provider/openflow";
 import { SshSession } from "../../provider/transport/ssh";
 import type { LabBackend, LabInventory } from "../lab/topology";
 import { inNamespace, loadInventory, spawnInNamespace, sshTo } from "../support/lab";

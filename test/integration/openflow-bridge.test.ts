@@ -1,19 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CommandRunner, runChecked } from "../../provider/transport/exec";
-import {
-  Flow,
-  Group,
-  Match,
-  Modification,
-  OpenFlowBridge,
-  OpenFlowError,
-  SelectBucket,
-  renderBundle,
-  toFlowEntry,
-  toGroupEntry,
-  traceBucket,
-  traceBuckets,
-} from "../../provider/transport/openflow";
+import { Flow, Group, Match, Modification, SelectBucket, renderBundle, toFlowEntry, toGroupEntry } from "../../provider/openflow";
+import { OpenFlowBridge, OpenFlowError } from "../../provider/transport/openflow-bridge";
+import { traceBucket, traceBuckets } from "../../provider/transport/openflow-trace";
 import { OvsSandbox, startOvsSandbox } from "../support/sandbox";
 
 const ALL_ONES = (1n << 64n) - 1n;

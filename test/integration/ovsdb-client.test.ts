@@ -3,17 +3,8 @@ import { readdirSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { runChecked } from "../../provider/transport/exec";
-import {
-  type TableUpdates,
-  OvsdbClient,
-  OvsdbNoReplyError,
-  OvsdbRpcError,
-  OvsdbTransactionError,
-  Transaction,
-  Uuid,
-  mutation,
-  where,
-} from "../../provider/transport/ovsdb";
+import { type TableUpdates, OvsdbClient, OvsdbNoReplyError, OvsdbRpcError } from "../../provider/transport/ovsdb-client";
+import { OvsdbTransactionError, Transaction, Uuid, mutation, where } from "../../provider/ovsdb";
 import { type OvsSandbox, startOvsSandbox } from "../support/sandbox";
 
 const DB = "Open_vSwitch";

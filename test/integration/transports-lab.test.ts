@@ -1,7 +1,8 @@
 import { describe, it, expect, beforeAll, afterAll } from "vitest";
-import { OpenFlowBridge, OpenFlowError, type Modification } from "../../provider/transport/openflow";
+import { OpenFlowBridge, OpenFlowError } from "../../provider/transport/openflow-bridge";
+import { type Modification } from "../../provider/openflow";
 import { OvsHostSession, bridgeSocket } from "../../provider/transport/ovs-host";
-import { OvsdbTransactionError, Transaction, mutation, where } from "../../provider/transport/ovsdb";
+import { OvsdbTransactionError, Transaction, mutation, where } from "../../provider/ovsdb";
 import { SshSession } from "../../provider/transport/ssh";
 import { loadInventory, sshTo } from "../support/lab";
 

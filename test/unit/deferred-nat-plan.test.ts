@@ -1,19 +1,7 @@
 import { describe, it, expect } from "vitest";
 import type { DeferredNatLoadBalancerInputs as Inputs, DeferredNatBackend } from "../../provider/model/inputs.generated";
-import {
-  actualInputs,
-  assignIds,
-  checkRules,
-  desiredDataplane,
-  ownedGroupIds,
-  planGateway,
-  replicaKey,
-  vipKey,
-  withDefaults,
-  type GatewayActual,
-  type RecordedIds,
-} from "../../provider/resources/deferred-nat-load-balancer/plan";
-import { toFlowEntry, toGroupEntry, type DumpedFlow, type Modification } from "../../provider/transport/openflow";
+import {actualInputs, assignIds, checkRules, desiredDataplane, ownedGroupIds, planGateway, replicaKey, vipKey, withDefaults, type GatewayActual, type RecordedIds,} from "../../provider/resources/deferred-nat-load-balancer/plan";
+import { toFlowEntry, toGroupEntry, type DumpedFlow, type Modification } from "../../provider/openflow";
 
 const KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJdD7y3aLq454yWBdwLWbieU1ebz9/cu7/QEXn9OIeZJ";
 const conn = (host: string) => ({ host, user: "root", hostKey: KEY, privateKeyPath: "/k" });

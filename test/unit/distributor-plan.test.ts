@@ -1,10 +1,8 @@
 import { describe, expect, it } from "vitest";
 import * as pulumi from "@pulumi/pulumi";
 import type { DistributorAttachmentInputs } from "../../provider/model/inputs.generated";
-import {
-  assignSlots, attachmentNames, checkRules, desiredDataplane, planIds, planModifications, withDefaults,
-} from "../../provider/resources/distributor-attachment/plan";
-import { toFlowEntry, toGroupEntry } from "../../provider/transport/openflow";
+import {assignSlots, attachmentNames, checkRules, desiredDataplane, planIds, planModifications, withDefaults,} from "../../provider/resources/distributor-attachment/plan";
+import { toFlowEntry, toGroupEntry } from "../../provider/openflow";
 import { nPlusOneViolations, withSlots } from "../../components/active-active-load-balancer";
 import { deleteRefusal, parseOvsVersion } from "../../provider/resources/distributor-device/plan";
 

@@ -3,7 +3,7 @@ import { check, diff } from "../../provider/handlers";
 import { diffFlows } from "../../provider/model/flow-diff";
 import type { DsrHypervisorFlowsInputs } from "../../provider/model/inputs.generated";
 import { actualInputs, cookieOf, derivedZone, desiredFlows, dsrId, withDefaults, zonesOf } from "../../provider/resources/dsr-hypervisor-flows/plan";
-import { renderBundle, toFlowEntry, type FlowEntry } from "../../provider/transport/openflow";
+import { renderBundle, toFlowEntry, type FlowEntry } from "../../provider/openflow";
 
 const KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJdD7y3aLq454yWBdwLWbieU1ebz9/cu7/QEXn9OIeZJ";
 const vm1 = { address: "10.0.0.101", port: 8080, mac: "02:00:0A:00:00:65", bridgePort: "vm1" };

@@ -1,6 +1,6 @@
 import { describe, it, expect } from "vitest";
 import { conflictingFlows, diffFlows, flowKey, matchFromText, UnplannableFlowError } from "../../provider/model/flow-diff";
-import { parseFlows, renderBundle, toFlowEntry, type Flow, type FlowEntry } from "../../provider/transport/openflow";
+import { parseFlows, renderBundle, toFlowEntry, type Flow, type FlowEntry } from "../../provider/openflow";
 
 const COOKIE = 0x0b5e000000000001n;
 const OTHER = 0x0b5e000000000002n;

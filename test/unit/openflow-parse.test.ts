@@ -1,15 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { CommandResult, CommandRunner } from "../../provider/transport/exec";
-import {
-  OpenFlowBridge,
-  OpenFlowError,
-  OpenFlowParseError,
-  chosenBucket,
-  parseFlows,
-  parseGroups,
-  splitTopLevel,
-  splitTraces,
-} from "../../provider/transport/openflow";
+import { OpenFlowBridge, OpenFlowError } from "../../provider/transport/openflow-bridge";
+import { OpenFlowParseError, parseFlows, parseGroups, splitTopLevel } from "../../provider/openflow";
+import { chosenBucket, splitTraces } from "../../provider/transport/openflow-trace";
 
 // Captured from ovs-ofctl 3.1.0 (-O OpenFlow15 --no-names) against ovs-vswitchd 3.1.0.
 const GROUPS = `OFPST_GROUP_DESC reply (OF1.5) (xid=0x2):

@@ -1,16 +1,6 @@
 import { describe, expect, it } from "vitest";
-import {
-  Action,
-  Flow,
-  Group,
-  Modification,
-  OpenFlowBridge,
-  OpenFlowValueError,
-  renderBundle,
-  renderModification,
-  toFlowEntry,
-  toGroupEntry,
-} from "../../provider/transport/openflow";
+import { Action, Flow, Group, Modification, OpenFlowValueError, renderBundle, renderModification, toFlowEntry, toGroupEntry } from "../../provider/openflow";
+import { OpenFlowBridge } from "../../provider/transport/openflow-bridge";
 import { CommandRunner } from "../../provider/transport/exec";
 
 const group: Group = {

@@ -1,25 +1,11 @@
 import schema from "../../../schema/deferred-nat-load-balancer.json";
-import type { ResourceHandler } from "../../handlers";
+import type { ResourceHandler } from "../../resource-handler";
 import type { DeferredNatLoadBalancerInputs as Inputs } from "../../model/inputs.generated";
-import { OpenFlowBridge, summarizeApply, type ApplySummary } from "../../transport/openflow";
+import { OpenFlowBridge, summarizeApply, type ApplySummary } from "../../transport/openflow-bridge";
 import { bridgeSocket, withAllOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
-import { Transaction, where } from "../../transport/ovsdb";
+import { Transaction, where } from "../../ovsdb";
 import { applyNorthbound, deleteNorthbound, preflightNorthbound, readNorthbound, withNorthbound } from "./ovn";
-import {
-  actualInputs,
-  assignIds,
-  checkRules,
-  cookieOf,
-  desiredDataplane,
-  foreignGroupIds,
-  lbId,
-  ownedGroupIds,
-  planGateway,
-  withDefaults,
-  type GatewayActual,
-  type GatewayPort,
-  type RecordedIds,
-} from "./plan";
+import {actualInputs, assignIds, checkRules, cookieOf, desiredDataplane, foreignGroupIds, lbId, ownedGroupIds, planGateway, withDefaults, type GatewayActual, type GatewayPort, type RecordedIds,} from "./plan";
 
 /** What DeferredNatLoadBalancer records besides its inputs. */
 export interface DeferredNatState extends RecordedIds {

@@ -1,5 +1,6 @@
 import type { DeferredNatLoadBalancerInputs as Inputs, DeferredNatVip } from "../../model/inputs.generated";
-import { OvsdbClient, Transaction, Uuid, mutation, where, type Row } from "../../transport/ovsdb";
+import { OvsdbClient } from "../../transport/ovsdb-client";
+import { Transaction, Uuid, mutation, where, type Row } from "../../ovsdb";
 import { SshSession } from "../../transport/ssh";
 import { backendKey, lbId, withDefaults } from "./plan";
 

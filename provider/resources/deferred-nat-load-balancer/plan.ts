@@ -1,24 +1,9 @@
 import { isDeepStrictEqual } from "node:util";
-import type {
-  DeferredNatBackend,
-  DeferredNatLoadBalancerInputs as Inputs,
-  DeferredNatVip,
-} from "../../model/inputs.generated";
+import type {DeferredNatBackend, DeferredNatLoadBalancerInputs as Inputs, DeferredNatVip,} from "../../model/inputs.generated";
 import { conflictingFlows, diffFlows, flowKey } from "../../model/flow-diff";
 import { MAX_BUCKET_ID, MAX_GROUP_ID, derivedId, ownerCookie } from "../../model/ids";
 import { checkConnection, type CheckFailure } from "../../model/validate";
-import {
-  toFlowEntry,
-  toGroupEntry,
-  type Action,
-  type DumpedFlow,
-  type Flow,
-  type Group,
-  type GroupEntry,
-  type HashField,
-  type Modification,
-  type SelectBucket,
-} from "../../transport/openflow";
+import { toFlowEntry, toGroupEntry, type Action, type DumpedFlow, type Flow, type Group, type GroupEntry, type HashField, type Modification, type SelectBucket } from "../../openflow";
 
 /**
  * DeferredNatLoadBalancer as pure data: ids, the groups and flows every

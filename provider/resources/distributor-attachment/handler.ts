@@ -1,27 +1,12 @@
 import schema from "../../../schema/distributor-attachment.json";
-import type { ResourceHandler } from "../../handlers";
+import type { ResourceHandler } from "../../resource-handler";
 import type { DistributorAttachmentInputs } from "../../model/inputs.generated";
-import { OpenFlowBridge, summarizeApply, type ApplySummary, type BundleSent } from "../../transport/openflow";
+import { OpenFlowBridge, summarizeApply, type ApplySummary, type BundleSent } from "../../transport/openflow-bridge";
 import { bridgeSocket, withOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
-import { NamedUuid, Transaction, mutation, where, type OvsdbClient, type Row, type Uuid } from "../../transport/ovsdb";
+import { NamedUuid, Transaction, mutation, where, type Row, type Uuid } from "../../ovsdb";
+import { type OvsdbClient } from "../../transport/ovsdb-client";
 import { DEVICE_MARK, stringMap } from "../distributor-device/plan";
-import {
-  ATTACHMENT_KEY,
-  DEVICE_KEY,
-  FRONTEND_OFPORT,
-  OWNER_KEY,
-  actualInputs,
-  assignSlots,
-  attachmentId,
-  attachmentNames,
-  checkRules,
-  desiredDataplane,
-  planIds,
-  planModifications,
-  withDefaults,
-  type ActualDataplane,
-  type DataplaneIds,
-} from "./plan";
+import {ATTACHMENT_KEY, DEVICE_KEY, FRONTEND_OFPORT, OWNER_KEY, actualInputs, assignSlots, attachmentId, attachmentNames, checkRules, desiredDataplane, planIds, planModifications, withDefaults, type ActualDataplane, type DataplaneIds,} from "./plan";
 
 /** What DistributorAttachment records besides its inputs: names and ids on the device, sticky across updates. */
 export interface DistributorAttachmentState {

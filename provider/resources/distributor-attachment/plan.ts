@@ -1,18 +1,7 @@
 import type { DistributorAmphora, DistributorAttachmentInputs } from "../../model/inputs.generated";
 import { derivedId, interfaceName, MAX_BUCKET_ID, MAX_GROUP_ID, ownerCookie } from "../../model/ids";
 import { checkConnection, type CheckFailure } from "../../model/validate";
-import {
-  toFlowEntry,
-  toGroupEntry,
-  type Action,
-  type Flow,
-  type FlowEntry,
-  type Group,
-  type GroupEntry,
-  type HashField,
-  type Modification,
-  type SelectBucket,
-} from "../../transport/openflow";
+import { toFlowEntry, toGroupEntry, type Action, type Flow, type FlowEntry, type Group, type GroupEntry, type HashField, type Modification, type SelectBucket } from "../../openflow";
 
 /**
  * DistributorAttachment as pure data: which amphora serves each slot, the

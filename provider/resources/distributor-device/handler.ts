@@ -1,8 +1,8 @@
 import schema from "../../../schema/distributor-device.json";
-import type { ResourceHandler } from "../../handlers";
+import type { ResourceHandler } from "../../resource-handler";
 import type { DistributorDeviceInputs } from "../../model/inputs.generated";
 import { bridgeSocket, withOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
-import { Transaction, mutation, where, type Row, type Uuid } from "../../transport/ovsdb";
+import { Transaction, mutation, where, type Row, type Uuid } from "../../ovsdb";
 import { SshError } from "../../transport/ssh";
 import { ATTACHED_MARK, DEVICE_MARK, checkRules, deleteRefusal, deviceResourceId, parseOvsVersion, registeredDevice, stringMap, withDefaults } from "./plan";
 

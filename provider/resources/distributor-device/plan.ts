@@ -1,6 +1,6 @@
 import type { DistributorDeviceInputs } from "../../model/inputs.generated";
 import { checkConnection, type CheckFailure } from "../../model/validate";
-import type { Row } from "../../transport/ovsdb";
+import type { Row } from "../../ovsdb";
 
 /**
  * DistributorDevice as pure data. The device's identity is written once to

@@ -1,10 +1,11 @@
 import schema from "../../../schema/dsr-hypervisor-flows.json";
-import type { ResourceHandler } from "../../handlers";
+import type { ResourceHandler } from "../../resource-handler";
 import { conflictingFlows, describeFlow, diffFlows } from "../../model/flow-diff";
 import type { DsrHypervisorFlowsInputs } from "../../model/inputs.generated";
 import { bridgeSocket, withOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
-import { OpenFlowBridge, summarizeApply, type ApplySummary, type BundleSent, type DumpedFlow, type FlowEntry } from "../../transport/openflow";
-import { Transaction, where, type Row, type Value } from "../../transport/ovsdb";
+import { OpenFlowBridge, summarizeApply, type ApplySummary, type BundleSent } from "../../transport/openflow-bridge";
+import { type DumpedFlow, type FlowEntry } from "../../openflow";
+import { Transaction, where, type Row, type Value } from "../../ovsdb";
 import { actualInputs, checkRules, cookieOf, derivedZone, desiredFlows, dsrId, withDefaults, zonesOf } from "./plan";
 
 type Inputs = DsrHypervisorFlowsInputs;

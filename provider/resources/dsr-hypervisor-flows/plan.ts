@@ -2,7 +2,7 @@ import { flowKey } from "../../model/flow-diff";
 import { MAX_CT_ZONE, derivedId, ownerCookie } from "../../model/ids";
 import type { DsrBackend, DsrHypervisorFlowsInputs, DsrVip } from "../../model/inputs.generated";
 import { checkConnection, type CheckFailure } from "../../model/validate";
-import { toFlowEntry, type Flow, type FlowEntry } from "../../transport/openflow";
+import { toFlowEntry, type Flow, type FlowEntry } from "../../openflow";
 
 /**
  * DsrHypervisorFlows as pure data. On one bridge, with conntrack zone Z:

@@ -1,8 +1,8 @@
 import schema from "../../../schema/ovs-bridge.json";
-import type { ResourceHandler } from "../../handlers";
+import type { ResourceHandler } from "../../resource-handler";
 import type { OvsBridgeInputs } from "../../model/inputs.generated";
 import { bridgeSocket, withOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
-import { NamedUuid, Transaction, Uuid, mutation, where, type Row } from "../../transport/ovsdb";
+import { NamedUuid, Transaction, Uuid, mutation, where, type Row } from "../../ovsdb";
 import { actualInputs, bridgeId, checkRules, desiredColumns, ownerOf, withDefaults } from "./plan";
 
 /** What OvsBridge records besides its inputs. */

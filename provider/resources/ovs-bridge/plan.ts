@@ -1,6 +1,6 @@
 import type { OvsBridgeInputs } from "../../model/inputs.generated";
 import { checkConnection, type CheckFailure } from "../../model/validate";
-import type { Row } from "../../transport/ovsdb";
+import type { Row } from "../../ovsdb";
 
 /**
  * OvsBridge as pure data: the Bridge row it wants, and the inputs an

@@ -4,21 +4,7 @@
  * `Transaction.operations`, and `readTransactResults` turns the reply into
  * decoded results or an OvsdbTransactionError.
  */
-import {
-  type DatabaseSchema,
-  type Row,
-  type RowInput,
-  type ValueInput,
-  type WireRow,
-  type WireValue,
-  NamedUuid,
-  Uuid,
-  decodeAtom,
-  decodeRow,
-  encodeRow,
-  encodeValue,
-  isRecord,
-} from "./encoding";
+import {type DatabaseSchema, type Row, type RowInput, type ValueInput, type WireRow, type WireValue, NamedUuid, Uuid, decodeAtom, decodeRow, encodeRow, encodeValue, isRecord,} from "./encoding";
 
 export type ConditionFunction = "<" | "<=" | "==" | "!=" | ">=" | ">" | "includes" | "excludes";
 export type Mutator = "+=" | "-=" | "*=" | "/=" | "%=" | "insert" | "delete";

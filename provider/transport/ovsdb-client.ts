@@ -4,8 +4,8 @@
  * The caller opens the stream; the client owns it from then on.
  */
 import type { Duplex } from "node:stream";
-import { type DatabaseSchema, type Row, decodeRow, isRecord, parseDatabaseSchema } from "./encoding";
-import { type Operation, type OperationResult, readTransactResults } from "./transaction";
+import { type DatabaseSchema, type Row, decodeRow, isRecord, parseDatabaseSchema } from "../ovsdb/encoding";
+import { type Operation, type OperationResult, readTransactResults } from "../ovsdb/transaction";
 
 const OPEN_BRACE = 0x7b;
 const CLOSE_BRACE = 0x7d;

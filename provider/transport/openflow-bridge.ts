@@ -1,7 +1,7 @@
-import { CommandResult, CommandRunner } from "../exec";
-import { parseFlows, parseGroups } from "./parse";
-import { MAX_GROUP_ID, MAX_TABLE, OpenFlowValueError, checkUint, renderBundle, renderCookieMatch } from "./render";
-import { DumpedFlow, GroupEntry, Modification } from "./types";
+import { CommandResult, CommandRunner } from "./exec";
+import { parseFlows, parseGroups } from "../openflow/parse";
+import { MAX_GROUP_ID, MAX_TABLE, OpenFlowValueError, checkUint, renderBundle, renderCookieMatch } from "../openflow/render";
+import { DumpedFlow, GroupEntry, Modification } from "../openflow/types";
 
 /**
  * OpenFlow error names as OVS prints them (OFPGMFC_BUCKET_EXISTS,

@@ -26,12 +26,3 @@ export {
   mutation,
   where,
 } from "./transaction";
-export {
-  type MonitorRequest,
-  type OvsdbClientOptions,
-  type RowUpdate,
-  type TableUpdates,
-  OvsdbClient,
-  OvsdbNoReplyError,
-  OvsdbRpcError,
-} from "./client";

@@ -1,5 +1,3 @@
 export * from "./types";
 export * from "./render";
 export * from "./parse";
-export * from "./bridge";
-export * from "./trace";

@@ -1,6 +1,6 @@
-import { CommandRunner, runChecked } from "../exec";
-import { OpenFlowValueError, checkUint, renderMatch } from "./render";
-import { Match } from "./types";
+import { CommandRunner, runChecked } from "./exec";
+import { OpenFlowValueError, checkUint, renderMatch } from "../openflow/render";
+import { Match } from "../openflow/types";
 
 /**
  * Which bucket of a select group a packet takes, from `ovs-appctl
