@@ -1,5 +1,5 @@
 import { isDeepStrictEqual } from "node:util";
-import { validateAgainstSchema } from "./model/validate";
+import { canonicalInputs, validateAgainstSchema } from "./model/validate";
 import type { ResourceHandler } from "./resource-handler";
 import { deferredNatLoadBalancerHandler } from "./resources/deferred-nat-load-balancer/handler";
 import { distributorAttachmentHandler } from "./resources/distributor-attachment/handler";
@@ -101,8 +101,10 @@ export async function check(kind: string, _olds: Props, news: Props) {
 
 export async function diff(kind: string, _id: string, olds: Props, news: Props) {
   const handler = handlerFor(kind);
-  const before = splitOutputs(handler, olds).inputs;
-  const after = withoutProvider(news);
+  // Lists whose order means nothing ("x-unordered" in schema/) compare as sets: reordering
+  // backends, VIPs, gateways or amphorae (or a read that lists them in another order) is no change.
+  const before = canonicalInputs(handler.schema, splitOutputs(handler, olds).inputs);
+  const after = canonicalInputs(handler.schema, withoutProvider(news));
   if (isDeepStrictEqual(before, after)) return { changes: false };
   const oldId = handler.identity(before);
   const newId = handler.identity(after);

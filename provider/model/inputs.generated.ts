@@ -176,7 +176,7 @@ export interface DeferredNatBackend {
    */
   weight?: number;
   /**
-   * an OVN name: 1-64 letters, digits and . _ - :
+   * an OVN logical switch port name of 1-64 letters, digits and . _ -, starting with a letter or digit; no ':', which separates the port from the health checks' source address in OVN's ip_port_mappings value (LSP:SRC_IP)
    */
   logicalPort?: string;
 }

@@ -9,6 +9,15 @@ export interface CheckFailure {
 }
 
 const ajv = new Ajv({ allErrors: true, verbose: true, strict: true, useDefaults: false });
+/**
+ * `"x-unordered": true` on an array schema: the list is a set, its order
+ * means nothing (backends, VIPs, gateways, amphorae, ...), and diff compares
+ * it order-insensitively (`canonicalInputs`). `false`: its order matters.
+ * Every array in schema/ says which (test/unit/unordered-lists.test.ts).
+ * An annotation only: it validates nothing.
+ */
+export const UNORDERED = "x-unordered";
+ajv.addKeyword({ keyword: UNORDERED, type: "array", schemaType: "boolean" });
 ajv.addSchema(common, "common.json");
 const compiled = new Map<object, ValidateFunction>();
 
@@ -76,4 +85,70 @@ export function checkConnection(c: SshConnection, at: string): CheckFailure[] {
   }
   if (c.jumpHost) failures.push(...checkConnection(c.jumpHost, `${at}.jumpHost`));
   return failures;
+}
+
+type SchemaNode = {
+  $ref?: string;
+  type?: string;
+  items?: SchemaNode;
+  properties?: Record<string, SchemaNode>;
+  additionalProperties?: boolean | SchemaNode;
+  [UNORDERED]?: boolean;
+};
+
+const DOCUMENTS: Record<string, object> = { "common.json": common };
+
+/** Follows a "$ref" ("common.json#/definitions/x" or "#/definitions/x") from within `doc`. */
+function resolveRef(ref: string, doc: object): { node: SchemaNode; doc: object } {
+  const hash = ref.indexOf("#");
+  const file = hash < 0 ? ref : ref.slice(0, hash);
+  const target = file === "" ? doc : DOCUMENTS[file];
+  if (!target) throw new Error(`schema: cannot resolve $ref ${ref}`);
+  let node: unknown = target;
+  for (const step of (hash < 0 ? "" : ref.slice(hash + 1)).split("/").filter(Boolean)) {
+    node = (node as Record<string, unknown> | undefined)?.[step.replace(/~1/g, "/").replace(/~0/g, "~")];
+  }
+  if (!node || typeof node !== "object") throw new Error(`schema: cannot resolve $ref ${ref}`);
+  return { node: node as SchemaNode, doc: target };
+}
+
+/** JSON with object keys sorted: equal values give equal text, whatever their key order. */
+function stableText(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(stableText).join(",")}]`;
+  if (v && typeof v === "object") {
+    const entries = Object.entries(v as Record<string, unknown>).filter(([, x]) => x !== undefined);
+    return `{${entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([k, x]) => `${JSON.stringify(k)}:${stableText(x)}`).join(",")}}`;
+  }
+  return typeof v === "bigint" ? `"${v.toString()}n"` : (JSON.stringify(v) ?? "null");
+}
+
+function canonicalAt(node: SchemaNode | undefined, doc: object, value: unknown, depth: number): unknown {
+  if (depth > 64) throw new Error("schema: $ref nesting too deep");
+  while (node?.$ref) ({ node, doc } = resolveRef(node.$ref, doc));
+  if (Array.isArray(value)) {
+    const items = value.map((v) => canonicalAt(node?.items, doc, v, depth + 1));
+    if (node?.[UNORDERED] !== true) return items;
+    // A set: ordered by each element's whole canonical text, a stable and total key.
+    return items.map((v) => [stableText(v), v] as const).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, v]) => v);
+  }
+  if (value && typeof value === "object") {
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
+      const extra = node?.additionalProperties;
+      const sub = node?.properties?.[k] ?? (typeof extra === "object" ? extra : undefined);
+      out[k] = canonicalAt(sub, doc, v, depth + 1);
+    }
+    return out;
+  }
+  return value;
+}
+
+/**
+ * `inputs` with every list the schema marks "x-unordered" sorted into one
+ * canonical order (nested lists first), so two inputs that differ only in
+ * the order of such lists are deeply equal. Everything else is kept as is;
+ * properties the schema does not know are kept untouched.
+ */
+export function canonicalInputs<T>(schema: object, inputs: T): T {
+  return canonicalAt(schema as SchemaNode, schema, inputs, 0) as T;
 }
