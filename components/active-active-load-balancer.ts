@@ -24,13 +24,15 @@ export interface ActiveActiveLoadBalancerArgs {
   affinity?: DistributorAttachmentArgs["affinity"];
   returnPath?: DistributorAttachmentArgs["returnPath"];
   gatewayMac?: DistributorAttachmentArgs["gatewayMac"];
-  /** N active + 1 standby (failed ones stay listed so the standby takes their slot). Plain values: the N+1 rule is checked here. */
+  /** N active + standby (failed ones stay listed so a standby takes their slot). Plain values: the N+1 rule is checked here. */
   amphorae: readonly ActiveActiveAmphora[];
 }
 
 /**
  * The N+1 rule, checked before any resource is registered: at least one
- * active amphora, exactly one standby, and no two serving amphorae on one
+ * active amphora, at least one standby (a standby that took over a failed
+ * slot stays listed as one and keeps the slot, so a new standby joins it),
+ * and no two serving amphorae on one
  * hypervisor when placement is given. Returns the reasons it is broken.
  */
 export function nPlusOneViolations(amphorae: readonly ActiveActiveAmphora[]): string[] {
@@ -38,7 +40,7 @@ export function nPlusOneViolations(amphorae: readonly ActiveActiveAmphora[]): st
   const active = amphorae.filter((a) => a.role === "active");
   const standby = amphorae.filter((a) => a.role === "standby");
   if (active.length < 1) problems.push(`amphorae: at least 1 active amphora is required, got ${active.length}`);
-  if (standby.length !== 1) problems.push(`amphorae: exactly 1 standby amphora is required, got ${standby.length}`);
+  if (standby.length < 1) problems.push(`amphorae: at least 1 standby amphora is required, got ${standby.length}`);
   const placed = new Map<string, string>();
   for (const a of [...active, ...standby]) {
     if (!a.hypervisor) continue;

@@ -1,3 +1,4 @@
 export * from "./types";
 export * from "./render";
 export * from "./parse";
+export * from "./compare";

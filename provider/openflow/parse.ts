@@ -1,9 +1,13 @@
-import { BucketEntry, DumpedFlow, GroupEntry, GroupType } from "./types";
+import { PROTOCOLS, renderAction, renderMatchValue } from "./render";
+import { Action, BucketEntry, CT_STATE_FLAGS, CtStateFlag, DumpedFlow, GroupEntry, GroupType, Match, Protocol } from "./types";
 
 /**
  * Parsers for `ovs-ofctl -O OpenFlow15 --no-names dump-flows` and
- * `dump-groups` output (OVS 3.1), into the text form render.ts produces for
- * desired state. Actions stay as the texts OVS prints.
+ * `dump-groups` output (OVS 3.1), into the typed model render.ts renders.
+ * This module is the only place that reads dump text. Every parsed match
+ * field and action is rendered back and compared with what OVS printed: what
+ * does not round-trip exactly is kept as text (`otherMatch`, actions of type
+ * "other"), so a parsed flow always compares exactly with a desired one.
  */
 
 /** Dump output that is not in the expected shape; `line` is the offending line. */
@@ -55,6 +59,90 @@ function keyValue(token: string, separator: "=" | ":"): [string, string | undefi
   return at < 0 ? [token, undefined] : [token.slice(0, at), token.slice(at + 1)];
 }
 
+const INT = /^(0x[0-9a-f]+|[0-9]+)$/;
+const MATCH_NUMBERS = new Set(["in_port", "tp_src", "tp_dst", "arp_op", "ct_zone", "ct_mark"]);
+
+function matchValue(name: string, text: string): unknown {
+  if (MATCH_NUMBERS.has(name)) return INT.test(text) ? Number(text) : undefined;
+  if (name === "ct_state") {
+    if (!/^([+-][a-z]+)+$/.test(text)) return undefined;
+    const state: Partial<Record<CtStateFlag, boolean>> = {};
+    for (const [, sign, flag] of text.matchAll(/([+-])([a-z]+)/g)) {
+      if (!(CT_STATE_FLAGS as readonly string[]).includes(flag)) return undefined;
+      state[flag as CtStateFlag] = sign === "+";
+    }
+    return state;
+  }
+  return text;
+}
+
+/** A dumped match: the fields ovslb writes, typed; the rest as printed (`reg0=0x1`, `tcp6`). */
+export function parseMatch(tokens: readonly string[]): { match: Match; otherMatch: string[] } {
+  const match: Record<string, unknown> = {};
+  const otherMatch: string[] = [];
+  for (const token of tokens) {
+    const [name, text] = keyValue(token, "=");
+    if (text === undefined) {
+      if ((PROTOCOLS as readonly string[]).includes(name) && match.protocol === undefined) match.protocol = name as Protocol;
+      else otherMatch.push(token);
+      continue;
+    }
+    const value = matchValue(name, text);
+    if (value !== undefined && renderMatchValue(name, value) === text) match[name] = value;
+    else otherMatch.push(token);
+  }
+  return { match: match as Match, otherMatch };
+}
+
+/** The arguments of `ct(...)` as an action, if they are ones ovslb writes. */
+function ctAction(args: readonly string[]): Action | undefined {
+  const ct: Extract<Action, { type: "ct" }> = { type: "ct" };
+  for (const arg of args) {
+    const [name, value] = keyValue(arg, "=");
+    let m: RegExpExecArray | null;
+    if (arg === "commit") ct.commit = true;
+    else if (name === "table" && value && INT.test(value)) ct.table = Number(value);
+    else if (name === "zone" && value && INT.test(value)) ct.zone = Number(value);
+    else if (arg === "nat") ct.nat = { kind: "existing" };
+    else if ((m = /^nat\((src|dst)=([0-9.]+)(?::([0-9]+))?\)$/.exec(arg))) {
+      ct.nat = { kind: m[1] as "src" | "dst", ip: m[2], ...(m[3] === undefined ? {} : { port: Number(m[3]) }) };
+    } else if ((m = /^exec\(set_field:(0x[0-9a-f]+)->ct_mark\)$/.exec(arg))) ct.mark = Number(m[1]);
+    else return undefined;
+  }
+  return ct;
+}
+
+const SET_FIELD_NUMBERS = new Set(["arp_op", "tcp_src", "tcp_dst", "udp_src", "udp_dst"]);
+
+function actionCandidate(text: string): Action | undefined {
+  let m: RegExpExecArray | null;
+  if (text === "IN_PORT") return { type: "in_port" };
+  if (text === "drop") return { type: "drop" };
+  if ((m = /^output:([0-9]+)$/.exec(text))) return { type: "output", port: Number(m[1]) };
+  if ((m = /^group:([0-9]+)$/.exec(text))) return { type: "group", groupId: Number(m[1]) };
+  if ((m = /^resubmit\(,([0-9]+)\)$/.exec(text))) return { type: "resubmit", table: Number(m[1]) };
+  if ((m = /^move:(\w+)\[\]->(\w+)\[\]$/.exec(text))) return { type: "move", src: m[1], dst: m[2] } as Action;
+  if ((m = /^set_field:(.+)->(\w+)$/.exec(text))) {
+    const value = SET_FIELD_NUMBERS.has(m[2]) ? (INT.test(m[1]) ? Number(m[1]) : m[1]) : m[1];
+    return { type: "set_field", field: m[2], value } as Action;
+  }
+  if ((m = /^ct\((.*)\)$/.exec(text))) return ctAction(splitTopLevel(m[1]));
+  return undefined;
+}
+
+/** One action as OVS printed it, typed when it is one ovslb writes and renders back to exactly this text. */
+export function parseAction(text: string): Action {
+  const candidate = actionCandidate(text);
+  if (candidate) {
+    try {
+      if (renderAction(candidate) === text) return candidate;
+    } catch {
+      /* not in ovslb's grammar: kept as text */
+    }
+  }
+  return { type: "other", text };
+}
+
 /**
  * One flow line:
  * ` cookie=0xabc, duration=1.2s, table=0, n_packets=0, n_bytes=0, idle_age=1, priority=100,tcp,tp_dst=80 actions=group:10`.
@@ -72,20 +160,20 @@ function parseFlow(line: string): DumpedFlow {
   const matchText = head.slice(split + 1).trim();
 
   let priority = 32768; // OFP_DEFAULT_PRIORITY, which OVS does not print
-  const match: Record<string, string> = {};
+  const tokens: string[] = [];
   for (const token of matchText ? matchText.split(",") : []) {
     const [name, value] = keyValue(token, "=");
     if (name === "priority") priority = integer(line, "priority", value);
-    else if (value !== undefined) match[name] = value;
-    else if (match.protocol === undefined) match.protocol = name;
-    else throw new OpenFlowParseError(line, `two protocol keywords: ${match.protocol} and ${name}`);
+    else tokens.push(token);
   }
+  const { match, otherMatch } = parseMatch(tokens);
   return {
     cookie: bigInteger(line, "cookie", stats.get("cookie")),
     table: integer(line, "table", stats.get("table")),
     priority,
     match,
-    actions: splitTopLevel(text.slice(at + " actions=".length)),
+    otherMatch,
+    actions: splitTopLevel(text.slice(at + " actions=".length)).map(parseAction),
     nPackets: bigInteger(line, "n_packets", stats.get("n_packets")),
     nBytes: bigInteger(line, "n_bytes", stats.get("n_bytes")),
   };
@@ -167,7 +255,7 @@ function parseGroup(line: string): GroupEntry {
       weight: draft.weight ?? defaultWeight,
       ...(draft.watchPort === undefined ? {} : { watchPort: draft.watchPort }),
       ...(draft.watchGroup === undefined ? {} : { watchGroup: draft.watchGroup }),
-      actions: draft.actions,
+      actions: draft.actions.map(parseAction),
     };
   });
   return {

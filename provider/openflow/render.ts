@@ -131,6 +131,25 @@ const MATCH_FIELDS: ReadonlyArray<{ name: MatchKey; render: (field: string, valu
 ];
 const MATCH_KEYS = new Set<string>(["protocol", ...MATCH_FIELDS.map((f) => f.name)]);
 
+/** The protocol keywords ovslb writes. */
+export const PROTOCOLS = ALL_PROTOCOLS;
+
+/**
+ * One match field's value as OVS prints it, or undefined when ovslb does not
+ * write that field or the value is not in its grammar (the parser's
+ * round-trip check).
+ */
+export function renderMatchValue(name: string, value: unknown): string | undefined {
+  const field = MATCH_FIELDS.find((f) => f.name === name);
+  if (!field) return undefined;
+  try {
+    return field.render(name, value);
+  } catch (e) {
+    if (e instanceof OpenFlowValueError) return undefined;
+    throw e;
+  }
+}
+
 function ctState(field: string, value: unknown): string {
   if (typeof value !== "object" || value === null) refuse(field, value, "a set of conntrack state flags");
   const flags = value as Record<string, unknown>;
@@ -356,7 +375,7 @@ function groupText(group: Group, path: string): string {
   return parts.join(",");
 }
 
-/** The validated text form of a group: what dump-groups prints for it. */
+/** A group validated and normalized as dump-groups prints it (hash fields in OVS order, default weights filled in). */
 export function toGroupEntry(group: Group, path = "group"): GroupEntry {
   groupText(group, path);
   const select = group.type === "select";
@@ -368,7 +387,7 @@ export function toGroupEntry(group: Group, path = "group"): GroupEntry {
       bucketId: bucket.bucketId,
       weight: select ? (bucket as SelectBucket).weight : 0,
       ...(bucket.watchPort === undefined ? {} : { watchPort: bucket.watchPort }),
-      actions: renderActions(bucket.actions, `${path}.buckets[${i}].actions`),
+      actions: (renderActions(bucket.actions, `${path}.buckets[${i}].actions`), bucket.actions),
     })),
   };
 }

@@ -77,7 +77,9 @@ export type Action =
   | { type: "group"; groupId: number }
   | { type: "resubmit"; table: number }
   /** Must be the only action. */
-  | { type: "drop" };
+  | { type: "drop" }
+  /** Only in dumps: an action ovslb does not write, as OVS printed it. Never rendered. */
+  | { type: "other"; text: string };
 
 export interface Flow {
   table: number;
@@ -140,11 +142,11 @@ export type Modification =
 
 /**
  * A match in OVS's text form: field name -> printed value, plus `protocol`
- * for the bare keyword.
+ * for the bare keyword. Only the rendered form of desired flows uses it.
  */
 export type MatchText = Readonly<Record<string, string>>;
 
-/** A flow as dump-flows prints it, without counters. */
+/** A flow in the text form OVS prints it (render.ts makes it from a Flow): what flows are compared by. */
 export interface FlowEntry {
   cookie: bigint;
   table: number;
@@ -154,7 +156,14 @@ export interface FlowEntry {
   actions: readonly string[];
 }
 
-export interface DumpedFlow extends FlowEntry {
+/**
+ * A flow as dump-flows prints it, parsed into the model render.ts renders.
+ * Match fields and actions ovslb does not write keep their printed text
+ * (`otherMatch`, actions of type "other"): they still identify the flow and
+ * compare exactly, but can never be rendered.
+ */
+export interface DumpedFlow extends Flow {
+  otherMatch: readonly string[];
   nPackets: bigint;
   nBytes: bigint;
 }
@@ -165,15 +174,16 @@ export interface BucketEntry {
   weight: number;
   watchPort?: number;
   watchGroup?: number;
-  actions: readonly string[];
+  actions: readonly Action[];
 }
 
-/** A group as dump-groups prints it. Foreign groups may use methods ovslb never writes. */
+/** A group as dump-groups prints it, parsed. Foreign groups may use methods and fields ovslb never writes. */
 export interface GroupEntry {
   groupId: number;
   type: GroupType;
   selectionMethod?: string;
   selectionMethodParam?: bigint;
+  /** Hash fields as printed, in OVS's order (`ip_src=255.255.255.0` for a masked one). */
   fields: readonly string[];
   buckets: readonly BucketEntry[];
 }

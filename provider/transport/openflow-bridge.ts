@@ -42,20 +42,6 @@ export interface BundleSent {
   messages: number;
 }
 
-/** What an apply sent to one bridge, as resources record it in their `lastApply` output. */
-export interface ApplySummary {
-  messages: number;
-  bytes: number;
-  /** Modifications by kind; insert-buckets counts buckets. */
-  operations: Record<string, number>;
-}
-
-export function summarizeApply(mods: readonly Modification[], sent: BundleSent | undefined): ApplySummary {
-  const operations: Record<string, number> = {};
-  for (const m of mods) operations[m.op] = (operations[m.op] ?? 0) + (m.op === "insert-buckets" ? m.buckets.length : 1);
-  return { messages: sent?.messages ?? 0, bytes: sent?.bytes ?? 0, operations };
-}
-
 export interface FlowFilter {
   cookie: bigint;
   mask: bigint;

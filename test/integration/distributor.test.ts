@@ -6,9 +6,9 @@ import { OpenFlowBridge } from "../../provider/transport/openflow-bridge";
 import { SshSession } from "../../provider/transport/ssh";
 import { runChecked } from "../../provider/transport/exec";
 import type { LabBackend, LabInventory } from "../lab/topology";
-import { inNamespace, loadInventory, lockLab, sshTo } from "../support/lab";
-import { attachmentNames } from "../../provider/resources/distributor-attachment/plan";
-import { greetings, holdConnections, type HeldConnections } from "../support/tcp-clients";
+import { labSsh, inNamespace, loadInventory, lockLab, sshTo } from "../support/lab";
+import { attachmentNames, bucketMac } from "../../provider/resources/distributor-attachment/plan";
+import { connectAndClose, greetings, holdConnections, type HeldConnections } from "../support/tcp-clients";
 
 /**
  * The active/active distributor against the lab: dist1 is the device; hv3's
@@ -108,7 +108,7 @@ function packets(count: number, frontendMac: string): Match[] {
 
 async function bucketMacs(bridge: string, groupId: number): Promise<Map<number, string>> {
   const group = await ofctl(bridge).dumpGroup(groupId);
-  return new Map(group!.buckets.map((b) => [b.bucketId, /set_field:([0-9a-f:]+)->eth_dst/.exec(b.actions.join(","))![1]]));
+  return new Map(group!.buckets.map((b) => [b.bucketId, bucketMac(b.actions)!]));
 }
 
 beforeAll(async () => {
@@ -116,8 +116,8 @@ beforeAll(async () => {
   vm = Object.fromEntries(inv.backends.filter((b) => b.hypervisor === "hv3").map((b) => [b.port, b]));
   host = { connection: sshTo(inv, "dist1"), ovsRundir: inv.hosts.dist1.ovsRundir };
   unlock = await lockLab("distributor");
-  dist1 = await SshSession.connect(sshTo(inv, "dist1"));
-  hv3 = await SshSession.connect(sshTo(inv, "hv3"));
+  dist1 = await labSsh(inv, "dist1");
+  hv3 = await labSsh(inv, "hv3");
   await removeLeftovers();
   for (const b of Object.values(vm)) amphoraVip(b, true);
   // Tenant B's amphora lives in tenant B's VLAN.
@@ -168,9 +168,8 @@ describe("DistributorDevice and DistributorAttachment on dist1", () => {
     const neigh = inNamespace(inv.client.namespace, ["ip", "neigh", "show", VIP]);
     expect(neigh).toContain(`lladdr ${fe}`);
     // ip.dst stays the VIP: the amphora's server saw the VIP as its local address.
-    const raw = inNamespace(inv.client.namespace, [process.execPath, "-e",
-      `require("net").connect(${inv.backendPort},"${VIP}").on("data",d=>{process.stdout.write(d);process.exit(0)})`]);
-    expect(raw).toMatch(new RegExp(`^hv3-vm[12] ${inv.client.address}:\\d+ ${VIP}:${inv.backendPort}`));
+    const [raw] = connectAndClose(inv.client.namespace, [{ host: VIP, port: inv.backendPort }]);
+    expect(raw.greeting).toMatch(new RegExp(`^hv3-vm[12] ${inv.client.address}:\\d+ ${VIP}:${inv.backendPort}`));
   });
 
   it("an update with the same inputs reads the bridge and sends nothing", async () => {

@@ -5,7 +5,8 @@ import { cookieOf } from "../../provider/resources/dsr-hypervisor-flows/plan";
 import { parseFlows } from "../../provider/openflow";
 import { SshSession } from "../../provider/transport/ssh";
 import type { LabBackend, LabInventory } from "../lab/topology";
-import { inNamespace, loadInventory, spawnInNamespace, sshTo } from "../support/lab";
+import { labSsh, inNamespace, loadInventory } from "../support/lab";
+import { TcpClients } from "../support/tcp-clients";
 import { registeredInputs, startProviderPlugin, unwrapSecrets, type PluginCall } from "../support/provider-plugin";
 
 /**
@@ -29,30 +30,18 @@ const flowsOf = async (cookie: bigint) =>
   parseFlows((await hv2.run(["ovs-ofctl", "-O", "OpenFlow15", "--no-names", "dump-flows", "br-seg", `cookie=0x${cookie.toString(16)}/-1`])).stdout);
 
 /** One connection from the client namespace: the greeting and the peer the client sees. */
-function connect(target: string): Promise<{ greeting: string; peer: string }> {
-  const script = `const s=require("node:net").connect(${JSON.stringify({ host: target.split(":")[0], port: Number(target.split(":")[1]) })});
-s.once("data",(d)=>{console.log(JSON.stringify({greeting:d.toString().trim(),peer:s.remoteAddress+":"+s.remotePort}));s.end();process.exit(0);});
-s.on("error",(e)=>{console.log(JSON.stringify({error:e.message}));process.exit(1)});setTimeout(()=>process.exit(1),10000);`;
-  const child = spawnInNamespace(inv.client.namespace, ["node", "-e", script]);
-  return new Promise((resolve, reject) => {
-    let out = "";
-    child.stdout!.on("data", (d: Buffer) => (out += d.toString()));
-    child.on("exit", (code) => {
-      try {
-        const r = JSON.parse(out);
-        if (r.error || code !== 0) reject(new Error(r.error ?? `client exited ${code}`));
-        else resolve(r);
-      } catch {
-        reject(new Error(`client printed ${out}`));
-      }
-    });
-  });
+async function connect(target: string): Promise<{ greeting: string; peer: string }> {
+  const clients = await TcpClients.open(inv.client.namespace, [target], { greetingTimeoutMs: 10_000 });
+  clients.close();
+  const [c] = clients.connections;
+  if (c.error) throw new Error(`connection to ${target}: ${c.error}`);
+  return { greeting: c.greeting, peer: c.remote };
 }
 
 beforeAll(async () => {
   inv = loadInventory();
   plugin = await startProviderPlugin("urn:pulumi:stack::project::pulumi-nodejs:dynamic/ovslb:DsrHypervisorFlows::t");
-  hv2 = await SshSession.connect(sshTo(inv, "hv2"));
+  hv2 = await labSsh(inv, "hv2");
   vm3 = inv.backends.find((b) => b.name === "hv2-vm3")!;
   vm4 = inv.backends.find((b) => b.name === "hv2-vm4")!;
 });
@@ -153,6 +142,6 @@ describe("DsrHypervisorFlows through the dynamic-provider plugin over gRPC", () 
     await plugin.delete(id, outputs);
     expect((await plugin.read(id, outputs)).id).toBe("");
     const normal = parseFlows((await hv2.run(["ovs-ofctl", "-O", "OpenFlow15", "--no-names", "dump-flows", "br-seg"])).stdout);
-    expect(normal.filter((f) => f.priority === 0).map((f) => f.actions)).toEqual([["NORMAL"]]);
+    expect(normal.filter((f) => f.priority === 0).map((f) => f.actions)).toEqual([[{ type: "other", text: "NORMAL" }]]);
   });
 });

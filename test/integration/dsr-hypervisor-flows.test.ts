@@ -6,7 +6,8 @@ import { parseFlows, type DumpedFlow } from "../../provider/openflow";
 import { type BundleSent } from "../../provider/transport/openflow-bridge";
 import { SshSession } from "../../provider/transport/ssh";
 import type { LabBackend, LabInventory } from "../lab/topology";
-import { inNamespace, loadInventory, spawnInNamespace, sshTo } from "../support/lab";
+import { labSsh, inNamespace, loadInventory, sshTo } from "../support/lab";
+import { TcpClients } from "../support/tcp-clients";
 
 /**
  * DsrHypervisorFlows against lab host hv1, with real TCP from the client
@@ -53,71 +54,38 @@ function unpin(vip: string) {
   }
 }
 
-/**
- * A TCP client in a namespace: opens every target at once, prints the
- * greetings (and the peer address each socket sees), waits for a line on
- * stdin, then exchanges one line per connection and prints the answers.
- */
-const CLIENT = `
-const net = require("node:net");
-const targets = process.argv.slice(1).map((t) => { const [h, p] = t.split(":"); return { host: h, port: Number(p) }; });
-const conns = targets.map((t) => {
-  const s = net.connect(t);
-  const c = { s, lines: [], waiters: [], buf: "" };
-  s.on("data", (d) => { c.buf += d; let i; while ((i = c.buf.indexOf("\\n")) >= 0) { const l = c.buf.slice(0, i); c.buf = c.buf.slice(i + 1); const w = c.waiters.shift(); w ? w(l) : c.lines.push(l); } });
-  s.on("error", (e) => { console.log(JSON.stringify({ error: e.message })); process.exit(1); });
-  return c;
-});
-const next = (c) => c.lines.length ? Promise.resolve(c.lines.shift()) : new Promise((r) => c.waiters.push(r));
-setTimeout(() => { console.log(JSON.stringify({ error: "timeout" })); process.exit(1); }, 15000);
-(async () => {
-  const greetings = await Promise.all(conns.map(next));
-  console.log(JSON.stringify(conns.map((c, i) => ({ greeting: greetings[i], peer: c.s.remoteAddress + ":" + c.s.remotePort }))));
-  await new Promise((r) => process.stdin.once("data", r));
-  const answers = await Promise.all(conns.map((c, i) => { c.s.write("ping " + i + "\\n"); return next(c); }));
-  console.log(JSON.stringify(answers));
-  conns.forEach((c) => c.s.end());
-  process.exit(0);
-})();
-`;
-
 interface Opened {
   greetings: Array<{ greeting: string; peer: string }>;
   exchange(): Promise<string[]>;
 }
 
-/** Opens connections from a namespace and keeps them open until exchange(). */
+/**
+ * Opens every target at once from a namespace and keeps the connections
+ * open until exchange(), which sends "ping i" on connection i, returns the
+ * answers and closes them all.
+ */
 async function openFrom(ns: string, targets: string[]): Promise<Opened> {
-  const child = spawnInNamespace(ns, ["node", "-e", CLIENT, ...targets]);
-  const lines: string[] = [];
-  const waiters: Array<(l: string) => void> = [];
-  let buf = "";
-  child.stdout!.on("data", (d: Buffer) => {
-    buf += d.toString();
-    let i;
-    while ((i = buf.indexOf("\n")) >= 0) {
-      const l = buf.slice(0, i);
-      buf = buf.slice(i + 1);
-      const w = waiters.shift();
-      if (w) w(l);
-      else lines.push(l);
-    }
-  });
-  const next = () => (lines.length ? Promise.resolve(lines.shift()!) : new Promise<string>((r) => waiters.push(r)));
-  const first = JSON.parse(await next());
-  if (!Array.isArray(first)) throw new Error(`client in ${ns}: ${JSON.stringify(first)}`);
+  const clients = await TcpClients.open(ns, targets, { concurrency: targets.length, greetingTimeoutMs: 15_000 });
+  const failed = clients.connections.find((c) => c.error);
+  if (failed) {
+    clients.close();
+    throw new Error(`client in ${ns}: ${failed.error}`);
+  }
   return {
-    greetings: first,
+    greetings: clients.connections.map((c) => ({ greeting: c.greeting, peer: c.remote })),
     async exchange() {
-      child.stdin!.write("go\n");
-      return JSON.parse(await next());
+      try {
+        return (await clients.exchange((i) => `ping ${i}`, 15_000)) as string[];
+      } finally {
+        clients.close();
+      }
     },
   };
 }
 
 beforeAll(async () => {
   inv = loadInventory();
-  hv1 = await SshSession.connect(sshTo(inv, "hv1"));
+  hv1 = await labSsh(inv, "hv1");
   vm1 = inv.backends.find((b) => b.name === "hv1-vm1")!;
   vm2 = inv.backends.find((b) => b.name === "hv1-vm2")!;
   const h = inv.hosts.hv1;
@@ -167,7 +135,7 @@ describe("DsrHypervisorFlows on hv1 (mac mode)", () => {
     expect(mine.length).toBe(6);
     expect(mine.every((f) => f.priority > 0)).toBe(true);
     const normal = (await dump()).filter((f) => f.cookie === 0n && f.priority === 0);
-    expect(normal.map((f) => f.actions)).toEqual([["NORMAL"]]);
+    expect(normal.map((f) => f.actions)).toEqual([[{ type: "other", text: "NORMAL" }]]);
   });
 
   it("a request for the VIP, addressed to a backend's MAC, is answered by that backend with source = VIP; conntrack is on the hypervisor", async () => {
@@ -273,7 +241,7 @@ describe("DsrHypervisorFlows on hv1 (mac mode)", () => {
     await ofctl("add-flow", "br-seg", `table=60,priority=1000,cookie=0x${FOREIGN.toString(16)},ct_zone=4321,actions=drop`);
     await expect(create(KIND, { ...other, zone: 4321 })).rejects.toThrow(/zone: conntrack zone 4321 is already used by flows ovslb does not own/);
     // VIP_B -> vm1 is already this test's resource's flow: a second owner may not take it over.
-    await expect(create(KIND, other)).rejects.toThrow(/refusing to replace flows ovslb does not own: .*nw_dst=10\.0\.0\.221/);
+    await expect(create(KIND, other)).rejects.toThrow(/already matches .*nw_dst=10\.0\.0\.221.*; refusing to replace it/);
     expect((await dump()).filter((f) => f.cookie === cookieOf(otherId))).toEqual([]);
     expect((await owned()).map((f) => f.actions)).toEqual(mineBefore.map((f) => f.actions));
   });
@@ -293,7 +261,7 @@ describe("DsrHypervisorFlows on hv1 (mac mode)", () => {
     const left = await dump();
     expect(left.filter((f) => f.cookie === cookieOf(id))).toEqual([]);
     expect(left.filter((f) => f.cookie === FOREIGN).length).toBe(1);
-    expect(left.filter((f) => f.cookie === 0n && f.priority === 0).map((f) => f.actions)).toEqual([["NORMAL"]]);
+    expect(left.filter((f) => f.cookie === 0n && f.priority === 0).map((f) => f.actions)).toEqual([[{ type: "other", text: "NORMAL" }]]);
     sent.length = 0;
     await remove(KIND, id, outputs);
     expect(sent).toEqual([]);

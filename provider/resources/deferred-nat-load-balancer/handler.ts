@@ -1,11 +1,24 @@
 import schema from "../../../schema/deferred-nat-load-balancer.json";
-import type { ResourceHandler } from "../../resource-handler";
+import { applyBundles, observeBridge, type BridgeRef } from "../../engine/bridge";
+import { ownedGroupIds, ownedFlows, type ApplySummary, type ObservedBridge } from "../../engine/plan";
 import type { DeferredNatLoadBalancerInputs as Inputs } from "../../model/inputs.generated";
-import { OpenFlowBridge, summarizeApply, type ApplySummary } from "../../transport/openflow-bridge";
-import { bridgeSocket, withAllOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
-import { Transaction, where } from "../../ovsdb";
+import type { ResourceHandler } from "../../resource-handler";
+import { withAllOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
 import { applyNorthbound, deleteNorthbound, preflightNorthbound, readNorthbound, withNorthbound } from "./ovn";
-import {actualInputs, assignIds, checkRules, cookieOf, desiredDataplane, foreignGroupIds, lbId, ownedGroupIds, planGateway, withDefaults, type GatewayActual, type GatewayPort, type RecordedIds,} from "./plan";
+import {
+  actualInputs,
+  assignIds,
+  checkRules,
+  cookieOf,
+  foreignGroupsOn,
+  lbId,
+  mergeIds,
+  planGateway,
+  recordedGroups,
+  withDefaults,
+  type GatewayPort,
+  type RecordedIds,
+} from "./plan";
 
 /** What DeferredNatLoadBalancer records besides its inputs. */
 export interface DeferredNatState extends RecordedIds {
@@ -19,40 +32,27 @@ export interface DeferredNatState extends RecordedIds {
 
 const EMPTY_IDS: RecordedIds = { groupIds: {}, bucketIds: {} };
 const recordedIn = (state: Partial<DeferredNatState>): RecordedIds => ({ groupIds: state.groupIds ?? {}, bucketIds: state.bucketIds ?? {} });
-const ALL_COOKIES = { cookie: 0n, mask: 0n, table: 0 };
 
 interface GatewayRead {
-  session: OvsHostSession;
+  ref: BridgeRef;
   name: string;
+  where: string;
   port: GatewayPort;
-  actual: GatewayActual;
-  openflow: OpenFlowBridge;
+  observed: ObservedBridge;
 }
 
-/** Reads each gateway: its segment port's ofport (OVSDB), table 0 and its groups (OpenFlow). */
+/** Reads each gateway's bridge: its ports, table 0 (every owner's flows, for conflicts) and its groups. */
 async function readGateways(inputs: Inputs, sessions: OvsHostSession[]): Promise<GatewayRead[]> {
   const cookie = cookieOf(inputs);
   return Promise.all(
     inputs.gateways.map(async (gw, i) => {
-      const session = sessions[i];
-      const db = await session.vswitchDb();
-      const t = new Transaction();
-      t.select("Interface", [where("name", "==", gw.segmentPort)], ["ofport"]);
-      const [sel] = await db.transact("Open_vSwitch", t.operations);
-      const ofport = sel.rows?.[0]?.ofport;
-      const segmentOfport = Array.isArray(ofport) ? Number(ofport[0]) : Number(ofport);
-      if (!Number.isInteger(segmentOfport) || segmentOfport <= 0) {
-        throw new Error(`${session.hostName}: gateway ${gw.name} has no port ${gw.segmentPort} with an OpenFlow port number`);
-      }
-      const openflow = new OpenFlowBridge(session.ssh, bridgeSocket(gw.host, gw.bridge));
-      const [table0, groups] = await Promise.all([openflow.dumpFlows(ALL_COOKIES), openflow.dumpGroups()]);
-      return {
-        session,
-        name: gw.name,
-        port: { segmentOfport, mac: gw.mac },
-        actual: { table0, groups, ownedFlows: table0.filter((f) => f.cookie === cookie) },
-        openflow,
-      };
+      const ref = { session: sessions[i], bridge: gw.bridge };
+      const observed = await observeBridge(ref, { table: 0 }, cookie);
+      const where = `${ref.session.hostName} (${gw.name})`;
+      if (!observed) throw new Error(`${where}: bridge ${gw.bridge} does not exist`);
+      const segmentOfport = observed.ports.get(gw.segmentPort);
+      if (segmentOfport === undefined) throw new Error(`${where}: gateway ${gw.name} has no port ${gw.segmentPort} with an OpenFlow port number`);
+      return { ref, name: gw.name, where, port: { segmentOfport, mac: gw.mac }, observed };
     }),
   );
 }
@@ -67,19 +67,17 @@ async function converge(inputs: Inputs, recorded: RecordedIds): Promise<Deferred
   const d = withDefaults(inputs);
   return withNorthbound(d, (nb) => withAllOvsHosts(d.gateways.map((g) => g.host), async (sessions) => {
     const reads = await readGateways(d, sessions);
-    const foreign = new Set(reads.flatMap((r) => [...foreignGroupIds(r.actual, recorded)]));
+    const foreign = new Set(reads.flatMap((r) => [...foreignGroupsOn(d, r.observed, recorded)]));
     const ids = assignIds(d, recorded, foreign);
-    const plans = reads.map((r) => {
-      const owned = ownedGroupIds(r.actual, { groupIds: { ...recorded.groupIds, ...ids.groupIds }, bucketIds: { ...recorded.bucketIds, ...ids.bucketIds } });
-      return planGateway(`${r.session.hostName} (${r.name})`, desiredDataplane(d, ids, r.port), r.actual, owned);
-    });
+    const marks = mergeIds(recorded, ids);
+    const plans = reads.map((r) => ({ ref: r.ref, mods: planGateway(r.where, d, marks, r.port, r.observed) }));
     if (nb) await preflightNorthbound(d, nb);
-    const sent = await Promise.all(reads.map((r, i) => (plans[i].length > 0 ? r.openflow.applyBundle(plans[i]) : undefined)));
+    const sent = await applyBundles(plans);
     if (nb) await applyNorthbound(d, nb);
     return {
       ...ids,
       cookie: `0x${cookieOf(d).toString(16)}`,
-      lastApply: Object.fromEntries(reads.map((r, i) => [r.name, summarizeApply(plans[i], sent[i])])),
+      lastApply: Object.fromEntries(reads.map((r, i) => [r.name, sent[i]])),
       drift: [],
     };
   }));
@@ -89,12 +87,8 @@ async function converge(inputs: Inputs, recorded: RecordedIds): Promise<Deferred
 async function removeFrom(inputs: Inputs, ids: RecordedIds): Promise<void> {
   await withAllOvsHosts(inputs.gateways.map((g) => g.host), async (sessions) => {
     const reads = await readGateways(inputs, sessions);
-    await Promise.all(
-      reads.map((r) => {
-        const mods = planGateway(r.name, [], r.actual, ownedGroupIds(r.actual, ids));
-        return mods.length > 0 ? r.openflow.applyBundle(mods) : undefined;
-      }),
-    );
+    const none = { ...inputs, vips: [] };
+    await applyBundles(reads.map((r) => ({ ref: r.ref, mods: planGateway(r.where, none, ids, r.port, r.observed) })));
   });
 }
 
@@ -113,10 +107,11 @@ export const deferredNatLoadBalancerHandler: ResourceHandler<Inputs, DeferredNat
     const ids = recordedIn(state);
     return withAllOvsHosts(d.gateways.map((g) => g.host), async (sessions) => {
       const reads = await readGateways(d, sessions);
-      const anything = reads.some((r) => r.actual.ownedFlows.length > 0 || ownedGroupIds(r.actual, ids).size > 0);
+      const marks = { cookie: cookieOf(d), recordedGroups: recordedGroups(ids) };
+      const anything = reads.some((r) => ownedFlows(r.observed, marks.cookie).length > 0 || ownedGroupIds(r.observed, marks).size > 0);
       const nb = await withNorthbound(d, async (db) => (db ? readNorthbound(d, db) : []));
       if (!anything && (!d.ovn || nb.every((f) => / missing$/.test(f)))) return undefined;
-      const { inputs: actual, observations } = actualInputs(d, ids, reads.map((r) => ({ name: r.name, port: r.port, actual: r.actual })));
+      const { inputs: actual, observations } = actualInputs(d, ids, reads);
       const drift = [...observations.flatMap((o) => o.findings.map((f) => `${o.gateway}: ${f}`)), ...nb];
       // A northbound row that differs reads as no OVN part, so the diff shows it and update rewrites it.
       if (nb.length > 0) delete actual.ovn;

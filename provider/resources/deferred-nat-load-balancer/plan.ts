@@ -1,9 +1,19 @@
 import { isDeepStrictEqual } from "node:util";
-import type {DeferredNatBackend, DeferredNatLoadBalancerInputs as Inputs, DeferredNatVip,} from "../../model/inputs.generated";
-import { conflictingFlows, diffFlows, flowKey } from "../../model/flow-diff";
+import { flowPresent } from "../../engine/flows";
+import { foreignGroupIds, planBridge, type BridgeIntent, type ObservedBridge } from "../../engine/plan";
 import { MAX_BUCKET_ID, MAX_GROUP_ID, derivedId, ownerCookie } from "../../model/ids";
+import type { DeferredNatBackend, DeferredNatLoadBalancerInputs as Inputs, DeferredNatVip } from "../../model/inputs.generated";
 import { checkConnection, type CheckFailure } from "../../model/validate";
-import { toFlowEntry, toGroupEntry, type Action, type DumpedFlow, type Flow, type Group, type GroupEntry, type HashField, type Modification, type SelectBucket } from "../../openflow";
+import {
+  sameBucket,
+  toGroupEntry,
+  type Action,
+  type Flow,
+  type Group,
+  type HashField,
+  type Modification,
+  type SelectBucket,
+} from "../../openflow";
 
 /**
  * DeferredNatLoadBalancer as pure data: ids, the groups and flows every
@@ -197,97 +207,58 @@ export function desiredDataplane(inputs: Inputs, ids: RecordedIds, gw: GatewayPo
   });
 }
 
-/** What a gateway holds, as read before planning. */
-export interface GatewayActual {
-  /** Flows carrying this load balancer's cookie. */
-  ownedFlows: readonly DumpedFlow[];
-  /** Every flow in table 0, to find foreign flows on a VIP's match. */
-  table0: readonly DumpedFlow[];
-  groups: readonly GroupEntry[];
+/** The recorded ids as the engine's ownership marks: group id -> the bucket ids given in it. */
+export function recordedGroups(ids: RecordedIds): Map<number, Set<number>> {
+  return new Map(Object.entries(ids.groupIds).map(([key, id]) => [id, new Set(Object.values(ids.bucketIds[key] ?? {}))]));
 }
 
-const groupReferences = (flow: DumpedFlow) =>
-  flow.actions.flatMap((a) => (/^group:(\d+)$/.exec(a) ? [Number(/^group:(\d+)$/.exec(a)![1])] : []));
+/** Both id records in one: the ones kept and the ones just given. */
+export const mergeIds = (a: RecordedIds, b: RecordedIds): RecordedIds => ({
+  groupIds: { ...a.groupIds, ...b.groupIds },
+  bucketIds: { ...a.bucketIds, ...b.bucketIds },
+});
+
+/** Group ids a gateway holds that are not this load balancer's (new ids are probed past them). */
+export function foreignGroupsOn(inputs: Inputs, observed: ObservedBridge, recorded: RecordedIds): Set<number> {
+  return foreignGroupIds(observed, { cookie: cookieOf(inputs), recordedGroups: recordedGroups(recorded) });
+}
 
 /**
- * The groups this load balancer owns on a gateway: referenced by one of its
- * flows, or recorded as its own and holding only buckets it gave (groups
- * carry no cookie, so the recorded ids are the second mark).
+ * What the load balancer wants on one gateway: each VIP's group and flow.
+ * Ownership: its cookie, and the group and bucket ids it recorded.
  */
-export function ownedGroupIds(actual: GatewayActual, recorded: RecordedIds): Set<number> {
-  const owned = new Set(actual.ownedFlows.flatMap(groupReferences));
-  const recordedBuckets = new Map<number, Set<number>>();
-  for (const [key, id] of Object.entries(recorded.groupIds)) {
-    recordedBuckets.set(id, new Set(Object.values(recorded.bucketIds[key] ?? {})));
-  }
-  for (const g of actual.groups) {
-    const mine = recordedBuckets.get(g.groupId);
-    if (mine && g.buckets.every((b) => mine.has(b.bucketId))) owned.add(g.groupId);
-  }
-  return owned;
+export function gatewayIntent(inputs: Inputs, ids: RecordedIds, gw: GatewayPort): BridgeIntent {
+  const dataplane = inputs.vips.length > 0 ? desiredDataplane(inputs, ids, gw) : [];
+  const vipOfGroup = new Map(dataplane.map((d) => [d.group.groupId, vipKey(d.vip)]));
+  const vipOfFlow = new Map(dataplane.map((d) => [d.flow, vipKey(d.vip)]));
+  return {
+    cookie: cookieOf(inputs),
+    flows: dataplane.map((d) => d.flow),
+    groups: dataplane.map((d) => d.group),
+    recordedGroups: recordedGroups(ids),
+    owner: `load balancer ${inputs.name}`,
+    purpose: (item) => {
+      const key = "flow" in item ? vipOfFlow.get(item.flow) : vipOfGroup.get(item.group.groupId);
+      return key && `VIP ${key}`;
+    },
+  };
 }
-
-export function foreignGroupIds(actual: GatewayActual, recorded: RecordedIds): Set<number> {
-  const owned = ownedGroupIds(actual, recorded);
-  return new Set(actual.groups.map((g) => g.groupId).filter((id) => !owned.has(id)));
-}
-
 
 /**
- * The modifications that take one gateway from `actual` to `desired`, in a
- * safe order for one bundle: group changes, then flow changes, then group
- * deletes (new groups exist before flows use them; flows go before their groups). Existing groups change only by bucket
- * (remove/insert by id), so no other connection moves; only a change of
- * selection fields rebuilds a group (that re-hashes every connection anyway).
+ * The one bundle that takes a gateway to the inputs: existing groups change
+ * only by bucket (remove/insert by id), so no other connection moves; only a
+ * change of selection fields rebuilds a group (that re-hashes every
+ * connection anyway). With no VIPs it removes everything the load balancer owns.
  */
-export function planGateway(
-  gatewayName: string,
-  desired: readonly VipDataplane[],
-  actual: GatewayActual,
-  owned: ReadonlySet<number>,
-): Modification[] {
-  const groupMods: Modification[] = [];
-  const groupsById = new Map(actual.groups.map((g) => [g.groupId, g]));
-  const wantedGroups = new Set(desired.map((d) => d.group.groupId));
-
-  for (const { vip, group, flow } of desired) {
-    const want = toGroupEntry(group);
-    const have = groupsById.get(group.groupId);
-    if (have && !owned.has(have.groupId)) {
-      throw new Error(`${gatewayName}: group ${have.groupId} (for VIP ${vipKey(vip)}) exists and is not owned by this load balancer; refusing to overwrite it`);
-    }
-    const [foreign] = conflictingFlows([flow], actual.table0);
-    if (foreign) {
-      throw new Error(`${gatewayName}: a flow of cookie 0x${foreign.other.cookie.toString(16)} already matches VIP ${vipKey(vip)} at priority ${flow.priority}; refusing to replace it`);
-    }
-    if (!have) {
-      groupMods.push({ op: "add-group", group });
-    } else if (have.type !== "select" || have.selectionMethod !== "hash" || !isDeepStrictEqual([...have.fields], [...want.fields])) {
-      groupMods.push({ op: "modify-group", group });
-    } else {
-      const haveBuckets = new Map(have.buckets.map((b) => [b.bucketId, b]));
-      const wantIds = new Set(want.buckets.map((b) => b.bucketId));
-      for (const b of have.buckets) {
-        if (!wantIds.has(b.bucketId)) groupMods.push({ op: "remove-buckets", groupId: group.groupId, commandBucketId: b.bucketId });
-      }
-      const inserts: SelectBucket[] = [];
-      want.buckets.forEach((wb, i) => {
-        const hb = haveBuckets.get(wb.bucketId);
-        if (hb && isDeepStrictEqual(hb, wb)) return;
-        // Same id, new weight or actions: remove and insert it in the same bundle.
-        if (hb) groupMods.push({ op: "remove-buckets", groupId: group.groupId, commandBucketId: wb.bucketId });
-        inserts.push(group.buckets[i] as SelectBucket);
-      });
-      if (inserts.length > 0) groupMods.push({ op: "insert-buckets", groupId: group.groupId, commandBucketId: "last", buckets: inserts });
-    }
-  }
-
-  const flowMods = diffFlows(desired.map((d) => d.flow), actual.ownedFlows);
-  const groupDeletes: Modification[] = [...owned]
-    .filter((id) => !wantedGroups.has(id) && groupsById.has(id))
-    .map((groupId) => ({ op: "delete-group", groupId }));
-  return [...groupMods, ...flowMods, ...groupDeletes];
+export function planGateway(where: string, inputs: Inputs, ids: RecordedIds, gw: GatewayPort, observed: ObservedBridge): Modification[] {
+  return planBridge(where, gatewayIntent(inputs, ids, gw), observed);
 }
+
+/** OVS hash field -> the selection field of the inputs it comes from. */
+const SELECTION_FIELD_OF: Readonly<Record<string, string>> = {
+  tcp_src: "tp_src", udp_src: "tp_src", sctp_src: "tp_src",
+  tcp_dst: "tp_dst", udp_dst: "tp_dst", sctp_dst: "tp_dst",
+};
 
 /** What read found on one gateway that the inputs cannot say by themselves. */
 export interface GatewayObservation {
@@ -305,7 +276,7 @@ export interface GatewayObservation {
 export function actualInputs(
   inputs: Inputs,
   ids: RecordedIds,
-  perGateway: readonly { name: string; port: GatewayPort; actual: GatewayActual }[],
+  perGateway: readonly { name: string; port: GatewayPort; observed: ObservedBridge }[],
 ): { inputs: Inputs; observations: GatewayObservation[] } {
   const d = withDefaults(inputs);
   const observations = perGateway.map((g) => ({ gateway: g.name, findings: [] as string[] }));
@@ -321,11 +292,9 @@ export function actualInputs(
     perGateway.forEach((g, gi) => {
       const note = (finding: string) => observations[gi].findings.push(`VIP ${key}: ${finding}`);
       const want = desiredDataplane({ ...d, vips: [vip] }, ids, g.port)[0];
-      const wantFlow = toFlowEntry(want.flow);
       const wantGroup = toGroupEntry(want.group);
-      const flow = g.actual.ownedFlows.find((f) => flowKey(f) === flowKey(wantFlow));
-      const group = g.actual.groups.find((x) => x.groupId === want.group.groupId);
-      if (!flow || !isDeepStrictEqual([...flow.actions], [...wantFlow.actions])) {
+      const group = g.observed.groups.find((x) => x.groupId === want.group.groupId);
+      if (!flowPresent(g.observed.flows)(want.flow)) {
         note("flow missing or changed");
         present = false;
       }
@@ -336,21 +305,21 @@ export function actualInputs(
       }
       if (group.selectionMethod !== "hash" || !isDeepStrictEqual([...group.fields], [...wantGroup.fields])) {
         note(`selection is ${group.selectionMethod ?? "default"} on ${group.fields.join(",") || "no fields"}`);
-        selectionFields = group.fields.map((f) => f.replace(/^(tcp|udp|sctp)_/, "tp_")) as typeof selectionFields;
+        selectionFields = group.fields.map((f) => SELECTION_FIELD_OF[f] ?? f) as typeof selectionFields;
       }
       const have = new Map(group.buckets.map((b) => [b.bucketId, b]));
       const ok = new Set<string>();
       for (const wb of wantGroup.buckets) {
         const rk = replicaOf.get(wb.bucketId)!;
         const hb = have.get(wb.bucketId);
-        if (hb && isDeepStrictEqual(hb, wb)) ok.add(rk);
+        if (hb && sameBucket(hb, wb)) ok.add(rk);
         else note(`bucket ${wb.bucketId} (${rk}) ${hb ? "changed" : "missing"}`);
       }
       right = right ? new Set([...right].filter((rk) => ok.has(rk))) : ok;
       for (const hb of group.buckets) {
         if (replicaOf.has(hb.bucketId)) continue;
         note(`bucket ${hb.bucketId} is not declared`);
-        const mac = hb.actions.map((a) => /^set_field:([0-9a-f:]{17})->eth_dst$/.exec(a)?.[1]).find(Boolean);
+        const mac = hb.actions.flatMap((a) => (a.type === "set_field" && a.field === "eth_dst" ? [String(a.value)] : []))[0];
         strays.set(hb.bucketId, mac ?? "00:00:00:00:00:00");
       }
     });

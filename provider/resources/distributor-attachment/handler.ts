@@ -1,12 +1,30 @@
 import schema from "../../../schema/distributor-attachment.json";
-import type { ResourceHandler } from "../../resource-handler";
+import { applyBundle, observeBridge, type BridgeRef } from "../../engine/bridge";
+import { foreignGroupIds, ownedFlows, ownedGroupIds, planBridge, type ApplySummary, type ObservedBridge } from "../../engine/plan";
 import type { DistributorAttachmentInputs } from "../../model/inputs.generated";
-import { OpenFlowBridge, summarizeApply, type ApplySummary, type BundleSent } from "../../transport/openflow-bridge";
-import { bridgeSocket, withOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
 import { NamedUuid, Transaction, mutation, where, type Row, type Uuid } from "../../ovsdb";
-import { type OvsdbClient } from "../../transport/ovsdb-client";
+import type { ResourceHandler } from "../../resource-handler";
+import { withOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
+import type { OvsdbClient } from "../../transport/ovsdb-client";
 import { DEVICE_MARK, stringMap } from "../distributor-device/plan";
-import {ATTACHMENT_KEY, DEVICE_KEY, FRONTEND_OFPORT, OWNER_KEY, actualInputs, assignSlots, attachmentId, attachmentNames, checkRules, desiredDataplane, planIds, planModifications, withDefaults, type ActualDataplane, type DataplaneIds,} from "./plan";
+import {
+  ATTACHMENT_KEY,
+  DEVICE_KEY,
+  FRONTEND_OFPORT,
+  OWNER_KEY,
+  actualInputs,
+  assignSlots,
+  attachmentId,
+  attachmentIntent,
+  attachmentNames,
+  bucketMac,
+  checkRules,
+  planIds,
+  withDefaults,
+  type ActualDataplane,
+  type DataplaneIds,
+  type RecordedSlot,
+} from "./plan";
 
 /** What DistributorAttachment records besides its inputs: names and ids on the device, sticky across updates. */
 export interface DistributorAttachmentState {
@@ -18,8 +36,12 @@ export interface DistributorAttachmentState {
   /** The owner cookie on every flow, as 0x-hex. */
   cookie: string;
   groupId: number;
-  /** Who serves each slot, and the slot's bucket id (never changes while the slot exists). */
-  slots: { slot: number; bucketId: number; amphora: string; mac: string; takenOver?: string }[];
+  /**
+   * Who serves each slot, and the slot's bucket id (never changes while the
+   * slot exists). `takenOver` records a takeover: the standby keeps that slot
+   * on later updates while it is listed as a standby.
+   */
+  slots: (RecordedSlot & { mac: string })[];
   /** Failed slots no standby could take: they have no bucket. */
   vacantSlots: number[];
   /** What the last apply sent to the bridge. */
@@ -28,7 +50,6 @@ export interface DistributorAttachmentState {
 
 const DB = "Open_vSwitch";
 const PROTOCOLS = ["OpenFlow10", "OpenFlow13", "OpenFlow14", "OpenFlow15"];
-const ALL_ONES = (1n << 64n) - 1n;
 
 interface DeviceRows {
   root: Row;
@@ -127,13 +148,20 @@ async function commitApplied(s: OvsHostSession, db: OvsdbClient, txn: Transactio
   return results;
 }
 
-async function readDataplane(of: OpenFlowBridge, cookie: bigint, groupId: number | undefined): Promise<ActualDataplane & { groupIds: number[] }> {
-  const flows = await of.dumpFlows({ cookie, mask: ALL_ONES });
-  const groups = await of.dumpGroups();
-  // A group is ours only through an owned flow that references it.
-  const referenced = new Set(flows.flatMap((f) => f.actions).map((a) => /^group:(\d+)$/.exec(a)?.[1]).filter(Boolean).map(Number));
-  const group = groupId !== undefined && referenced.has(groupId) ? groups.find((g) => g.groupId === groupId) : undefined;
-  return { flows, group, groupIds: groups.map((g) => g.groupId) };
+/** The attachment's bridge as the engine sees it: its own flows (it is the bridge's only owner) and the groups. */
+async function observeAttachment(ref: BridgeRef, cookie: bigint): Promise<ObservedBridge> {
+  const observed = await observeBridge(ref, "owned", cookie);
+  if (!observed) throw new Error(`${ref.session.hostName}: bridge ${ref.bridge} does not exist`);
+  return observed;
+}
+
+/** The slots recorded in the last outputs, as the planner takes them. */
+const recordedSlots = (state: DistributorAttachmentState | undefined): RecordedSlot[] => state?.slots ?? [];
+
+/** The owned flows and the attachment's group if one of them references it (or its recorded buckets mark it). */
+function ownDataplane(d: DistributorAttachmentInputs, observed: ObservedBridge, ids: DataplaneIds): ActualDataplane {
+  const owned = ownedGroupIds(observed, attachmentIntent(d, ids, []));
+  return { flows: ownedFlows(observed, ids.cookie), group: owned.has(ids.groupId) ? observed.groups.find((g) => g.groupId === ids.groupId) : undefined };
 }
 
 /** Brings the device to the inputs: OVSDB rows first (one transaction), then one bundle on the attachment's bridge. */
@@ -175,19 +203,15 @@ async function ensure(
     if (txn.operations.length > 0) await commitApplied(s, db, txn);
   }
 
-  const of = new OpenFlowBridge(s.ssh, bridgeSocket(d.host, names.bridge));
+  const ref: BridgeRef = { session: s, bridge: names.bridge };
   try {
-    const { slots, vacant } = assignSlots(d.amphorae);
-    const probeIds = planIds(d, [], previous);
-    const actual = await readDataplane(of, probeIds.cookie, previous?.groupId);
-    const foreign = new Set(actual.groupIds.filter((g) => g !== actual.group?.groupId));
-    const ids: DataplaneIds = planIds(d, slots.map((x) => x.slot), previous, (g) => foreign.has(g));
-    if (foreign.has(ids.groupId)) {
-      throw new Error(`${s.hostName}: group ${ids.groupId} on ${names.bridge} exists and is not referenced by this attachment's flows; refusing to take it over`);
-    }
-    const actualOurs = ids.groupId === previous?.groupId ? actual : await readDataplane(of, ids.cookie, ids.groupId);
-    const mods = planModifications(desiredDataplane(d, ids), actualOurs);
-    const sent: BundleSent = await of.applyBundle(mods);
+    const { slots, vacant } = assignSlots(d.amphorae, recordedSlots(previous));
+    const kept = planIds(d, [], previous);
+    const observed = await observeAttachment(ref, kept.cookie);
+    // A new group id is probed past groups that are not the attachment's.
+    const foreign = foreignGroupIds(observed, attachmentIntent(d, kept, []));
+    const ids = planIds(d, slots.map((x) => x.slot), previous, (g) => foreign.has(g));
+    const lastApply = await applyBundle(ref, planBridge(`${s.hostName}: bridge ${names.bridge}`, attachmentIntent(d, ids, slots), observed));
     return {
       bridge: names.bridge,
       bridgeUuid: (rows.bridge!._uuid as Uuid).id,
@@ -198,7 +222,7 @@ async function ensure(
       groupId: ids.groupId,
       slots: slots.map((x) => ({ slot: x.slot, bucketId: ids.bucketIds.get(x.slot)!, amphora: x.amphora, mac: x.mac, ...(x.takenOver ? { takenOver: x.takenOver } : {}) })),
       vacantSlots: vacant,
-      lastApply: summarizeApply(mods, sent),
+      lastApply,
     };
   } catch (e) {
     // A create that could not program its bridge leaves nothing behind.
@@ -251,23 +275,23 @@ export const distributorAttachmentHandler: ResourceHandler<DistributorAttachment
         ...planIds(d, [], state),
         bucketIds: new Map(state.slots.map((x) => [x.slot, x.bucketId])),
       };
-      const of = new OpenFlowBridge(s.ssh, bridgeSocket(d.host, state.bridge));
-      const actual = await readDataplane(of, ids.cookie, state.groupId);
-      const observed = actualInputs(d, ids, actual);
+      const observed = await observeAttachment({ session: s, bridge: state.bridge }, ids.cookie);
+      const actual = ownDataplane(d, observed, ids);
+      const observedInputs = actualInputs(d, ids, actual, state.slots);
       const up = rows.ports.find((p) => p.name === state.uplinkPort);
       const tag = Number((Array.isArray(up?.tag) ? up?.tag[0] : up?.tag) ?? 0);
-      if (tag > 0) observed.vlan = tag;
-      else delete observed.vlan;
-      const bucketMacs = new Map(actual.group?.buckets.map((b) => [b.bucketId, b.actions]) ?? []);
+      if (tag > 0) observedInputs.vlan = tag;
+      else delete observedInputs.vlan;
+      const buckets = new Map(actual.group?.buckets.map((b) => [b.bucketId, b]) ?? []);
       return {
-        inputs: observed,
+        inputs: observedInputs,
         state: {
           ...state,
           bridgeUuid: (rows.bridge._uuid as Uuid).id,
           // The slots as the bridge has them: a bucket changed by hand shows its actual MAC.
           slots: state.slots
-            .filter((x) => bucketMacs.has(x.bucketId))
-            .map((x) => ({ ...x, mac: /set_field:([0-9a-f:]{17})->eth_dst/.exec(bucketMacs.get(x.bucketId)!.join(","))?.[1] ?? x.mac })),
+            .filter((x) => buckets.has(x.bucketId))
+            .map((x) => ({ ...x, mac: bucketMac(buckets.get(x.bucketId)!.actions) ?? x.mac })),
         },
       };
     });

@@ -1,7 +1,8 @@
 import type { DistributorAmphora, DistributorAttachmentInputs } from "../../model/inputs.generated";
 import { derivedId, interfaceName, MAX_BUCKET_ID, MAX_GROUP_ID, ownerCookie } from "../../model/ids";
 import { checkConnection, type CheckFailure } from "../../model/validate";
-import { toFlowEntry, toGroupEntry, type Action, type Flow, type FlowEntry, type Group, type GroupEntry, type HashField, type Modification, type SelectBucket } from "../../openflow";
+import type { BridgeIntent } from "../../engine/plan";
+import type { Action, DumpedFlow, Flow, Group, GroupEntry, HashField, SelectBucket } from "../../openflow";
 
 /**
  * DistributorAttachment as pure data: which amphora serves each slot, the
@@ -55,7 +56,6 @@ export function checkRules(inputs: DistributorAttachmentInputs): CheckFailure[] 
   const names = new Set<string>();
   const macs = new Map<string, number>();
   const activeSlots = new Map<number, number>();
-  let standbys = 0;
   inputs.amphorae.forEach((a, i) => {
     const at = `amphorae[${i}]`;
     if (names.has(a.name)) fail(`${at}.name`, "is used by another amphora of this attachment");
@@ -64,7 +64,6 @@ export function checkRules(inputs: DistributorAttachmentInputs): CheckFailure[] 
     if (macs.has(mac)) fail(`${at}.mac`, `is also amphorae[${macs.get(mac)}]'s MAC`);
     macs.set(mac, i);
     if (a.role === "standby") {
-      standbys++;
       if (a.slot !== undefined) fail(`${at}.slot`, "a standby amphora has no slot: it takes over a failed one's");
     } else if (a.slot === undefined) {
       fail(`${at}.slot`, `is required for an ${a.role} amphora`);
@@ -73,7 +72,6 @@ export function checkRules(inputs: DistributorAttachmentInputs): CheckFailure[] 
       activeSlots.set(a.slot, i);
     }
   });
-  if (standbys > 1) fail("amphorae", "at most one standby amphora");
   if (inputs.amphorae.length > 0 && failures.length === 0 && assignSlots(inputs.amphorae).slots.length === 0) {
     fail("amphorae", "no slot would be served: give at least one active amphora (or a standby for a failed one)");
   }
@@ -93,34 +91,59 @@ export interface SlotOccupant {
   takenOver?: string;
 }
 
+/** A slot as the attachment's `slots` output records it: how a takeover is remembered between updates. */
+export interface RecordedSlot {
+  slot: number;
+  bucketId: number;
+  amphora: string;
+  takenOver?: string;
+}
+
 /**
- * The slot each amphora serves. An active amphora serves its own slot; the
- * slot of a failed one (not re-filled by a new active amphora) is taken over
- * in place by the standby, lowest slot first; any further failed slot is
- * vacant and gets no bucket, so no traffic is sent to a failed amphora.
+ * The slot each amphora serves.
+ * 1. An active amphora serves its own slot.
+ * 2. A standby recorded (in `previous`, the last outputs) as having taken
+ *    over a slot keeps it, in place, for as long as it is listed as a standby
+ *    and no active amphora is declared for that slot: a later failure never
+ *    moves it, so only the newly failed slot's connections move.
+ * 3. The slot of a failed amphora that nobody serves is taken over by a free
+ *    standby (one that serves no slot yet, in list order), lowest slot first; a failed slot
+ *    left over is vacant and gets no bucket, so nothing is sent to a failed
+ *    amphora.
  */
-export function assignSlots(amphorae: readonly DistributorAmphora[]): { slots: SlotOccupant[]; vacant: number[] } {
+export function assignSlots(
+  amphorae: readonly DistributorAmphora[],
+  previous: readonly RecordedSlot[] = [],
+): { slots: SlotOccupant[]; vacant: number[] } {
   const served = new Map<number, SlotOccupant>();
+  const occupant = (a: DistributorAmphora, slot: number, takenOver?: DistributorAmphora | string, inherited?: number): SlotOccupant => {
+    const watchPort = a.watchPort ?? inherited;
+    const over = typeof takenOver === "string" ? takenOver : takenOver?.name;
+    return { slot, amphora: a.name, mac: a.mac.toLowerCase(), ...(over ? { takenOver: over } : {}), ...(watchPort ? { watchPort } : {}) };
+  };
   for (const a of amphorae) {
-    if (a.role === "active" && a.slot !== undefined) {
-      served.set(a.slot, { slot: a.slot, amphora: a.name, mac: a.mac.toLowerCase(), ...(a.watchPort ? { watchPort: a.watchPort } : {}) });
-    }
+    if (a.role === "active" && a.slot !== undefined) served.set(a.slot, occupant(a, a.slot));
+  }
+  const failedIn = (slot: number) => amphorae.find((a) => a.role === "failed" && a.slot === slot);
+  const standbys = amphorae.filter((a) => a.role === "standby");
+  const busy = new Set<string>();
+  for (const p of previous) {
+    const standby = standbys.find((a) => a.name === p.amphora);
+    if (!p.takenOver || !standby || served.has(p.slot) || busy.has(standby.name)) continue;
+    // The standby inherits the failed slot's liveness port too: it is the same slot.
+    served.set(p.slot, occupant(standby, p.slot, p.takenOver, failedIn(p.slot)?.watchPort));
+    busy.add(standby.name);
   }
   const failed = amphorae
     .filter((a) => a.role === "failed" && a.slot !== undefined && !served.has(a.slot))
     .sort((x, y) => x.slot! - y.slot!);
-  let standby = amphorae.find((a) => a.role === "standby");
+  const free = standbys.filter((a) => !busy.has(a.name));
   const vacant: number[] = [];
   for (const f of failed) {
     if (served.has(f.slot!)) continue;
-    if (!standby) {
-      if (!vacant.includes(f.slot!)) vacant.push(f.slot!);
-      continue;
-    }
-    // The standby inherits the failed slot's liveness port too: it is the same slot.
-    const watchPort = standby.watchPort ?? f.watchPort;
-    served.set(f.slot!, { slot: f.slot!, amphora: standby.name, mac: standby.mac.toLowerCase(), takenOver: f.name, ...(watchPort ? { watchPort } : {}) });
-    standby = undefined;
+    const standby = free.shift();
+    if (standby) served.set(f.slot!, occupant(standby, f.slot!, f, f.watchPort));
+    else if (!vacant.includes(f.slot!)) vacant.push(f.slot!);
   }
   return { slots: [...served.values()].sort((x, y) => x.slot - y.slot), vacant };
 }
@@ -165,12 +188,11 @@ export interface DesiredDataplane {
 
 const setMac = (field: "eth_src" | "eth_dst" | "arp_sha", value: string): Action => ({ type: "set_field", field, value });
 
-/** The attachment's flows (all in table 0, all with its cookie) and its select group. */
-export function desiredDataplane(inputs: DistributorAttachmentInputs, ids: DataplaneIds): DesiredDataplane {
+/** The attachment's flows (all in table 0, all with its cookie) and its select group, for the slots as assigned. */
+export function desiredDataplane(inputs: DistributorAttachmentInputs, ids: DataplaneIds, slots: readonly SlotOccupant[]): DesiredDataplane {
   const d = withDefaults(inputs);
   const fe = d.frontendMac!;
   const inPort = FRONTEND_OFPORT;
-  const { slots } = assignSlots(d.amphorae);
   const flow = (priority: number, match: Flow["match"], actions: Action[]): Flow => ({ table: 0, priority, cookie: ids.cookie, match, actions });
   const flows: Flow[] = [
     // The distributor answers ARP for the VIP with the frontend MAC (amphorae must not).
@@ -214,77 +236,27 @@ export function desiredDataplane(inputs: DistributorAttachmentInputs, ids: Datap
   return { flows, group };
 }
 
+/** What the attachment wants on its own bridge. Buckets change in place (the engine's group differ), so a takeover moves no other slot. */
+export function attachmentIntent(inputs: DistributorAttachmentInputs, ids: DataplaneIds, slots: readonly SlotOccupant[]): BridgeIntent {
+  const { flows, group } = desiredDataplane(inputs, ids, slots);
+  return {
+    cookie: ids.cookie,
+    flows,
+    groups: [group],
+    recordedGroups: new Map([[ids.groupId, new Set(ids.bucketIds.values())]]),
+    owner: `attachment ${inputs.attachmentId}`,
+  };
+}
+
 /** What is on the bridge now: the flows carrying the attachment's cookie, and its group if present. */
 export interface ActualDataplane {
-  flows: readonly FlowEntry[];
+  flows: readonly DumpedFlow[];
   group: GroupEntry | undefined;
 }
 
-const flowKey = (f: FlowEntry) => JSON.stringify([f.table, f.priority, Object.entries(f.match).sort()]);
-const sameBucket = (a: GroupEntry["buckets"][number], b: GroupEntry["buckets"][number]) =>
-  a.weight === b.weight && a.watchPort === b.watchPort && JSON.stringify(a.actions) === JSON.stringify(b.actions);
-
-/**
- * The modifications, in bundle order, that take `actual` to `desired`.
- * Buckets are changed in place: a slot whose amphora changed is removed and
- * re-inserted at the same position with the same id, in the same bundle, so
- * no other slot's traffic moves; a new slot only adds a bucket.
- */
-export function planModifications(desired: DesiredDataplane, actual: ActualDataplane): Modification[] {
-  const mods: Modification[] = [];
-  const want = toGroupEntry(desired.group);
-  const have = actual.group;
-  const groupId = desired.group.groupId;
-  if (!have) {
-    mods.push({ op: "add-group", group: desired.group });
-  } else if (have.type !== want.type || have.selectionMethod !== want.selectionMethod || JSON.stringify(have.fields) !== JSON.stringify(want.fields)) {
-    // Affinity changed: selection changes for every flow anyway, so the group is rewritten whole.
-    mods.push({ op: "modify-group", group: desired.group });
-  } else {
-    const wanted = new Map(want.buckets.map((b, i) => [b.bucketId, { entry: b, bucket: (desired.group.buckets as SelectBucket[])[i] }]));
-    let order = have.buckets.map((b) => b.bucketId);
-    for (const b of have.buckets) {
-      if (!wanted.has(b.bucketId)) {
-        mods.push({ op: "remove-buckets", groupId, commandBucketId: b.bucketId });
-        order = order.filter((id) => id !== b.bucketId);
-      }
-    }
-    for (const b of have.buckets) {
-      const w = wanted.get(b.bucketId);
-      if (!w || sameBucket(b, w.entry)) continue;
-      const at = order.indexOf(b.bucketId);
-      mods.push({ op: "remove-buckets", groupId, commandBucketId: b.bucketId });
-      mods.push({ op: "insert-buckets", groupId, commandBucketId: at === 0 ? "first" : order[at - 1], buckets: [w.bucket] });
-    }
-    const present = new Set(order);
-    const added = (desired.group.buckets as SelectBucket[]).filter((b) => !present.has(b.bucketId));
-    if (added.length > 0) mods.push({ op: "insert-buckets", groupId, commandBucketId: "last", buckets: added });
-  }
-
-  const desiredEntries = desired.flows.map((f) => ({ flow: f, entry: toFlowEntry(f) }));
-  const wantedKeys = new Set(desiredEntries.map((d) => flowKey(d.entry)));
-  const haveByKey = new Map(actual.flows.map((f) => [flowKey(f), f]));
-  const extra = actual.flows.filter((f) => !wantedKeys.has(flowKey(f)));
-  if (extra.length > 0) {
-    // Flows of ours that should not be there: replace the whole owned set, atomically in this bundle.
-    mods.push({ op: "delete-flows", cookie: desired.flows[0].cookie, mask: (1n << 64n) - 1n });
-    for (const d of desiredEntries) mods.push({ op: "add-flow", flow: d.flow });
-  } else {
-    for (const d of desiredEntries) {
-      const h = haveByKey.get(flowKey(d.entry));
-      if (!h) mods.push({ op: "add-flow", flow: d.flow });
-      else if (JSON.stringify(h.actions) !== JSON.stringify(d.entry.actions)) mods.push({ op: "modify-flow", flow: d.flow });
-    }
-  }
-  return mods;
-}
-
-/** The amphora MAC a bucket sends to, from its printed actions. */
-export function bucketMac(actions: readonly string[]): string | undefined {
-  for (const a of actions) {
-    const m = /^set_field:([0-9a-f:]{17})->eth_dst$/.exec(a);
-    if (m) return m[1];
-  }
+/** The MAC a set_field action list sends to (eth_dst). */
+export function bucketMac(actions: readonly Action[]): string | undefined {
+  for (const a of actions) if (a.type === "set_field" && a.field === "eth_dst") return String(a.value);
   return undefined;
 }
 
@@ -298,12 +270,13 @@ export function actualInputs(
   recorded: DistributorAttachmentInputs,
   ids: DataplaneIds,
   actual: ActualDataplane,
+  previous: readonly RecordedSlot[] = [],
 ): DistributorAttachmentInputs {
   const d = withDefaults(recorded);
   if (!actual.group) return { ...d, amphorae: d.amphorae.filter((a) => a.role !== "active") };
   const bySlot = new Map([...ids.bucketIds].map(([slot, bucketId]) => [bucketId, slot]));
   const buckets = new Map(actual.group.buckets.map((b) => [b.bucketId, b]));
-  const { slots } = assignSlots(d.amphorae);
+  const { slots } = assignSlots(d.amphorae, previous);
   const occupant = new Map(slots.map((s) => [s.amphora, s]));
   const amphorae: DistributorAmphora[] = [];
   for (const a of d.amphorae) {
@@ -324,7 +297,7 @@ export function actualInputs(
   const affinity = actual.group.fields.length === 1 && actual.group.fields[0] === "ip_src" ? "source-ip" : "5-tuple";
   const arp = actual.flows.find((f) => f.priority === 200 && f.match.protocol === "arp");
   const hairpin = actual.flows.find((f) => f.priority === 150);
-  const gateway = hairpin?.actions.map((a) => /^set_field:([0-9a-f:]{17})->eth_dst$/.exec(a)?.[1]).find(Boolean);
+  const gateway = hairpin && bucketMac(hairpin.actions);
   const out: DistributorAttachmentInputs = { ...d, affinity, amphorae, vip: arp?.match.arp_tpa ?? d.vip };
   if (hairpin && gateway) Object.assign(out, { returnPath: "hairpin", gatewayMac: gateway });
   else {

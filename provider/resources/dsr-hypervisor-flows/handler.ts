@@ -1,12 +1,10 @@
 import schema from "../../../schema/dsr-hypervisor-flows.json";
-import type { ResourceHandler } from "../../resource-handler";
-import { conflictingFlows, describeFlow, diffFlows } from "../../model/flow-diff";
+import { applyBundle, observeBridge, observeBundles as observeAllBundles, type BridgeRef } from "../../engine/bridge";
+import { ownedFlows, planBridge, type ApplySummary } from "../../engine/plan";
 import type { DsrHypervisorFlowsInputs } from "../../model/inputs.generated";
-import { bridgeSocket, withOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
-import { OpenFlowBridge, summarizeApply, type ApplySummary, type BundleSent } from "../../transport/openflow-bridge";
-import { type DumpedFlow, type FlowEntry } from "../../openflow";
-import { Transaction, where, type Row, type Value } from "../../ovsdb";
-import { actualInputs, checkRules, cookieOf, derivedZone, desiredFlows, dsrId, withDefaults, zonesOf } from "./plan";
+import type { ResourceHandler } from "../../resource-handler";
+import { withOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
+import { actualInputs, checkRules, cookieOf, dsrId, planIntent, withDefaults, zonesOf } from "./plan";
 
 type Inputs = DsrHypervisorFlowsInputs;
 
@@ -22,98 +20,33 @@ export interface DsrHypervisorFlowsState {
   lastApply: ApplySummary;
 }
 
-const DB = "Open_vSwitch";
+const ALL_ONES = (1n << 64n) - 1n;
 
-/** Who wants to see each bundle sent (tests prove incremental applies from it). */
-const bundleObservers = new Set<(host: string, sent: BundleSent) => void>();
-export function observeBundles(fn: (host: string, sent: BundleSent) => void): () => void {
-  bundleObservers.add(fn);
-  return () => bundleObservers.delete(fn);
-}
+/** Every bundle any resource sends (tests prove incremental applies from it). */
+export const observeBundles = observeAllBundles;
 
-const asArray = (v: Value | undefined) => (v === undefined ? [] : Array.isArray(v) ? v : [v]);
-
-/** The bridge's ports and their ofports (name -> ofport), or undefined when the bridge does not exist. */
-async function bridgePorts(s: OvsHostSession, bridge: string): Promise<Map<string, number> | undefined> {
-  const db = await s.vswitchDb();
-  const txn = new Transaction();
-  txn.select("Bridge", [where("name", "==", bridge)], ["ports"]);
-  txn.select("Port", [], ["_uuid", "interfaces"]);
-  txn.select("Interface", [], ["_uuid", "name", "ofport"]);
-  const [bridges, ports, interfaces] = await db.transact(DB, txn.operations);
-  const row = bridges.rows?.[0];
-  if (!row) return undefined;
-  const uuidOf = (r: Row) => String((r._uuid as { id: string }).id);
-  const portIds = new Set(asArray(row.ports).map((u) => (u as { id: string }).id));
-  const ifaceIds = new Set(
-    (ports.rows ?? []).filter((p) => portIds.has(uuidOf(p))).flatMap((p) => asArray(p.interfaces).map((u) => (u as { id: string }).id)),
-  );
-  const result = new Map<string, number>();
-  for (const i of interfaces.rows ?? []) {
-    const ofport = asArray(i.ofport)[0];
-    // An interface OVS could not attach has ofport -1 (or none yet): nothing can be delivered to it.
-    if (ifaceIds.has(uuidOf(i)) && typeof ofport === "number" && ofport > 0) result.set(String(i.name), ofport);
+/** Refusals found while planning name the host. */
+async function onHost<R>(s: OvsHostSession, fn: () => R): Promise<R> {
+  try {
+    return fn();
+  } catch (e) {
+    if (e instanceof Error && !e.message.startsWith(s.hostName)) e.message = `${s.hostName}: ${e.message}`;
+    throw e;
   }
-  return result;
-}
-
-const strip = (f: DumpedFlow): FlowEntry => ({ cookie: f.cookie, table: f.table, priority: f.priority, match: f.match, actions: f.actions });
-
-/** What one host has: its bridge ports, and the bridge's flows split into ours and everyone else's. */
-interface Observed {
-  ports: Map<string, number>;
-  owned: FlowEntry[];
-  others: FlowEntry[];
-}
-
-async function observe(s: OvsHostSession, inputs: Inputs, cookie: bigint, all: boolean): Promise<Observed | undefined> {
-  const ports = await bridgePorts(s, inputs.bridge);
-  if (!ports) return undefined;
-  const of = new OpenFlowBridge(s.ssh, bridgeSocket(inputs.host, inputs.bridge));
-  const flows = (await of.dumpFlows(all ? undefined : { cookie, mask: (1n << 64n) - 1n })).map(strip);
-  return { ports, owned: flows.filter((f) => f.cookie === cookie), others: flows.filter((f) => f.cookie !== cookie) };
-}
-
-/** The zone for this apply: the input's, else the recorded one, else derived past the zones others' flows use. */
-function zoneFor(id: string, news: Inputs, recorded: number | undefined, others: readonly FlowEntry[]): number {
-  const taken = zonesOf(others);
-  if (news.zone !== undefined) {
-    if (taken.has(news.zone)) throw new Error(`zone: conntrack zone ${news.zone} is already used by flows ovslb does not own on bridge ${news.bridge}`);
-    return news.zone;
-  }
-  return recorded ?? derivedZone(id, taken);
 }
 
 /**
- * Reads the host, plans the difference and applies it in one bundle: the
+ * Reads the bridge, plans the difference and applies it in one bundle: the
  * same path for create and update, so a partial or drifted host converges.
  */
 async function converge(s: OvsHostSession, id: string, inputs: Inputs, recordedZone: number | undefined): Promise<DsrHypervisorFlowsState> {
-  const cookie = cookieOf(id);
-  const seen = await observe(s, inputs, cookie, true);
-  if (!seen) throw new Error(`${s.hostName}: bridge ${inputs.bridge} does not exist`);
-  const zone = zoneFor(id, inputs, recordedZone, seen.others);
-  const ofports = new Map<string, number>();
-  inputs.vips.forEach((v, i) =>
-    v.backends.forEach((b, k) => {
-      const ofport = seen.ports.get(b.bridgePort);
-      if (ofport === undefined) {
-        throw new Error(`${s.hostName}: vips[${i}].backends[${k}].bridgePort: bridge ${inputs.bridge} has no port ${b.bridgePort} with an ofport`);
-      }
-      ofports.set(b.bridgePort, ofport);
-    }),
-  );
-  const desired = desiredFlows(inputs, { cookie, zone, ofports });
-  const conflicts = conflictingFlows(desired, seen.others);
-  if (conflicts.length > 0) {
-    throw new Error(
-      `${s.hostName}: bridge ${inputs.bridge}: refusing to replace flows ovslb does not own: ${conflicts.map((c) => describeFlow(c.other)).join("; ")}`,
-    );
-  }
-  const mods = diffFlows(desired, seen.owned);
-  const sent = await new OpenFlowBridge(s.ssh, bridgeSocket(inputs.host, inputs.bridge)).applyBundle(mods);
-  if (sent.messages > 0) for (const fn of bundleObservers) fn(s.hostName, sent);
-  return { cookie: `0x${cookie.toString(16)}`, ctZone: zone, ofports: Object.fromEntries(ofports), lastApply: summarizeApply(mods, sent) };
+  const ref: BridgeRef = { session: s, bridge: inputs.bridge };
+  // Every flow of the bridge: others' flows decide the zone and must not be overwritten.
+  const observed = await observeBridge(ref, "all", cookieOf(id));
+  if (!observed) throw new Error(`${s.hostName}: bridge ${inputs.bridge} does not exist`);
+  const { intent, zone, ofports } = await onHost(s, () => planIntent(id, inputs, recordedZone, observed));
+  const lastApply = await applyBundle(ref, planBridge(`${s.hostName}: bridge ${inputs.bridge}`, intent, observed));
+  return { cookie: `0x${intent.cookie.toString(16)}`, ctZone: zone, ofports: Object.fromEntries(ofports), lastApply };
 }
 
 export const dsrHypervisorFlowsHandler: ResourceHandler<Inputs, DsrHypervisorFlowsState> = {
@@ -131,12 +64,13 @@ export const dsrHypervisorFlowsHandler: ResourceHandler<Inputs, DsrHypervisorFlo
   async read(id, inputs, state) {
     const cookie = cookieOf(id);
     const [found] = await withOvsHosts([inputs.host], async (s) => {
-      const seen = await observe(s, inputs, cookie, false);
-      if (!seen || seen.owned.length === 0) return undefined; // bridge or every flow gone: the resource is gone
-      const portNames = new Map([...seen.ports].map(([name, ofport]) => [ofport, name]));
-      const actual = actualInputs(inputs, seen.owned, { cookie, zone: state.ctZone, ofports: seen.ports, portNames });
+      const observed = await observeBridge({ session: s, bridge: inputs.bridge }, "owned", cookie);
+      const owned = observed ? ownedFlows(observed, cookie) : [];
+      if (!observed || owned.length === 0) return undefined; // bridge or every flow gone: the resource is gone
+      const portNames = new Map([...observed.ports].map(([name, ofport]) => [ofport, name]));
+      const actual = actualInputs(inputs, owned, { cookie, zone: state.ctZone, ofports: observed.ports, portNames });
       const ofports = Object.fromEntries(
-        actual.vips.flatMap((v) => v.backends.map((b) => [b.bridgePort, seen.ports.get(b.bridgePort)!] as const)),
+        actual.vips.flatMap((v) => v.backends.map((b) => [b.bridgePort, observed.ports.get(b.bridgePort)!] as const)),
       );
       return { inputs: actual, state: { ...state, ofports } };
     });
@@ -153,15 +87,13 @@ export const dsrHypervisorFlowsHandler: ResourceHandler<Inputs, DsrHypervisorFlo
   async delete(id, inputs) {
     const cookie = cookieOf(id);
     await withOvsHosts([inputs.host], async (s) => {
-      const seen = await observe(s, inputs, cookie, false);
-      if (!seen || seen.owned.length === 0) return; // already gone
-      const sent = await new OpenFlowBridge(s.ssh, bridgeSocket(inputs.host, inputs.bridge)).applyBundle([
-        { op: "delete-flows", cookie, mask: (1n << 64n) - 1n },
-      ]);
-      for (const fn of bundleObservers) fn(s.hostName, sent);
+      const ref: BridgeRef = { session: s, bridge: inputs.bridge };
+      const observed = await observeBridge(ref, "owned", cookie);
+      const owned = observed ? ownedFlows(observed, cookie) : [];
+      if (!observed || owned.length === 0) return; // already gone
+      await applyBundle(ref, [{ op: "delete-flows", cookie, mask: ALL_ONES }]);
       // Connections NATed in the zone would outlive the flows, and whoever takes the zone next would inherit them.
-      for (const zone of zonesOf(seen.owned)) await s.appctl(["dpctl/flush-conntrack", `zone=${zone}`]);
+      for (const zone of zonesOf(owned)) await s.appctl(["dpctl/flush-conntrack", `zone=${zone}`]);
     });
   },
 };
-

@@ -1,8 +1,9 @@
-import { flowKey } from "../../model/flow-diff";
+import { flowPresent } from "../../engine/flows";
+import type { BridgeIntent, ObservedBridge } from "../../engine/plan";
 import { MAX_CT_ZONE, derivedId, ownerCookie } from "../../model/ids";
 import type { DsrBackend, DsrHypervisorFlowsInputs, DsrVip } from "../../model/inputs.generated";
 import { checkConnection, type CheckFailure } from "../../model/validate";
-import { toFlowEntry, type Flow, type FlowEntry } from "../../openflow";
+import { flowKey, type DumpedFlow, type Flow } from "../../openflow";
 
 /**
  * DsrHypervisorFlows as pure data. On one bridge, with conntrack zone Z:
@@ -172,23 +173,10 @@ export function desiredFlows(inputs: Inputs, p: Placement): Flow[] {
       const at = `vips[${i}].backends[${k}]`;
       requests.push(requestFlow(vip, b, p, at));
       const reply = replyFlow(protocol, b, p, at);
-      replies.set(flowKey(toFlowEntry(reply)), reply);
+      replies.set(flowKey(reply), reply);
     });
   });
   return [...requests, ...replies.values(), forwardFlow(p)];
-}
-
-const REQUEST_ACTION = /^ct\(commit,zone=(\d+),nat\(dst=([0-9.]+):(\d+)\)\)$/;
-const OUTPUT_ACTION = /^output:(\d+)$/;
-
-/** Flows of the bridge, indexed for exact lookups (key, cookie and actions). */
-function indexFlows(flows: readonly FlowEntry[]): (f: Flow) => boolean {
-  const byKey = new Map(flows.map((f) => [flowKey(f), f]));
-  return (flow) => {
-    const want = toFlowEntry(flow);
-    const have = byKey.get(flowKey(want));
-    return !!have && have.cookie === want.cookie && have.actions.join(",") === want.actions.join(",");
-  };
 }
 
 /**
@@ -198,20 +186,20 @@ function indexFlows(flows: readonly FlowEntry[]): (f: Flow) => boolean {
  * forward flow); a VIP with no backend left is missing. Declared VIPs and
  * backends keep their declared order; ones found but not declared follow.
  */
-export function actualInputs(inputs: Inputs, owned: readonly FlowEntry[], p: Placement & { portNames: ReadonlyMap<number, string> }): Inputs {
-  const present = indexFlows(owned);
+export function actualInputs(inputs: Inputs, owned: readonly DumpedFlow[], p: Placement & { portNames: ReadonlyMap<number, string> }): Inputs {
+  const present = flowPresent(owned);
   const found: Array<{ vip: DsrVip; backend: DsrBackend }> = [];
   for (const f of owned) {
     if (f.table !== ENTRY_TABLE || f.priority !== REQUEST_PRIORITY || f.actions.length !== 2) continue;
-    const ct = REQUEST_ACTION.exec(f.actions[0]);
-    const out = OUTPUT_ACTION.exec(f.actions[1]);
+    const [ct, out] = f.actions;
     const { protocol, dl_dst, nw_dst, tp_dst } = f.match;
-    if (!ct || !out || Number(ct[1]) !== p.zone || !dl_dst || !nw_dst || !tp_dst) continue;
+    if (ct.type !== "ct" || !ct.commit || ct.zone !== p.zone || ct.nat?.kind !== "dst" || ct.nat.port === undefined) continue;
+    if (out.type !== "output" || !dl_dst || !nw_dst || tp_dst === undefined) continue;
     if (protocol !== "tcp" && protocol !== "udp" && protocol !== "sctp") continue;
-    const bridgePort = p.portNames.get(Number(out[1]));
+    const bridgePort = p.portNames.get(out.port);
     if (bridgePort === undefined) continue; // delivers to a port that is gone: not a working backend
-    const vip: DsrVip = { address: nw_dst, port: Number(tp_dst), protocol, backends: [] };
-    const backend: DsrBackend = { address: ct[2], port: Number(ct[3]), mac: dl_dst, bridgePort };
+    const vip: DsrVip = { address: nw_dst, port: tp_dst, protocol, backends: [] };
+    const backend: DsrBackend = { address: ct.nat.ip, port: ct.nat.port, mac: dl_dst, bridgePort };
     const one = { ...inputs, vips: [{ ...vip, backends: [backend] }] };
     if (desiredFlows(one, p).every(present)) found.push({ vip, backend });
   }
@@ -234,15 +222,46 @@ export function actualInputs(inputs: Inputs, owned: readonly FlowEntry[], p: Pla
   return { ...inputs, vips: [...vips.values()].filter((v) => v.backends.length > 0) };
 }
 
-/** Zones a flow uses, in a ct action (zone=N) or a match (ct_zone=N). */
-export function zonesOf(flows: readonly FlowEntry[]): Set<number> {
+/** Zones flows use, in a ct action (zone=N) or a match (ct_zone=N). */
+export function zonesOf(flows: readonly Pick<Flow, "match" | "actions">[]): Set<number> {
   const zones = new Set<number>();
   for (const f of flows) {
-    if (f.match.ct_zone !== undefined && /^\d+$/.test(f.match.ct_zone)) zones.add(Number(f.match.ct_zone));
-    for (const a of f.actions) {
-      const m = /^ct\((?:.*,)?zone=(\d+)[,)]/.exec(a);
-      if (m) zones.add(Number(m[1]));
-    }
+    if (f.match.ct_zone !== undefined) zones.add(f.match.ct_zone);
+    for (const a of f.actions) if (a.type === "ct" && a.zone !== undefined) zones.add(a.zone);
   }
   return zones;
+}
+
+/** The zone for this apply: the input's, else the recorded one, else derived past the zones others' flows use. */
+export function chooseZone(id: string, inputs: Inputs, recorded: number | undefined, others: readonly DumpedFlow[]): number {
+  const taken = zonesOf(others);
+  if (inputs.zone !== undefined) {
+    if (taken.has(inputs.zone)) throw new Error(`zone: conntrack zone ${inputs.zone} is already used by flows ovslb does not own on bridge ${inputs.bridge}`);
+    return inputs.zone;
+  }
+  return recorded ?? derivedZone(id, taken);
+}
+
+/** Each backend's bridge port and its ofport on the bridge; refuses a port the bridge does not have. */
+export function backendOfports(inputs: Inputs, ports: ReadonlyMap<string, number>): Map<string, number> {
+  const ofports = new Map<string, number>();
+  inputs.vips.forEach((v, i) =>
+    v.backends.forEach((b, k) => {
+      const ofport = ports.get(b.bridgePort);
+      if (ofport === undefined) {
+        throw new Error(`vips[${i}].backends[${k}].bridgePort: bridge ${inputs.bridge} has no port ${b.bridgePort} with an ofport`);
+      }
+      ofports.set(b.bridgePort, ofport);
+    }),
+  );
+  return ofports;
+}
+
+/** What the resource wants on its bridge, with the zone and ofports it settled on. */
+export function planIntent(id: string, inputs: Inputs, recordedZone: number | undefined, observed: ObservedBridge) {
+  const cookie = cookieOf(id);
+  const zone = chooseZone(id, inputs, recordedZone, observed.flows.filter((f) => f.cookie !== cookie));
+  const ofports = backendOfports(inputs, observed.ports);
+  const intent: BridgeIntent = { cookie, flows: desiredFlows(inputs, { cookie, zone, ofports }), groups: [], owner: `DsrHypervisorFlows ${id}` };
+  return { intent, zone, ofports };
 }

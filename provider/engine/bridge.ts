@@ -1,0 +1,89 @@
+import type { Modification } from "../openflow";
+import { Transaction, where, type Row, type Value } from "../ovsdb";
+import { OpenFlowBridge, type BundleSent, type FlowFilter } from "../transport/openflow-bridge";
+import { bridgeSocket, type OvsHostSession } from "../transport/ovs-host";
+import { summarizeApply, type ApplySummary, type ObservedBridge } from "./plan";
+
+/**
+ * The I/O half of bridge convergence: observe a bridge (its ports from
+ * OVSDB, its flows and groups from OpenFlow, concurrently over one SSH
+ * connection) and apply a planned bundle. Every resource that owns flows
+ * and groups reads and writes bridges through here.
+ */
+
+/**
+ * Which flows to dump. "owned": only the owner's (by cookie), for a bridge it
+ * owns alone; a table: every flow of it, for conflict checks, when all the
+ * owner's flows live in that table; "all": every flow of the bridge.
+ */
+export type FlowScope = "owned" | "all" | { table: number };
+
+export interface BridgeRef {
+  session: OvsHostSession;
+  bridge: string;
+}
+
+const ALL_ONES = (1n << 64n) - 1n;
+
+function filterOf(scope: FlowScope, cookie: bigint): FlowFilter | undefined {
+  if (scope === "all") return undefined;
+  if (scope === "owned") return { cookie, mask: ALL_ONES };
+  return { cookie: 0n, mask: 0n, table: scope.table };
+}
+
+const asArray = (v: Value | undefined) => (v === undefined ? [] : Array.isArray(v) ? v : [v]);
+const uuidOf = (v: unknown) => String((v as { id: string }).id);
+
+/** The bridge's interfaces and their ofports (name -> ofport), or undefined when the bridge does not exist. */
+export async function bridgePorts(s: OvsHostSession, bridge: string): Promise<Map<string, number> | undefined> {
+  const db = await s.vswitchDb();
+  const txn = new Transaction();
+  txn.select("Bridge", [where("name", "==", bridge)], ["ports"]);
+  txn.select("Port", [], ["_uuid", "interfaces"]);
+  txn.select("Interface", [], ["_uuid", "name", "ofport"]);
+  const [bridges, ports, interfaces] = await db.transact("Open_vSwitch", txn.operations);
+  const row = bridges.rows?.[0];
+  if (!row) return undefined;
+  const portIds = new Set(asArray(row.ports).map(uuidOf));
+  const ifaceIds = new Set(
+    (ports.rows ?? []).filter((p: Row) => portIds.has(uuidOf(p._uuid))).flatMap((p: Row) => asArray(p.interfaces).map(uuidOf)),
+  );
+  const result = new Map<string, number>();
+  for (const i of interfaces.rows ?? []) {
+    const ofport = asArray(i.ofport)[0];
+    // An interface OVS could not attach has ofport -1 (or none yet): nothing can be delivered to it.
+    if (ifaceIds.has(uuidOf(i._uuid)) && typeof ofport === "number" && ofport > 0) result.set(String(i.name), ofport);
+  }
+  return result;
+}
+
+export const openflowOf = (ref: BridgeRef) => new OpenFlowBridge(ref.session.ssh, bridgeSocket(ref.session.host, ref.bridge));
+
+/** One bridge as it is: ports, the flows in scope, groups. Undefined when the bridge does not exist. */
+export async function observeBridge(ref: BridgeRef, scope: FlowScope, cookie: bigint): Promise<ObservedBridge | undefined> {
+  const ports = await bridgePorts(ref.session, ref.bridge);
+  if (!ports) return undefined;
+  const of = openflowOf(ref);
+  const [flows, groups] = await Promise.all([of.dumpFlows(filterOf(scope, cookie)), of.dumpGroups()]);
+  return { ports, flows, groups };
+}
+
+/** Who wants to see each bundle sent (tests prove incremental applies from it). */
+const bundleObservers = new Set<(host: string, sent: BundleSent) => void>();
+export function observeBundles(fn: (host: string, sent: BundleSent) => void): () => void {
+  bundleObservers.add(fn);
+  return () => bundleObservers.delete(fn);
+}
+
+/** Sends one planned bundle (nothing for no modifications) and says what was sent. */
+export async function applyBundle(ref: BridgeRef, mods: readonly Modification[]): Promise<ApplySummary> {
+  if (mods.length === 0) return summarizeApply(mods, undefined);
+  const sent = await openflowOf(ref).applyBundle(mods);
+  for (const fn of bundleObservers) fn(ref.session.hostName, sent);
+  return summarizeApply(mods, sent);
+}
+
+/** Applies each bridge's bundle, all in parallel, once every plan is made (keeps the window in which hosts disagree short). */
+export function applyBundles(plans: ReadonlyArray<{ ref: BridgeRef; mods: readonly Modification[] }>): Promise<ApplySummary[]> {
+  return Promise.all(plans.map((p) => applyBundle(p.ref, p.mods)));
+}

@@ -1,0 +1,4 @@
+export * from "./flows";
+export * from "./groups";
+export * from "./plan";
+export * from "./bridge";
