@@ -3,7 +3,7 @@ import type { DeferredNatBackend } from "../../provider/model/inputs.generated";
 import { SshSession } from "../../provider/transport/ssh";
 import type { LabInventory } from "../lab/topology";
 import { ProviderDriver, labLoadBalancer } from "../support/deferred-nat";
-import { loadInventory, sshTo } from "../support/lab";
+import { labSsh, loadInventory } from "../support/lab";
 
 /**
  * What an apply sends and how drift is found and repaired, on the lab's two
@@ -44,7 +44,7 @@ async function groupDuration(gw: string, groupId: number): Promise<number> {
 
 beforeAll(async () => {
   inv = loadInventory();
-  for (const gw of ["gw1", "gw2"]) ssh[gw] = await SshSession.connect(sshTo(inv, gw));
+  for (const gw of ["gw1", "gw2"]) ssh[gw] = await labSsh(inv, gw);
 });
 
 afterAll(() => {

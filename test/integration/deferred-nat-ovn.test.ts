@@ -2,7 +2,7 @@ import { describe, it, expect, beforeAll, afterAll } from "vitest";
 import { SshSession } from "../../provider/transport/ssh";
 import type { LabInventory } from "../lab/topology";
 import { ProviderDriver, labBackend, labLoadBalancer } from "../support/deferred-nat";
-import { loadInventory, sshTo } from "../support/lab";
+import { labSsh, loadInventory, sshTo } from "../support/lab";
 
 /** OVN mode against the lab's OVN central: the NB row, northd's logical flows, drift. */
 
@@ -26,7 +26,7 @@ async function sbctl(...args: string[]): Promise<string> {
 
 beforeAll(async () => {
   inv = loadInventory();
-  central = await SshSession.connect(sshTo(inv, "central"));
+  central = await labSsh(inv, "central");
   await nbctl("--if-exists", "lr-del", ROUTER);
   // A gateway router: northd writes load-balancer flows for it.
   await nbctl("lr-add", ROUTER, "--", "set", "logical_router", ROUTER, "options:chassis=gw1");
@@ -99,7 +99,7 @@ describe("deferred-NAT load balancer, OVN mode", () => {
   it("refuses a row of the same name that it does not own before changing anything", async () => {
     await nbctl("lb-add", "ovslb-clash-tcp", "10.0.0.199:80", "10.0.0.101:8080", "tcp");
     try {
-      const gw1 = await SshSession.connect(sshTo(inv, "gw1"));
+      const gw1 = await labSsh(inv, "gw1");
       const dump = async () => (await gw1.run(["ovs-ofctl", "-O", "OpenFlow15", "--no-stats", "dump-flows", "br-seg"])).stdout +
         (await gw1.run(["ovs-ofctl", "-O", "OpenFlow15", "dump-groups", "br-seg"])).stdout;
       const before = await dump();

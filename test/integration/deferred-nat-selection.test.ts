@@ -4,7 +4,7 @@ import { type Match } from "../../provider/openflow";
 import { SshSession } from "../../provider/transport/ssh";
 import type { LabInventory } from "../lab/topology";
 import { ProviderDriver, labBackend, labLoadBalancer } from "../support/deferred-nat";
-import { loadInventory, sshTo } from "../support/lab";
+import { labSsh, loadInventory } from "../support/lab";
 
 /**
  * Stable selection on the gateways, traced with ofproto/trace: which bucket
@@ -41,7 +41,7 @@ async function trace(gw: string, n = TUPLES, dst = VIP): Promise<number[]> {
 beforeAll(async () => {
   inv = loadInventory();
   for (const name of ["gw1", "gw2"]) {
-    const ssh = await SshSession.connect(sshTo(inv, name));
+    const ssh = await labSsh(inv, name);
     const ofport = (await ssh.run(["ovs-vsctl", "get", "interface", "seg0", "ofport"])).stdout.trim();
     gateways[name] = { ssh, segOfport: Number(ofport) };
   }

@@ -3,8 +3,8 @@ import { traceBuckets } from "../../provider/transport/openflow-trace";
 import { SshSession } from "../../provider/transport/ssh";
 import type { LabBackend, LabInventory } from "../lab/topology";
 import { ProviderDriver, labBackend, labHypervisorFlows, labLoadBalancer } from "../support/deferred-nat";
-import { inNamespace, loadInventory, sshTo } from "../support/lab";
-import { openLiveConnections } from "../support/live-connections";
+import { labSsh, inNamespace, loadInventory } from "../support/lab";
+import { connectAndClose, openLiveConnections, times } from "../support/tcp-clients";
 
 /**
  * Deferred NAT end to end with real TCP: the client reaches VIPs through
@@ -30,36 +30,20 @@ const lbInputs = (vip1: LabBackend[], vip2: LabBackend[], udp: LabBackend[] = []
     ...(udp.length > 0 ? [{ address: VIP2, port: UDP_PORT, protocol: "udp" as const, backends: udp.map((b) => labBackend(inv, b)) }] : []),
   ]);
 
-/** Backend names greeting `count` fresh connections to vip:80 from the client. */
+/** Backend names greeting `count` fresh connections to vip:80 from the client (one after another). */
 function greet(vip: string, count: number): string[] {
-  const program = `
-    const net = require("node:net");
-    (async () => {
-      const out = [];
-      for (let i = 0; i < ${count}; i++) {
-        out.push(await new Promise((resolve) => {
-          const s = net.connect({ host: "${vip}", port: 80 });
-          s.setTimeout(3000, () => { s.destroy(); resolve({ error: "timeout" }); });
-          s.once("data", (d) => { resolve({ greeting: String(d).trim(), local: s.localPort, remote: s.remoteAddress + ":" + s.remotePort }); s.end(); });
-          s.once("error", (e) => resolve({ error: e.code }));
-        }));
-      }
-      console.log(JSON.stringify(out));
-    })();`;
-  const results: { greeting?: string; error?: string; local: number; remote: string }[] = JSON.parse(
-    inNamespace(inv.client.namespace, [process.execPath, "-e", program]),
-  );
+  const results = connectAndClose(inv.client.namespace, times(vip, 80, count), { concurrency: 1 });
   for (const r of results) {
-    if (!r.greeting) throw new Error(`connection to ${vip} failed: ${r.error}`);
+    if (r.error) throw new Error(`connection to ${vip} failed: ${r.error}`);
     // The backend saw the client itself (no SNAT) and its own address as the destination (DNAT done before it).
     const [name, peer, local] = r.greeting.split(" ");
     const backend = pool.find((b) => b.name === name)!;
-    expect(peer).toBe(`${inv.client.address}:${r.local}`);
+    expect(peer).toBe(`${inv.client.address}:${r.localPort}`);
     expect(local).toBe(`${backend.address}:${inv.backendPort}`);
     // The client's socket is connected to the VIP: every reply it accepted came from VIP:80.
     expect(r.remote).toBe(`${vip}:80`);
   }
-  return results.map((r) => r.greeting!.split(" ")[0]);
+  return results.map((r) => r.backend);
 }
 
 async function vipFlowPackets(gw: string): Promise<number> {
@@ -75,7 +59,7 @@ async function conntrackFor(host: string, vip: string): Promise<string[]> {
 beforeAll(async () => {
   inv = loadInventory();
   pool = inv.backends.filter((b) => b.hypervisor === "hv1" || b.hypervisor === "hv2");
-  for (const h of ["gw1", "gw2", "hv1", "hv2"]) ssh[h] = await SshSession.connect(sshTo(inv, h));
+  for (const h of ["gw1", "gw2", "hv1", "hv2"]) ssh[h] = await labSsh(inv, h);
   // Every hypervisor can NAT for every local backend of either VIP, before the gateways use them.
   for (const hv of ["hv1", "hv2"]) {
     hvFlows[hv] = new ProviderDriver("DsrHypervisorFlows");

@@ -3,7 +3,7 @@ import { DistributorAttachment, DistributorDevice } from "../../index";
 import { runChecked } from "../../provider/transport/exec";
 import { SshSession } from "../../provider/transport/ssh";
 import type { LabInventory } from "../lab/topology";
-import { loadInventory, lockLab, sshTo } from "../support/lab";
+import { labSsh, loadInventory, lockLab, sshTo } from "../support/lab";
 import { registeredInputs, startProviderPlugin, type PluginCall } from "../support/provider-plugin";
 
 /**
@@ -23,7 +23,7 @@ beforeAll(async () => {
   inv = loadInventory();
   unlock = await lockLab("distributor");
   plugin = await startProviderPlugin();
-  dist1 = await SshSession.connect(sshTo(inv, "dist1"));
+  dist1 = await labSsh(inv, "dist1");
 });
 
 afterAll(async () => {

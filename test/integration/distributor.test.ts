@@ -22,6 +22,8 @@ const VIP = "10.0.0.210";
 const DEVICE = "dist1-device";
 const TENANT_A = "lb-tenant-a";
 const TENANT_B = "lb-tenant-b";
+/** Trace-only attachment of the second-failure case: its amphorae need no VMs. */
+const CLUSTER_C = "lb-second-failure";
 
 let inv: LabInventory;
 let dist1: SshSession;
@@ -35,7 +37,7 @@ let unlock: (() => void) | undefined;
 
 /** Whatever an interrupted earlier run left on dist1 under this file's ids (ovs-vsctl, not the code under test). */
 async function removeLeftovers() {
-  for (const id of [TENANT_A, TENANT_B]) {
+  for (const id of [TENANT_A, TENANT_B, CLUSTER_C]) {
     const n = attachmentNames({ attachmentId: id });
     await runChecked(dist1, ["ovs-vsctl", "--if-exists", "del-br", n.bridge, "--", "--if-exists", "del-port", "br-seg", n.uplinkPort]);
   }
@@ -250,6 +252,56 @@ describe("DistributorDevice and DistributorAttachment on dist1", () => {
     expect(fresh["hv3-vm1"]).toBeUndefined();
     expect(fresh["hv3-vm3"]).toBeGreaterThan(0);
     expect(fresh["hv3-vm2"]).toBeGreaterThan(0);
+  });
+
+  it("a second failure after a takeover: the standby keeps the slot it took, the new failure's slot goes vacant, and 0 of 2,000 traced tuples on live amphorae move; a new standby then fills the vacant slot", async () => {
+    const mac = (n: number) => `02:00:00:00:0c:0${n}`;
+    const amp = (n: number, role: string, slot?: number) => ({ name: `c${n}`, mac: mac(n), role, ...(slot ? { slot } : {}) });
+    const inputs = (amphorae: Props[]) => attachmentInputs({ attachmentId: CLUSTER_C, vip: "10.0.0.212", frontendMac: "02:00:00:00:0c:fe", amphorae });
+    let c = await create("DistributorAttachment", inputs([amp(1, "active", 1), amp(2, "active", 2), amp(3, "active", 3), amp(4, "standby")]));
+    try {
+      const { bridge, groupId, frontendMac } = c.outs;
+      const probes = packets(2000, frontendMac);
+      /** The amphora MAC each traced tuple reaches now. */
+      const reached = async () => {
+        const [buckets, macs] = await Promise.all([traceBuckets(dist1, bridge, probes), bucketMacs(bridge, groupId)]);
+        return buckets.map((b) => macs.get(b!)!);
+      };
+      const start = await reached();
+
+      // amp c2 fails: c4 takes slot 2 in place.
+      c = await update("DistributorAttachment", c.id, c.outs, inputs([amp(1, "active", 1), amp(2, "failed", 2), amp(3, "active", 3), amp(4, "standby")]));
+      expect(c.outs.slots.map((x: Props) => [x.slot, x.amphora, x.takenOver])).toEqual([[1, "c1", undefined], [2, "c4", "c2"], [3, "c3", undefined]]);
+      const first = await reached();
+      start.forEach((m, i) => expect(first[i]).toBe(m === mac(2) ? mac(4) : m));
+
+      // c1 fails too, no standby left: c4 keeps slot 2; slot 1 is vacant; only slot 1's tuples move.
+      c = await update("DistributorAttachment", c.id, c.outs, inputs([amp(1, "failed", 1), amp(2, "failed", 2), amp(3, "active", 3), amp(4, "standby")]));
+      expect(c.outs.slots.map((x: Props) => [x.slot, x.amphora, x.takenOver])).toEqual([[2, "c4", "c2"], [3, "c3", undefined]]);
+      expect(c.outs.vacantSlots).toEqual([1]);
+      expect(c.outs.lastApply.operations).toEqual({ "remove-buckets": 1 });
+      const second = await reached();
+      let movedOffLive = 0;
+      let movedOffDead = 0;
+      first.forEach((m, i) => {
+        if (m === mac(1)) movedOffDead++;
+        else if (second[i] !== m) movedOffLive++;
+      });
+      expect(movedOffLive).toBe(0);
+      expect(movedOffDead).toBeGreaterThan(0);
+      expect(second.includes(mac(1))).toBe(false);
+      console.log(`second failure: ${movedOffLive} of ${probes.length - movedOffDead} traced tuples on live amphorae moved; ${movedOffDead} on the failed one moved to live ones`);
+
+      // A new standby joins with c4 still listed as a standby: it fills the vacant slot; c4 keeps slot 2.
+      c = await update("DistributorAttachment", c.id, c.outs, inputs([amp(1, "failed", 1), amp(2, "failed", 2), amp(3, "active", 3), amp(4, "standby"), amp(5, "standby")]));
+      expect(c.outs.slots.map((x: Props) => [x.slot, x.amphora, x.takenOver])).toEqual([[1, "c5", "c1"], [2, "c4", "c2"], [3, "c3", undefined]]);
+      expect(c.outs.vacantSlots).toEqual([]);
+      const third = await reached();
+      // Slot 1 comes back under its old bucket id: exactly its own tuples return to it, now served by c5.
+      start.forEach((m, i) => expect(third[i]).toBe(m === mac(1) ? mac(5) : m === mac(2) ? mac(4) : m));
+    } finally {
+      await handlers.remove("DistributorAttachment", c.id, c.outs);
+    }
   });
 
   it("drift: read reports a bucket changed by hand, and update restores it", async () => {

@@ -3,7 +3,7 @@ import { readFileSync } from "node:fs";
 import { OvsBridge } from "../../index";
 import { SshSession } from "../../provider/transport/ssh";
 import type { LabInventory } from "../lab/topology";
-import { loadInventory, sshTo } from "../support/lab";
+import { labSsh, loadInventory } from "../support/lab";
 import { registeredInputs, startProviderPlugin, unwrapSecrets, type PluginCall } from "../support/provider-plugin";
 
 /**
@@ -34,7 +34,7 @@ async function acceptedLogins(): Promise<number> {
 beforeAll(async () => {
   inv = loadInventory();
   plugin = await startProviderPlugin();
-  gw2 = await SshSession.connect(sshTo(inv, "gw2"));
+  gw2 = await labSsh(inv, "gw2");
   await gw2.run(["ovs-vsctl", "--if-exists", "del-br", BRIDGE]);
 });
 

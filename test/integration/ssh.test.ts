@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { HostKeyMismatchError, SshSession, withSessions, quoteArgv } from "../../provider/transport/ssh";
 import type { LabInventory } from "../lab/topology";
-import { loadInventory, sshTo } from "../support/lab";
+import { loadInventory, runDirEnv, sshTo } from "../support/lab";
 
 let inv: LabInventory;
 beforeAll(() => {
@@ -41,11 +41,14 @@ describe("SSH transport against the lab", () => {
     }
   });
 
-  it("reuses one connection for many commands and reaches the host's OVS through SetEnv", async () => {
+  it("reuses one connection for many commands and reaches the host's OVS only through the run directory it names", async () => {
     const s = await SshSession.connect(sshTo(inv, "hv1"));
     try {
-      const outs = await Promise.all(Array.from({ length: 10 }, () => s.run(["ovs-vsctl", "br-exists", "br-seg"])));
+      const outs = await Promise.all(Array.from({ length: 10 }, () => s.run(["env", ...runDirEnv(inv.hosts.hv1), "ovs-vsctl", "br-exists", "br-seg"])));
       expect(outs.every((o) => o.exitCode === 0)).toBe(true);
+      // sshd sets no environment: a command that does not name the run directory finds no daemon.
+      const plain = await s.run(["ovs-vsctl", "br-exists", "br-seg"]);
+      expect(plain.exitCode).not.toBe(0);
       const sshdConnections = await s.run(["sh", "-c", "ss -tn state established '( sport = :22 )' | tail -n +2 | wc -l"]);
       expect(Number(sshdConnections.stdout.trim())).toBe(1);
     } finally {
@@ -105,7 +108,7 @@ describe("SSH transport against the lab", () => {
     const jumpHost = sshTo(inv, "gw1");
     const s = await SshSession.connect(sshTo(inv, "hv3", { jumpHost }));
     try {
-      const r = await s.run(["ovs-vsctl", "get", "bridge", "br-seg", "other_config:hwaddr"]);
+      const r = await s.run(["env", ...runDirEnv(inv.hosts.hv3), "ovs-vsctl", "get", "bridge", "br-seg", "other_config:hwaddr"]);
       expect(r.stdout.trim()).toBe(`"${inv.hosts.hv3.segment!.mac}"`);
     } finally {
       s.close();

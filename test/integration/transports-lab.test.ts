@@ -4,7 +4,7 @@ import { type Modification } from "../../provider/openflow";
 import { OvsHostSession, bridgeSocket } from "../../provider/transport/ovs-host";
 import { OvsdbTransactionError, Transaction, mutation, where } from "../../provider/ovsdb";
 import { SshSession } from "../../provider/transport/ssh";
-import { loadInventory, sshTo } from "../support/lab";
+import { labSsh, loadInventory, sshTo } from "../support/lab";
 
 /**
  * The transports as the providers use them: over SSH to a lab host, the
@@ -14,18 +14,22 @@ import { loadInventory, sshTo } from "../support/lab";
 
 const BRIDGE = "br-ovslb-tx";
 let host: OvsHostSession;
+/** The test's own commands (ovs-vsctl), with gw2's run directory; the transports under test get a plain session. */
+let own: SshSession;
 
 beforeAll(async () => {
   const inv = loadInventory();
   const gw2 = inv.hosts.gw2;
   host = new OvsHostSession({ connection: sshTo(inv, gw2), ovsRundir: gw2.ovsRundir }, await SshSession.connect(sshTo(inv, gw2)));
-  await host.ssh.run(["ovs-vsctl", "--if-exists", "del-br", BRIDGE]);
-  await host.ssh.run(["ovs-vsctl", "add-br", BRIDGE, "--", "set", "bridge", BRIDGE, "datapath_type=netdev",
+  own = await labSsh(inv, gw2);
+  await own.run(["ovs-vsctl", "--if-exists", "del-br", BRIDGE]);
+  await own.run(["ovs-vsctl", "add-br", BRIDGE, "--", "set", "bridge", BRIDGE, "datapath_type=netdev",
     "protocols=OpenFlow10,OpenFlow13,OpenFlow14,OpenFlow15", "fail_mode=secure"]);
 });
 
 afterAll(async () => {
-  await host?.ssh.run(["ovs-vsctl", "--if-exists", "del-br", BRIDGE]);
+  await own?.run(["ovs-vsctl", "--if-exists", "del-br", BRIDGE]);
+  own?.close();
   host?.close();
 });
 
@@ -63,8 +67,8 @@ describe("OpenFlow over SSH", () => {
   it("leaves the bridge exactly as it was when the bundle's last operation fails", async () => {
     const of = new OpenFlowBridge(host.ssh, bridgeSocket(host.host, BRIDGE));
     const dump = async () => [
-      (await host.ssh.run(["ovs-ofctl", "-O", "OpenFlow15", "--no-stats", "dump-flows", BRIDGE])).stdout,
-      (await host.ssh.run(["ovs-ofctl", "-O", "OpenFlow15", "dump-groups", BRIDGE])).stdout,
+      (await own.run(["ovs-ofctl", "-O", "OpenFlow15", "--no-stats", "dump-flows", BRIDGE])).stdout,
+      (await own.run(["ovs-ofctl", "-O", "OpenFlow15", "dump-groups", BRIDGE])).stdout,
     ];
     const before = await dump();
     const err = await of
@@ -99,7 +103,7 @@ describe("OVSDB over an SSH stream-local channel", () => {
     expect(err.kind).toBe("conflict");
     expect(err.operation).toEqual({ index: 0, op: "wait", table: "Bridge" });
     expect(await read()).toEqual(before);
-    const vsctl = await host.ssh.run(["ovs-vsctl", "get", "bridge", BRIDGE, "external_ids"]);
+    const vsctl = await own.run(["ovs-vsctl", "get", "bridge", BRIDGE, "external_ids"]);
     expect(vsctl.stdout.trim()).toBe("{}");
   });
 });

@@ -227,7 +227,7 @@ export class Lab {
     } else {
       Object.assign(host, this.startOvs(plan, ns, rundir));
     }
-    host.hostKey = this.startSshd(plan, ns, address, hostDir, rundir);
+    host.hostKey = this.startSshd(plan, ns, address, hostDir);
     return host;
   }
 
@@ -302,19 +302,22 @@ export class Lab {
     };
   }
 
-  /** sshd on the host's management address: key auth only, its own host key. Returns the public host key. */
-  private startSshd(plan: HostPlan, ns: string, address: string, hostDir: string, rundir: string): string {
+  /** sshd on the host's management address: key auth only, the lab's user only, its own host key. Returns the public host key. */
+  private startSshd(plan: HostPlan, ns: string, address: string, hostDir: string): string {
     const hostKey = join(hostDir, "ssh_host_ed25519_key");
     run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", `ovslb-lab-${plan.name}`, "-f", hostKey]);
     chmodSync(hostKey, 0o600);
     const pidFile = join(hostDir, "sshd.pid");
-    const env = plan.role === "ovn-central" ? `OVN_RUNDIR=${rundir}` : `OVS_RUNDIR=${rundir}`;
+    // No SetEnv: a command finds the host's daemons only through the run
+    // directory it names itself (the inventory's ovsRundir / ovn.rundir), as
+    // the provider must on a real host, so one that forgets it fails here too.
     const config = [
       `ListenAddress ${address}`,
       "Port 22",
       `HostKey ${hostKey}`,
       `PidFile ${pidFile}`,
       `AuthorizedKeysFile ${join(this.dir, "authorized_keys")}`,
+      `AllowUsers ${SSH_USER}`,
       "PermitRootLogin prohibit-password",
       "PubkeyAuthentication yes",
       "PasswordAuthentication no",
@@ -323,7 +326,7 @@ export class Lab {
       "StrictModes no",
       "AllowStreamLocalForwarding yes",
       "MaxSessions 64",
-      `SetEnv ${env}`,
+      "PermitUserEnvironment no",
       "",
     ].join("\n");
     const configPath = join(hostDir, "sshd_config");

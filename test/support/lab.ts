@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { DEFAULT_LAB_DIR } from "../lab/lab";
 import type { LabHost, LabInventory } from "../lab/topology";
-import type { SshConnection } from "../../provider/transport/ssh";
+import { SshSession, type SshConnection } from "../../provider/transport/ssh";
 
 /** The lab's inventory, as written by `npm run lab -- up` (the global setup brings it up). */
 export function loadInventory(): LabInventory {
@@ -17,6 +17,35 @@ export function sshTo(inv: LabInventory, host: string | LabHost, extra: Partial<
   const h = typeof host === "string" ? inv.hosts[host] : host;
   if (!h) throw new Error(`no lab host ${String(host)}`);
   return { host: h.address, port: h.sshPort, user: h.user, hostKey: h.hostKey, privateKeyPath: inv.clientKeyPath, ...extra };
+}
+
+/**
+ * The environment a lab host's own tools need to find its daemons:
+ * OVS_RUNDIR (db.sock, BRIDGE.mgmt, ovs-vswitchd's control socket) on an
+ * OVS host, OVN_RUNDIR (the NB and SB sockets) on OVN central. The lab's
+ * sshd sets none, as a real host's does not.
+ */
+export function runDirEnv(h: LabHost): string[] {
+  if (h.ovsRundir) return [`OVS_RUNDIR=${h.ovsRundir}`];
+  if (h.ovn) return [`OVN_RUNDIR=${h.ovn.rundir}`];
+  return [];
+}
+
+/**
+ * An SSH session to a lab host for a test's own commands (ovs-vsctl,
+ * ovs-ofctl BRIDGE, ovs-appctl, ovn-nbctl, traces): each runs under `env`
+ * with the host's run directory. The provider opens its own sessions from
+ * sshTo() connections, which carry no environment, so provider code that
+ * forgets the run directory still fails.
+ */
+export async function labSsh(inv: LabInventory, host: string | LabHost): Promise<SshSession> {
+  const h = typeof host === "string" ? inv.hosts[host] : host;
+  if (!h) throw new Error(`no lab host ${String(host)}`);
+  const session = await SshSession.connect(sshTo(inv, h));
+  const env = runDirEnv(h);
+  const run = session.run.bind(session);
+  session.run = (argv, opts) => run(["env", ...env, ...argv], opts);
+  return session;
 }
 
 /** Runs argv inside a lab namespace (VMs and the client are not managed hosts: no SSH there). */

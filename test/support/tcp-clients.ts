@@ -1,90 +1,315 @@
-import { once } from "node:events";
 import { createInterface } from "node:readline";
+import type { ChildProcess } from "node:child_process";
 import { inNamespace, spawnInNamespace } from "./lab";
 
 /**
- * Real TCP clients inside a lab namespace (the client is not a managed host).
- * A small node program opens connections to host:port and reports, for each,
- * the first word of the server's greeting: the backend's name.
+ * The one TCP client of the tests: real connections from inside a lab
+ * namespace (the client, a tenant's client or a VM: none is a managed host).
+ *
+ * A small node program (CLIENT, below) runs in the namespace and takes one
+ * JSON command per line on stdin, answering each with one JSON line:
+ * - open: connect to each target (`concurrency` at a time) and read its
+ *   greeting line, within `timeoutMs`;
+ * - send: write a line on the given connections and read one line back from
+ *   each, within `timeoutMs`;
+ * - drop: close the given connections.
+ * It ends, closing every connection, when its stdin does. Every lab backend
+ * greets a connection with "NAME PEER LOCAL" and answers a line L with
+ * "NAME L" (test/lab/backend-server.js).
+ *
+ * A connection that fails (reset, closed, or silent past a timeout) stays
+ * failed: every later read on it answers the first reason ("error:CODE",
+ * "closed", "timeout"), and a silent one is closed, so a late answer is never
+ * taken for the next one.
  */
 
-const PROGRAM = String.raw`
+const CLIENT = String.raw`
 const net = require("node:net");
 const readline = require("node:readline");
-const [host, port, count, hold] = process.argv.slice(1);
 const conns = [];
-function lineOf(sock) {
+function connection(target) {
+  const c = { sock: net.connect(target), buf: "", lines: [], waiter: undefined, failed: "" };
+  c.sock.setNoDelay(true);
+  const wake = (v) => { const w = c.waiter; c.waiter = undefined; if (w) w(v); return !!w; };
+  c.sock.on("data", (d) => {
+    c.buf += d;
+    let nl;
+    while ((nl = c.buf.indexOf("\n")) >= 0) {
+      const line = c.buf.slice(0, nl);
+      c.buf = c.buf.slice(nl + 1);
+      if (!wake({ line })) c.lines.push(line);
+    }
+  });
+  const fail = (why) => { if (!c.failed) c.failed = why; wake({ failed: c.failed }); };
+  c.sock.on("error", (e) => fail("error:" + e.code));
+  c.sock.on("close", () => fail("closed"));
+  return c;
+}
+/** The next line, or why none will come: { line } or { failed }. */
+function readLine(c, timeoutMs) {
+  if (c.lines.length) return Promise.resolve({ line: c.lines.shift() });
+  if (c.failed) return Promise.resolve({ failed: c.failed });
   return new Promise((resolve) => {
-    let buf = "";
-    const done = (v) => { sock.removeAllListeners("data"); resolve(v); };
-    sock.on("data", (d) => { buf += d; const nl = buf.indexOf("\n"); if (nl >= 0) done(buf.slice(0, nl)); });
-    sock.once("error", (e) => done("error:" + e.code));
-    sock.once("close", () => done("closed"));
-    setTimeout(() => done("timeout"), 3000);
+    const timer = setTimeout(() => {
+      c.waiter = undefined;
+      c.failed = "timeout";
+      c.sock.destroy();
+      resolve({ failed: "timeout" });
+    }, timeoutMs);
+    c.waiter = (r) => { clearTimeout(timer); resolve(r); };
   });
 }
-async function open(i) {
-  const sock = net.connect({ host, port: Number(port) });
-  sock.setNoDelay(true);
-  const greeting = await lineOf(sock);
-  conns[i] = sock;
-  return greeting.split(" ")[0];
-}
-(async () => {
-  const names = [];
-  for (let i = 0; i < Number(count); i += 20) {
-    const batch = [];
-    for (let j = i; j < Math.min(i + 20, Number(count)); j++) batch.push(open(j));
-    names.push(...(await Promise.all(batch)));
+async function open(cmd) {
+  const out = [];
+  for (let i = 0; i < cmd.targets.length; i += cmd.concurrency) {
+    const batch = cmd.targets.slice(i, i + cmd.concurrency).map(async (target) => {
+      const c = connection(target);
+      conns.push(c);
+      const r = await readLine(c, cmd.timeoutMs);
+      return {
+        greeting: r.line ?? "",
+        error: r.failed,
+        localPort: c.sock.localPort,
+        remote: c.sock.remoteAddress === undefined ? "" : c.sock.remoteAddress + ":" + c.sock.remotePort,
+      };
+    });
+    out.push(...(await Promise.all(batch)));
   }
-  console.log(JSON.stringify(names));
-  if (hold !== "hold") { conns.forEach((c) => c && c.destroy()); return; }
-  readline.createInterface({ input: process.stdin }).on("line", async (line) => {
-    const replies = await Promise.all(conns.map(async (c, i) => {
-      if (!c || c.destroyed) return "closed";
-      const reply = lineOf(c);
-      c.write(line + "-" + i + "\n");
-      return reply;
-    }));
-    console.log(JSON.stringify(replies));
+  return { connections: out };
+}
+async function send(cmd) {
+  const replies = await Promise.all(cmd.lines.map(async ([id, line]) => {
+    const c = conns[id];
+    if (c.failed) return c.failed;
+    c.lines.length = 0; // nothing asked for it: not an answer
+    const reply = readLine(c, cmd.timeoutMs);
+    c.sock.write(line + "\n");
+    const r = await reply;
+    return r.line ?? r.failed;
+  }));
+  return { replies };
+}
+function drop(cmd) {
+  for (const id of cmd.ids) { const c = conns[id]; if (!c.failed) c.failed = "closed"; c.sock.destroy(); }
+  return {};
+}
+const ops = { open, send, drop };
+let queue = Promise.resolve();
+const input = readline.createInterface({ input: process.stdin });
+input.on("line", (line) => {
+  queue = queue.then(async () => {
+    const cmd = JSON.parse(line);
+    console.log(JSON.stringify(await ops[cmd.op](cmd)));
   });
-})();
+});
+input.on("close", () => queue.then(() => { conns.forEach((c) => c.sock.destroy()); process.exit(0); }));
 `;
+
+export interface TcpTarget {
+  host: string;
+  port: number;
+}
+
+export interface TcpConnection {
+  /** The server's greeting line ("" if none came). */
+  greeting: string;
+  /** Its first word: the backend's name ("" if no greeting came). */
+  backend: string;
+  /** Why no greeting came: "timeout", "closed" or "error:CODE". */
+  error?: string;
+  /** The client's local port: the 5-tuple is (client address, localPort, remote). */
+  localPort: number;
+  /** "ADDRESS:PORT" the socket is connected to: the address every reply it accepted came from. */
+  remote: string;
+}
+
+export interface OpenOptions {
+  /** Connections opened at a time (default 20; 1 opens them one after another). */
+  concurrency?: number;
+  /** How long each greeting may take (default 3 s). */
+  greetingTimeoutMs?: number;
+}
+
+const target = (t: string | TcpTarget): TcpTarget => {
+  if (typeof t !== "string") return t;
+  const at = t.lastIndexOf(":");
+  return { host: t.slice(0, at), port: Number(t.slice(at + 1)) };
+};
+const openCommand = (targets: readonly (string | TcpTarget)[], opts: OpenOptions) =>
+  JSON.stringify({ op: "open", targets: targets.map(target), concurrency: opts.concurrency ?? 20, timeoutMs: opts.greetingTimeoutMs ?? 3000 });
+const toConnection = (c: Omit<TcpConnection, "backend">): TcpConnection => ({ ...c, backend: c.greeting.split(" ")[0] });
+
+/** `count` copies of host:port, as targets. */
+export const times = (host: string, port: number, count: number): TcpTarget[] => Array.from({ length: count }, () => ({ host, port }));
+
+/**
+ * Connects to each target from `namespace`, reads each greeting, and closes
+ * them all again: one synchronous run of the client.
+ */
+export function connectAndClose(namespace: string, targets: readonly (string | TcpTarget)[], opts: OpenOptions = {}): TcpConnection[] {
+  const out = inNamespace(namespace, [process.execPath, "-e", CLIENT], `${openCommand(targets, opts)}\n`);
+  return (JSON.parse(out.trim().split("\n")[0]).connections as Omit<TcpConnection, "backend">[]).map(toConnection);
+}
+
+/** Connections held open from a namespace until close(). */
+export class TcpClients {
+  private readonly lines: string[] = [];
+  private readonly waiters: { resolve: (line: string) => void; reject: (e: Error) => void }[] = [];
+  private exited: Error | undefined;
+  private stderr = "";
+
+  private constructor(
+    private readonly child: ChildProcess,
+    readonly namespace: string,
+  ) {
+    child.stderr!.on("data", (d: Buffer) => (this.stderr += d.toString()));
+    createInterface({ input: child.stdout! }).on("line", (line) => {
+      const w = this.waiters.shift();
+      if (w) w.resolve(line);
+      else this.lines.push(line);
+    });
+    child.once("exit", (code, signal) => {
+      this.exited = new Error(`tcp client in ${namespace} exited (${signal ?? code}) ${this.stderr.trim()}`);
+      for (const w of this.waiters.splice(0)) w.reject(this.exited);
+    });
+  }
+
+  /** Every connection opened so far, in order; an index here names a connection in exchange() and drop(). */
+  readonly connections: TcpConnection[] = [];
+
+  /** Starts a client in `namespace` and opens connections to `targets` (see open()). */
+  static async open(namespace: string, targets: readonly (string | TcpTarget)[], opts: OpenOptions = {}): Promise<TcpClients> {
+    const clients = new TcpClients(spawnInNamespace(namespace, [process.execPath, "-e", CLIENT]), namespace);
+    try {
+      await clients.open(targets, opts);
+    } catch (e) {
+      clients.close();
+      throw e;
+    }
+    return clients;
+  }
+
+  /** Opens more connections, reading each one's greeting; returns the new ones. */
+  async open(targets: readonly (string | TcpTarget)[], opts: OpenOptions = {}): Promise<TcpConnection[]> {
+    const budget = (opts.greetingTimeoutMs ?? 3000) * Math.ceil(targets.length / (opts.concurrency ?? 20)) + 10_000;
+    const r = JSON.parse(await this.call(openCommand(targets, opts), budget));
+    const opened = (r.connections as Omit<TcpConnection, "backend">[]).map(toConnection);
+    this.connections.push(...opened);
+    return opened;
+  }
+
+  /**
+   * Sends `line(i)` on every connection i for which it gives a line, and reads
+   * one line back from each within `timeoutMs` (default 3 s). The answer at i
+   * is the reply, or why none came ("timeout", "closed", "error:CODE");
+   * undefined where nothing was sent.
+   */
+  async exchange(line: (index: number) => string | undefined, timeoutMs = 3000): Promise<(string | undefined)[]> {
+    const sends = this.connections.flatMap((_, i) => {
+      const l = line(i);
+      return l === undefined ? [] : [[i, l] as const];
+    });
+    const r = JSON.parse(await this.call(JSON.stringify({ op: "send", lines: sends, timeoutMs }), timeoutMs + 10_000));
+    const answers: (string | undefined)[] = this.connections.map(() => undefined);
+    sends.forEach(([i], k) => (answers[i] = r.replies[k]));
+    return answers;
+  }
+
+  /** Closes these connections (the others stay open). */
+  async drop(indexes: readonly number[]): Promise<void> {
+    if (indexes.length > 0) await this.call(JSON.stringify({ op: "drop", ids: indexes }), 10_000);
+  }
+
+  /** Closes every connection and ends the client. */
+  close(): void {
+    this.child.stdin!.end();
+    // It exits once its stdin ends; make sure of it.
+    setTimeout(() => this.child.kill(), 2000).unref();
+  }
+
+  private call(command: string, timeoutMs: number): Promise<string> {
+    if (this.exited) return Promise.reject(this.exited);
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`tcp client in ${this.namespace}: no answer in ${timeoutMs} ms ${this.stderr.trim()}`)), timeoutMs);
+      this.waiters.push({
+        resolve: (l) => (clearTimeout(timer), resolve(l)),
+        reject: (e) => (clearTimeout(timer), reject(e)),
+      });
+      this.child.stdin!.write(`${command}\n`);
+    });
+  }
+}
 
 /** Opens `count` connections (20 at a time) and closes them; returns each greeting's backend name ("timeout", "error:..." otherwise). */
 export function greetings(namespace: string, host: string, port: number, count: number): string[] {
-  return JSON.parse(inNamespace(namespace, [process.execPath, "-e", PROGRAM, host, String(port), String(count)]));
+  return connectAndClose(namespace, times(host, port, count)).map((c) => c.error ?? c.backend);
 }
 
 /** Connections held open: `names` from the greetings, and `probe` sends one line on every connection and returns each reply. */
 export interface HeldConnections {
   names: string[];
+  /** Sends "TEXT-i" on connection i and returns each reply ("NAME TEXT-i" from a working one). */
   probe(text: string): Promise<string[]>;
   close(): void;
 }
 
 export async function holdConnections(namespace: string, host: string, port: number, count: number): Promise<HeldConnections> {
-  const child = spawnInNamespace(namespace, [process.execPath, "-e", PROGRAM, host, String(port), String(count), "hold"]);
-  const lines = createInterface({ input: child.stdout! });
-  const queue: string[] = [];
-  const waiters: ((line: string) => void)[] = [];
-  lines.on("line", (line) => (waiters.length ? waiters.shift()!(line) : queue.push(line)));
-  const next = () => new Promise<string>((resolve, reject) => {
-    if (queue.length) return resolve(queue.shift()!);
-    waiters.push(resolve);
-    setTimeout(() => reject(new Error("tcp client: no answer in 20 s")), 20_000);
-  });
-  const exited = once(child, "exit").then(() => { throw new Error("tcp client exited"); });
-  exited.catch(() => undefined);
-  const names: string[] = JSON.parse(await Promise.race([next(), exited]));
+  const clients = await TcpClients.open(namespace, times(host, port, count));
   return {
-    names,
+    names: clients.connections.map((c) => c.error ?? c.backend),
     async probe(text) {
-      child.stdin!.write(`${text}\n`);
-      return JSON.parse(await next());
+      return (await clients.exchange((i) => `${text}-${i}`)) as string[];
     },
-    close() {
-      child.kill();
+    close: () => clients.close(),
+  };
+}
+
+export interface LiveConnection {
+  /** The client's local port: the 5-tuple is (client, port, VIP, VIP port). */
+  port: number;
+  /** The backend's name from its greeting. */
+  backend: string;
+  /** Why it broke; empty while it works. */
+  broken: string;
+}
+
+export interface LiveConnections {
+  readonly initial: LiveConnection[];
+  /** One round: every working connection sends a line and must get its echo within 2 s. */
+  round(): Promise<LiveConnection[]>;
+  close(): void;
+}
+
+/**
+ * Long-lived connections (opened one after another), each exchanging a line
+ * with its backend on every round. A connection that misses one answer (or
+ * is reset) counts as broken from then on, and is closed.
+ */
+export async function openLiveConnections(namespace: string, host: string, port: number, count: number): Promise<LiveConnections> {
+  const clients = await TcpClients.open(namespace, times(host, port, count), { concurrency: 1 });
+  const state: LiveConnection[] = clients.connections.map((c) => ({
+    port: c.localPort,
+    backend: c.backend,
+    broken: c.error || !c.backend ? "no greeting" : "",
+  }));
+  const report = () => state.map((c) => ({ ...c }));
+  let round = 0;
+  return {
+    initial: report(),
+    async round() {
+      round++;
+      const expected = (i: number) => `round ${round} conn ${i}`;
+      const replies = await clients.exchange((i) => (state[i].broken ? undefined : expected(i)), 2000);
+      const broke: number[] = [];
+      replies.forEach((reply, i) => {
+        if (reply !== undefined && reply !== `${state[i].backend} ${expected(i)}`) {
+          state[i].broken = reply;
+          broke.push(i);
+        }
+      });
+      await clients.drop(broke);
+      return report();
     },
+    close: () => clients.close(),
   };
 }
