@@ -37,7 +37,7 @@ function plain(v: any): any {
   return v;
 }
 
-/** Runs the program and returns the ovslb resources it declares, in order. */
+/** Runs the program to completion and returns the ovslb resources it declared, in order. Once per process (it ends the runtime's connection). */
 export async function declaredResources(program: () => unknown): Promise<Declared[]> {
   const declared: Declared[] = [];
   pulumi.runtime.setMocks(
@@ -54,13 +54,12 @@ export async function declaredResources(program: () => unknown): Promise<Declare
     "lab",
     false,
   );
-  await program();
-  // Registrations resolve asynchronously; wait until they stop arriving.
-  let seen = -1;
-  while (seen !== declared.length) {
-    seen = declared.length;
-    await new Promise((r) => setTimeout(r, 200));
-  }
+  // As the Pulumi CLI's language host runs a program: inside the root stack
+  // resource, and done when the runtime's queue of outstanding registrations
+  // (and anything they start, e.g. resources made inside an apply) has
+  // drained, which disconnect() awaits before it closes the (mock) monitor.
+  await pulumi.runtime.runInPulumiStack(async () => program());
+  await pulumi.runtime.disconnect();
   return declared;
 }
 

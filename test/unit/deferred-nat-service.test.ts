@@ -1,11 +1,12 @@
-import { describe, it, expect, beforeAll } from "vitest";
+import { describe, it, expect, beforeEach } from "vitest";
 import * as pulumi from "@pulumi/pulumi";
 import type { DeferredNatServiceArgs } from "../../components/deferred-nat-service";
 
 type Registered = { type: string; name: string; inputs: Record<string, any> };
 const registered: Registered[] = [];
 
-beforeAll(() => {
+beforeEach(() => {
+  registered.length = 0;
   pulumi.runtime.setMocks(
     {
       newResource(args) {
@@ -38,14 +39,19 @@ const args = (): DeferredNatServiceArgs => ({
   ],
 });
 
-/** Lets the mocked registrations run. */
-const settle = () => new Promise((r) => setTimeout(r, 50));
+/**
+ * Until every registration the program started has been answered: the
+ * runtime's own queue of outstanding RPCs drains (the language host waits
+ * for the same before it exits). It disconnects the mock monitor, so each
+ * test sets the mocks up again.
+ */
+const programDone = () => pulumi.runtime.disconnect();
 
 describe("DeferredNatService", () => {
   it("puts each backend's NAT on its own hypervisor and every backend in the gateways' groups", async () => {
     const { DeferredNatService } = await import("../../components/deferred-nat-service");
     const service = new DeferredNatService("web", args());
-    await settle();
+    await programDone();
     expect(Object.keys(service.hypervisorFlows)).toEqual(["hv1", "hv2"]);
     const flows = registered.filter((r) => r.type === "pulumi-nodejs:dynamic/ovslb:DsrHypervisorFlows");
     const hv1 = flows.find((f) => f.name === "web-hv1")!.inputs;
