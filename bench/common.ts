@@ -12,6 +12,19 @@ import { JsonStreamParser } from "../provider/transport/ovsdb-client";
 export interface BenchContext {
   /** Progress lines go here (stderr), results go in the report. */
   log(line: string): void;
+  /**
+   * Run small (seconds, for CI): the same steps and the same invariants on
+   * small sizes. Whatever a full run would send is still checked for
+   * acceptance (e.g. through the provider's check) without being sent.
+   */
+  smoke: boolean;
+}
+
+/** Something a benchmark relies on or shows, checked by every run (smoke or full). */
+export interface Invariant {
+  name: string;
+  ok: boolean;
+  detail?: string;
 }
 
 export interface BenchReport {
@@ -20,6 +33,8 @@ export interface BenchReport {
   markdown: string;
   /** Every number behind the tables. */
   data: unknown;
+  /** What this run checked; one that does not hold fails the run and nothing is written. */
+  invariants: Invariant[];
 }
 
 export interface Benchmark {
@@ -57,7 +72,31 @@ export async function machineNote(host: CommandRunner): Promise<Record<string, s
     kernel: `${os.type()} ${os.release()}`,
     node: process.version,
     ovs: ovs.stdout.split("\n")[0]?.trim() || "unknown",
+    /** 1, 5 and 15 minute load averages as the run started: the lab shares this machine, so times depend on it. */
+    load: os.loadavg().map((l) => l.toFixed(2)).join(" "),
   };
+}
+
+/**
+ * Runs every command under `env OVS_RUNDIR=DIR`, so the host's own tools
+ * (ovs-vsctl, ovs-appctl) find its daemons: a host's sshd sets no
+ * environment, and the provider names the run directory itself too.
+ */
+export class RundirRunner implements CommandRunner {
+  constructor(
+    private readonly inner: CommandRunner,
+    private readonly rundir: string,
+  ) {
+    if (!/^\/[A-Za-z0-9._/-]{0,200}$/.test(rundir)) throw new Error(`not a run directory: ${JSON.stringify(rundir)}`);
+  }
+
+  get hostName() {
+    return this.inner.hostName;
+  }
+
+  run(argv: readonly string[], opts?: RunOptions): Promise<CommandResult> {
+    return this.inner.run(["env", `OVS_RUNDIR=${this.rundir}`, ...argv], opts);
+  }
 }
 
 /** One OpenFlow message as ovs-ofctl wrote it to ovs-vswitchd's socket. */

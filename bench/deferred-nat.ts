@@ -1,14 +1,17 @@
+import * as os from "node:os";
 import type { DeferredNatBackend, DeferredNatLoadBalancerInputs as Inputs, OvsHost } from "../provider/model/inputs.generated";
 import { derivedId, ownerCookie, MAX_GROUP_ID } from "../provider/model/ids";
-import {BUCKET_WEIGHT, DEFAULT_SELECTION_FIELDS, VIP_FLOW_PRIORITY, assignIds, checkRules, cookieOf, desiredDataplane, foreignGroupIds, hashFields, ownedGroupIds, planGateway, replicaKey, vipKey, withDefaults, type GatewayActual, type GatewayPort, type RecordedIds,} from "../provider/resources/deferred-nat-load-balancer/plan";
-import { runChecked } from "../provider/transport/exec";
+import {BUCKET_WEIGHT, DEFAULT_SELECTION_FIELDS, MAX_BUCKETS_PER_GROUP, VIP_FLOW_PRIORITY, assignIds, cookieOf, desiredDataplane, foreignGroupsOn, mergeIds, hashFields, planGateway, replicaKey, vipKey, withDefaults, type GatewayPort, type RecordedIds,} from "../provider/resources/deferred-nat-load-balancer/plan";
+import { referencedGroups, type ObservedBridge } from "../provider/engine/plan";
+import { check } from "../provider/handlers";
+import { runChecked, type CommandRunner } from "../provider/transport/exec";
 import { OpenFlowBridge, type BundleSent } from "../provider/transport/openflow-bridge";
 import { renderBundle, type Action, type Flow, type Group, type Match, type Modification, type SelectBucket } from "../provider/openflow";
 import { traceBuckets } from "../provider/transport/openflow-trace";
 import { bridgeSocket } from "../provider/transport/ovs-host";
 import { SshSession } from "../provider/transport/ssh";
 import { loadInventory, sshTo } from "../test/support/lab";
-import {OFPT_BUNDLE_ADD_MESSAGE, UnixctlClient, WireTapRunner, fmtInt, fmtMs, fmtPct, machineNote, median, timed, type BenchContext, type BenchReport, type Benchmark, type WireMessage,} from "./common";
+import {OFPT_BUNDLE_ADD_MESSAGE, RundirRunner, UnixctlClient, WireTapRunner, type Invariant, fmtInt, fmtMs, fmtPct, machineNote, median, timed, type BenchContext, type BenchReport, type Benchmark, type WireMessage,} from "./common";
 
 /**
  * Issue 3's benchmark for the deferred-NAT load balancer, on the lab's
@@ -17,8 +20,14 @@ import {OFPT_BUNDLE_ADD_MESSAGE, UnixctlClient, WireTapRunner, fmtInt, fmtMs, fm
  * 1. Flows moved by one backend add and one backend remove, for ovslb's
  *    stable bucket ids (incremental insert/remove), positional bucket ids
  *    (the group rebuilt with ids 0..n-1, as OVN numbers them) and dp_hash.
- * 2. Bytes and OpenFlow messages to add one backend to a VIP of 64 and of
- *    1,000 backends: ovslb's incremental bundle vs a full re-push of the group.
+ * 2. Bytes and OpenFlow messages to add one backend to a VIP of 64 backends
+ *    and to the largest VIP check accepts (999 -> 1,000 backends, one bucket
+ *    each): ovslb's incremental bundle vs a full re-push of the group.
+ *
+ * With --smoke it runs the same steps on small sizes (200 5-tuples, VIPs of
+ * 8 and 32, one timed apply) and checks the same invariants; the full run's
+ * inputs still go through the provider's check, so a size check would refuse
+ * is caught without the lab spending a minute on it.
  *
  * Everything it creates carries its own cookies and group ids and is removed
  * at the end, also on failure or Ctrl-C. It never touches anything else.
@@ -27,10 +36,19 @@ import {OFPT_BUNDLE_ADD_MESSAGE, UnixctlClient, WireTapRunner, fmtInt, fmtMs, fm
 const GATEWAY = "gw1";
 const BRIDGE = "br-seg";
 const SEGMENT_PORT = "seg0";
-/** Distinct 5-tuples traced per selection. */
-const TUPLES = 2000;
-/** Timed applies per figure (the median is reported). */
-const TIMING_RUNS = 5;
+interface Sizes {
+  /** Distinct 5-tuples traced per selection. */
+  tuples: number;
+  /** Timed applies per figure (the median is reported). */
+  timingRuns: number;
+  /** VIP sizes (backends before the add) for "what adding one backend sends": a small one and a large one. */
+  apply: readonly [number, number];
+}
+/** The full run: the large VIP ends at the most backends check accepts (one bucket each). */
+const FULL: Sizes = { tuples: 2000, timingRuns: 5, apply: [64, MAX_BUCKETS_PER_GROUP - 1] };
+const SMOKE: Sizes = { tuples: 200, timingRuns: 1, apply: [8, 32] };
+/** This run's sizes (set by run()). */
+let SIZES: Sizes = FULL;
 const VIP_PORT = 80;
 const VIPS = { stable: "10.0.0.203", positional: "10.0.0.204", dpHash: "10.0.0.205", apply: "10.0.0.206" } as const;
 /** OpenFlow's length field is 16 bits: no message can be longer. */
@@ -46,6 +64,8 @@ const DP_HASH_COOKIE = ownerCookie("ovslb-bench", "deferred-nat/dp_hash");
 
 interface Gateway {
   ssh: SshSession;
+  /** The SSH session with the host's run directory in the environment: every command of this benchmark goes through it. */
+  runner: CommandRunner;
   host: OvsHost;
   socket: string;
   bridge: OpenFlowBridge;
@@ -61,20 +81,23 @@ async function connectGateway(): Promise<Gateway> {
   const h = inv.hosts[GATEWAY];
   if (!h?.segment) throw new Error(`lab host ${GATEWAY} has no segment`);
   const host: OvsHost = { connection: sshTo(inv, h), ovsRundir: h.ovsRundir };
+  if (!h.ovsRundir) throw new Error(`lab host ${GATEWAY} has no ovsRundir`);
   const ssh = await SshSession.connect(host.connection);
   try {
+    const runner = new RundirRunner(ssh, h.ovsRundir);
     const socket = bridgeSocket(host, BRIDGE);
-    const ofport = Number((await runChecked(ssh, ["ovs-vsctl", "get", "interface", SEGMENT_PORT, "ofport"])).trim());
+    const ofport = Number((await runChecked(runner, ["ovs-vsctl", "get", "interface", SEGMENT_PORT, "ofport"])).trim());
     if (!Number.isInteger(ofport) || ofport <= 0) throw new Error(`${GATEWAY}: ${SEGMENT_PORT} has no ofport`);
-    const pid = (await runChecked(ssh, ["cat", `${h.ovsRundir}/ovs-vswitchd.pid`])).trim();
+    const pid = (await runChecked(runner, ["cat", `${h.ovsRundir}/ovs-vswitchd.pid`])).trim();
     if (!/^\d+$/.test(pid)) throw new Error(`${GATEWAY}: no ovs-vswitchd pid`);
     const unixctl = new UnixctlClient(await ssh.openUnixStream(`${h.ovsRundir}/ovs-vswitchd.${pid}.ctl`));
-    const tap = (await WireTapRunner.available(ssh)) ? new WireTapRunner(ssh) : undefined;
+    const tap = (await WireTapRunner.available(runner)) ? new WireTapRunner(runner) : undefined;
     return {
       ssh,
+      runner,
       host,
       socket,
-      bridge: new OpenFlowBridge(ssh, socket),
+      bridge: new OpenFlowBridge(runner, socket),
       tapped: tap && { bridge: new OpenFlowBridge(tap, socket), tap },
       unixctl,
       port: { segmentOfport: ofport, mac: h.segment.mac },
@@ -86,10 +109,10 @@ async function connectGateway(): Promise<Gateway> {
   }
 }
 
-/** The gateway as DeferredNatLoadBalancer's handler reads it before planning. */
-async function readGateway(gw: Gateway, cookie: bigint): Promise<GatewayActual> {
-  const [table0, groups] = await Promise.all([gw.bridge.dumpFlows({ cookie: 0n, mask: 0n, table: 0 }), gw.bridge.dumpGroups()]);
-  return { table0, groups, ownedFlows: table0.filter((f) => f.cookie === cookie) };
+/** The gateway as DeferredNatLoadBalancer's handler observes it before planning: table 0 and the groups. */
+async function readGateway(gw: Gateway): Promise<ObservedBridge> {
+  const [flows, groups] = await Promise.all([gw.bridge.dumpFlows({ cookie: 0n, mask: 0n, table: 0 }), gw.bridge.dumpGroups()]);
+  return { ports: new Map(), flows, groups };
 }
 
 /**
@@ -99,21 +122,56 @@ async function readGateway(gw: Gateway, cookie: bigint): Promise<GatewayActual> 
 class Owned {
   readonly cookies = new Set<bigint>([cookieOf({ name: LB_MOVES } as Inputs), cookieOf({ name: LB_APPLY } as Inputs), POSITIONAL_COOKIE, DP_HASH_COOKIE]);
   readonly groups = new Set<number>();
+  /** Every group this run made or found referenced by its flows, kept after removal: to check none is left. */
+  readonly made = new Set<number>();
 
   async removeAll(gw: Gateway): Promise<string[]> {
     const mods: Modification[] = [];
     const groups = new Set(this.groups);
     for (const cookie of this.cookies) {
       const flows = await gw.bridge.dumpFlows({ cookie, mask: ALL });
-      for (const f of flows) for (const a of f.actions) if (/^group:\d+$/.test(a)) groups.add(Number(a.slice(6)));
+      for (const id of referencedGroups(flows)) groups.add(id);
       if (flows.length > 0) mods.push({ op: "delete-flows", cookie, mask: ALL });
     }
     const present = new Set((await gw.bridge.dumpGroups()).map((g) => g.groupId));
     for (const id of groups) if (present.has(id)) mods.push({ op: "delete-group", groupId: id });
     if (mods.length > 0) await gw.bridge.applyBundle(mods);
+    for (const id of groups) this.made.add(id);
     this.groups.clear();
     return renderBundle(mods);
   }
+}
+
+/** What is left on the gateway of this run: flows with its cookies, and the groups it made. */
+async function leftBehind(gw: Gateway, owned: Owned): Promise<{ flows: number; groups: number[] }> {
+  let flows = 0;
+  for (const cookie of owned.cookies) flows += (await gw.bridge.dumpFlows({ cookie, mask: ALL })).length;
+  const present = new Set((await gw.bridge.dumpGroups()).map((g) => g.groupId));
+  return { flows, groups: [...owned.made, ...owned.groups].filter((id) => present.has(id)) };
+}
+
+/**
+ * Pure, no lab: the full run's VIP sizes pass the provider's check, and the
+ * next size up is refused for its bucket count. So the full run measures the
+ * largest input ovslb accepts, and a smoke run catches a size it would refuse.
+ */
+async function acceptanceInvariants(gw: Gateway): Promise<Invariant[]> {
+  const out: Invariant[] = [];
+  const vip = (n: number) => rawInputs(gw.gatewayInput, LB_APPLY, VIPS.apply, 443, Array.from({ length: n }, (_, i) => applyBackend(i)));
+  for (const n of FULL.apply) {
+    for (const size of [n, n + 1]) {
+      const refused = await refusals(vip(size));
+      out.push({ name: `check accepts the full run's VIP of ${fmtInt(size)} backends`, ok: refused.length === 0, detail: refused.join("; ") || undefined });
+    }
+  }
+  const over = MAX_BUCKETS_PER_GROUP + 1;
+  const refused = await refusals(vip(over));
+  out.push({
+    name: `check refuses a VIP of ${fmtInt(over)} backends for its bucket count (at most ${fmtInt(MAX_BUCKETS_PER_GROUP)} per group)`,
+    ok: refused.length === 1 && refused[0].startsWith("vips[0].backends ") && refused[0].includes(`needs ${over} buckets`),
+    detail: refused.join("; ") || "accepted",
+  });
+  return out;
 }
 
 /** A group id for a baseline: derived from its name, probed past every id on the bridge. */
@@ -124,17 +182,26 @@ async function baselineGroupId(gw: Gateway, name: string): Promise<number> {
 
 // ---------------------------------------------------------------- ovslb, through its planner
 
-const lbInputs = (gw: Gateway, name: string, vip: string, port: number, backends: DeferredNatBackend[]): Inputs => {
-  const inputs: Inputs = {
-    name,
-    gateways: [gw.gatewayInput],
-    hypervisors: ["hv1", "hv2", "hv3"].map((n) => ({ name: n })),
-    vips: [{ address: vip, port, protocol: "tcp", backends }],
-  };
-  const failures = checkRules(withDefaults(inputs));
-  if (failures.length > 0) throw new Error(`bench inputs refused: ${JSON.stringify(failures)}`);
+const rawInputs = (gatewayInput: Inputs["gateways"][number], name: string, vip: string, port: number, backends: DeferredNatBackend[]): Inputs => ({
+  name,
+  gateways: [gatewayInput],
+  hypervisors: ["hv1", "hv2", "hv3"].map((n) => ({ name: n })),
+  vips: [{ address: vip, port, protocol: "tcp", backends }],
+});
+
+/** What the provider's own check (schema and rules, as `pulumi preview` runs it) says of these inputs. */
+async function refusals(inputs: Inputs): Promise<string[]> {
+  const { failures } = await check("DeferredNatLoadBalancer", {}, inputs as unknown as Record<string, unknown>);
+  return failures.map((f) => `${f.property} ${f.reason}`);
+}
+
+/** Inputs for one VIP, refused here exactly as the provider's check would refuse them: the benchmark never measures an input ovslb would not accept. */
+async function lbInputs(gw: Gateway, name: string, vip: string, port: number, backends: DeferredNatBackend[]): Promise<Inputs> {
+  const inputs = rawInputs(gw.gatewayInput, name, vip, port, backends);
+  const refused = await refusals(inputs);
+  if (refused.length > 0) throw new Error(`bench inputs refused by check: ${refused.join("; ")}`);
   return inputs;
-};
+}
 
 interface OvslbApplied {
   ids: RecordedIds;
@@ -152,10 +219,10 @@ interface OvslbApplied {
  */
 async function ovslbApply(gw: Gateway, owned: Owned, inputs: Inputs, recorded: RecordedIds, tap = false): Promise<OvslbApplied> {
   const d = withDefaults(inputs);
-  const { value: actual, ms: readMs } = await timed(() => readGateway(gw, cookieOf(d)));
-  const ids = assignIds(d, recorded, foreignGroupIds(actual, recorded));
-  const merged: RecordedIds = { groupIds: { ...recorded.groupIds, ...ids.groupIds }, bucketIds: { ...recorded.bucketIds, ...ids.bucketIds } };
-  const mods = planGateway(GATEWAY, desiredDataplane(d, ids, gw.port), actual, ownedGroupIds(actual, merged));
+  const { value: actual, ms: readMs } = await timed(() => readGateway(gw));
+  const ids = assignIds(d, recorded, foreignGroupsOn(d, actual, recorded));
+  const merged = mergeIds(recorded, ids);
+  const mods = planGateway(GATEWAY, d, merged, gw.port, actual);
   const bridge = tap && gw.tapped ? gw.tapped.bridge : gw.bridge;
   const { value: sent, ms: applyMs } = await timed(() => bridge.applyBundle(mods));
   Object.values(ids.groupIds).forEach((id) => owned.groups.add(id));
@@ -196,7 +263,7 @@ const keyOf = (b: DeferredNatBackend) => `${b.address}:${b.port}`;
 
 /** Deterministic, distinct client 5-tuples toward a VIP, arriving on the segment port. */
 function tuples(gw: Gateway, vip: string): Match[] {
-  return Array.from({ length: TUPLES }, (_, i) => ({
+  return Array.from({ length: SIZES.tuples }, (_, i) => ({
     protocol: "tcp",
     in_port: gw.port.segmentOfport,
     nw_src: `10.8.${i >> 8}.${i & 255}`,
@@ -228,7 +295,7 @@ function stableStrategy(gw: Gateway, owned: Owned): MoveStrategy {
   let recorded: RecordedIds = { groupIds: {}, bucketIds: {} };
   let current: DeferredNatBackend[] = [];
   const apply = async (backends: DeferredNatBackend[]) => {
-    const r = await ovslbApply(gw, owned, lbInputs(gw, LB_MOVES, vip, VIP_PORT, backends), recorded);
+    const r = await ovslbApply(gw, owned, await lbInputs(gw, LB_MOVES, vip, VIP_PORT, backends), recorded);
     recorded = r.ids;
     current = backends;
     return `${opsOf(r.mods)} (${r.sent.messages} message${r.sent.messages === 1 ? "" : "s"}, ${fmtInt(r.sent.bytes)} B)`;
@@ -241,7 +308,7 @@ function stableStrategy(gw: Gateway, owned: Owned): MoveStrategy {
     change: apply,
     async select() {
       const owner = new Map(current.map((b) => [recorded.bucketIds[key][replicaKey(b, 0)], keyOf(b)]));
-      const chosen = await traceBuckets(gw.ssh, BRIDGE, tuples(gw, vip));
+      const chosen = await traceBuckets(gw.runner, BRIDGE, tuples(gw, vip));
       return chosen.map((id, i) => {
         const b = id === undefined ? undefined : owner.get(id);
         if (!b) throw new Error(`stable: tuple ${i} took bucket ${id}, which no backend holds`);
@@ -286,7 +353,7 @@ function positionalStrategy(gw: Gateway, owned: Owned): MoveStrategy {
       return `modify-group, ${backends.length} buckets (${sent.messages} message, ${fmtInt(sent.bytes)} B)`;
     },
     async select() {
-      const chosen = await traceBuckets(gw.ssh, BRIDGE, tuples(gw, vip));
+      const chosen = await traceBuckets(gw.runner, BRIDGE, tuples(gw, vip));
       return chosen.map((id, i) => {
         const b = id === undefined ? undefined : order[id];
         if (!b) throw new Error(`positional: tuple ${i} took bucket ${id}`);
@@ -359,13 +426,13 @@ function dpHashStrategy(gw: Gateway, owned: Owned): MoveStrategy {
       groupId = await baselineGroupId(gw, "dp_hash");
       const flowLine = renderBundle([{ op: "add-flow", flow: vipFlow(gw, DP_HASH_COOKIE, vip, groupId) }])[0];
       // Group and flow in one bundle, so the group is never left without the flow that marks it as ours.
-      await runChecked(gw.ssh, ["ovs-ofctl", "-O", "OpenFlow15", "bundle", gw.socket, "-"], { stdin: `group add ${groupSpec(backends)}\n${flowLine}\n` });
+      await runChecked(gw.runner, ["ovs-ofctl", "-O", "OpenFlow15", "bundle", gw.socket, "-"], { stdin: `group add ${groupSpec(backends)}\n${flowLine}\n` });
       owned.groups.add(groupId);
       byMac = new Map(backends.map((b) => [b.mac, keyOf(b)]));
     },
     async change(backends) {
       const spec = groupSpec(backends);
-      await runChecked(gw.ssh, ["ovs-ofctl", "-O", "OpenFlow15", "mod-group", gw.socket, spec]);
+      await runChecked(gw.runner, ["ovs-ofctl", "-O", "OpenFlow15", "mod-group", gw.socket, spec]);
       byMac = new Map(backends.map((b) => [b.mac, keyOf(b)]));
       return `mod-group, ${backends.length} buckets (raw ovs-ofctl argv, ${fmtInt(spec.length)} B)`;
     },
@@ -464,7 +531,7 @@ async function measureMoves(s: MoveStrategy, ctx: BenchContext): Promise<MoveRes
 // ---------------------------------------------------------------- 2. what one backend add sends
 
 const applyBackend = (i: number): DeferredNatBackend => {
-  // 1,001 distinct backends from 250 addresses in each of 10.0.1.0/24 and 10.0.2.0/24, on a few ports.
+  // Up to 1,000 distinct backends (and more MACs for the limit probe) from 250 addresses in each of 10.0.1.0/24 and 10.0.2.0/24, on a few ports.
   const block = Math.floor(i / 250);
   return {
     address: `10.0.${1 + (block % 2)}.${(i % 250) + 1}`,
@@ -516,10 +583,10 @@ async function sendGroup(gw: Gateway, mods: Modification[], tap: boolean): Promi
   }
 }
 
-async function measureApply(gw: Gateway, owned: Owned, n: number, vipPort: number, ctx: BenchContext, smaller?: ApplyCost): Promise<ApplyCost> {
+async function measureApply(gw: Gateway, owned: Owned, n: number, vipPort: number, ctx: BenchContext, invariants: Invariant[], smaller?: ApplyCost): Promise<ApplyCost> {
   const all = Array.from({ length: n + 1 }, (_, i) => applyBackend(i));
-  const inputsN = lbInputs(gw, LB_APPLY, VIPS.apply, vipPort, all.slice(0, n));
-  const inputsN1 = lbInputs(gw, LB_APPLY, VIPS.apply, vipPort, all);
+  const inputsN = await lbInputs(gw, LB_APPLY, VIPS.apply, vipPort, all.slice(0, n));
+  const inputsN1 = await lbInputs(gw, LB_APPLY, VIPS.apply, vipPort, all);
   const key = vipKey({ protocol: "tcp", address: VIPS.apply, port: vipPort });
 
   // Create the VIP with n backends (one add-group of n buckets, and its flow).
@@ -529,6 +596,7 @@ async function measureApply(gw: Gateway, owned: Owned, n: number, vipPort: numbe
   } catch (e) {
     // Reported, not hidden: the numbers below need the VIP to exist.
     ctx.log(`  ${n}: ovslb could not create the VIP: ${(e as Error).message}`);
+    invariants.push({ name: `ovslb creates a VIP of ${fmtInt(n)} backends check accepted`, ok: false, detail: (e as Error).message.slice(0, 200) });
     return { backends: n, create: { mods: 2, bytes: NaN, ops: "add-group ×1, add-flow ×1", error: (e as Error).message.slice(0, 400), wire: wireOf(gw.tapped?.tap.last) } };
   }
   const result: ApplyCost = {
@@ -541,16 +609,25 @@ async function measureApply(gw: Gateway, owned: Owned, n: number, vipPort: numbe
   // ovslb: read, plan, apply; the first add under strace for the wire figures, then timed runs.
   const add = await ovslbApply(gw, owned, inputsN1, recorded, true);
   recorded = add.ids;
-  const groupDumpBytes = Buffer.byteLength(await runChecked(gw.ssh, ["ovs-ofctl", "-O", "OpenFlow15", "--no-names", "dump-groups", gw.socket, `${groupId}`]));
+  const groupDumpBytes = Buffer.byteLength(await runChecked(gw.runner, ["ovs-ofctl", "-O", "OpenFlow15", "--no-names", "dump-groups", gw.socket, `${groupId}`]));
   const applyMs: number[] = [];
   const readMs: number[] = [];
-  for (let r = 0; r < TIMING_RUNS; r++) {
+  const planned = [opsOf(add.mods)];
+  for (let r = 0; r < SIZES.timingRuns; r++) {
     await ovslbApply(gw, owned, inputsN, recorded);
     const again = await ovslbApply(gw, owned, inputsN1, recorded);
-    if (opsOf(again.mods) !== opsOf(add.mods)) throw new Error(`ovslb planned ${opsOf(again.mods)} on run ${r}, ${opsOf(add.mods)} before`);
+    planned.push(opsOf(again.mods));
     applyMs.push(again.applyMs);
     readMs.push(again.readMs);
   }
+  const odd = planned.filter((p) => p !== "insert_bucket ×1");
+  invariants.push({
+    name: `adding one backend to a VIP of ${fmtInt(n)} makes ovslb send exactly one insert_bucket, every time`,
+    ok: odd.length === 0,
+    detail: odd.length === 0 ? `${planned.length} adds` : `planned: ${planned.join("; ")}`,
+  });
+  const afterAdd = await gw.bridge.dumpGroup(groupId);
+  invariants.push({ name: `after the add the VIP's group holds ${fmtInt(n + 1)} buckets`, ok: afterAdd?.buckets.length === n + 1, detail: `${afterAdd?.buckets.length ?? "no group"}` });
   result.ovslb = { mods: add.sent.messages, bytes: add.sent.bytes, ops: opsOf(add.mods), wire: wireOf(add.wire), applyMs, readMs, groupDumpBytes };
   ctx.log(`  ${n}: ovslb ${result.ovslb.ops}, ${add.sent.bytes} B, median apply ${fmtMs(median(applyMs))}`);
 
@@ -560,10 +637,12 @@ async function measureApply(gw: Gateway, owned: Owned, n: number, vipPort: numbe
   await ovslbApply(gw, owned, inputsN, recorded);
   const first = await sendGroup(gw, [{ op: "modify-group", group: full }], true);
   const repushMs: number[] = [];
+  invariants.push({ name: `a full re-push of ${fmtInt(n + 1)} buckets fits one OpenFlow message and is applied`, ok: !first.error, detail: first.error });
   if (!first.error) {
     const dumped = await gw.bridge.dumpGroup(groupId);
-    if (dumped?.buckets.length !== n + 1) throw new Error(`re-push left ${dumped?.buckets.length} buckets, not ${n + 1}`);
-    for (let r = 0; r < TIMING_RUNS; r++) {
+    const same = dumped?.buckets.length === n + 1 && full.buckets.every((b) => dumped.buckets.some((d) => d.bucketId === b.bucketId));
+    invariants.push({ name: `the re-push left the same ${fmtInt(n + 1)} bucket ids ovslb's add did`, ok: same, detail: `${dumped?.buckets.length ?? "no group"} buckets` });
+    for (let r = 0; r < SIZES.timingRuns; r++) {
       await gw.bridge.applyBundle([{ op: "modify-group", group: groupOf(inputsN) }]);
       const again = await sendGroup(gw, [{ op: "modify-group", group: full }], false);
       if (again.error) throw new Error(`re-push failed on run ${r}: ${again.error}`);
@@ -592,6 +671,11 @@ async function measureApply(gw: Gateway, owned: Owned, n: number, vipPort: numbe
       if (full.type !== "select") throw new Error("not a select group");
       const probe = await sendGroup(gw, [{ op: "modify-group", group: { ...full, buckets: [...full.buckets, ...extra] } }], true);
       result.limit.probe = probe;
+      invariants.push({
+        name: `the largest group that fits (${fmtInt(maxBuckets)} buckets, computed from the two re-push sizes) is applied`,
+        ok: !probe.error && (probe.wire?.largest ?? 0) <= OPENFLOW_MAX_MESSAGE,
+        detail: probe.error ?? `largest message ${fmtInt(probe.wire?.largest ?? NaN)} B`,
+      });
       // Back to ovslb's own group straight away.
       await gw.bridge.applyBundle([{ op: "modify-group", group: full }]);
       ctx.log(`  limit: ${perBucket} B per bucket, at most ${maxBuckets} buckets; probe ${probe.error ? `FAILED: ${probe.error}` : `ok, largest message ${probe.wire?.largest} B`}`);
@@ -599,8 +683,9 @@ async function measureApply(gw: Gateway, owned: Owned, n: number, vipPort: numbe
   }
 
   // Delete as ovslb does (its flow, then its group), so nothing is left.
-  const actual = await readGateway(gw, cookieOf(withDefaults(inputsN1)));
-  await gw.bridge.applyBundle(planGateway(GATEWAY, [], actual, ownedGroupIds(actual, recorded)));
+  const actual = await readGateway(gw);
+  await gw.bridge.applyBundle(planGateway(GATEWAY, { ...withDefaults(inputsN1), vips: [] }, recorded, gw.port, actual));
+  invariants.push({ name: `ovslb's delete of the ${fmtInt(n + 1)}-backend VIP removes its group`, ok: (await gw.bridge.dumpGroup(groupId)) === undefined });
   return result;
 }
 
@@ -640,7 +725,7 @@ function applyTable(costs: readonly ApplyCost[], floorMs: number): string {
     }
   }
   return [
-    `| VIP size | What is sent | OpenFlow mods | Bundle text (over SSH) | OpenFlow bytes (mods) | Largest message / 65,535 B | Apply, median of ${TIMING_RUNS} | Read before plan, median |`,
+    `| VIP size | What is sent | OpenFlow mods | Bundle text (over SSH) | OpenFlow bytes (mods) | Largest message / 65,535 B | Apply, median of ${SIZES.timingRuns} | Read before plan, median |`,
     "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ...rows,
     "",
@@ -654,6 +739,8 @@ export const deferredNatBenchmark: Benchmark = {
   name: "deferred-nat",
   description: "issue 3: flows moved on backend add/remove (stable ids vs positional vs dp_hash); bytes to add one backend (incremental vs re-push)",
   async run(ctx) {
+    SIZES = ctx.smoke ? SMOKE : FULL;
+    const [small, large] = SIZES.apply;
     const gw = await connectGateway();
     const owned = new Owned();
     let aborting = false;
@@ -666,11 +753,12 @@ export const deferredNatBenchmark: Benchmark = {
     process.once("SIGINT", onSignal);
     process.once("SIGTERM", onSignal);
     try {
-      const machine = await machineNote(gw.ssh);
+      const invariants = await acceptanceInvariants(gw);
+      const machine = await machineNote(gw.runner);
       const leftovers = await owned.removeAll(gw);
       if (leftovers.length > 0) ctx.log(`removed leftovers of an earlier run: ${leftovers.length} mods`);
 
-      ctx.log(`1. flows moved (${TUPLES} 5-tuples; dp_hash by hash slot)`);
+      ctx.log(`1. flows moved (${SIZES.tuples} 5-tuples; dp_hash by hash slot)`);
       const moves: MoveResult[] = [];
       const dpHash = dpHashStrategy(gw, owned);
       for (const s of [stableStrategy(gw, owned), positionalStrategy(gw, owned), dpHash]) {
@@ -679,39 +767,59 @@ export const deferredNatBenchmark: Benchmark = {
         ctx.log(`  ${s.key}: ${(ms / 1000).toFixed(1)} s${s.note ? `, ${s.note()}` : ""}`);
       }
 
-      ctx.log("2. what adding one backend sends");
+      ctx.log(`2. what adding one backend sends (VIPs of ${small} and ${large})`);
       const floor: number[] = [];
-      for (let r = 0; r < TIMING_RUNS; r++) floor.push((await timed(() => runChecked(gw.ssh, ["true"]))).ms);
-      const c64 = await measureApply(gw, owned, 64, 80, ctx);
-      const c1000 = await measureApply(gw, owned, 1000, 443, ctx, c64);
+      for (let r = 0; r < SIZES.timingRuns; r++) floor.push((await timed(() => runChecked(gw.runner, ["true"]))).ms);
+      const cSmall = await measureApply(gw, owned, small, 80, ctx, invariants);
+      const cLarge = await measureApply(gw, owned, large, 443, ctx, invariants, cSmall);
 
       const stable = moves.filter((m) => m.strategy === "stable");
       const dpMasks = dpHash.note?.() ?? "";
+      const stableChecks = {
+        addsMovedOnlyToNewBackend: stable.filter((m) => m.scenario.startsWith("add")).every((m) => m.needless === 0),
+        removeMovedOnlyRemovedBackendsFlows: stable.filter((m) => m.scenario.startsWith("remove")).every((m) => m.needless === 0 && m.moved === m.required),
+        baseRestoredExactly: stable.every((m) => m.baseRestored),
+      };
+      invariants.push(
+        { name: "ovslb (stable ids): every flow that moved on an add went to the new backend", ok: stable.length === 3 && stableChecks.addsMovedOnlyToNewBackend },
+        { name: "ovslb (stable ids): on the remove, exactly the removed backend's flows moved", ok: stableChecks.removeMovedOnlyRemovedBackendsFlows },
+        { name: "ovslb (stable ids): going back to the 4 backends restored every flow's first choice", ok: stableChecks.baseRestoredExactly },
+        {
+          name: "every change moved at least the least possible share (and the added backend took some)",
+          ok: moves.every((m) => m.moved >= m.required && (m.scenario.startsWith("remove") || m.required > 0)),
+        },
+      );
+
+      // Leave nothing behind, and check it.
+      await owned.removeAll(gw);
+      const left = await leftBehind(gw, owned);
+      invariants.push({
+        name: "the run left nothing on the gateway (no flow with its cookies, none of its groups)",
+        ok: left.flows === 0 && left.groups.length === 0,
+        detail: `${left.flows} flows, ${left.groups.length} groups`,
+      });
+
       const data = {
         machine,
         gateway: GATEWAY,
         bridge: BRIDGE,
-        tuples: TUPLES,
-        timingRuns: TIMING_RUNS,
+        tuples: SIZES.tuples,
+        timingRuns: SIZES.timingRuns,
         wireTap: gw.tapped ? "strace -e trace=sendto on ovs-ofctl" : "unavailable (no strace on the host)",
         moves,
-        stableChecks: {
-          addsMovedOnlyToNewBackend: stable.filter((m) => m.scenario.startsWith("add")).every((m) => m.needless === 0),
-          removeMovedOnlyRemovedBackendsFlows: stable.filter((m) => m.scenario.startsWith("remove")).every((m) => m.needless === 0 && m.moved === m.required),
-          baseRestoredExactly: stable.every((m) => m.baseRestored),
-        },
+        stableChecks,
         execFloorMs: floor,
-        apply: [c64, c1000],
+        apply: [cSmall, cLarge],
       };
-      const limit = c1000.limit;
+      const limit = cLarge.limit;
       const markdown = [
         `### Flows moved by one backend change`,
         "",
         movesTable(moves),
         "",
-        `ovslb's stable ids: every flow that moved on an add went to the new backend: ${data.stableChecks.addsMovedOnlyToNewBackend ? "yes" : "NO"}; ` +
-          `on the remove, exactly the removed backend's flows moved: ${data.stableChecks.removeMovedOnlyRemovedBackendsFlows ? "yes" : "NO"}; ` +
-          `going back to the 4 backends restored every flow's first choice: ${data.stableChecks.baseRestoredExactly ? "yes" : "NO"}.`,
+        `ovslb's stable ids: every flow that moved on an add went to the new backend: ${stableChecks.addsMovedOnlyToNewBackend ? "yes" : "NO"}; ` +
+          `on the remove, exactly the removed backend's flows moved: ${stableChecks.removeMovedOnlyRemovedBackendsFlows ? "yes" : "NO"}; ` +
+          `going back to the 4 backends restored every flow's first choice: ${stableChecks.baseRestoredExactly ? "yes" : "NO"}.`,
         "",
         "Least possible: the share the new backend takes after an add, or the removed backend had before a remove; any strategy must move at least that. " +
           "Moved needlessly: moved, but not to the added backend, or not away from the removed one. " +
@@ -719,25 +827,29 @@ export const deferredNatBenchmark: Benchmark = {
         "",
         `### What adding one backend sends`,
         "",
-        applyTable([c64, c1000], median(floor)),
+        applyTable([cSmall, cLarge], median(floor)),
         "",
-        ...(c1000.ovslb
+        large + 1 === MAX_BUCKETS_PER_GROUP
+          ? `The large VIP ends at the most backends check accepts: ${fmtInt(MAX_BUCKETS_PER_GROUP)} buckets per group (one per backend of weight 1); check refuses ${fmtInt(MAX_BUCKETS_PER_GROUP + 1)}, so no larger VIP is measured.`
+          : `Small sizes (smoke run); the full run ends its large VIP at the most backends check accepts (${fmtInt(MAX_BUCKETS_PER_GROUP)}), and this run checked that check accepts it.`,
+        "",
+        ...(cLarge.ovslb
           ? [
-              `What ovslb reads is not small either: the VIP's group alone dumps as ${fmtInt(c1000.ovslb.groupDumpBytes)} B of text at 1,000 backends (${fmtInt(c64.ovslb?.groupDumpBytes ?? NaN)} B at 64). ` +
-                `Creating the 1,000-backend VIP was itself one add-group of ${fmtInt(c1000.create.bytes)} B of text${c1000.create.wire ? `, a ${fmtInt(c1000.create.wire.largest)} B OpenFlow message (${fmtPct(c1000.create.wire.largest, OPENFLOW_MAX_MESSAGE)} of the limit)` : ""}.`,
+              `What ovslb reads is not small either: the VIP's group alone dumps as ${fmtInt(cLarge.ovslb.groupDumpBytes)} B of text at ${fmtInt(large + 1)} backends (${fmtInt(cSmall.ovslb?.groupDumpBytes ?? NaN)} B at ${fmtInt(small + 1)}). ` +
+                `Creating the ${fmtInt(large)}-backend VIP was itself one add-group of ${fmtInt(cLarge.create.bytes)} B of text${cLarge.create.wire ? `, a ${fmtInt(cLarge.create.wire.largest)} B OpenFlow message (${fmtPct(cLarge.create.wire.largest, OPENFLOW_MAX_MESSAGE)} of the limit)` : ""}.`,
               "",
             ]
           : []),
         ...(limit
           ? [
               `OpenFlow's 16-bit length caps one message at 65,535 B. Each bucket (eth_src, eth_dst, IN_PORT, weight) takes ${limit.perBucket} B on the wire, so one group mod holds at most ${fmtInt(limit.maxBuckets)} such buckets; ` +
-                `a ${fmtInt(limit.maxBuckets)}-bucket re-push ${limit.probe?.error ? `FAILED (${limit.probe.error})` : `was applied (largest message ${fmtInt(limit.probe?.wire?.largest ?? NaN)} B)`}.`,
+                `a ${fmtInt(limit.maxBuckets)}-bucket re-push (built by hand: check would refuse it) ${limit.probe?.error ? `FAILED (${limit.probe.error})` : `was applied (largest message ${fmtInt(limit.probe?.wire?.largest ?? NaN)} B)`}.`,
               "",
             ]
           : []),
-        `Machine: ${machine.cpu}, ${machine.memory}, ${machine.kernel}, ${machine.ovs} (userspace datapath), Node ${machine.node}; ${machine.date}.`,
+        `Machine: ${machine.cpu}, ${machine.memory}, ${machine.kernel}, ${machine.ovs} (userspace datapath), Node ${machine.node}; load average ${machine.load} (${os.cpus().length} cores) as the run started; ${machine.date}.`,
       ].join("\n");
-      return { name: "deferred-nat", markdown, data } satisfies BenchReport;
+      return { name: "deferred-nat", markdown, data, invariants } satisfies BenchReport;
     } finally {
       process.removeListener("SIGINT", onSignal);
       process.removeListener("SIGTERM", onSignal);

@@ -1,54 +1,122 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import type { Benchmark, BenchContext } from "./common";
+import type { Benchmark, BenchContext, BenchReport } from "./common";
 import { deferredNatBenchmark } from "./deferred-nat";
 
 /**
- * `npm run bench [-- NAME ...] [-- --out DIR]`: runs the benchmarks (all, or
- * those named) against the lab, prints each one's tables and writes them to
- * DIR/NAME.md and DIR/NAME.json (default bench/results/). Add a benchmark by
- * listing it here.
+ * `npm run bench -- [NAME ...] [--smoke] [--record | --out DIR] [--list]`:
+ * runs the benchmarks (all, or those named) against the lab and prints each
+ * one's tables and the invariants it checked.
+ *
+ * - Nothing is written unless asked: `--record` writes bench/results/NAME.md
+ *   and .json (the tracked results), `--out DIR` writes them to DIR.
+ * - `--smoke`: every benchmark runs small (seconds) and still checks all its
+ *   invariants; CI runs this so no benchmark can rot. Smoke figures are not
+ *   results: `--smoke --record` is refused.
+ * - Any invariant that fails makes the run fail (exit 1), and nothing is
+ *   written for that benchmark.
+ *
+ * Add a benchmark by listing it here.
  */
 const BENCHMARKS: readonly Benchmark[] = [deferredNatBenchmark];
 
-function parseArgs(argv: readonly string[]): { names: string[]; out: string } {
+/** Compiled to dist/bench/run.js: the tracked results sit next to the sources. */
+const RESULTS = resolve(__dirname, "..", "..", "bench", "results");
+
+interface Args {
+  names: string[];
+  smoke: boolean;
+  out?: string;
+}
+
+const USAGE = "usage: npm run bench -- [NAME ...] [--smoke] [--record | --out DIR] [--list]";
+
+/** A bad command line: reported without a stack, exit 2. */
+class UsageError extends Error {}
+
+function parseArgs(argv: readonly string[]): Args {
   const names: string[] = [];
-  // Compiled to dist/bench/run.js: results go next to the sources.
-  let out = resolve(__dirname, "..", "..", "bench", "results");
+  let smoke = false;
+  let record = false;
+  let out: string | undefined;
   for (let i = 0; i < argv.length; i++) {
-    if (argv[i] === "--out") out = resolve(argv[++i] ?? "");
-    else if (argv[i] === "--list") {
+    const a = argv[i];
+    if (a === "--out") {
+      const dir = argv[++i];
+      if (!dir || dir.startsWith("--")) throw new UsageError(`--out needs a directory\n${USAGE}`);
+      out = resolve(dir);
+    } else if (a === "--record") record = true;
+    else if (a === "--smoke") smoke = true;
+    else if (a === "--list") {
       for (const b of BENCHMARKS) console.log(`${b.name}: ${b.description}`);
       process.exit(0);
-    } else names.push(argv[i]);
+    } else if (a.startsWith("-")) throw new UsageError(`unknown option ${a}\n${USAGE}`);
+    else names.push(a);
   }
+  if (record && out) throw new UsageError(`give --record (writes ${RESULTS}) or --out DIR, not both`);
+  if (record && smoke) throw new UsageError("--smoke runs are small and not results: they are never recorded (use --out DIR to keep one)");
   const unknown = names.filter((n) => !BENCHMARKS.some((b) => b.name === n));
-  if (unknown.length > 0) throw new Error(`unknown benchmark(s): ${unknown.join(", ")} (known: ${BENCHMARKS.map((b) => b.name).join(", ")})`);
-  return { names, out };
+  if (unknown.length > 0) throw new UsageError(`unknown benchmark(s): ${unknown.join(", ")} (known: ${BENCHMARKS.map((b) => b.name).join(", ")})`);
+  return { names, smoke, out: record ? RESULTS : out };
 }
 
 const json = (value: unknown) => JSON.stringify(value, (_k, v) => (typeof v === "bigint" ? `0x${v.toString(16)}` : v), 2);
 
+function invariantLines(report: BenchReport): string[] {
+  return report.invariants.map((i) => `- ${i.ok ? "ok" : "FAILED"}: ${i.name}${i.detail ? ` (${i.detail})` : ""}`);
+}
+
 async function main() {
-  const { names, out } = parseArgs(process.argv.slice(2));
+  const { names, smoke, out } = parseArgs(process.argv.slice(2));
   const selected = BENCHMARKS.filter((b) => names.length === 0 || names.includes(b.name));
-  const ctx: BenchContext = { log: (line) => process.stderr.write(`${line}\n`) };
-  mkdirSync(out, { recursive: true });
+  const ctx: BenchContext = { smoke, log: (line) => process.stderr.write(`${line}\n`) };
+  const failed: string[] = [];
   for (const b of selected) {
     const start = Date.now();
-    ctx.log(`== ${b.name}: ${b.description}`);
+    ctx.log(`== ${b.name}${smoke ? " (smoke)" : ""}: ${b.description}`);
     const report = await b.run(ctx);
     const seconds = ((Date.now() - start) / 1000).toFixed(0);
-    const command = `npm run bench -- ${b.name}`;
-    const md = `<!-- written by \`${command}\`; do not edit by hand -->\n\n${report.markdown}\n\nRun took ${seconds} s. Rerun: \`${command}\` (the lab must be up: \`npm run lab -- up\`).\n`;
-    writeFileSync(join(out, `${b.name}.md`), md);
-    writeFileSync(join(out, `${b.name}.json`), `${json({ ...(report.data as object), seconds: Number(seconds) })}\n`);
+    const command = `npm run bench -- ${b.name} --record`;
+    const bad = report.invariants.filter((i) => !i.ok);
+    const md = [
+      `<!-- written by \`${command}\`; do not edit by hand -->`,
+      "",
+      ...(smoke ? ["**Smoke run: small sizes, not results.**", ""] : []),
+      report.markdown,
+      "",
+      `Invariants checked by this run (${report.invariants.length - bad.length} of ${report.invariants.length} held):`,
+      "",
+      ...invariantLines(report),
+      "",
+      `Run took ${seconds} s. Rerun: \`${command}\` (the lab must be up: \`npm run lab -- up\`).`,
+      "",
+    ].join("\n");
     process.stdout.write(`${md}\n`);
-    ctx.log(`== ${b.name}: ${seconds} s; written to ${join(out, `${b.name}.md`)} and .json`);
+    if (bad.length > 0) {
+      failed.push(...bad.map((i) => `${b.name}: ${i.name}${i.detail ? ` (${i.detail})` : ""}`));
+      ctx.log(`== ${b.name}: ${bad.length} invariant(s) FAILED; nothing written`);
+      continue;
+    }
+    if (out) {
+      mkdirSync(out, { recursive: true });
+      writeFileSync(join(out, `${b.name}.md`), md);
+      writeFileSync(join(out, `${b.name}.json`), `${json({ ...(report.data as object), smoke, invariants: report.invariants, seconds: Number(seconds) })}\n`);
+      ctx.log(`== ${b.name}: ${seconds} s; written to ${join(out, `${b.name}.md`)} and .json`);
+    } else {
+      ctx.log(`== ${b.name}: ${seconds} s; not written (--record writes bench/results/, --out DIR elsewhere)`);
+    }
+  }
+  if (failed.length > 0) {
+    process.stderr.write(`bench failed: invariants did not hold:\n  ${failed.join("\n  ")}\n`);
+    process.exit(1);
   }
 }
 
 main().catch((e: unknown) => {
+  if (e instanceof UsageError) {
+    process.stderr.write(`bench: ${e.message}\n`);
+    process.exit(2);
+  }
   process.stderr.write(`bench failed: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
   process.exit(1);
 });
