@@ -12,6 +12,17 @@ export {
   NamedUuid,
   Uuid,
 } from "./encoding";
+export type {
+  ColumnInput,
+  ColumnOf,
+  DatabaseModel,
+  InputOf,
+  RowInputOf,
+  RowOf,
+  TableName,
+  TablesOf,
+  UntypedDatabase,
+} from "./model";
 export {
   type Condition,
   type ConditionFunction,
@@ -19,10 +30,15 @@ export {
   type Mutator,
   type Operation,
   type OperationResult,
+  type Select,
   type TransactionFailure,
   type WaitOptions,
   OvsdbTransactionError,
   Transaction,
+  TransactionResults,
+  describeOperation,
   mutation,
   where,
 } from "./transaction";
+export * from "./models.generated";
+export * from "./owned";

@@ -31,7 +31,9 @@ export class OvsHostSession {
 
   /** The host's Open_vSwitch database, through a stream-local channel to its db.sock. */
   async vswitchDb(): Promise<OvsdbClient> {
-    if (!this.db) this.db = new OvsdbClient(await this.ssh.openUnixStream(`${ovsRundirOf(this.host)}/db.sock`));
+    if (!this.db) {
+      this.db = new OvsdbClient(await this.ssh.openUnixStream(`${ovsRundirOf(this.host)}/db.sock`), { host: this.hostName });
+    }
     return this.db;
   }
 

@@ -5,7 +5,15 @@
  */
 import type { Duplex } from "node:stream";
 import { type DatabaseSchema, type Row, decodeRow, isRecord, parseDatabaseSchema } from "../ovsdb/encoding";
-import { type Operation, type OperationResult, readTransactResults } from "../ovsdb/transaction";
+import type { DatabaseModel } from "../ovsdb/model";
+import {
+  type Operation,
+  type OperationResult,
+  type Transaction,
+  TransactionResults,
+  checkOperations,
+  readTransactResults,
+} from "../ovsdb/transaction";
 
 const OPEN_BRACE = 0x7b;
 const CLOSE_BRACE = 0x7d;
@@ -55,14 +63,21 @@ export class JsonStreamParser {
   }
 }
 
+/** `host: db: ` (or what of it is known): how every error of a connection starts. */
+function prefixOf(host: string | undefined, db: string | undefined): string {
+  return `${host ? `${host}: ` : ""}${db ? `${db}: ` : ""}`;
+}
+
 /** The server answered a request with a JSON-RPC error (e.g. "unknown database"). */
 export class OvsdbRpcError extends Error {
   constructor(
     readonly method: string,
     readonly error: string,
     readonly details: string | undefined,
+    readonly host?: string,
+    readonly db?: string,
   ) {
-    super(`ovsdb ${method}: ${error}${details ? `: ${details}` : ""}`);
+    super(`${prefixOf(host, db)}ovsdb ${method}: ${error}${details ? `: ${details}` : ""}`);
     this.name = "OvsdbRpcError";
   }
 }
@@ -76,8 +91,12 @@ export class OvsdbNoReplyError extends Error {
     readonly method: string,
     reason: string,
     cause?: Error,
+    readonly host?: string,
+    readonly db?: string,
+    /** For a transact: what it was, e.g. `3 ops on Bridge, Port`. */
+    readonly what?: string,
   ) {
-    super(`ovsdb ${method}: no reply: ${reason}${cause ? `: ${cause.message}` : ""}`, { cause });
+    super(`${prefixOf(host, db)}ovsdb ${method}${what ? ` (${what})` : ""}: no reply: ${reason}${cause ? `: ${cause.message}` : ""}`, { cause });
     this.name = "OvsdbNoReplyError";
   }
 }
@@ -85,6 +104,8 @@ export class OvsdbNoReplyError extends Error {
 export interface OvsdbClientOptions {
   /** How long each request may wait for its reply. Default 30 s. */
   requestTimeoutMs?: number;
+  /** The host the stream reaches (e.g. `root@172.30.0.11:22`): every error of this client starts with it. */
+  host?: string;
 }
 
 /** What a monitor reports for one table: which columns, and which kinds of change. */
@@ -104,6 +125,8 @@ export type TableUpdates = Record<string, Record<string, RowUpdate>>;
 
 interface PendingRequest {
   method: string;
+  db: string | undefined;
+  what: string | undefined;
   resolve(result: unknown): void;
   reject(error: Error): void;
   timer: NodeJS.Timeout;
@@ -120,6 +143,8 @@ export class OvsdbClient {
   private readonly schemas = new Map<string, Promise<DatabaseSchema>>();
   private readonly monitors = new Map<string, Monitor>();
   private readonly requestTimeoutMs: number;
+  /** The host this client talks to, as errors name it; undefined when not told. */
+  readonly host: string | undefined;
   private nextId = 1;
   /** Set once the connection is over; later requests fail with it. */
   private failure: Error | undefined;
@@ -129,6 +154,7 @@ export class OvsdbClient {
     opts: OvsdbClientOptions = {},
   ) {
     this.requestTimeoutMs = opts.requestTimeoutMs ?? 30_000;
+    this.host = opts.host;
     stream.on("data", (chunk: Buffer | string) => this.onData(chunk));
     stream.on("error", (err: Error) => this.fail(err));
     stream.on("end", () => this.fail(new Error("connection closed by the server")));
@@ -138,7 +164,7 @@ export class OvsdbClient {
   async listDbs(): Promise<string[]> {
     const dbs = await this.request("list_dbs", []);
     if (!Array.isArray(dbs) || !dbs.every((db) => typeof db === "string")) {
-      throw new Error(`ovsdb list_dbs: unexpected reply ${JSON.stringify(dbs)}`);
+      throw new Error(`${prefixOf(this.host, undefined)}ovsdb list_dbs: unexpected reply ${JSON.stringify(dbs)}`);
     }
     return dbs;
   }
@@ -147,7 +173,13 @@ export class OvsdbClient {
   getSchema(db: string): Promise<DatabaseSchema> {
     let schema = this.schemas.get(db);
     if (!schema) {
-      schema = this.request("get_schema", [db]).then(parseDatabaseSchema);
+      schema = this.request("get_schema", [db]).then((wire) => {
+        try {
+          return parseDatabaseSchema(wire);
+        } catch (err) {
+          throw new Error(`${prefixOf(this.host, db)}${(err as Error).message}`);
+        }
+      });
       schema.catch(() => this.schemas.delete(db));
       this.schemas.set(db, schema);
     }
@@ -157,7 +189,23 @@ export class OvsdbClient {
   /** Runs the operations as one atomic transaction; throws OvsdbTransactionError if any fails. */
   async transact(db: string, ops: readonly Operation[]): Promise<OperationResult[]> {
     const schema = await this.getSchema(db);
-    return readTransactResults(db, ops, await this.request("transact", [db, ...ops]), schema);
+    return readTransactResults(db, ops, await this.request("transact", [db, ...ops]), schema, this.host);
+  }
+
+  /**
+   * Runs a transaction built on a database model (`new Transaction(OPEN_VSWITCH)`)
+   * in that database, after checking its tables and columns against the
+   * server's schema (nothing is sent if one is missing, e.g. a column newer
+   * than the server). Its results are read typed: `results.rows(select)`,
+   * `results.uuid(inserted)`. Throws OvsdbTransactionError if any operation fails.
+   */
+  async run<D extends DatabaseModel>(txn: Transaction<D>): Promise<TransactionResults> {
+    const db = txn.model?.name;
+    if (db === undefined) throw new Error("OvsdbClient.run: the transaction has no database model; use transact(db, txn.operations)");
+    const schema = await this.getSchema(db);
+    checkOperations(db, txn.operations, schema, this.host);
+    const reply = await this.request("transact", [db, ...txn.operations]);
+    return new TransactionResults(readTransactResults(db, txn.operations, reply, schema, this.host), txn as Transaction<DatabaseModel>);
   }
 
   async echo(): Promise<void> {
@@ -176,7 +224,7 @@ export class OvsdbClient {
     onUpdate: (updates: TableUpdates) => void,
   ): Promise<TableUpdates> {
     const schema = await this.getSchema(db);
-    if (this.monitors.has(id)) throw new Error(`ovsdb monitor ${id} is already running`);
+    if (this.monitors.has(id)) throw new Error(`${prefixOf(this.host, db)}ovsdb monitor ${id} is already running`);
     this.monitors.set(id, { schema, onUpdate });
     try {
       return readTableUpdates(await this.request("monitor", [db, id, requests]), schema);
@@ -197,14 +245,16 @@ export class OvsdbClient {
   }
 
   private request(method: string, params: unknown[]): Promise<unknown> {
-    if (this.failure) return Promise.reject(new OvsdbNoReplyError(method, "connection is closed", this.failure));
+    const db = method === "list_dbs" || method === "echo" || typeof params[0] !== "string" ? undefined : params[0];
+    const what = method === "transact" ? describeTransact(params.slice(1) as Operation[]) : undefined;
+    if (this.failure) return Promise.reject(new OvsdbNoReplyError(method, "connection is closed", this.failure, this.host, db, what));
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         this.pending.delete(id);
-        reject(new OvsdbNoReplyError(method, `timed out after ${this.requestTimeoutMs} ms`));
+        reject(new OvsdbNoReplyError(method, `timed out after ${this.requestTimeoutMs} ms`, undefined, this.host, db, what));
       }, this.requestTimeoutMs);
-      this.pending.set(id, { method, resolve, reject, timer });
+      this.pending.set(id, { method, db, what, resolve, reject, timer });
       this.send({ id, method, params });
     });
   }
@@ -247,8 +297,8 @@ export class OvsdbClient {
     if (error === null || error === undefined) request.resolve(result);
     else if (isRecord(error)) {
       const details = typeof error.details === "string" ? error.details : undefined;
-      request.reject(new OvsdbRpcError(request.method, String(error.error), details));
-    } else request.reject(new OvsdbRpcError(request.method, String(error), undefined));
+      request.reject(new OvsdbRpcError(request.method, String(error.error), details, this.host, request.db));
+    } else request.reject(new OvsdbRpcError(request.method, String(error), undefined, this.host, request.db));
   }
 
   private fail(reason: Error): void {
@@ -256,12 +306,18 @@ export class OvsdbClient {
     this.failure = reason;
     for (const request of this.pending.values()) {
       clearTimeout(request.timer);
-      request.reject(new OvsdbNoReplyError(request.method, "connection lost", reason));
+      request.reject(new OvsdbNoReplyError(request.method, "connection lost", reason, this.host, request.db, request.what));
     }
     this.pending.clear();
     this.monitors.clear();
     this.stream.destroy();
   }
+}
+
+/** `3 ops on Bridge, Port`: which transaction got no reply. */
+function describeTransact(ops: readonly Operation[]): string {
+  const tables = [...new Set(ops.flatMap((op) => (op.op === "comment" ? [] : [op.table])))].sort();
+  return `${ops.length} op${ops.length === 1 ? "" : "s"}${tables.length ? ` on ${tables.join(", ")}` : ""}`;
 }
 
 function readTableUpdates(wire: unknown, schema: DatabaseSchema): TableUpdates {

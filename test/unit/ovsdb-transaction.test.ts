@@ -148,7 +148,7 @@ describe("readTransactResults", () => {
     expect(err.kind).toBe("conflict");
     expect(err.operation).toEqual({ index: 0, op: "wait", table: "Bridge" });
     expect(err.message).toBe(
-      "Open_vSwitch: precondition failed: wait on table Bridge (operation 0) timed out: \"where\" clause test failed",
+      'Open_vSwitch: op 0 (wait on Bridge where name == "br0"): precondition failed: timed out: "where" clause test failed',
     );
   });
 
@@ -161,13 +161,13 @@ describe("readTransactResults", () => {
     const err = failure([{}, { error: "constraint violation", details: "bad name" }, null, null]);
     expect(err).toMatchObject({ kind: "operation", error: "constraint violation", details: "bad name" });
     expect(err.operation).toEqual({ index: 1, op: "insert", table: "Bridge" });
-    expect(err.message).toBe("Open_vSwitch: insert on table Bridge (operation 1) failed: constraint violation: bad name");
+    expect(err.message).toBe('Open_vSwitch: op 1 (insert into Bridge "br0"): constraint violation: bad name');
   });
 
   it("reports a failure appended after the results as a commit failure", () => {
     const err = failure([{}, { uuid: ["uuid", U1] }, { rows: [] }, {}, { error: "referential integrity violation" }]);
     expect(err).toMatchObject({ kind: "commit", error: "referential integrity violation", operation: undefined });
-    expect(err.message).toBe("Open_vSwitch: transaction commit failed: referential integrity violation");
+    expect(err.message).toBe("Open_vSwitch: commit failed (writes Bridge): referential integrity violation");
   });
 
   it("refuses a reply with fewer results than operations", () => {

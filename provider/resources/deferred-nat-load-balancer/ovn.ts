@@ -1,6 +1,19 @@
 import type { DeferredNatLoadBalancerInputs as Inputs, DeferredNatVip } from "../../model/inputs.generated";
 import { OvsdbClient } from "../../transport/ovsdb-client";
-import { Transaction, Uuid, mutation, where, type Row } from "../../ovsdb";
+import {
+  OVN_NORTHBOUND,
+  OWNER_KEY,
+  OwnedTransaction,
+  Transaction,
+  describeOwner,
+  mutation,
+  ownerMark,
+  ownerOf,
+  where,
+  type LoadBalancerRow,
+  type NamedUuid,
+  type Uuid,
+} from "../../ovsdb";
 import { SshSession } from "../../transport/ssh";
 import { backendKey, lbId, withDefaults } from "./plan";
 
@@ -11,14 +24,11 @@ import { backendKey, lbId, withDefaults } from "./plan";
  * and owned through external_ids.
  */
 
-const NB = "OVN_Northbound";
-const OWNER_KEY = "ovslb:owner";
-
 export interface NbLoadBalancer {
   name: string;
   protocol: DeferredNatVip["protocol"];
   vips: Record<string, string>;
-  selectionFields: string[];
+  selectionFields: LoadBalancerRow["selection_fields"];
   ipPortMappings: Record<string, string>;
   options: Record<string, string>;
 }
@@ -48,17 +58,19 @@ export function desiredNbRows(inputs: Inputs): NbLoadBalancer[] {
   return [...byProtocol.values()];
 }
 
-const asRecord = (v: unknown): Record<string, string> =>
-  v instanceof Map ? Object.fromEntries([...v].map(([k, x]) => [String(k), String(x)])) : {};
-const asList = (v: unknown): string[] => (Array.isArray(v) ? v.map(String) : v === undefined || v === "" ? [] : [String(v)]);
+const asRecord = (m: ReadonlyMap<string, string>): Record<string, string> => Object.fromEntries(m);
 
-/** The row as ovslb compares it, from what the database holds. */
-export function readNbRow(row: Row): NbLoadBalancer {
+/** The Load_Balancer columns ovslb reads. */
+const LB_COLUMNS = ["_uuid", "name", "protocol", "vips", "selection_fields", "ip_port_mappings", "options", "external_ids"] as const;
+type LoadBalancerRead = Pick<LoadBalancerRow, (typeof LB_COLUMNS)[number]>;
+
+/** The row as ovslb compares it, from what the database holds (a row with no protocol is tcp, as OVN reads it). */
+export function readNbRow(row: Omit<LoadBalancerRead, "_uuid" | "external_ids">): NbLoadBalancer {
   return {
-    name: String(row.name),
-    protocol: (asList(row.protocol)[0] ?? "tcp") as NbLoadBalancer["protocol"],
+    name: row.name,
+    protocol: row.protocol[0] ?? "tcp",
     vips: asRecord(row.vips),
-    selectionFields: asList(row.selection_fields).sort(),
+    selectionFields: [...row.selection_fields].sort(),
     ipPortMappings: asRecord(row.ip_port_mappings),
     options: asRecord(row.options),
   };
@@ -69,7 +81,7 @@ export async function withNorthbound<R>(inputs: Inputs, fn: (db: OvsdbClient | u
   if (!inputs.ovn) return fn(undefined);
   const nb = inputs.ovn.northbound;
   const ssh = await SshSession.connect(nb.connection);
-  const db = new OvsdbClient(await ssh.openUnixStream(nb.socket));
+  const db = new OvsdbClient(await ssh.openUnixStream(nb.socket), { host: ssh.hostName });
   try {
     return await fn(db);
   } finally {
@@ -78,10 +90,13 @@ export async function withNorthbound<R>(inputs: Inputs, fn: (db: OvsdbClient | u
   }
 }
 
-async function ownedRows(db: OvsdbClient, owner: string): Promise<Row[]> {
-  const t = new Transaction();
-  t.select("Load_Balancer", [where("external_ids", "includes", { [OWNER_KEY]: owner })]);
-  return (await db.transact(NB, t.operations))[0].rows ?? [];
+/** `root@172.30.0.10:22: OVN ` for refusals about this database. */
+const prefix = (db: OvsdbClient) => `${db.host ? `${db.host}: ` : ""}OVN `;
+
+async function ownedRows(db: OvsdbClient, owner: string): Promise<LoadBalancerRead[]> {
+  const t = new Transaction(OVN_NORTHBOUND);
+  const lbs = t.select("Load_Balancer", [where("external_ids", "includes", { [OWNER_KEY]: owner })], LB_COLUMNS);
+  return (await db.run(t)).rows(lbs);
 }
 
 /**
@@ -90,36 +105,36 @@ async function ownedRows(db: OvsdbClient, owner: string): Promise<Row[]> {
  */
 export async function preflightNorthbound(inputs: Inputs, db: OvsdbClient): Promise<void> {
   const want = desiredNbRows(inputs);
-  const t = new Transaction();
-  for (const row of want) t.select("Load_Balancer", [where("name", "==", row.name)], ["name", "external_ids"]);
-  t.select("Logical_Router", [where("name", "==", inputs.ovn!.router)], ["name"]);
-  const results = await db.transact(NB, t.operations);
+  const t = new Transaction(OVN_NORTHBOUND);
+  const byName = want.map((row) => t.select("Load_Balancer", [where("name", "==", row.name)], ["name", "external_ids"]));
+  const router = t.select("Logical_Router", [where("name", "==", inputs.ovn!.router)], ["name"]);
+  const results = await db.run(t);
   want.forEach((row, i) => {
-    const found = results[i].rows?.[0];
-    const owner = found ? asRecord(found.external_ids)[OWNER_KEY] : undefined;
-    if (found && owner !== lbId(inputs)) {
-      throw new Error(`OVN Load_Balancer ${row.name} exists and is ${owner ? `owned by ${owner}` : "not owned by ovslb"}; refusing to take it over`);
+    const found = results.first(byName[i]);
+    if (found && ownerOf(found) !== lbId(inputs)) {
+      throw new Error(`${prefix(db)}Load_Balancer ${row.name} exists and is ${describeOwner(found)}; refusing to take it over`);
     }
   });
-  if (!results[want.length].rows?.length) throw new Error(`OVN logical router ${inputs.ovn!.router} does not exist`);
+  if (!results.first(router)) throw new Error(`${prefix(db)}logical router ${inputs.ovn!.router} does not exist`);
 }
 
-/** Writes the rows, attaches them to the router and drops rows no longer wanted, in one transaction. */
+/**
+ * Writes the rows, attaches them to the router and drops rows no longer
+ * wanted, in one transaction guarded by waits: new names still free, rows
+ * changed or dropped still this load balancer's, the router still there.
+ */
 export async function applyNorthbound(inputs: Inputs, db: OvsdbClient): Promise<void> {
   const want = desiredNbRows(inputs);
   const ovn = inputs.ovn!;
   const existing = await ownedRows(db, lbId(inputs));
-  const t = new Transaction();
-  t.comment(`ovslb: ${lbId(inputs)}`);
+  const t = new OwnedTransaction(OVN_NORTHBOUND, ownerMark(lbId(inputs)), `ovslb: ${lbId(inputs)}`);
   // Names must be free of rows ovslb does not own.
   for (const row of want) {
-    if (!existing.some((e) => e.name === row.name)) {
-      t.wait("Load_Balancer", [where("name", "==", row.name)], { columns: ["name"], until: "==", rows: [] });
-    }
+    if (!existing.some((e) => e.name === row.name)) t.requireAbsent("Load_Balancer", [where("name", "==", row.name)]);
   }
   // The router must exist: a mutate on no row would silently do nothing.
-  t.wait("Logical_Router", [where("name", "==", ovn.router)], { columns: ["name"], until: "!=", rows: [] });
-  const refs: (Uuid | ReturnType<Transaction["insert"]>)[] = [];
+  t.requirePresent("Logical_Router", [where("name", "==", ovn.router)]);
+  const refs: (Uuid | NamedUuid)[] = [];
   for (const row of want) {
     const columns = {
       name: row.name,
@@ -128,35 +143,34 @@ export async function applyNorthbound(inputs: Inputs, db: OvsdbClient): Promise<
       selection_fields: row.selectionFields,
       ip_port_mappings: row.ipPortMappings,
       options: row.options,
-      external_ids: { [OWNER_KEY]: lbId(inputs) },
+      // Only the owner mark, which insertOwned and updateOwned add.
+      external_ids: {},
     };
     const current = existing.find((e) => e.name === row.name);
     if (current) {
-      const uuid = current._uuid as Uuid;
-      t.wait("Load_Balancer", [where("_uuid", "==", uuid)], { columns: ["name"], until: "==", rows: [{ name: row.name }] });
-      t.update("Load_Balancer", [where("_uuid", "==", uuid)], columns);
-      refs.push(uuid);
+      // Still this load balancer's row, under the name read.
+      t.updateOwned("Load_Balancer", current, columns, ["name"]);
+      refs.push(current._uuid);
     } else {
-      refs.push(t.insert("Load_Balancer", columns));
+      refs.push(t.insertOwned("Load_Balancer", columns));
     }
   }
-  const stale = existing.filter((e) => !want.some((w) => w.name === e.name)).map((e) => e._uuid as Uuid);
+  const stale = existing.filter((e) => !want.some((w) => w.name === e.name));
   // Detach everything ovslb owns from every router, then attach what is wanted to the one router.
-  const all = existing.map((e) => e._uuid as Uuid);
-  if (all.length > 0) t.mutate("Logical_Router", [], [mutation("load_balancer", "delete", all)]);
+  if (existing.length > 0) t.mutate("Logical_Router", [], [mutation("load_balancer", "delete", existing.map((e) => e._uuid))]);
   if (refs.length > 0) t.mutate("Logical_Router", [where("name", "==", ovn.router)], [mutation("load_balancer", "insert", refs)]);
-  for (const uuid of stale) t.delete("Load_Balancer", [where("_uuid", "==", uuid)]);
-  await db.transact(NB, t.operations);
+  for (const row of stale) t.deleteOwned("Load_Balancer", row);
+  await db.run(t);
 }
 
 /** Findings where the northbound rows differ from the inputs; empty when they match. */
 export async function readNorthbound(inputs: Inputs, db: OvsdbClient): Promise<string[]> {
   const want = desiredNbRows(inputs);
   const rows = await ownedRows(db, lbId(inputs));
-  const t = new Transaction();
-  t.select("Logical_Router", [where("name", "==", inputs.ovn!.router)], ["load_balancer"]);
-  const router = (await db.transact(NB, t.operations))[0].rows?.[0];
-  const attached = new Set(((router?.load_balancer ?? []) as Uuid[]).map((u) => u.id));
+  const t = new Transaction(OVN_NORTHBOUND);
+  const routers = t.select("Logical_Router", [where("name", "==", inputs.ovn!.router)], ["load_balancer"]);
+  const router = (await db.run(t)).first(routers);
+  const attached = new Set((router?.load_balancer ?? []).map((u) => u.id));
   const findings: string[] = [];
   for (const w of want) {
     const row = rows.find((r) => r.name === w.name);
@@ -168,19 +182,18 @@ export async function readNorthbound(inputs: Inputs, db: OvsdbClient): Promise<s
     for (const k of ["vips", "selectionFields", "ipPortMappings", "options", "protocol"] as const) {
       if (JSON.stringify(have[k]) !== JSON.stringify(w[k])) findings.push(`OVN Load_Balancer ${w.name}: ${k} differs`);
     }
-    if (!attached.has((row._uuid as Uuid).id)) findings.push(`OVN Load_Balancer ${w.name} not attached to router ${inputs.ovn!.router}`);
+    if (!attached.has(row._uuid.id)) findings.push(`OVN Load_Balancer ${w.name} not attached to router ${inputs.ovn!.router}`);
   }
-  for (const r of rows) if (!want.some((w) => w.name === r.name)) findings.push(`OVN Load_Balancer ${String(r.name)} not declared`);
+  for (const r of rows) if (!want.some((w) => w.name === r.name)) findings.push(`OVN Load_Balancer ${r.name} not declared`);
   return findings;
 }
 
-/** Detaches and deletes every row this load balancer owns. Idempotent. */
+/** Detaches and deletes every row this load balancer owns, each guarded as still its own. Idempotent. */
 export async function deleteNorthbound(inputs: Inputs, db: OvsdbClient): Promise<void> {
   const rows = await ownedRows(db, lbId(inputs));
   if (rows.length === 0) return;
-  const uuids = rows.map((r) => r._uuid as Uuid);
-  const t = new Transaction();
-  t.mutate("Logical_Router", [], [mutation("load_balancer", "delete", uuids)]);
-  for (const u of uuids) t.delete("Load_Balancer", [where("_uuid", "==", u)]);
-  await db.transact(NB, t.operations);
+  const t = new OwnedTransaction(OVN_NORTHBOUND, ownerMark(lbId(inputs)), `ovslb: delete ${lbId(inputs)}`);
+  t.mutate("Logical_Router", [], [mutation("load_balancer", "delete", rows.map((r) => r._uuid))]);
+  for (const row of rows) t.deleteOwned("Load_Balancer", row);
+  await db.run(t);
 }

@@ -2,7 +2,7 @@ import schema from "../../../schema/distributor-device.json";
 import type { ResourceHandler } from "../../resource-handler";
 import type { DistributorDeviceInputs } from "../../model/inputs.generated";
 import { bridgeSocket, withOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
-import { Transaction, mutation, where, type Row, type Uuid } from "../../ovsdb";
+import { OPEN_VSWITCH, OwnedTransaction, Transaction, ownerMark, where, type BridgeRow, type OpenVSwitchRow } from "../../ovsdb";
 import { SshError } from "../../transport/ssh";
 import { ATTACHED_MARK, DEVICE_MARK, checkRules, deleteRefusal, deviceResourceId, parseOvsVersion, registeredDevice, stringMap, withDefaults } from "./plan";
 
@@ -16,31 +16,30 @@ export interface DistributorDeviceState {
   attachments: string[];
 }
 
-const DB = "Open_vSwitch";
-
 interface DeviceRows {
-  root: Row;
-  uplink: Row | undefined;
+  root: Pick<OpenVSwitchRow, "_uuid" | "external_ids" | "ovs_version">;
+  uplink: Pick<BridgeRow, "_uuid" | "name"> | undefined;
   attachments: string[];
 }
 
 async function readRows(s: OvsHostSession, inputs: DistributorDeviceInputs): Promise<DeviceRows> {
   const db = await s.vswitchDb();
-  const txn = new Transaction();
-  txn.select("Open_vSwitch", [], ["_uuid", "external_ids", "ovs_version"]);
-  txn.select("Bridge", [where("name", "==", inputs.uplinkBridge)], ["_uuid", "name"]);
-  txn.select("Bridge", [where("external_ids", "includes", { [ATTACHED_MARK]: inputs.deviceId })], ["name", "external_ids"]);
-  const [root, uplink, attached] = await db.transact(DB, txn.operations);
+  const txn = new Transaction(OPEN_VSWITCH);
+  const root = txn.select("Open_vSwitch", [], ["_uuid", "external_ids", "ovs_version"]);
+  const uplink = txn.select("Bridge", [where("name", "==", inputs.uplinkBridge)], ["_uuid", "name"]);
+  const attached = txn.select("Bridge", [where("external_ids", "includes", { [ATTACHED_MARK]: inputs.deviceId })], ["name", "external_ids"]);
+  const results = await db.run(txn);
+  const rootRow = results.first(root);
+  if (!rootRow) throw new Error(`${s.hostName}: the Open_vSwitch database has no root row (is ovs-vswitchd's database initialized?)`);
   return {
-    root: root.rows![0],
-    uplink: uplink.rows?.[0],
-    attachments: (attached.rows ?? []).map((r) => stringMap(r.external_ids)["ovslb:attachment"] ?? String(r.name)).sort(),
+    root: rootRow,
+    uplink: results.first(uplink),
+    attachments: results.rows(attached).map((r) => stringMap(r.external_ids)["ovslb:attachment"] ?? r.name).sort(),
   };
 }
 
 async function observe(s: OvsHostSession, inputs: DistributorDeviceInputs, rows: DeviceRows): Promise<DistributorDeviceState> {
-  const column = rows.root.ovs_version;
-  let ovsVersion = typeof column === "string" && column ? column : undefined;
+  let ovsVersion = rows.root.ovs_version[0] || undefined;
   if (!ovsVersion) {
     // The column is only filled by distribution start-up scripts; ask the running daemon.
     ovsVersion = await s.appctl(["version"]).then(parseOvsVersion, () => undefined);
@@ -65,12 +64,11 @@ export const distributorDeviceHandler: ResourceHandler<DistributorDeviceInputs, 
       if (!rows.uplink) throw new Error(`${s.hostName}: uplink bridge ${inputs.uplinkBridge} does not exist on the device`);
       if (!registered) {
         const db = await s.vswitchDb();
-        const txn = new Transaction();
-        txn.comment(`ovslb: register distributor device ${inputs.deviceId}`);
+        const txn = new OwnedTransaction(OPEN_VSWITCH, ownerMark(inputs.deviceId, DEVICE_MARK), `ovslb: register distributor device ${inputs.deviceId}`);
         // Precondition: external_ids unchanged since read, so no one registered meanwhile.
-        txn.wait("Open_vSwitch", [], { columns: ["external_ids"], until: "==", rows: [{ external_ids: rows.root.external_ids as Map<string, string> }] });
-        txn.mutate("Open_vSwitch", [], [mutation("external_ids", "insert", { [DEVICE_MARK]: inputs.deviceId })]);
-        await db.transact(DB, txn.operations);
+        txn.requireUnchanged("Open_vSwitch", rows.root, ["external_ids"]);
+        txn.addMark("Open_vSwitch", rows.root);
+        await db.run(txn);
       }
       return observe(s, inputs, rows);
     });
@@ -108,15 +106,12 @@ export const distributorDeviceHandler: ResourceHandler<DistributorDeviceInputs, 
       if (refusal) throw new Error(`${s.hostName}: ${refusal}`);
       if (registeredDevice(rows.root) !== inputs.deviceId) return; // already gone, or not ours
       const db = await s.vswitchDb();
-      const txn = new Transaction();
-      txn.comment(`ovslb: unregister distributor device ${inputs.deviceId}`);
-      txn.wait("Open_vSwitch", [where("external_ids", "includes", { [DEVICE_MARK]: inputs.deviceId })], {
-        columns: ["_uuid"], until: "==", rows: [{ _uuid: rows.root._uuid as Uuid }],
-      });
+      const txn = new OwnedTransaction(OPEN_VSWITCH, ownerMark(inputs.deviceId, DEVICE_MARK), `ovslb: unregister distributor device ${inputs.deviceId}`);
+      txn.requireOwned("Open_vSwitch", rows.root);
       // No attachment may appear between the check and the commit.
-      txn.wait("Bridge", [where("external_ids", "includes", { [ATTACHED_MARK]: inputs.deviceId })], { columns: ["_uuid"], until: "==", rows: [] });
-      txn.mutate("Open_vSwitch", [], [mutation("external_ids", "delete", { [DEVICE_MARK]: inputs.deviceId })]);
-      await db.transact(DB, txn.operations);
+      txn.requireAbsent("Bridge", [where("external_ids", "includes", { [ATTACHED_MARK]: inputs.deviceId })]);
+      txn.removeMark("Open_vSwitch", rows.root);
+      await db.run(txn);
     });
   },
 };

@@ -1,6 +1,6 @@
 import type { DistributorDeviceInputs } from "../../model/inputs.generated";
 import { checkConnection, type CheckFailure } from "../../model/validate";
-import type { Row } from "../../ovsdb";
+import { ownerOf, type OpenVSwitchRow } from "../../ovsdb";
 
 /**
  * DistributorDevice as pure data. The device's identity is written once to
@@ -24,8 +24,8 @@ export function stringMap(value: unknown): Record<string, string> {
   return out;
 }
 
-/** The device id the host is registered to, if any. */
-export const registeredDevice = (openVswitch: Row | undefined) => (openVswitch ? stringMap(openVswitch.external_ids)[DEVICE_MARK] : undefined);
+/** The device id the host is registered to (its root row's mark), if any. */
+export const registeredDevice = (root: Pick<OpenVSwitchRow, "external_ids"> | undefined) => (root ? ownerOf(root, DEVICE_MARK) : undefined);
 
 /** `ovs-vswitchd (Open vSwitch) 3.1.0` -> `3.1.0` */
 export function parseOvsVersion(text: string): string | undefined {

@@ -2,8 +2,8 @@ import schema from "../../../schema/ovs-bridge.json";
 import type { ResourceHandler } from "../../resource-handler";
 import type { OvsBridgeInputs } from "../../model/inputs.generated";
 import { bridgeSocket, withOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
-import { NamedUuid, Transaction, Uuid, mutation, where, type Row } from "../../ovsdb";
-import { actualInputs, bridgeId, checkRules, desiredColumns, ownerOf, withDefaults } from "./plan";
+import { OPEN_VSWITCH, OwnedTransaction, Transaction, describeOwner, mutation, ownerMark, where, type BridgeRow, type Condition } from "../../ovsdb";
+import { BRIDGE_COLUMNS, actualInputs, bridgeId, checkRules, desiredColumns, ownerOf, withDefaults, type BridgeRead } from "./plan";
 
 /** What OvsBridge records besides its inputs. */
 export interface OvsBridgeState {
@@ -12,31 +12,25 @@ export interface OvsBridgeState {
   managementSocket: string;
 }
 
-const DB = "Open_vSwitch";
-
-async function selectBridge(s: OvsHostSession, name: string): Promise<Row | undefined> {
+async function selectBridge(s: OvsHostSession, name: string): Promise<BridgeRead | undefined> {
   const db = await s.vswitchDb();
-  const txn = new Transaction();
-  txn.select("Bridge", [where("name", "==", name)]);
-  const [result] = await db.transact(DB, txn.operations);
-  return result.rows?.[0];
+  const txn = new Transaction(OPEN_VSWITCH);
+  const bridge = txn.select("Bridge", [where("name", "==", name)], BRIDGE_COLUMNS);
+  return (await db.run(txn)).first(bridge);
 }
 
-function refuseForeign(s: OvsHostSession, inputs: OvsBridgeInputs, row: Row): void {
-  const owner = ownerOf(row);
-  if (owner !== bridgeId(inputs)) {
-    throw new Error(
-      `${s.hostName}: bridge ${inputs.name} already exists and is ${owner ? `owned by ${owner}` : "not owned by ovslb"}; refusing to take it over`,
-    );
+function refuseForeign(s: OvsHostSession, inputs: OvsBridgeInputs, row: BridgeRead): void {
+  if (ownerOf(row) !== bridgeId(inputs)) {
+    throw new Error(`${s.hostName}: bridge ${inputs.name} already exists and is ${describeOwner(row)}; refusing to take it over`);
   }
 }
 
-/** Sets the owned columns on an existing row, guarded by a wait that it is still the same row. */
-function updateColumns(txn: Transaction, uuid: Uuid, name: string, inputs: OvsBridgeInputs, previousKeys: string[]) {
+/** Sets the owned columns on the bridge read, guarded by a wait that it is still that row and still ours. */
+function updateColumns(txn: OwnedTransaction<typeof OPEN_VSWITCH>, row: BridgeRead, inputs: OvsBridgeInputs, previousKeys: string[]) {
   const want = desiredColumns(inputs);
-  const byUuid = [where("_uuid", "==", uuid)];
-  txn.wait("Bridge", [where("name", "==", name)], { columns: ["_uuid"], until: "==", rows: [{ _uuid: uuid }] });
-  txn.update("Bridge", byUuid, { datapath_type: want.datapath_type, fail_mode: want.fail_mode, protocols: want.protocols });
+  const byUuid: Condition<BridgeRow>[] = [where("_uuid", "==", row._uuid)];
+  txn.requireOwned("Bridge", row);
+  txn.update("Bridge", byUuid, { datapath_type: want.datapath_type, fail_mode: [want.fail_mode], protocols: want.protocols });
   // Map mutations: delete then insert, since an insert never replaces an existing key.
   const keys = [...new Set([...previousKeys, ...Object.keys(want.externalIds)])];
   txn.mutate("Bridge", byUuid, [mutation("external_ids", "delete", keys)]);
@@ -48,38 +42,34 @@ function updateColumns(txn: Transaction, uuid: Uuid, name: string, inputs: OvsBr
 async function ensure(s: OvsHostSession, inputs: OvsBridgeInputs, previousKeys: string[]): Promise<OvsBridgeState> {
   const db = await s.vswitchDb();
   const row = await selectBridge(s, inputs.name);
-  const txn = new Transaction();
-  txn.comment(`ovslb: ensure bridge ${inputs.name}`);
-  let uuidOp: number | undefined;
+  const txn = new OwnedTransaction(OPEN_VSWITCH, ownerMark(bridgeId(inputs)), `ovslb: ensure bridge ${inputs.name}`);
   if (row) {
     refuseForeign(s, inputs, row);
-    updateColumns(txn, row._uuid as Uuid, inputs.name, inputs, previousKeys);
-  } else {
-    const want = desiredColumns(inputs);
-    // Precondition: still no bridge of that name when this commits.
-    txn.wait("Bridge", [where("name", "==", inputs.name)], { columns: ["name"], until: "==", rows: [] });
-    const iface = txn.insert("Interface", { name: inputs.name, type: "internal" }, "iface");
-    const port = txn.insert("Port", { name: inputs.name, interfaces: [iface] }, "port");
-    const other: Record<string, string> = want.hwaddr ? { hwaddr: want.hwaddr } : {};
-    uuidOp = txn.operations.length; // the Bridge insert's result carries its uuid
-    const bridge: NamedUuid = txn.insert(
-      "Bridge",
-      {
-        name: inputs.name,
-        datapath_type: want.datapath_type,
-        fail_mode: want.fail_mode,
-        protocols: want.protocols,
-        ports: [port],
-        external_ids: want.externalIds,
-        other_config: other,
-      },
-      "bridge",
-    );
-    txn.mutate("Open_vSwitch", [], [mutation("bridges", "insert", [bridge])]);
+    updateColumns(txn, row, inputs, previousKeys);
+    await db.run(txn);
+    return { uuid: row._uuid.id, managementSocket: bridgeSocket(s.host, inputs.name) };
   }
-  const results = await db.transact(DB, txn.operations);
-  const uuid = uuidOp !== undefined ? results[uuidOp].uuid! : (row!._uuid as Uuid);
-  return { uuid: uuid.id, managementSocket: bridgeSocket(s.host, inputs.name) };
+  const want = desiredColumns(inputs);
+  // Precondition: still no bridge of that name when this commits.
+  txn.requireAbsent("Bridge", [where("name", "==", inputs.name)]);
+  const iface = txn.insert("Interface", { name: inputs.name, type: "internal" }, "iface");
+  const port = txn.insert("Port", { name: inputs.name, interfaces: [iface] }, "port");
+  const bridge = txn.insertOwned(
+    "Bridge",
+    {
+      name: inputs.name,
+      datapath_type: want.datapath_type,
+      fail_mode: [want.fail_mode],
+      protocols: want.protocols,
+      ports: [port],
+      external_ids: want.externalIds,
+      other_config: want.hwaddr ? { hwaddr: want.hwaddr } : {},
+    },
+    "bridge",
+  );
+  txn.mutate("Open_vSwitch", [], [mutation("bridges", "insert", [bridge])]);
+  const results = await db.run(txn);
+  return { uuid: results.uuid(bridge).id, managementSocket: bridgeSocket(s.host, inputs.name) };
 }
 
 export const ovsBridgeHandler: ResourceHandler<OvsBridgeInputs, OvsBridgeState> = {
@@ -99,7 +89,7 @@ export const ovsBridgeHandler: ResourceHandler<OvsBridgeInputs, OvsBridgeState> 
       if (!row || ownerOf(row) !== bridgeId(inputs)) return undefined;
       return {
         inputs: actualInputs(inputs, row),
-        state: { uuid: (row._uuid as Uuid).id, managementSocket: bridgeSocket(inputs.host, inputs.name) },
+        state: { uuid: row._uuid.id, managementSocket: bridgeSocket(inputs.host, inputs.name) },
       };
     });
     return found;
@@ -116,12 +106,11 @@ export const ovsBridgeHandler: ResourceHandler<OvsBridgeInputs, OvsBridgeState> 
       const row = await selectBridge(s, inputs.name);
       if (!row || ownerOf(row) !== bridgeId(inputs)) return; // already gone, or no longer ours
       const db = await s.vswitchDb();
-      const txn = new Transaction();
-      txn.comment(`ovslb: delete bridge ${inputs.name}`);
-      txn.wait("Bridge", [where("name", "==", inputs.name)], { columns: ["_uuid"], until: "==", rows: [{ _uuid: row._uuid }] });
+      const txn = new OwnedTransaction(OPEN_VSWITCH, ownerMark(bridgeId(inputs)), `ovslb: delete bridge ${inputs.name}`);
+      txn.requireOwned("Bridge", row);
       // Bridges are not a root table: dropping the reference deletes the row, its ports and interfaces.
-      txn.mutate("Open_vSwitch", [], [mutation("bridges", "delete", [row._uuid as Uuid])]);
-      await db.transact(DB, txn.operations);
+      txn.mutate("Open_vSwitch", [], [mutation("bridges", "delete", [row._uuid])]);
+      await db.run(txn);
     });
   },
 };

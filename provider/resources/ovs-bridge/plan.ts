@@ -1,14 +1,14 @@
 import type { OvsBridgeInputs } from "../../model/inputs.generated";
 import { checkConnection, type CheckFailure } from "../../model/validate";
-import type { Row } from "../../ovsdb";
+import { OWNER_KEY, ownerOf, type BridgeRow } from "../../ovsdb";
 
 /**
  * OvsBridge as pure data: the Bridge row it wants, and the inputs an
  * actual Bridge row amounts to (so a refresh shows drift).
  */
 
-export const OWNER_KEY = "ovslb:owner";
-export const PROTOCOLS = ["OpenFlow10", "OpenFlow13", "OpenFlow14", "OpenFlow15"];
+export { OWNER_KEY };
+export const PROTOCOLS: BridgeRow["protocols"] = ["OpenFlow10", "OpenFlow13", "OpenFlow14", "OpenFlow15"];
 
 /** The resource id, also written to the row's external_ids as its owner mark. */
 export const bridgeId = (inputs: OvsBridgeInputs) => `ovs-bridge/${inputs.host.connection.host}/${inputs.name}`;
@@ -28,9 +28,9 @@ export function checkRules(inputs: OvsBridgeInputs): CheckFailure[] {
 
 /** The columns ovslb sets; the rest of the row (ports, controller, ...) is left alone. */
 export interface BridgeColumns {
-  datapath_type: string;
-  fail_mode: string;
-  protocols: string[];
+  datapath_type: BridgeRow["datapath_type"];
+  fail_mode: BridgeRow["fail_mode"][number];
+  protocols: BridgeRow["protocols"];
   hwaddr: string | undefined;
   externalIds: Record<string, string>;
 }
@@ -46,24 +46,22 @@ export function desiredColumns(inputs: OvsBridgeInputs): BridgeColumns {
   };
 }
 
-function stringMap(value: unknown): Record<string, string> {
-  const out: Record<string, string> = {};
-  if (value instanceof Map) for (const [k, v] of value) out[String(k)] = String(v);
-  return out;
-}
+/** The Bridge columns OvsBridge reads. */
+export const BRIDGE_COLUMNS = ["_uuid", "name", "datapath_type", "fail_mode", "external_ids", "other_config"] as const;
+export type BridgeRead = Pick<BridgeRow, (typeof BRIDGE_COLUMNS)[number]>;
 
-export const ownerOf = (row: Row) => stringMap(row.external_ids)[OWNER_KEY];
+export { ownerOf };
 
 /** The inputs that the actual row amounts to. */
-export function actualInputs(inputs: OvsBridgeInputs, row: Row): OvsBridgeInputs {
-  const externalIds = Object.fromEntries(Object.entries(stringMap(row.external_ids)).filter(([k]) => !k.startsWith("ovslb:")));
-  const hwaddr = stringMap(row.other_config).hwaddr;
+export function actualInputs(inputs: OvsBridgeInputs, row: BridgeRead): OvsBridgeInputs {
+  const externalIds = Object.fromEntries([...row.external_ids].filter(([k]) => !k.startsWith("ovslb:")));
+  const hwaddr = row.other_config.get("hwaddr");
   const actual: OvsBridgeInputs = {
     host: inputs.host,
-    name: String(row.name),
+    name: row.name,
     // An empty column means the OVS default: the kernel datapath, standalone.
-    datapathType: (String(row.datapath_type) || "system") as OvsBridgeInputs["datapathType"],
-    failMode: ((Array.isArray(row.fail_mode) ? row.fail_mode[0] : row.fail_mode) || "standalone") as OvsBridgeInputs["failMode"],
+    datapathType: (row.datapath_type || "system") as OvsBridgeInputs["datapathType"],
+    failMode: row.fail_mode[0] ?? "standalone",
     externalIds,
   };
   if (hwaddr) actual.hwaddr = hwaddr;
