@@ -261,11 +261,13 @@ describe("DistributorDevice and DistributorAttachment on dist1", () => {
     let c = await create("DistributorAttachment", inputs([amp(1, "active", 1), amp(2, "active", 2), amp(3, "active", 3), amp(4, "standby")]));
     try {
       const { bridge, groupId, frontendMac } = c.outs;
-      const probes = packets(2000, frontendMac);
+      const probes = packets(2000, frontendMac).map((p) => ({ ...p, nw_dst: "10.0.0.212" }));
       /** The amphora MAC each traced tuple reaches now. */
       const reached = async () => {
         const [buckets, macs] = await Promise.all([traceBuckets(dist1, bridge, probes), bucketMacs(bridge, groupId)]);
-        return buckets.map((b) => macs.get(b!)!);
+        const reach = buckets.map((b) => macs.get(b!)!);
+        expect(reach.every((m) => /^02:00:00:00:0c:0[1-5]$/.test(m))).toBe(true);
+        return reach;
       };
       const start = await reached();
 
