@@ -24,7 +24,7 @@ export interface Registration {
  * Runs `program` (a path relative to the project root, as Pulumi.yaml's
  * `main`) under pulumi.runtime.setMocks, with the project's own
  * @pulumi/pulumi, in a child process whose working directory is the project
- * root. Returns every resource it registered, once its event loop is empty.
+ * root. Returns every resource it registered, once the runtime has drained its registrations.
  */
 export function runProgram(projectRoot: string, program: string, env: Record<string, string> = {}): Promise<Registration[]> {
   const script = `
@@ -34,9 +34,12 @@ pulumi.runtime.setMocks({
   newResource(a) { seen.push({ type: a.type, name: a.name, inputs: a.inputs }); return { id: a.name + "-id", state: a.inputs }; },
   call: (a) => a.inputs,
 }, "project", "stack", false);
-require(require("node:path").resolve(${JSON.stringify(program)}));
-let done = false;
-process.on("beforeExit", () => { if (!done) { done = true; process.stdout.write(JSON.stringify(seen)); } });
+// As the language host runs a program (and as examples/local-engine.ts does): inside the root stack
+// resource, done when the runtime's queue of registrations has drained (disconnect awaits it).
+pulumi.runtime
+  .runInPulumiStack(async () => require(require("node:path").resolve(${JSON.stringify(program)})))
+  .then(() => pulumi.runtime.disconnect())
+  .then(() => process.stdout.write(JSON.stringify(seen)), (e) => { console.error(e); process.exit(1); });
 `;
   const { NODE_PATH: _ignored, ...base } = process.env;
   const child = spawn(process.execPath, ["-e", script], { cwd: projectRoot, env: { ...base, ...env }, stdio: ["ignore", "pipe", "pipe"] });
