@@ -3,11 +3,21 @@ import { existsSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { handle } from "../../provider/handlers";
 import { COOKIE_TAG, MAX_BUCKET_ID, MAX_CT_ZONE, MAX_GROUP_ID, derivedId, interfaceName, ownerCookie } from "../../provider/model/ids";
-import { bridgeId } from "../../provider/resources/ovs-bridge/plan";
-import { cookieOf as dsrCookieOf, derivedZone, dsrId } from "../../provider/resources/dsr-hypervisor-flows/plan";
-import { assignIds, cookieOf as lbCookieOf, lbId } from "../../provider/resources/deferred-nat-load-balancer/plan";
-import { deviceResourceId } from "../../provider/resources/distributor-device/plan";
-import { attachmentId, attachmentNames, derivedFrontendMac, planIds } from "../../provider/resources/distributor-attachment/plan";
+import { OWNER_KEY as BRIDGE_OWNER_KEY, bridgeId } from "../../provider/resources/ovs-bridge/plan";
+import { KIND as DSR_KIND, cookieOf as dsrCookieOf, derivedZone, dsrId } from "../../provider/resources/dsr-hypervisor-flows/plan";
+import { KIND as LB_KIND, assignIds, cookieOf as lbCookieOf, lbId } from "../../provider/resources/deferred-nat-load-balancer/plan";
+import { ATTACHED_MARK, DEVICE_MARK, deviceResourceId } from "../../provider/resources/distributor-device/plan";
+import {
+  ATTACHMENT_KEY,
+  DEVICE_KEY,
+  FRONTEND_OFPORT,
+  KIND as ATTACHMENT_KIND,
+  OWNER_KEY,
+  attachmentId,
+  attachmentNames,
+  derivedFrontendMac,
+  planIds,
+} from "../../provider/resources/distributor-attachment/plan";
 import { FIXTURE_KINDS, loadFixture } from "../support/state-fixtures";
 
 /**
@@ -49,6 +59,16 @@ describe("the resource kinds and the provider's entry point", () => {
     expect(pkg.name).toBe("ovslb");
     expect((pkg.files as string[]).some((f) => "dist/provider/handlers.js".startsWith(f.replace(/\/?\*?$/, "")))).toBe(true);
     if (pkg.exports !== undefined) expect(JSON.stringify(pkg.exports)).toContain('"./dist/provider/handlers"');
+  });
+});
+
+describe("the marks ovslb leaves on hosts", () => {
+  it("cookie kinds and external_ids keys", () => {
+    // The kind strings fed to ownerCookie and derivedId (the attachment's is lower case, not its resource kind).
+    expect([DSR_KIND, LB_KIND, ATTACHMENT_KIND]).toEqual(["DsrHypervisorFlows", "DeferredNatLoadBalancer", "distributor-attachment"]);
+    expect([BRIDGE_OWNER_KEY, OWNER_KEY, DEVICE_KEY, ATTACHMENT_KEY]).toEqual(["ovslb:owner", "ovslb:owner", "ovslb:device", "ovslb:attachment"]);
+    expect([DEVICE_MARK, ATTACHED_MARK]).toEqual(["ovslb:distributor-device", "ovslb:device"]);
+    expect(FRONTEND_OFPORT).toBe(1);
   });
 });
 
