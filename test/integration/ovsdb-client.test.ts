@@ -1,10 +1,24 @@
+import { EventEmitter } from "node:events";
 import { connect, createServer, type Socket } from "node:net";
 import { readdirSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { runChecked } from "../../provider/transport/exec";
 import { type TableUpdates, OvsdbClient, OvsdbNoReplyError, OvsdbRpcError } from "../../provider/transport/ovsdb-client";
-import { OvsdbTransactionError, Transaction, Uuid, mutation, where } from "../../provider/ovsdb";
+import { OvsHostSession } from "../../provider/transport/ovs-host";
+import { SshSession } from "../../provider/transport/ssh";
+import {
+  OPEN_VSWITCH,
+  OvsdbTransactionError,
+  OwnedTransaction,
+  Transaction,
+  Uuid,
+  mutation,
+  ownerMark,
+  where,
+  type UntypedDatabase,
+} from "../../provider/ovsdb";
+import { loadInventory, sshTo } from "../support/lab";
 import { type OvsSandbox, startOvsSandbox } from "../support/sandbox";
 
 const DB = "Open_vSwitch";
@@ -18,10 +32,37 @@ beforeAll(() => {
 });
 afterAll(() => sandbox?.stop());
 
+const SANDBOX_HOST = "sandbox";
+
 function open(opts?: ConstructorParameters<typeof OvsdbClient>[1]): OvsdbClient {
   socket = connect(sandbox.dbSock);
-  client = new OvsdbClient(socket, opts);
+  client = new OvsdbClient(socket, { host: SANDBOX_HOST, ...opts });
   return client;
+}
+
+/** Resolves once `condition` holds (checked on every `emitter` event and at once), or fails after `ms`, naming `what`. */
+function when(emitter: NodeJS.EventEmitter, event: string, condition: () => boolean, what: string, ms = 10_000): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const check = () => {
+      if (!condition()) return;
+      clearTimeout(timer);
+      emitter.off(event, check);
+      resolve();
+    };
+    const timer = setTimeout(() => {
+      emitter.off(event, check);
+      reject(new Error(`timed out after ${ms} ms waiting for ${what}`));
+    }, ms);
+    emitter.on(event, check);
+    check();
+  });
+}
+
+/** Everything the stream receives from now on, as text, for tests that wait for a given message. */
+function received(stream: NodeJS.EventEmitter): { text: string } {
+  const seen = { text: "" };
+  stream.on("data", (chunk: Buffer) => (seen.text += chunk.toString()));
+  return seen;
 }
 afterEach(() => client?.close());
 
@@ -46,7 +87,7 @@ describe("OvsdbClient against ovsdb-server", () => {
     expect(schema.tables.Bridge.columns.ports).toEqual({ key: "uuid", min: 0, max: "unlimited" });
     expect(schema.tables.Bridge.columns.external_ids).toMatchObject({ key: "string", value: "string" });
     await expect(client.getSchema("Nope")).rejects.toThrow(OvsdbRpcError);
-    await expect(client.getSchema("Nope")).rejects.toThrow(/unknown database/);
+    await expect(client.getSchema("Nope")).rejects.toThrow(/^sandbox: Nope: ovsdb get_schema: unknown database/);
   });
 
   it("inserts a bridge, port and interface by named uuids, links it from the root, and reads it back", async () => {
@@ -86,7 +127,7 @@ describe("OvsdbClient against ovsdb-server", () => {
     const err = await transactionError(client.transact(DB, tx.operations));
     expect(err.kind).toBe("conflict");
     expect(err.operation).toEqual({ index: 1, op: "wait", table: "Bridge" });
-    expect(err.message).toMatch(/^Open_vSwitch: precondition failed: wait on table Bridge \(operation 1\) timed out/);
+    expect(err.message).toMatch(/^sandbox: Open_vSwitch: op 1 \(wait on Bridge where name == "br0"\): precondition failed: timed out/);
     expect(await bridges()).toBe(before);
 
     // The same precondition, true this time, lets the transaction through.
@@ -110,7 +151,7 @@ describe("OvsdbClient against ovsdb-server", () => {
     const err = await transactionError(client.transact(DB, tx.operations));
     expect(err).toMatchObject({ kind: "operation", error: "unknown column" });
     expect(err.operation).toEqual({ index: 1, op: "update", table: "Bridge" });
-    expect(err.message).toMatch(/update on table Bridge \(operation 1\) failed: unknown column/);
+    expect(err.message).toMatch(/^sandbox: Open_vSwitch: op 1 \(update on Bridge where name == "br0"\): unknown column/);
     expect(await bridges()).toBe(before);
   });
 
@@ -123,6 +164,7 @@ describe("OvsdbClient against ovsdb-server", () => {
     const err = await transactionError(client.transact(DB, tx.operations));
     expect(err).toMatchObject({ kind: "commit", error: "constraint violation", operation: undefined });
     expect(err.details).toMatch(/identical values \(br0\) for index on column "name"/);
+    expect(err.message).toMatch(/^sandbox: Open_vSwitch: commit failed \(writes Bridge, Open_vSwitch\): constraint violation/);
     expect(await bridges()).toBe(before);
   });
 
@@ -163,19 +205,20 @@ describe("OvsdbClient against ovsdb-server", () => {
     await client.echo();
     socket.destroy();
     await expect(pending).rejects.toThrow(OvsdbNoReplyError);
-    await expect(pending).rejects.toThrow(/transact: no reply: connection lost/);
-    await expect(client.listDbs()).rejects.toThrow(/list_dbs: no reply: connection is closed/);
+    await expect(pending).rejects.toThrow(/^sandbox: Open_vSwitch: ovsdb transact \(1 op on Bridge\): no reply: connection lost/);
+    await expect(client.listDbs()).rejects.toThrow(/^sandbox: ovsdb list_dbs: no reply: connection is closed/);
   });
 
   it("times out one request and keeps the connection", async () => {
     open({ requestTimeoutMs: 300 });
     await client.getSchema(DB);
+    const seen = received(socket);
     const tx = new Transaction();
     tx.wait("Bridge", [where("name", "==", "br0")], { columns: ["name"], until: "==", rows: [], timeout: 1_000 });
-    await expect(client.transact(DB, tx.operations)).rejects.toThrow(/transact: no reply: timed out after 300 ms/);
+    await expect(client.transact(DB, tx.operations)).rejects.toThrow(/transact \(1 op on Bridge\): no reply: timed out after 300 ms/);
     await expect(client.listDbs()).resolves.toContain(DB);
-    // The late reply (a conflict) arrives and is dropped.
-    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    // The late reply (the wait's conflict, after its 1 s) arrives, and is dropped: the connection goes on.
+    await when(socket, "data", () => seen.text.includes('"timed out"'), "the late reply of the timed-out transact");
     await expect(client.echo()).resolves.toBeUndefined();
   });
 
@@ -193,12 +236,14 @@ describe("OvsdbClient against ovsdb-server", () => {
       "ovs-appctl", "-t", join(sandbox.rundir, ctl!), "ovsdb-server/add-remote", "db:Open_vSwitch,Open_vSwitch,manager_options",
     ]);
 
-    const tcp = await connectWhenListening(port);
+    await managerBound(port);
+    const tcp = await connectTcp(port);
     const serverRequests: string[] = [];
     tcp.on("data", (chunk: Buffer) => serverRequests.push(...(chunk.toString().match(/"method":"echo"/g) ?? [])));
     client = new OvsdbClient(tcp);
-    await new Promise((resolve) => setTimeout(resolve, 3_500));
-    expect(serverRequests.length).toBeGreaterThanOrEqual(2);
+    // The server probes after 1 s idle and drops the connection 1 s after an unanswered probe; a
+    // second probe comes only if the first was answered, on a connection that stayed up.
+    await when(tcp, "data", () => serverRequests.length >= 2, "a second inactivity probe from the server");
     await expect(client.listDbs()).resolves.toContain(DB);
   });
 });
@@ -214,17 +259,82 @@ function freePort(): Promise<number> {
   });
 }
 
-/** ovsdb-server opens the new remote on its next main-loop pass. */
-async function connectWhenListening(port: number): Promise<Socket> {
-  for (let attempt = 0; ; attempt++) {
-    try {
-      return await new Promise<Socket>((resolve, reject) => {
-        const tcp = connect(port, "127.0.0.1", () => resolve(tcp));
-        tcp.once("error", reject);
-      });
-    } catch (err) {
-      if (attempt === 20) throw err;
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
+/**
+ * ovsdb-server opens a Manager's listener on a later main-loop pass and then
+ * records it in the row's status (bound_port): wait for that update on a
+ * monitor, rather than retrying the connect.
+ */
+async function managerBound(port: number): Promise<void> {
+  const watcher = new OvsdbClient(connect(sandbox.dbSock), { host: SANDBOX_HOST });
+  try {
+    let bound = false;
+    const seen = (updates: TableUpdates) => {
+      for (const change of Object.values(updates.Manager ?? {})) {
+        const status = change.new?.status;
+        if (status instanceof Map && status.get("bound_port") === String(port)) bound = true;
+      }
+    };
+    const events = new EventEmitter();
+    seen(await watcher.monitor(DB, "managers", { Manager: { columns: ["target", "status"] } }, (u) => {
+      seen(u);
+      events.emit("update");
+    }));
+    await when(events, "update", () => bound, `Manager ptcp:${port} to report bound_port`);
+  } finally {
+    watcher.close();
   }
 }
+
+function connectTcp(port: number): Promise<Socket> {
+  return new Promise<Socket>((resolve, reject) => {
+    const tcp = connect(port, "127.0.0.1", () => resolve(tcp));
+    tcp.once("error", reject);
+  });
+}
+
+/**
+ * The same client over SSH to a lab host, as the providers use it: an error
+ * names the host (its SSH address), the database, the table and the
+ * failing operation, so with many gateways the failing one is plain.
+ */
+describe("OvsdbClient errors against a lab host", () => {
+  let session: OvsHostSession;
+
+  beforeAll(async () => {
+    const inv = loadInventory();
+    const gw1 = inv.hosts.gw1;
+    const connection = sshTo(inv, gw1);
+    session = new OvsHostSession({ connection, ovsRundir: gw1.ovsRundir }, await SshSession.connect(connection));
+  });
+  afterAll(() => session?.close());
+
+  it("a failing wait names the host, the database, the table and the operation, and commits nothing", async () => {
+    const db = await session.vswitchDb();
+    expect(db.host).toBe(session.hostName);
+    const txn = new OwnedTransaction(OPEN_VSWITCH, ownerMark("ovsdb-client-test"), "ovslb: test a failing precondition");
+    txn.requirePresent("Bridge", [where("name", "==", "br-ovslb-absent")]);
+    txn.insertOwned("Bridge", { name: "br-ovslb-never" });
+    const err = await transactionError(db.run(txn));
+    expect(err).toMatchObject({ kind: "conflict", db: "Open_vSwitch", host: session.hostName, error: "timed out" });
+    expect(err.operation).toEqual({ index: 1, op: "wait", table: "Bridge" });
+    expect(err.message.startsWith(
+      `${session.hostName}: Open_vSwitch: op 1 (wait on Bridge where name == "br-ovslb-absent"): precondition failed: timed out`,
+    )).toBe(true);
+    expect(session.hostName).toMatch(/172\.30\.0\.11/);
+    const check = new Transaction(OPEN_VSWITCH);
+    const rows = check.select("Bridge", [where("name", "==", "br-ovslb-never")], ["name"]);
+    expect((await db.run(check)).rows(rows)).toEqual([]);
+  });
+
+  it("a column the server's schema lacks is refused before anything is sent, naming the host and operation", async () => {
+    const db = await session.vswitchDb();
+    // A model generated from a newer schema, with a column this server does not have.
+    const newer: UntypedDatabase = { name: "Open_vSwitch", version: "99.0.0", tables: {} };
+    const txn = new Transaction(newer);
+    txn.select("Bridge", [], ["name", "no_such_column"]);
+    const err = await transactionError(db.run(txn));
+    expect(err.message).toBe(
+      `${session.hostName}: Open_vSwitch: op 0 (select on Bridge (all rows)): unknown column: this server's Open_vSwitch 8.3.1 has no column Bridge.no_such_column (not sent)`,
+    );
+  });
+});
