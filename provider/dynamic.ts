@@ -49,14 +49,15 @@ let packageRoot: string | undefined;
 /** This ovslb's package directory (the one holding its package.json), relative to the working directory, with "/" separators. */
 function installedRelativeToProject(): string {
   if (packageRoot === undefined) {
-    let dir = __dirname;
-    for (;;) {
+    // dist/provider/dynamic.js, or provider/dynamic.ts when run from source: look up, do not assume the depth.
+    let dir: string | undefined = __dirname;
+    while (dir !== undefined) {
       const manifest = join(dir, "package.json");
       if (existsSync(manifest) && JSON.parse(readFileSync(manifest, "utf8")).name === "ovslb") break;
-      if (dirname(dir) === dir) throw new Error(`ovslb: no package.json of ovslb above ${__dirname}`);
-      dir = dirname(dir);
+      dir = dirname(dir) === dir ? undefined : dirname(dir);
     }
-    packageRoot = dir;
+    // Not found (a bundler flattened the package): the layout it was built with. The name lookup comes first anyway.
+    packageRoot = dir ?? join(__dirname, "..", "..");
   }
   return relative(process.cwd(), packageRoot).split(sep).join("/");
 }

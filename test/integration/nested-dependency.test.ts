@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { cpSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import type { LabInventory } from "../lab/topology";
 import { inNamespace, loadInventory, sshTo } from "../support/lab";
 import { runProgram, startPluginIn, urnOf, type ProjectPlugin, type Registration } from "../support/project";
@@ -40,7 +40,11 @@ beforeAll(async () => {
   // What the program's package manager installed at the top: the SDK, and ovslb's own dependencies (hoisted).
   mkdirSync(join(modules, "@pulumi"), { recursive: true });
   symlinkSync(join(repo, "node_modules", "@pulumi", "pulumi"), join(modules, "@pulumi", "pulumi"));
-  for (const dep of ["ssh2", "ajv"]) symlinkSync(join(repo, "node_modules", dep), join(modules, dep));
+  const manifest = JSON.parse(readFileSync(join(repo, "package.json"), "utf8"));
+  for (const dep of Object.keys(manifest.dependencies)) {
+    mkdirSync(dirname(join(modules, dep)), { recursive: true });
+    symlinkSync(join(repo, "node_modules", dep), join(modules, dep));
+  }
   // The component library, and ovslb installed under it (a copy of what the package ships).
   const lib = join(modules, "lib");
   const ovslb = join(lib, "node_modules", "ovslb");
