@@ -24,7 +24,7 @@ import {OFPT_BUNDLE_ADD_MESSAGE, RundirRunner, UnixctlClient, WireTapRunner, typ
  *    and to the largest VIP check accepts (999 -> 1,000 backends, one bucket
  *    each): ovslb's incremental bundle vs a full re-push of the group.
  *
- * With --smoke it runs the same steps on small sizes (200 5-tuples, VIPs of
+ * With --smoke it runs the same steps on small sizes (100 5-tuples, VIPs of
  * 8 and 32, one timed apply) and checks the same invariants; the full run's
  * inputs still go through the provider's check, so a size check would refuse
  * is caught without the lab spending a minute on it.
@@ -36,7 +36,7 @@ import {OFPT_BUNDLE_ADD_MESSAGE, RundirRunner, UnixctlClient, WireTapRunner, typ
 const GATEWAY = "gw1";
 const BRIDGE = "br-seg";
 const SEGMENT_PORT = "seg0";
-interface Sizes {
+export interface Sizes {
   /** Distinct 5-tuples traced per selection. */
   tuples: number;
   /** Timed applies per figure (the median is reported). */
@@ -45,8 +45,8 @@ interface Sizes {
   apply: readonly [number, number];
 }
 /** The full run: the large VIP ends at the most backends check accepts (one bucket each). */
-const FULL: Sizes = { tuples: 2000, timingRuns: 5, apply: [64, MAX_BUCKETS_PER_GROUP - 1] };
-const SMOKE: Sizes = { tuples: 200, timingRuns: 1, apply: [8, 32] };
+export const FULL: Sizes = { tuples: 2000, timingRuns: 5, apply: [64, MAX_BUCKETS_PER_GROUP - 1] };
+export const SMOKE: Sizes = { tuples: 100, timingRuns: 1, apply: [8, 32] };
 /** This run's sizes (set by run()). */
 let SIZES: Sizes = FULL;
 const VIP_PORT = 80;
@@ -155,9 +155,9 @@ async function leftBehind(gw: Gateway, owned: Owned): Promise<{ flows: number; g
  * next size up is refused for its bucket count. So the full run measures the
  * largest input ovslb accepts, and a smoke run catches a size it would refuse.
  */
-async function acceptanceInvariants(gw: Gateway): Promise<Invariant[]> {
+export async function acceptanceInvariants(gatewayInput: Inputs["gateways"][number]): Promise<Invariant[]> {
   const out: Invariant[] = [];
-  const vip = (n: number) => rawInputs(gw.gatewayInput, LB_APPLY, VIPS.apply, 443, Array.from({ length: n }, (_, i) => applyBackend(i)));
+  const vip = (n: number) => rawInputs(gatewayInput, LB_APPLY, VIPS.apply, 443, Array.from({ length: n }, (_, i) => applyBackend(i)));
   for (const n of FULL.apply) {
     for (const size of [n, n + 1]) {
       const refused = await refusals(vip(size));
@@ -753,7 +753,7 @@ export const deferredNatBenchmark: Benchmark = {
     process.once("SIGINT", onSignal);
     process.once("SIGTERM", onSignal);
     try {
-      const invariants = await acceptanceInvariants(gw);
+      const invariants = await acceptanceInvariants(gw.gatewayInput);
       const machine = await machineNote(gw.runner);
       const leftovers = await owned.removeAll(gw);
       if (leftovers.length > 0) ctx.log(`removed leftovers of an earlier run: ${leftovers.length} mods`);

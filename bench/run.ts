@@ -1,5 +1,6 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
+import { parseArgs, UsageError } from "./cli";
 import type { Benchmark, BenchContext, BenchReport } from "./common";
 import { deferredNatBenchmark } from "./deferred-nat";
 
@@ -23,43 +24,6 @@ const BENCHMARKS: readonly Benchmark[] = [deferredNatBenchmark];
 /** Compiled to dist/bench/run.js: the tracked results sit next to the sources. */
 const RESULTS = resolve(__dirname, "..", "..", "bench", "results");
 
-interface Args {
-  names: string[];
-  smoke: boolean;
-  out?: string;
-}
-
-const USAGE = "usage: npm run bench -- [NAME ...] [--smoke] [--record | --out DIR] [--list]";
-
-/** A bad command line: reported without a stack, exit 2. */
-class UsageError extends Error {}
-
-function parseArgs(argv: readonly string[]): Args {
-  const names: string[] = [];
-  let smoke = false;
-  let record = false;
-  let out: string | undefined;
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    if (a === "--out") {
-      const dir = argv[++i];
-      if (!dir || dir.startsWith("--")) throw new UsageError(`--out needs a directory\n${USAGE}`);
-      out = resolve(dir);
-    } else if (a === "--record") record = true;
-    else if (a === "--smoke") smoke = true;
-    else if (a === "--list") {
-      for (const b of BENCHMARKS) console.log(`${b.name}: ${b.description}`);
-      process.exit(0);
-    } else if (a.startsWith("-")) throw new UsageError(`unknown option ${a}\n${USAGE}`);
-    else names.push(a);
-  }
-  if (record && out) throw new UsageError(`give --record (writes ${RESULTS}) or --out DIR, not both`);
-  if (record && smoke) throw new UsageError("--smoke runs are small and not results: they are never recorded (use --out DIR to keep one)");
-  const unknown = names.filter((n) => !BENCHMARKS.some((b) => b.name === n));
-  if (unknown.length > 0) throw new UsageError(`unknown benchmark(s): ${unknown.join(", ")} (known: ${BENCHMARKS.map((b) => b.name).join(", ")})`);
-  return { names, smoke, out: record ? RESULTS : out };
-}
-
 const json = (value: unknown) => JSON.stringify(value, (_k, v) => (typeof v === "bigint" ? `0x${v.toString(16)}` : v), 2);
 
 function invariantLines(report: BenchReport): string[] {
@@ -67,7 +31,11 @@ function invariantLines(report: BenchReport): string[] {
 }
 
 async function main() {
-  const { names, smoke, out } = parseArgs(process.argv.slice(2));
+  const { names, smoke, list, out } = parseArgs(process.argv.slice(2), RESULTS, BENCHMARKS.map((b) => b.name));
+  if (list) {
+    for (const b of BENCHMARKS) console.log(`${b.name}: ${b.description}`);
+    return;
+  }
   const selected = BENCHMARKS.filter((b) => names.length === 0 || names.includes(b.name));
   const ctx: BenchContext = { smoke, log: (line) => process.stderr.write(`${line}\n`) };
   const failed: string[] = [];
