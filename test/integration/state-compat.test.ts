@@ -19,7 +19,9 @@ import { FIXTURE_KINDS, loadFixture, rebase, type FixtureKind, type StateFixture
  *   fixture describes;
  * - check of the recorded inputs returns them unchanged;
  * - read(fixture id, fixture outputs) returns the fixture's inputs;
- * - diff(fixture outputs, fixture inputs) is no change;
+ * - diff(fixture outputs, fixture inputs) is no change, and so is the diff
+ *   after an upgrade (the inputs carry this ovslb's provider text, the
+ *   outputs the old one); a read with this ovslb's text returns them too;
  * - update(fixture outputs -> fixture inputs) sends nothing: lastApply
  *   shows 0 messages, no bundle reaches any bridge (bundle observers in the
  *   plugin's process), and the OVSDB rows are not modified (_version);
@@ -46,6 +48,8 @@ let unlock: () => void;
 let scratch: string;
 let bundleLog: string;
 const fixtures = {} as Record<FixtureKind, StateFixture>;
+/** The provider text this ovslb serializes for each kind (what the next `pulumi up` puts in the inputs). */
+const currentText = {} as Record<FixtureKind, string>;
 const plugins = {} as Record<FixtureKind, PluginCall>;
 
 const without = (o: Props, keys: string[]) => Object.fromEntries(Object.entries(o).filter(([k]) => !keys.includes(k)));
@@ -83,6 +87,14 @@ beforeAll(async () => {
   for (const kind of FIXTURE_KINDS) {
     const f = loadFixture(kind);
     fixtures[kind] = rebase(f, f.fixture.lab, current);
+  }
+
+  // Serialized as a program serializes it (the SDK's closure serializer over the built provider object).
+  const { serializeFunction } = require("@pulumi/pulumi/runtime/closure/serializeClosure");
+  const { dynamicProvider } = require(join(__dirname, "..", "..", "dist", "provider", "dynamic"));
+  for (const kind of FIXTURE_KINDS) {
+    const provider = dynamicProvider(kind);
+    currentText[kind] = (await serializeFunction(() => provider, { allowSecrets: true })).text;
   }
 
   // The plugins load a preload that registers bundle observers in their own process and logs every bundle.
@@ -177,6 +189,13 @@ describe("state written by ovslb 6c13b74 works with this ovslb, through the plug
       if (kind === "DeferredNatLoadBalancer") expect(read.properties.drift).toEqual([]);
 
       expect(await plugin.diff(f.id, f.outputs, f.inputs)).toEqual({ changes: "none", replaces: [] });
+
+      // After an upgrade: the program's inputs carry this ovslb's text, the state the old one.
+      const upgraded = { ...f.inputs, __provider: currentText[kind] };
+      expect(currentText[kind]).not.toBe(f.inputs.__provider);
+      expect(await plugin.diff(f.id, f.outputs, upgraded)).toEqual({ changes: "none", replaces: [] });
+      const reread = await plugin.read(f.id, { ...f.outputs, __provider: currentText[kind] });
+      expect(reread.inputs).toEqual(upgraded);
 
       const rows = ownedRows(kind);
       const seen = bundles().length;
