@@ -97,10 +97,12 @@ const ops = { open, send, drop };
 let queue = Promise.resolve();
 const input = readline.createInterface({ input: process.stdin });
 input.on("line", (line) => {
-  queue = queue.then(async () => {
-    const cmd = JSON.parse(line);
-    console.log(JSON.stringify(await ops[cmd.op](cmd)));
-  });
+  queue = queue
+    .then(async () => {
+      const cmd = JSON.parse(line);
+      console.log(JSON.stringify(await ops[cmd.op](cmd)));
+    })
+    .catch((e) => console.log(JSON.stringify({ failed: String(e && e.stack || e) })));
 });
 input.on("close", () => queue.then(() => { conns.forEach((c) => c.sock.destroy()); process.exit(0); }));
 `;
@@ -147,8 +149,9 @@ export const times = (host: string, port: number, count: number): TcpTarget[] =>
  * them all again: one synchronous run of the client.
  */
 export function connectAndClose(namespace: string, targets: readonly (string | TcpTarget)[], opts: OpenOptions = {}): TcpConnection[] {
-  const out = inNamespace(namespace, [process.execPath, "-e", CLIENT], `${openCommand(targets, opts)}\n`);
-  return (JSON.parse(out.trim().split("\n")[0]).connections as Omit<TcpConnection, "backend">[]).map(toConnection);
+  const out = JSON.parse(inNamespace(namespace, [process.execPath, "-e", CLIENT], `${openCommand(targets, opts)}\n`).trim().split("\n")[0]);
+  if (out.failed) throw new Error(`tcp client in ${namespace}: ${out.failed}`);
+  return (out.connections as Omit<TcpConnection, "backend">[]).map(toConnection);
 }
 
 /** Connections held open from a namespace until close(). */
@@ -232,7 +235,12 @@ export class TcpClients {
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`tcp client in ${this.namespace}: no answer in ${timeoutMs} ms ${this.stderr.trim()}`)), timeoutMs);
       this.waiters.push({
-        resolve: (l) => (clearTimeout(timer), resolve(l)),
+        resolve: (l) => {
+          clearTimeout(timer);
+          const failed = (JSON.parse(l) as { failed?: string }).failed;
+          if (failed) reject(new Error(`tcp client in ${this.namespace}: ${failed}`));
+          else resolve(l);
+        },
         reject: (e) => (clearTimeout(timer), reject(e)),
       });
       this.child.stdin!.write(`${command}\n`);
