@@ -258,7 +258,7 @@ describe("DistributorDevice and DistributorAttachment on dist1", () => {
     const mac = (n: number) => `02:00:00:00:0c:0${n}`;
     const amp = (n: number, role: string, slot?: number) => ({ name: `c${n}`, mac: mac(n), role, ...(slot ? { slot } : {}) });
     const inputs = (amphorae: Props[]) => attachmentInputs({ attachmentId: CLUSTER_C, vip: "10.0.0.212", frontendMac: "02:00:00:00:0c:fe", amphorae });
-    let c = await create("DistributorAttachment", inputs([amp(1, "active", 1), amp(2, "active", 2), amp(3, "active", 3), amp(4, "standby")]));
+    let c: { id: string; outs: Props; inputs: Props } = await create("DistributorAttachment", inputs([amp(1, "active", 1), amp(2, "active", 2), amp(3, "active", 3), amp(4, "standby")]));
     try {
       const { bridge, groupId, frontendMac } = c.outs;
       const probes = packets(2000, frontendMac).map((p) => ({ ...p, nw_dst: "10.0.0.212" }));

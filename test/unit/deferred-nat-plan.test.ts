@@ -1,7 +1,19 @@
 import { describe, it, expect } from "vitest";
 import type { DeferredNatLoadBalancerInputs as Inputs, DeferredNatBackend } from "../../provider/model/inputs.generated";
-import {actualInputs, assignIds, checkRules, desiredDataplane, ownedGroupIds, planGateway, replicaKey, vipKey, withDefaults, type GatewayActual, type RecordedIds,} from "../../provider/resources/deferred-nat-load-balancer/plan";
-import { toFlowEntry, toGroupEntry, type DumpedFlow, type Modification } from "../../provider/openflow";
+import {
+  BUCKET_WEIGHT,
+  actualInputs,
+  assignIds,
+  checkRules,
+  foreignGroupsOn,
+  mergeIds,
+  planGateway,
+  replicaKey,
+  vipKey,
+  withDefaults,
+  type RecordedIds,
+} from "../../provider/resources/deferred-nat-load-balancer/plan";
+import { editedDump, observedFrom, recordedDump } from "../support/recorded-dumps";
 
 const KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJdD7y3aLq454yWBdwLWbieU1ebz9/cu7/QEXn9OIeZJ";
 const conn = (host: string) => ({ host, user: "root", hostKey: KEY, privateKeyPath: "/k" });
@@ -21,15 +33,7 @@ function lb(backends: DeferredNatBackend[], extra: Partial<Inputs> = {}): Inputs
     ...extra,
   });
 }
-const PORT = { segmentOfport: 1, mac: "02:00:0a:00:00:0b" };
 const NONE: RecordedIds = { groupIds: {}, bucketIds: {} };
-
-/** What a gateway holds once `inputs` were applied with `ids`. */
-function applied(inputs: Inputs, ids: RecordedIds): GatewayActual {
-  const planes = desiredDataplane(inputs, ids, PORT);
-  const flows: DumpedFlow[] = planes.map((p) => ({ ...toFlowEntry(p.flow), nPackets: 0n, nBytes: 0n }));
-  return { ownedFlows: flows, table0: flows, groups: planes.map((p) => toGroupEntry(p.group)) };
-}
 
 describe("ids", () => {
   it("gives the group an id from the load balancer and VIP, and buckets ids from the backend", () => {
@@ -64,111 +68,115 @@ describe("ids", () => {
   });
 });
 
-describe("planning one gateway", () => {
-  const many = Array.from({ length: 64 }, (_, i) => backend(i + 1));
+describe("planning one gateway, against a gateway recorded from OVS", () => {
+  // gw1 after creating unit-web (a tcp VIP of 4 backends, a udp VIP of 2, one weighing 2), beside someone
+  // else's flow (cookie 0x1234, VIP-like match on 10.0.0.197) and group 7.
+  const dump = recordedDump("deferred-nat-gw1");
+  const observed = observedFrom(dump);
+  const recorded: RecordedIds = { groupIds: dump.outputs.groupIds, bucketIds: dump.outputs.bucketIds };
+  const inputs = dump.inputs as Inputs;
+  const port = { segmentOfport: dump.ports.seg0, mac: inputs.gateways[0].mac };
+  const TCP = "tcp:10.0.0.193:80";
+  const tcp = inputs.vips[0];
+  const withTcp = (backends: DeferredNatBackend[], extra: Partial<Inputs> = {}): Inputs => ({ ...inputs, vips: [{ ...tcp, backends }, inputs.vips[1]], ...extra });
+  const plan = (next: Inputs, ids: RecordedIds = recorded) => planGateway("gw1", next, mergeIds(recorded, ids), port, observed);
+  const bucketOf = (b: DeferredNatBackend, r = 0) => recorded.bucketIds[TCP][replicaKey(b, r)];
 
-  it("creates the group before the flow that uses it, with no conntrack and the VIP kept", () => {
-    const inputs = lb(many.slice(0, 2));
-    const ids = assignIds(inputs, NONE, new Set());
-    const mods = planGateway("gw1", desiredDataplane(inputs, ids, PORT), { ownedFlows: [], table0: [], groups: [] }, new Set());
-    expect(mods.map((m) => m.op)).toEqual(["add-group", "add-flow"]);
-    const group = toGroupEntry((mods[0] as { group: Parameters<typeof toGroupEntry>[0] }).group);
-    expect(group.selectionMethod).toBe("hash");
-    expect(group.fields).toEqual(["ip_src", "ip_dst", "tcp_src", "tcp_dst"]);
-    expect(group.buckets[0].actions).toEqual(["set_field:02:00:0a:00:00:0b->eth_src", "set_field:02:00:00:00:00:01->eth_dst", "IN_PORT"]);
-    const flowActions = toFlowEntry((mods[1] as { flow: Parameters<typeof toFlowEntry>[0] }).flow).actions;
-    expect(flowActions).toEqual([`group:${group.groupId}`]);
-    expect([...flowActions, ...group.buckets.flatMap((b) => b.actions)].some((a) => a.startsWith("ct("))).toBe(false);
+  it("plans nothing for the inputs that produced it, nor for them reordered", () => {
+    expect(plan(inputs)).toEqual([]);
+    const reordered = { ...inputs, vips: [inputs.vips[1], { ...tcp, backends: [...tcp.backends].reverse() }] };
+    expect(plan(reordered)).toEqual([]);
   });
 
-  it("adds one backend to 64 as one bucket insert and nothing else", () => {
-    const before = lb(many);
-    const ids = assignIds(before, NONE, new Set());
-    const actual = applied(before, ids);
-    const after = lb([...many, backend(65)]);
-    const ids2 = assignIds(after, ids, new Set());
-    const mods = planGateway("gw1", desiredDataplane(after, ids2, PORT), actual, ownedGroupIds(actual, ids2));
-    expect(mods).toHaveLength(1);
-    expect(mods[0]).toMatchObject({ op: "insert-buckets", commandBucketId: "last" });
-    expect((mods[0] as Extract<Modification, { op: "insert-buckets" }>).buckets).toHaveLength(1);
-    expect(ids2.groupIds).toEqual(ids.groupIds);
+  it("adds a 5th backend as one bucket insert at the end, and nothing else; the group keeps its id", () => {
+    const next = withTcp([...tcp.backends, { address: "10.0.0.120", port: 8080, mac: "02:00:0a:00:00:78", hypervisor: "hv2", weight: 1 }]);
+    const ids = assignIds(next, recorded, foreignGroupsOn(next, observed, recorded));
+    expect(ids.groupIds).toEqual(recorded.groupIds);
+    const mods = plan(next, ids);
+    expect(mods).toEqual([{ op: "insert-buckets", groupId: recorded.groupIds[TCP], commandBucketId: "last", buckets: [expect.objectContaining({ bucketId: ids.bucketIds[TCP]["10.0.0.120:8080#0"], weight: BUCKET_WEIGHT })] }]);
   });
 
-  it("removes a backend by its bucket id only, and a changed MAC as remove + insert of the same id", () => {
-    const ids = assignIds(lb(many), NONE, new Set());
-    const actual = applied(lb(many), ids);
-    const removed = lb(many.filter((_, i) => i !== 10));
-    const mods = planGateway("gw1", desiredDataplane(removed, ids, PORT), actual, ownedGroupIds(actual, ids));
-    expect(mods).toEqual([{ op: "remove-buckets", groupId: ids.groupIds["tcp:10.0.0.193:80"], commandBucketId: ids.bucketIds["tcp:10.0.0.193:80"][replicaKey(many[10], 0)] }]);
-
-    const moved = lb(many.map((b, i) => (i === 3 ? { ...b, mac: "02:00:00:00:ff:ff" } : b)));
-    const mods2 = planGateway("gw1", desiredDataplane(moved, ids, PORT), actual, ownedGroupIds(actual, ids));
-    const id3 = ids.bucketIds["tcp:10.0.0.193:80"][replicaKey(many[3], 0)];
-    expect(mods2.map((m) => [m.op, "commandBucketId" in m ? m.commandBucketId : undefined])).toEqual([["remove-buckets", id3], ["insert-buckets", "last"]]);
-  });
-
-  it("rebuilds a group only when the selection fields change", () => {
-    const ids = assignIds(lb(many), NONE, new Set());
-    const actual = applied(lb(many), ids);
-    const mods = planGateway("gw1", desiredDataplane(lb(many, { selectionFields: ["ip_src"] }), ids, PORT), actual, ownedGroupIds(actual, ids));
-    expect(mods.map((m) => m.op)).toEqual(["modify-group"]);
-  });
-
-  it("refuses a group id or a VIP flow owned by someone else", () => {
-    const inputs = lb(many.slice(0, 2));
-    const ids = assignIds(inputs, NONE, new Set());
-    const foreignGroup = { ...toGroupEntry(desiredDataplane(inputs, ids, PORT)[0].group), buckets: [{ bucketId: 1, weight: 1, actions: ["drop"] }] };
-    expect(() => planGateway("gw1", desiredDataplane(inputs, ids, PORT), { ownedFlows: [], table0: [], groups: [foreignGroup] }, new Set())).toThrow(
-      /gw1: group \d+ \(for VIP tcp:10.0.0.193:80\) exists and is not owned/,
-    );
-    const flow = { ...toFlowEntry(desiredDataplane(inputs, ids, PORT)[0].flow), cookie: 0x1234n, nPackets: 0n, nBytes: 0n };
-    expect(() => planGateway("gw1", desiredDataplane(inputs, ids, PORT), { ownedFlows: [], table0: [flow], groups: [] }, new Set())).toThrow(
-      /a flow of cookie 0x1234 already matches VIP tcp:10.0.0.193:80/,
-    );
-  });
-
-  it("removes a VIP's flow before its group", () => {
-    const two = lb(many.slice(0, 2), {
-      vips: [
-        { address: "10.0.0.193", port: 80, protocol: "tcp", backends: many.slice(0, 2) },
-        { address: "10.0.0.194", port: 53, protocol: "udp", backends: many.slice(0, 2) },
-      ],
-    });
-    const ids = assignIds(two, NONE, new Set());
-    const actual = applied(two, ids);
-    const one = lb(many.slice(0, 2));
-    const mods = planGateway("gw1", desiredDataplane(one, ids, PORT), actual, ownedGroupIds(actual, ids));
-    expect(mods.map((m) => m.op)).toEqual(["delete-flow", "delete-group"]);
-    expect(mods[1]).toEqual({ op: "delete-group", groupId: ids.groupIds["udp:10.0.0.194:53"] });
-  });
-});
-
-describe("reading back", () => {
-  it("reads applied state as the inputs, a missing bucket as lower weight, and a stray bucket as an undeclared backend", () => {
-    const inputs = lb([backend(1, { weight: 2 }), backend(2)]);
-    const ids = assignIds(inputs, NONE, new Set());
-    const actual = applied(inputs, ids);
-    expect(actualInputs(inputs, ids, [{ name: "gw1", port: PORT, actual }]).inputs).toEqual(inputs);
-
-    const key = vipKey(inputs.vips[0]);
-    const dropped = ids.bucketIds[key][replicaKey(backend(1), 1)];
-    const drifted: GatewayActual = {
-      ...actual,
-      groups: [{ ...actual.groups[0], buckets: [...actual.groups[0].buckets.filter((b) => b.bucketId !== dropped), { bucketId: 42, weight: 100, actions: ["set_field:02:00:00:00:99:99->eth_dst", "IN_PORT"] }] }],
-    };
-    const read = actualInputs(inputs, ids, [{ name: "gw1", port: PORT, actual: drifted }]);
-    expect(read.inputs.vips[0].backends.map((b) => [b.address, b.weight])).toEqual([["10.1.0.1", 1], ["10.1.0.2", 1], ["0.0.0.0", 1]]);
-    expect(read.observations[0].findings).toEqual([
-      `VIP ${key}: bucket ${dropped} (10.1.0.1:8080#1) missing`,
-      `VIP ${key}: bucket 42 is not declared`,
+  it("removes a backend by its bucket id only", () => {
+    expect(plan(withTcp(tcp.backends.filter((_, i) => i !== 1)))).toEqual([
+      { op: "remove-buckets", groupId: recorded.groupIds[TCP], commandBucketId: bucketOf(tcp.backends[1]) },
     ]);
   });
 
-  it("reads a VIP whose flow is gone as absent", () => {
-    const inputs = lb([backend(1)]);
-    const ids = assignIds(inputs, NONE, new Set());
-    const actual = { ...applied(inputs, ids), ownedFlows: [] };
-    expect(actualInputs(inputs, ids, [{ name: "gw1", port: PORT, actual }]).inputs.vips).toEqual([]);
+  it("a changed MAC is a remove and an insert of the same bucket id at the same position, after its predecessor", () => {
+    const mods = plan(withTcp(tcp.backends.map((b, i) => (i === 2 ? { ...b, mac: "02:00:00:00:ff:ff" } : b))));
+    const order = observed.groups.find((g) => g.groupId === recorded.groupIds[TCP])!.buckets.map((b) => b.bucketId);
+    const id = bucketOf(tcp.backends[2]);
+    expect(mods.map((m) => [m.op, "commandBucketId" in m ? m.commandBucketId : undefined])).toEqual([
+      ["remove-buckets", id],
+      ["insert-buckets", order[order.indexOf(id) - 1]],
+    ]);
+  });
+
+  it("a lighter backend loses only its replica's bucket", () => {
+    const udp = inputs.vips[1];
+    const key = "udp:10.0.0.194:53";
+    const lighter = { ...inputs, vips: [tcp, { ...udp, backends: udp.backends.map((b) => ({ ...b, weight: 1 })) }] };
+    expect(plan(lighter)).toEqual([{ op: "remove-buckets", groupId: recorded.groupIds[key], commandBucketId: recorded.bucketIds[key][replicaKey(udp.backends[1], 1)] }]);
+  });
+
+  it("rebuilds a group only when the selection fields change", () => {
+    expect(plan({ ...inputs, selectionFields: ["ip_src"] }).map((m) => m.op)).toEqual(["modify-group", "modify-group"]);
+  });
+
+  it("refuses to overwrite someone else's flow or group, and never counts them as its own", () => {
+    expect(foreignGroupsOn(inputs, observed, recorded)).toEqual(new Set([7]));
+    const clash = { ...inputs, vips: [...inputs.vips, { address: "10.0.0.197", port: 80, protocol: "tcp" as const, backends: tcp.backends }] };
+    const ids = assignIds(clash, recorded, foreignGroupsOn(clash, observed, recorded));
+    expect(() => plan(clash, ids)).toThrow(/gw1: a flow of cookie 0x1234 already matches VIP tcp:10.0.0.197:80 at priority 100; refusing to replace it/);
+    const held: RecordedIds = { ...recorded, groupIds: { ...recorded.groupIds, "tcp:10.0.0.197:80": 7 } };
+    expect(() => assignIds(clash, held, foreignGroupsOn(clash, observed, held))).toThrow(/group 7 of VIP tcp:10.0.0.197:80 is now held by a group this load balancer does not own/);
+  });
+
+  it("removes a VIP's flow before its group; with no VIPs, everything it owns and nothing else", () => {
+    const mods = plan({ ...inputs, vips: [tcp] });
+    expect(mods).toEqual([
+      expect.objectContaining({ op: "delete-flow", match: expect.objectContaining({ nw_dst: "10.0.0.194" }) }),
+      { op: "delete-group", groupId: recorded.groupIds["udp:10.0.0.194:53"] },
+    ]);
+    const none = plan({ ...inputs, vips: [] });
+    expect(none.map((m) => m.op).sort()).toEqual(["delete-flow", "delete-flow", "delete-group", "delete-group"]);
+    expect(none.some((m) => m.op === "delete-group" && m.groupId === 7)).toBe(false);
+    expect(none.some((m) => m.op === "delete-flow" && m.cookie === 0x1234n)).toBe(false);
+  });
+});
+
+describe("reading back recorded gateways", () => {
+  const dump = recordedDump("deferred-nat-gw1");
+  const inputs = dump.inputs as Inputs;
+  const ids: RecordedIds = { groupIds: dump.outputs.groupIds, bucketIds: dump.outputs.bucketIds };
+  const port = { segmentOfport: dump.ports.seg0, mac: inputs.gateways[0].mac };
+  const read = (d = dump) => actualInputs(inputs, ids, [{ name: "gw1", port, observed: observedFrom(d) }]);
+
+  it("reads what the provider applied as exactly the inputs, with nothing to report", () => {
+    const { inputs: actual, observations } = read();
+    expect(actual).toEqual(withDefaults(inputs));
+    expect(observations).toEqual([{ gateway: "gw1", findings: [] }]);
+  });
+
+  it("a bucket removed by hand reads as its backend missing; a bucket nobody declared, as a backend at 0.0.0.0 with its MAC", () => {
+    const { inputs: actual, observations } = read(recordedDump("deferred-nat-gw1-drifted"));
+    const key = vipKey(inputs.vips[0]);
+    const second = inputs.vips[0].backends[1];
+    expect(actual.vips[0].backends.map((b) => [b.address, b.mac])).toEqual([
+      ...inputs.vips[0].backends.filter((b) => b !== second).map((b) => [b.address, b.mac]),
+      ["0.0.0.0", "02:00:0a:00:00:99"],
+    ]);
+    expect(observations[0].findings).toEqual([
+      `VIP ${key}: bucket ${ids.bucketIds[key][replicaKey(second, 0)]} (${replicaKey(second, 0)}) missing`,
+      `VIP ${key}: bucket 4242 is not declared`,
+    ]);
+  });
+
+  it("a VIP whose flow was deleted by hand reads as absent", () => {
+    const gone = editedDump(dump, ({ flows, groups }) => ({ flows: flows.split("\n").filter((l) => !l.includes("nw_dst=10.0.0.194")).join("\n"), groups }));
+    const { inputs: actual, observations } = read(gone);
+    expect(actual.vips.map(vipKey)).toEqual(["tcp:10.0.0.193:80"]);
+    expect(observations[0].findings).toEqual(["VIP udp:10.0.0.194:53: flow missing or changed"]);
   });
 });
 

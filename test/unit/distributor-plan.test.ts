@@ -1,8 +1,20 @@
 import { describe, expect, it } from "vitest";
 import * as pulumi from "@pulumi/pulumi";
 import type { DistributorAttachmentInputs } from "../../provider/model/inputs.generated";
-import {assignSlots, attachmentNames, checkRules, desiredDataplane, planIds, planModifications, withDefaults,} from "../../provider/resources/distributor-attachment/plan";
-import { toFlowEntry, toGroupEntry } from "../../provider/openflow";
+import { planBridge } from "../../provider/engine/plan";
+import {
+  actualInputs,
+  assignSlots,
+  attachmentIntent,
+  attachmentNames,
+  checkRules,
+  desiredDataplane,
+  planIds,
+  withDefaults,
+  type DataplaneIds,
+} from "../../provider/resources/distributor-attachment/plan";
+import { toGroupEntry } from "../../provider/openflow";
+import { observedFrom, recordedDump, type RecordedDump } from "../support/recorded-dumps";
 import { nPlusOneViolations, withSlots } from "../../components/active-active-load-balancer";
 import { deleteRefusal, parseOvsVersion } from "../../provider/resources/distributor-device/plan";
 
@@ -17,12 +29,23 @@ const base = (over: Partial<DistributorAttachmentInputs> = {}): DistributorAttac
   ...over,
 });
 
-/** What the bridge would hold after applying `inputs` from scratch. */
-function actualFor(inputs: DistributorAttachmentInputs) {
-  const { slots } = assignSlots(inputs.amphorae);
-  const desired = desiredDataplane(inputs, planIds(inputs, slots.map((s) => s.slot), undefined));
-  return { flows: desired.flows.map((f) => toFlowEntry(f)), group: toGroupEntry(desired.group) };
+/** A recorded attachment: its inputs, the ids and slots its outputs recorded, and its bridge as OVS dumped it. */
+function recorded(name: string) {
+  const dump: RecordedDump = recordedDump(name);
+  const inputs = withDefaults(dump.inputs as DistributorAttachmentInputs);
+  const previous = dump.outputs as { groupId: number; slots: { slot: number; bucketId: number; amphora: string; takenOver?: string }[] };
+  const ids: DataplaneIds = { ...planIds(inputs, [], previous), bucketIds: new Map(previous.slots.map((x) => [x.slot, x.bucketId])) };
+  return { inputs, previous, ids, observed: observedFrom(dump) };
 }
+
+/** The bundle that takes a recorded attachment to `next`, as the handler plans it. */
+function planFrom(r: ReturnType<typeof recorded>, next: DistributorAttachmentInputs) {
+  const { slots } = assignSlots(next.amphorae, r.previous.slots);
+  const ids = planIds(next, slots.map((x) => x.slot), r.previous);
+  return planBridge("dist1", attachmentIntent(next, ids, slots), r.observed);
+}
+
+const amp = (n: number, role: "active" | "standby" | "failed", slot?: number) => ({ name: `c${n}`, mac: `02:00:00:00:0c:0${n}`, role, ...(slot ? { slot } : {}) });
 
 describe("distributor attachment planning", () => {
   it("names, group id and frontend MAC come from the attachment id, never the VIP; names fit 15 characters", () => {
@@ -38,41 +61,64 @@ describe("distributor attachment planning", () => {
 
   it("a failed slot is taken over by the standby in place; a second failure with no standby is left vacant", () => {
     const failed = base().amphorae.map((a) => (a.name === "a1" ? { ...a, role: "failed" as const } : a));
-    expect(assignSlots(failed).slots).toEqual([
+    const first = assignSlots(failed);
+    expect(first.slots).toEqual([
       { slot: 1, amphora: "sb", mac: "02:00:00:00:00:03", takenOver: "a1" },
       { slot: 2, amphora: "a2", mac: "02:00:00:00:00:02" },
     ]);
     const both = failed.map((a) => (a.name === "a2" ? { ...a, role: "failed" as const } : a));
-    expect(assignSlots(both)).toMatchObject({ slots: [{ slot: 1, amphora: "sb" }], vacant: [2] });
+    const recordedSlots = first.slots.map((x, i) => ({ ...x, bucketId: i + 1 }));
+    expect(assignSlots(both, recordedSlots)).toMatchObject({ slots: [{ slot: 1, amphora: "sb", takenOver: "a1" }], vacant: [2] });
   });
 
-  it("promotion is one remove + one insert of the same bucket id at the same position; nothing else changes", () => {
-    const before = base();
-    const after = base({ amphorae: before.amphorae.map((a) => (a.name === "a1" ? { ...a, role: "failed" as const } : a)) });
-    const ids = planIds(before, [1, 2], undefined);
-    const mods = planModifications(desiredDataplane(after, ids), actualFor(before));
+  it("the standby keeps the slot it took whatever fails next (the lower slot too); a new standby fills the vacant one", () => {
+    const promoted = [{ slot: 1, bucketId: 11, amphora: "c1" }, { slot: 2, bucketId: 12, amphora: "c4", takenOver: "c2" }, { slot: 3, bucketId: 13, amphora: "c3" }];
+    const second = [amp(1, "failed", 1), amp(2, "failed", 2), amp(3, "active", 3), amp(4, "standby")];
+    expect(assignSlots(second, promoted)).toEqual({
+      slots: [{ slot: 2, amphora: "c4", mac: amp(4, "standby").mac, takenOver: "c2" }, { slot: 3, amphora: "c3", mac: amp(3, "active").mac }],
+      vacant: [1],
+    });
+    // Without the record the standby would move to slot 1: the defect this guards against.
+    expect(assignSlots(second).slots[0]).toMatchObject({ slot: 1, amphora: "c4" });
+    expect(assignSlots([...second, amp(5, "standby")], promoted).slots.map((x) => [x.slot, x.amphora])).toEqual([[1, "c5"], [2, "c4"], [3, "c3"]]);
+    // Declaring the promoted standby active on its slot changes nothing.
+    expect(assignSlots([amp(1, "failed", 1), amp(2, "failed", 2), amp(3, "active", 3), amp(4, "active", 2)], promoted).slots.map((x) => [x.slot, x.amphora])).toEqual([[2, "c4"], [3, "c3"]]);
+  });
+
+  it("against the attachment recorded from OVS: the same inputs plan nothing; promotion is one remove + one insert of the same bucket id at the same position", () => {
+    const r = recorded("distributor");
+    expect(planFrom(r, r.inputs)).toEqual([]);
+    expect(actualInputs(r.inputs, r.ids, { flows: r.observed.flows, group: r.observed.groups[0] }, r.previous.slots)).toEqual(r.inputs);
+    const slot2 = r.ids.bucketIds.get(2)!;
+    const mods = planFrom(r, { ...r.inputs, amphorae: [amp(1, "active", 1), amp(2, "failed", 2), amp(3, "active", 3), amp(4, "standby")] });
     expect(mods).toEqual([
-      { op: "remove-buckets", groupId: ids.groupId, commandBucketId: ids.bucketIds.get(1) },
-      { op: "insert-buckets", groupId: ids.groupId, commandBucketId: "first", buckets: [expect.objectContaining({ bucketId: ids.bucketIds.get(1) })] },
+      { op: "remove-buckets", groupId: r.ids.groupId, commandBucketId: slot2 },
+      { op: "insert-buckets", groupId: r.ids.groupId, commandBucketId: r.ids.bucketIds.get(1), buckets: [expect.objectContaining({ bucketId: slot2 })] },
     ]);
     const inserted = (mods[1] as unknown as { buckets: { actions: unknown[] }[] }).buckets[0].actions;
-    expect(inserted).toContainEqual({ type: "set_field", field: "eth_dst", value: "02:00:00:00:00:03" });
+    expect(inserted).toContainEqual({ type: "set_field", field: "eth_dst", value: "02:00:00:00:0c:04" });
     expect(inserted.at(-1)).toEqual({ type: "in_port" });
   });
 
-  it("adding a slot only adds a bucket; the same inputs plan nothing", () => {
-    const grown = base({ amphorae: [...base().amphorae, { name: "a4", mac: "02:00:00:00:00:04", role: "active", slot: 3 }] });
-    const ids = planIds(grown, [1, 2, 3], undefined);
-    const mods = planModifications(desiredDataplane(grown, ids), actualFor(base()));
-    expect(mods.map((m) => m.op)).toEqual(["insert-buckets"]);
-    expect(planModifications(desiredDataplane(base(), planIds(base(), [1, 2], undefined)), actualFor(base()))).toEqual([]);
+  it("against the promoted attachment recorded from OVS: a second failure removes only that slot's bucket", () => {
+    const r = recorded("distributor-promoted");
+    expect(planFrom(r, r.inputs)).toEqual([]);
+    const mods = planFrom(r, { ...r.inputs, amphorae: [amp(1, "failed", 1), amp(2, "failed", 2), amp(3, "active", 3), amp(4, "standby")] });
+    expect(mods).toEqual([{ op: "remove-buckets", groupId: r.ids.groupId, commandBucketId: r.ids.bucketIds.get(1) }]);
+  });
+
+  it("adding a slot only adds a bucket, at the end", () => {
+    const r = recorded("distributor");
+    const mods = planFrom(r, { ...r.inputs, amphorae: [...r.inputs.amphorae, amp(5, "active", 4)] });
+    expect(mods.map((m) => [m.op, "commandBucketId" in m ? m.commandBucketId : undefined])).toEqual([["insert-buckets", "last"]]);
   });
 
   it("affinity picks the hash fields; hairpin adds one reply flow per serving amphora", () => {
     const ids = planIds(base(), [1, 2], undefined);
-    expect(toGroupEntry(desiredDataplane(base({ affinity: "source-ip" }), ids).group).fields).toEqual(["ip_src"]);
-    expect(toGroupEntry(desiredDataplane(base(), ids).group).fields).toEqual(["ip_src", "ip_dst", "nw_proto", "tcp_src", "tcp_dst", "udp_src", "udp_dst"]);
-    const hairpin = desiredDataplane(base({ returnPath: "hairpin", gatewayMac: "02:00:0a:00:00:02" }), ids).flows.filter((f) => f.priority === 150);
+    const slots = assignSlots(base().amphorae).slots;
+    expect(toGroupEntry(desiredDataplane(base({ affinity: "source-ip" }), ids, slots).group).fields).toEqual(["ip_src"]);
+    expect(toGroupEntry(desiredDataplane(base(), ids, slots).group).fields).toEqual(["ip_src", "ip_dst", "nw_proto", "tcp_src", "tcp_dst", "udp_src", "udp_dst"]);
+    const hairpin = desiredDataplane(base({ returnPath: "hairpin", gatewayMac: "02:00:0a:00:00:02" }), ids, slots).flows.filter((f) => f.priority === 150);
     expect(hairpin.map((f) => f.match.dl_src)).toEqual(["02:00:00:00:00:01", "02:00:00:00:00:02"]);
   });
 
@@ -86,9 +132,7 @@ describe("distributor attachment planning", () => {
         { name: "s2", mac: "02:00:00:00:00:06", role: "standby" },
       ],
     });
-    expect(checkRules(bad).map((f) => f.property)).toEqual([
-      "amphorae[1].name", "amphorae[1].mac", "amphorae[1].slot", "amphorae[2].slot", "amphorae", "gatewayMac",
-    ]);
+    expect(checkRules(bad).map((f) => f.property)).toEqual(["amphorae[1].name", "amphorae[1].mac", "amphorae[1].slot", "amphorae[2].slot", "gatewayMac"]);
   });
 });
 
@@ -99,10 +143,10 @@ describe("distributor device and component rules", () => {
     expect(deleteRefusal("d", ["lb-a"])).toMatch(/still has 1 attachment\(s\) \(lb-a\)/);
   });
 
-  it("the N+1 rule: at least one active, exactly one standby, distinct hypervisors", () => {
+  it("the N+1 rule: at least one active, at least one standby, distinct hypervisors", () => {
     expect(nPlusOneViolations([{ name: "a", mac: "02:00:00:00:00:01", role: "active", hypervisor: "hv1" }, { name: "s", mac: "02:00:00:00:00:02", role: "standby", hypervisor: "hv2" }])).toEqual([]);
     expect(nPlusOneViolations([{ name: "s", mac: "02:00:00:00:00:02", role: "standby" }])).toEqual(["amphorae: at least 1 active amphora is required, got 0"]);
-    expect(nPlusOneViolations([{ name: "a", mac: "02:00:00:00:00:01", role: "active" }])).toEqual(["amphorae: exactly 1 standby amphora is required, got 0"]);
+    expect(nPlusOneViolations([{ name: "a", mac: "02:00:00:00:00:01", role: "active" }])).toEqual(["amphorae: at least 1 standby amphora is required, got 0"]);
     expect(nPlusOneViolations([
       { name: "a", mac: "02:00:00:00:00:01", role: "active", hypervisor: "hv3" },
       { name: "s", mac: "02:00:00:00:00:02", role: "standby", hypervisor: "hv3" },
@@ -127,7 +171,7 @@ describe("distributor device and component rules", () => {
     const { ActiveActiveLoadBalancer, DistributorDevice } = await import("../../index");
     const device = new DistributorDevice("dev", { host, deviceId: "dev", uplinkBridge: "br-seg" });
     expect(() => new ActiveActiveLoadBalancer("bad", { device, loadBalancerId: "lb-x", vip: "10.0.0.100", amphorae: [{ name: "a", mac: "02:00:00:00:00:01", role: "active" }] }))
-      .toThrow(/exactly 1 standby/);
+      .toThrow(/at least 1 standby/);
     new ActiveActiveLoadBalancer("lb", {
       device, loadBalancerId: "lb-a", vip: "10.0.0.100",
       amphorae: [

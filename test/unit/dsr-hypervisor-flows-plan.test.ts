@@ -1,9 +1,10 @@
 import { describe, it, expect } from "vitest";
 import { check, diff } from "../../provider/handlers";
-import { diffFlows } from "../../provider/model/flow-diff";
+import { planBridge } from "../../provider/engine/plan";
 import type { DsrHypervisorFlowsInputs } from "../../provider/model/inputs.generated";
-import { actualInputs, cookieOf, derivedZone, desiredFlows, dsrId, withDefaults, zonesOf } from "../../provider/resources/dsr-hypervisor-flows/plan";
-import { renderBundle, toFlowEntry, type FlowEntry } from "../../provider/openflow";
+import { actualInputs, cookieOf, derivedZone, desiredFlows, dsrId, planIntent, withDefaults, zonesOf } from "../../provider/resources/dsr-hypervisor-flows/plan";
+import { renderBundle } from "../../provider/openflow";
+import { editedDump, observedFrom, recordedDump } from "../support/recorded-dumps";
 
 const KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJdD7y3aLq454yWBdwLWbieU1ebz9/cu7/QEXn9OIeZJ";
 const vm1 = { address: "10.0.0.101", port: 8080, mac: "02:00:0A:00:00:65", bridgePort: "vm1" };
@@ -22,9 +23,7 @@ function inputs(): DsrHypervisorFlowsInputs {
 }
 
 const ID = "dsr-hypervisor-flows/172.30.0.21/br-seg/web";
-const ofports = new Map([["vm1", 2], ["vm2", 3]]);
-const portNames = new Map([[2, "vm1"], [3, "vm2"]]);
-const placement = { cookie: cookieOf(ID), zone: 4242, ofports };
+const placement = { cookie: cookieOf(ID), zone: 4242, ofports: new Map([["vm1", 2], ["vm2", 3]]) };
 
 const lines = (i: DsrHypervisorFlowsInputs) => desiredFlows(withDefaults(i), placement).map((f) => renderBundle([{ op: "add-flow", flow: f }])[0]);
 
@@ -127,46 +126,58 @@ describe("DsrHypervisorFlows flows", () => {
     expect(zone).toBeLessThanOrEqual(0xffff);
     expect(derivedZone(ID, new Set())).toBe(zone);
     expect(derivedZone(ID, new Set([zone]))).not.toBe(zone);
-    const foreign: FlowEntry[] = [
-      { cookie: 1n, table: 0, priority: 5, match: {}, actions: ["ct(commit,zone=17,nat(dst=10.0.0.9:80))", "output:1"] },
-      { cookie: 1n, table: 3, priority: 5, match: { ct_zone: "18" }, actions: ["drop"] },
-    ];
-    expect([...zonesOf(foreign)].sort()).toEqual([17, 18]);
   });
 });
 
-describe("DsrHypervisorFlows read-back", () => {
-  const onHost = (i: DsrHypervisorFlowsInputs) => desiredFlows(withDefaults(i), placement).map((f) => toFlowEntry(f));
-  const read = (flows: FlowEntry[]) => actualInputs(withDefaults(inputs()), flows, { ...placement, portNames });
+describe("DsrHypervisorFlows against hv1 as recorded from OVS", () => {
+  // hv1's br-seg after creating unit-dsr (a tcp VIP on vm1 and vm2, a udp VIP on vm1), beside the
+  // bridge's NORMAL flow and someone else's flow in conntrack zone 4321.
+  const dump = recordedDump("dsr-hv1");
+  const observed = observedFrom(dump);
+  const id = dump.outputs.id as string;
+  const inputs = dump.inputs as DsrHypervisorFlowsInputs;
+  const cookie = cookieOf(id);
+  const zone = dump.outputs.ctZone as number;
+  const owned = observed.flows.filter((f) => f.cookie === cookie);
+  const portNames = new Map([...observed.ports].map(([name, ofport]) => [ofport, name]));
+  const read = (flows = owned) => actualInputs(inputs, flows, { cookie, zone, ofports: observed.ports, portNames });
+  const plan = (next: DsrHypervisorFlowsInputs, on = observed) => planBridge("hv1", planIntent(id, next, zone, on).intent, on);
 
-  it("reads the flows it wrote back as exactly the inputs", () => {
-    expect(read(onHost(inputs()))).toEqual(withDefaults(inputs()));
+  it("reads the zones flows use, so a derived zone avoids others' (4321 here)", () => {
+    expect(zonesOf(observed.flows.filter((f) => f.cookie !== cookie))).toEqual(new Set([4321]));
+    expect([...zonesOf(owned)]).toEqual([zone]);
+    expect(() => planIntent(id, { ...inputs, zone: 4321 }, zone, observed)).toThrow(/^zone: conntrack zone 4321 is already used by flows ovslb does not own on bridge br-seg$/);
+    expect(planIntent(id, inputs, undefined, observed).zone).toBe(zone);
   });
 
-  it("a deleted request flow reads as that (VIP, backend) missing; its VIP goes when no backend is left", () => {
-    const flows = onHost(inputs()).filter((f) => f.match.nw_dst !== "10.0.0.221");
-    const actual = read(flows);
-    expect(actual.vips.map((v) => v.address)).toEqual(["10.0.0.220"]);
-    // And the plan restores exactly that one flow.
-    const mods = diffFlows(desiredFlows(withDefaults(inputs()), placement), flows);
-    expect(renderBundle(mods)).toEqual([expect.stringMatching(/^flow add .*nw_dst=10\.0\.0\.221,tp_dst=81,actions=/)]);
+  it("plans nothing for the inputs that produced it; reads them back exactly", () => {
+    expect(plan(inputs)).toEqual([]);
+    expect(read()).toEqual(withDefaults(inputs));
   });
 
-  it("a deleted reply flow reads as its backend missing from every VIP; a missing forward flow, as all missing", () => {
-    const noReply = onHost(inputs()).filter((f) => f.match.nw_src !== "10.0.0.101");
-    expect(read(noReply).vips).toEqual([{ address: "10.0.0.220", port: 80, protocol: "tcp", backends: [vm2] }]);
-    expect(read(onHost(inputs()).filter((f) => f.table !== 60)).vips).toEqual([]);
+  it("a request flow deleted by hand reads as that (VIP, backend) missing, and the plan restores exactly that flow", () => {
+    const drifted = observedFrom(editedDump(dump, ({ flows, groups }) => ({ flows: flows.split("\n").filter((l) => !l.includes("nw_dst=10.0.0.196")).join("\n"), groups })));
+    expect(read(drifted.flows.filter((f) => f.cookie === cookie)).vips.map((v) => v.address)).toEqual(["10.0.0.195"]);
+    expect(renderBundle(plan(inputs, drifted))).toEqual([expect.stringMatching(/^flow add table=0,priority=1000,cookie=0x[0-9a-f]+,udp,dl_dst=02:00:0a:00:00:65,nw_dst=10\.0\.0\.196,tp_dst=53,actions=/)]);
   });
 
-  it("flows in another zone, to a port that is gone, or with changed actions do not count; extra owned ones are reported", () => {
-    const flows = onHost(inputs());
-    const otherZone = actualInputs(withDefaults(inputs()), flows, { ...placement, zone: 1, portNames });
-    expect(otherZone.vips).toEqual([]);
-    expect(actualInputs(withDefaults(inputs()), flows, { ...placement, portNames: new Map([[2, "vm1"]]) }).vips[0].backends).toEqual([
-      { ...vm1, mac: "02:00:0a:00:00:65" },
-    ]);
-    const extra = { ...inputs(), vips: [...inputs().vips, { address: "10.0.0.222", port: 82, protocol: "udp" as const, backends: [vm2] }] };
-    const actual = read(onHost(extra));
-    expect(actual.vips.at(-1)).toEqual({ address: "10.0.0.222", port: 82, protocol: "udp", backends: [vm2] });
+  it("a reply flow deleted by hand reads as its backend missing from every VIP; a missing forward flow, as all missing", () => {
+    const noReply = owned.filter((f) => f.match.nw_src !== "10.0.0.101");
+    expect(read(noReply).vips).toEqual([{ ...inputs.vips[0], backends: [inputs.vips[0].backends[1]] }]);
+    expect(read(owned.filter((f) => f.table !== 60)).vips).toEqual([]);
+  });
+
+  it("flows in another zone or to a port that is gone do not count", () => {
+    expect(actualInputs(inputs, owned, { cookie, zone: zone + 1, ofports: observed.ports, portNames }).vips).toEqual([]);
+    const vm2Gone = new Map([...portNames].filter(([, name]) => name !== "vm2"));
+    expect(actualInputs(inputs, owned, { cookie, zone, ofports: observed.ports, portNames: vm2Gone }).vips[0].backends).toEqual([inputs.vips[0].backends[0]]);
+  });
+
+  it("adding a backend adds its request and reply flows only; a port the bridge lacks is refused naming the property", () => {
+    const vm3 = { address: "10.0.0.103", port: 8080, mac: "02:00:0a:00:00:67", bridgePort: "vm3" };
+    const more = { ...inputs, vips: [{ ...inputs.vips[0], backends: [...inputs.vips[0].backends, vm3] }, inputs.vips[1]] };
+    expect(plan(more).map((m) => m.op)).toEqual(["add-flow", "add-flow"]);
+    const nowhere = { ...inputs, vips: [{ ...inputs.vips[0], backends: [{ ...vm3, bridgePort: "vm9" }] }] };
+    expect(() => plan(nowhere)).toThrow(/^vips\[0\]\.backends\[0\]\.bridgePort: bridge br-seg has no port vm9 with an ofport$/);
   });
 });

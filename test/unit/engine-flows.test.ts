@@ -1,6 +1,6 @@
 import { describe, it, expect } from "vitest";
-import { conflictingFlows, diffFlows, flowKey, matchFromText, UnplannableFlowError } from "../../provider/model/flow-diff";
-import { parseFlows, renderBundle, toFlowEntry, type Flow, type FlowEntry } from "../../provider/openflow";
+import { conflictingFlows, diffFlows, UnplannableFlowError } from "../../provider/engine/flows";
+import { flowKey, parseFlows, renderBundle, type DumpedFlow, type Flow } from "../../provider/openflow";
 
 const COOKIE = 0x0b5e000000000001n;
 const OTHER = 0x0b5e000000000002n;
@@ -28,15 +28,15 @@ const DUMP = `OFPST_FLOW reply (OF1.5) (xid=0x2):
  cookie=0x0, duration=9.1s, table=0, n_packets=330, n_bytes=24727, idle_age=1, priority=0 actions=NORMAL
  cookie=0xb5e000000000001, duration=1.2s, table=60, n_packets=3, n_bytes=200, idle_age=0, priority=1000,ct_zone=7 actions=resubmit(,0)
 `;
-const dumped = (): FlowEntry[] => parseFlows(DUMP).filter((f) => f.cookie === COOKIE);
+const dumped = (): DumpedFlow[] => parseFlows(DUMP).filter((f) => f.cookie === COOKIE);
 
 describe("flowKey", () => {
-  it("names a flow by table, priority and match, whatever order the fields were printed in", () => {
-    const e = toFlowEntry(reply);
-    const shuffled = { ...e, match: Object.fromEntries(Object.entries(e.match).reverse()) };
-    expect(flowKey(shuffled)).toBe(flowKey(e));
-    expect(flowKey(e)).toBe("table=0,priority=1000,ct_state=-trk,in_port=2,nw_src=10.0.0.101,protocol=tcp,tp_src=8080");
-    expect(flowKey({ ...e, priority: 999 })).not.toBe(flowKey(e));
+  it("names a flow by table, priority and match, whatever order the fields were printed in; a dump and its desired flow share it", () => {
+    const shuffled = { ...reply, match: Object.fromEntries(Object.entries(reply.match).reverse()) };
+    expect(flowKey(shuffled)).toBe(flowKey(reply));
+    expect(flowKey(reply)).toBe("table=0,priority=1000,ct_state=-trk,in_port=2,nw_src=10.0.0.101,tcp,tp_src=8080");
+    expect(flowKey({ ...reply, priority: 999 })).not.toBe(flowKey(reply));
+    expect(dumped().map(flowKey)).toEqual([request, reply, forward].map(flowKey));
   });
 });
 
@@ -83,24 +83,18 @@ describe("diffFlows", () => {
   });
 });
 
-describe("matchFromText", () => {
-  it("inverts rendering for every field kind ovslb writes", () => {
-    for (const flow of [request, reply, forward]) expect(matchFromText(toFlowEntry(flow))).toEqual(flow.match);
-    const tunnel = toFlowEntry({ ...forward, match: { ct_state: { trk: true, est: true, rpl: true }, ct_mark: 0x2a, tun_src: "172.16.0.0/24" } });
-    expect(tunnel.match.ct_state).toBe("+est+rpl+trk");
-    expect(matchFromText(tunnel)).toEqual({ ct_state: { est: true, rpl: true, trk: true }, ct_mark: 0x2a, tun_src: "172.16.0.0/24" });
-  });
-
-  it("refuses a field it cannot write back, naming the flow", () => {
-    const hand: FlowEntry = { cookie: COOKIE, table: 0, priority: 5, match: { reg0: "0x1" }, actions: ["drop"] };
-    expect(() => matchFromText(hand)).toThrow(UnplannableFlowError);
+describe("owned flows ovslb cannot name", () => {
+  it("refuses to plan a strict delete of an owned flow whose match has a field ovslb does not write, naming the flow", () => {
+    const [hand] = parseFlows(" cookie=0xb5e000000000001, duration=1.2s, table=0, n_packets=0, n_bytes=0, idle_age=0, priority=5,reg0=0x1 actions=drop\n");
+    expect(hand.otherMatch).toEqual(["reg0=0x1"]);
+    expect(() => diffFlows([], [hand])).toThrow(UnplannableFlowError);
     expect(() => diffFlows([], [hand])).toThrow(/reg0=0x1 is not one ovslb writes/);
   });
 });
 
 describe("conflictingFlows", () => {
   it("finds flows of others at a desired key (an add would overwrite them), and ignores the rest", () => {
-    const foreign: FlowEntry = { ...toFlowEntry(forward), cookie: OTHER, actions: ["drop"] };
+    const [foreign] = parseFlows(" cookie=0xb5e000000000002, duration=1.2s, table=60, n_packets=0, n_bytes=0, idle_age=0, priority=1000,ct_zone=7 actions=drop\n");
     const normal = parseFlows(DUMP).find((f) => f.cookie === 0n)!;
     const found = conflictingFlows([request, reply, forward], [foreign, normal]);
     expect(found).toEqual([{ desired: forward, other: foreign }]);

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { CommandResult, CommandRunner } from "../../provider/transport/exec";
 import { OpenFlowBridge, OpenFlowError } from "../../provider/transport/openflow-bridge";
-import { OpenFlowParseError, parseFlows, parseGroups, splitTopLevel } from "../../provider/openflow";
+import { OpenFlowParseError, actionText, parseAction, parseFlows, parseGroups, renderAction, splitTopLevel, type Action } from "../../provider/openflow";
 import { chosenBucket, splitTraces } from "../../provider/transport/openflow-trace";
 
 // Captured from ovs-ofctl 3.1.0 (-O OpenFlow15 --no-names) against ovs-vswitchd 3.1.0.
@@ -103,9 +103,9 @@ describe("parse: dump-groups", () => {
       selectionMethod: "hash",
       fields: ["ip_src", "ip_dst", "nw_proto", "tcp_src", "tcp_dst"],
       buckets: [
-        { bucketId: 100, weight: 100, watchPort: 1, actions: ["set_field:02:00:00:00:00:01->eth_dst", "output:1"] },
-        { bucketId: 150, weight: 100, actions: ["output:3"] },
-        { bucketId: 200, weight: 100, actions: ["set_field:02:00:00:00:00:02->eth_dst", "output:2"] },
+        { bucketId: 100, weight: 100, watchPort: 1, actions: [{ type: "set_field", field: "eth_dst", value: "02:00:00:00:00:01" }, { type: "output", port: 1 }] },
+        { bucketId: 150, weight: 100, actions: [{ type: "output", port: 3 }] },
+        { bucketId: 200, weight: 100, actions: [{ type: "set_field", field: "eth_dst", value: "02:00:00:00:00:02" }, { type: "output", port: 2 }] },
       ],
     });
   });
@@ -119,7 +119,7 @@ describe("parse: dump-groups", () => {
     expect(byId.get(20)?.buckets.map((b) => b.weight)).toEqual([0, 0]);
     expect(byId.get(22)?.buckets.map((b) => b.watchPort)).toEqual([1, 2]);
     expect(byId.get(25)).toMatchObject({ selectionMethodParam: 7n, fields: ["eth_dst", "ip_src=255.255.255.0", "tcp_src"] });
-    expect(byId.get(24)).toEqual({ groupId: 24, type: "select", fields: [], buckets: [{ bucketId: 1, weight: 1, actions: ["output:1"] }] });
+    expect(byId.get(24)).toEqual({ groupId: 24, type: "select", fields: [], buckets: [{ bucketId: 1, weight: 1, actions: [{ type: "output", port: 1 }] }] });
     expect(byId.get(50)?.buckets).toEqual([]);
     expect(groups.map((g) => g.groupId)).toEqual([20, 21, 10, 25, 22, 26, 23, 4294967040, 24, 50]);
   });
@@ -135,34 +135,56 @@ describe("parse: dump-groups", () => {
 describe("parse: dump-flows", () => {
   const flows = parseFlows(FLOWS);
 
-  it("reads cookie, table, priority, match, actions and counters", () => {
+  it("reads cookie, table, priority, the match and actions typed, and counters", () => {
     expect(flows[0]).toEqual({
       cookie: 0xdead00000000beefn,
       table: 0,
       priority: 300,
-      match: { protocol: "ip", in_port: "1", dl_dst: "02:00:00:00:00:aa", nw_src: "10.0.0.0/24", nw_dst: "10.0.0.100" },
-      actions: ["ct(table=1,zone=7)"],
+      match: { protocol: "ip", in_port: 1, dl_dst: "02:00:00:00:00:aa", nw_src: "10.0.0.0/24", nw_dst: "10.0.0.100" },
+      otherMatch: [],
+      actions: [{ type: "ct", table: 1, zone: 7 }],
       nPackets: 0n,
       nBytes: 0n,
     });
-    expect(flows[2]).toMatchObject({ cookie: 0xabcn, nPackets: 1n, nBytes: 118n, actions: ["group:10"] });
+    expect(flows[2]).toMatchObject({ cookie: 0xabcn, nPackets: 1n, nBytes: 118n, actions: [{ type: "group", groupId: 10 }] });
   });
 
-  it("keeps ct() and move actions whole", () => {
+  it("types ct(), move and set_field actions whole; keeps what ovslb does not write as its text", () => {
     expect(flows[1].actions).toHaveLength(8);
-    expect(flows[1].actions.at(-1)).toBe("IN_PORT");
+    expect(flows[1].actions[0]).toEqual({ type: "move", src: "NXM_OF_ETH_SRC", dst: "NXM_OF_ETH_DST" });
+    expect(flows[1].actions[2]).toEqual({ type: "set_field", field: "arp_op", value: 2 });
+    expect(flows[1].actions.at(-1)).toEqual({ type: "in_port" });
     expect(flows[3]).toMatchObject({
       priority: 301,
-      match: { ct_state: "+est-rel+trk", ct_zone: "7", protocol: "tcp" },
-      actions: ["ct(zone=7,nat)", "set_field:0x1/0xf->reg0", "set_field:02:00:00:00:00:01->eth_dst", "resubmit(,2)"],
+      match: { ct_state: { est: true, rel: false, trk: true }, ct_zone: 7, protocol: "tcp" },
+      actions: [
+        { type: "ct", zone: 7, nat: { kind: "existing" } },
+        { type: "other", text: "set_field:0x1/0xf->reg0" },
+        { type: "set_field", field: "eth_dst", value: "02:00:00:00:00:01" },
+        { type: "resubmit", table: 2 },
+      ],
     });
-    expect(flows[4].actions).toEqual(["ct(commit,zone=3,nat(dst=10.1.0.5:80),exec(set_field:0x5->ct_mark))"]);
+    expect(flows[4].actions).toEqual([{ type: "ct", commit: true, zone: 3, nat: { kind: "dst", ip: "10.1.0.5", port: 80 }, mark: 5 }]);
   });
 
   it("reads the default priority, an empty match and flow flags", () => {
-    expect(flows[5]).toMatchObject({ table: 9, priority: 32768, match: {}, actions: ["drop"] });
-    expect(flows[6]).toMatchObject({ priority: 7, match: {}, actions: ["drop"] });
-    expect(flows[7]).toMatchObject({ cookie: 0n, priority: 0, actions: ["NORMAL"] });
+    expect(flows[5]).toMatchObject({ table: 9, priority: 32768, match: {}, actions: [{ type: "drop" }] });
+    expect(flows[6]).toMatchObject({ priority: 7, match: {}, actions: [{ type: "drop" }] });
+    expect(flows[7]).toMatchObject({ cookie: 0n, priority: 0, actions: [{ type: "other", text: "NORMAL" }] });
+  });
+
+  it("every parsed action renders back to exactly the text OVS printed", () => {
+    const printed = FLOWS.split("\n").filter((l) => l.includes(" actions=")).map((l) => splitTopLevel(l.slice(l.indexOf(" actions=") + 9)));
+    expect(flows.map((f) => f.actions.map(actionText))).toEqual(printed);
+    for (const f of flows) for (const a of f.actions) if (a.type !== "other") expect(parseAction(renderAction(a))).toEqual(a);
+  });
+
+  it("keeps match fields and action forms it does not write as text, so they still identify a flow exactly", () => {
+    const [odd] = parseFlows(" cookie=0x1, duration=1s, table=0, n_packets=0, n_bytes=0, priority=5,tcp6,reg0=0x1,in_port=LOCAL,nw_dst=10.0.0.300 actions=ct(commit,force),output:0,set_field:0x1->tcp_dst\n");
+    expect(odd.match).toEqual({});
+    expect(odd.otherMatch).toEqual(["tcp6", "reg0=0x1", "in_port=LOCAL", "nw_dst=10.0.0.300"]);
+    const texts: Action[] = [{ type: "other", text: "ct(commit,force)" }, { type: "other", text: "output:0" }, { type: "other", text: "set_field:0x1->tcp_dst" }];
+    expect(odd.actions).toEqual(texts);
   });
 
   it("splits only at top-level commas", () => {
