@@ -5,7 +5,7 @@
  */
 import type { Duplex } from "node:stream";
 import { type DatabaseSchema, type Row, decodeRow, isRecord, parseDatabaseSchema } from "../ovsdb/encoding";
-import type { DatabaseModel } from "../ovsdb/model";
+import type { ColumnOf, DatabaseModel, RowOf, TableName } from "../ovsdb/model";
 import {
   type Operation,
   type OperationResult,
@@ -123,6 +123,23 @@ export interface RowUpdate {
 /** Table name to row UUID to change. */
 export type TableUpdates = Record<string, Record<string, RowUpdate>>;
 
+/** What a typed monitor asks for: per table of the model, which of its columns. */
+export type ModelMonitorRequests<D extends DatabaseModel> = {
+  readonly [T in TableName<D>]?: {
+    columns?: readonly ColumnOf<RowOf<D, T>>[];
+    select?: MonitorRequest["select"];
+  };
+};
+
+/**
+ * A typed monitor's changes: per table, row UUID to change. Rows hold the
+ * columns asked for (on modify, `old` only those that changed), so each is
+ * typed as a part of the table's row.
+ */
+export type ModelTableUpdates<D extends DatabaseModel> = {
+  [T in TableName<D>]?: Record<string, { old?: Partial<RowOf<D, T>>; new?: Partial<RowOf<D, T>> }>;
+};
+
 interface PendingRequest {
   method: string;
   db: string | undefined;
@@ -217,12 +234,21 @@ export class OvsdbClient {
    * later change; it is registered before the request is sent, since an
    * update may follow the reply in the same read.
    */
+  monitor<D extends DatabaseModel>(
+    model: D,
+    id: string,
+    requests: ModelMonitorRequests<D>,
+    onUpdate: (updates: ModelTableUpdates<D>) => void,
+  ): Promise<ModelTableUpdates<D>>;
+  monitor(db: string, id: string, requests: Readonly<Record<string, MonitorRequest>>, onUpdate: (updates: TableUpdates) => void): Promise<TableUpdates>;
+  /** (A model instead of a database name types the requests and the updates by its tables.) */
   async monitor(
-    db: string,
+    dbOrModel: string | DatabaseModel,
     id: string,
     requests: Readonly<Record<string, MonitorRequest>>,
     onUpdate: (updates: TableUpdates) => void,
   ): Promise<TableUpdates> {
+    const db = typeof dbOrModel === "string" ? dbOrModel : dbOrModel.name;
     const schema = await this.getSchema(db);
     if (this.monitors.has(id)) throw new Error(`${prefixOf(this.host, db)}ovsdb monitor ${id} is already running`);
     this.monitors.set(id, { schema, onUpdate });

@@ -159,6 +159,29 @@ describe("OvsdbClient", () => {
     client.close();
   });
 
+  it("monitors typed by a model: the requests name its tables and columns, the rows come back typed", async () => {
+    const { stream, requests } = fakeServer((r) =>
+      r.method === "get_schema"
+        ? { result: wireSchema, error: null }
+        : { result: { Bridge: { [U1]: { new: { name: "br0", ports: ["set", []] } } } }, error: null },
+    );
+    const client = new OvsdbClient(stream, { host: HOST });
+    const seen: string[] = [];
+    const initial = await client.monitor(OPEN_VSWITCH, "m1", { Bridge: { columns: ["name", "ports"] } }, (u) => {
+      for (const change of Object.values(u.Bridge ?? {})) seen.push(change.new?.name ?? "(deleted)");
+    });
+    const first = initial.Bridge?.[U1].new;
+    const ports: Uuid[] | undefined = first?.ports;
+    expect([first?.name, ports]).toEqual(["br0", []]);
+    expect(requests[1]).toMatchObject({ method: "monitor", params: ["Open_vSwitch", "m1", { Bridge: { columns: ["name", "ports"] } }] });
+    stream.push(JSON.stringify({ id: null, method: "update", params: ["m1", { Bridge: { [U1]: { new: { name: "br1", ports: ["set", []] } } } }] }));
+    await client.echo(); // the update, pushed before the echo's reply, is read first
+    expect(seen).toEqual(["br1"]);
+    // @ts-expect-error not a Bridge column
+    void client.monitor(OPEN_VSWITCH, "m2", { Bridge: { columns: ["nme"] } }, () => {}).catch(() => undefined);
+    client.close();
+  });
+
   it("refuses to run a transaction without a model", async () => {
     const client = new OvsdbClient(fakeServer(() => undefined).stream);
     await expect(client.run(new Transaction())).rejects.toThrow(/no database model; use transact\(db, txn.operations\)/);
