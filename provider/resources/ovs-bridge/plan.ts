@@ -59,7 +59,8 @@ export function actualInputs(inputs: OvsBridgeInputs, row: BridgeRead): OvsBridg
   const actual: OvsBridgeInputs = {
     host: inputs.host,
     name: row.name,
-    // An empty column means the OVS default: the kernel datapath, standalone.
+    // An empty column means the OVS default: the kernel datapath, standalone. Another
+    // datapath type (e.g. dummy) is reported as it is, so the diff shows it.
     datapathType: (row.datapath_type || "system") as OvsBridgeInputs["datapathType"],
     failMode: row.fail_mode[0] ?? "standalone",
     externalIds,
