@@ -2,3 +2,5 @@ export * from "./types";
 export * from "./render";
 export * from "./parse";
 export * from "./compare";
+export * from "./trace";
+export * from "./ofctl-errors";

@@ -1,6 +1,7 @@
-import { CommandRunner, runChecked } from "./exec";
-import { OpenFlowValueError, checkUint, renderMatch } from "../openflow/render";
+import { OpenFlowValueError, checkUint } from "../openflow/render";
+import { chosenBucket, splitTraces, traceFlow } from "../openflow/trace";
 import { Match } from "../openflow/types";
+import { CommandRunner, runChecked } from "./exec";
 
 /**
  * Which bucket of a select group a packet takes, from `ovs-appctl
@@ -19,45 +20,6 @@ const BRIDGE_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,14}$/;
 /** Per-trace budget for the command timeout; one trace takes about 5 ms locally. */
 const TRACE_MS = 50;
 
-/**
- * Cuts concatenated trace outputs apart. Each starts with `Flow: `; after a
- * recirculation (ct), a trace goes on with a `====` banner and its own
- * `Flow: ` line, which belongs to the same packet.
- */
-export function splitTraces(output: string): string[] {
-  const traces: string[][] = [];
-  let resumed = false;
-  for (const line of output.split("\n")) {
-    if (line.startsWith("=====")) resumed = true;
-    if (line.startsWith("Flow: ")) {
-      if (!resumed) traces.push([]);
-      resumed = false;
-    }
-    traces.at(-1)?.push(line);
-  }
-  return traces.map((lines) => lines.join("\n"));
-}
-
-/** The first select-group bucket the trace chose, or undefined if it met none (or none was live). */
-export function chosenBucket(trace: string): number | undefined {
-  const used = /-> using bucket (\d+)/.exec(trace);
-  return used ? Number(used[1]) : undefined;
-}
-
-/**
- * The packet in ofproto/trace's flow syntax. Unlike flow mods, it reads
- * tp_src/tp_dst as TCP fields only ("prerequisites not met" for udp), so they
- * are named by protocol.
- */
-function microflow(packet: Match, path: string): string {
-  const flow = renderMatch(packet, path);
-  if (!flow) throw new OpenFlowValueError(path, "is empty");
-  return flow
-    .split(",")
-    .map((token) => token.replace(/^tp_(src|dst)=/, `${packet.protocol}_$1=`))
-    .join(",");
-}
-
 /** The bucket each packet takes on bridge `bridgeName`, in the order given. */
 export async function traceBuckets(
   runner: CommandRunner,
@@ -68,7 +30,7 @@ export async function traceBuckets(
   if (typeof bridgeName !== "string" || !BRIDGE_NAME.test(bridgeName)) {
     throw new OpenFlowValueError("bridgeName", `${JSON.stringify(bridgeName)} is not a bridge name`);
   }
-  const flows = packets.map((packet, i) => microflow(packet, `packets[${i}]`));
+  const flows = packets.map((packet, i) => traceFlow(packet, `packets[${i}]`));
   if (flows.length === 0) return [];
   const size = Math.ceil(flows.length / checkUint("concurrency", opts.concurrency ?? 4, 64, 1));
   const chunks: string[][] = [];
@@ -88,6 +50,8 @@ export async function traceBuckets(
   }
   return traces.map(chosenBucket);
 }
+
+export { chosenBucket, splitTraces };
 
 export async function traceBucket(runner: CommandRunner, bridgeName: string, packet: Match): Promise<number | undefined> {
   return (await traceBuckets(runner, bridgeName, [packet]))[0];
