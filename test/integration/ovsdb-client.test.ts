@@ -2,7 +2,7 @@ import { EventEmitter } from "node:events";
 import { connect, createServer, type Socket } from "node:net";
 import { readdirSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFinished } from "vitest";
 import { runChecked } from "../../provider/transport/exec";
 import { type TableUpdates, OvsdbClient, OvsdbNoReplyError, OvsdbRpcError } from "../../provider/transport/ovsdb-client";
 import { OvsHostSession } from "../../provider/transport/ovs-host";
@@ -171,6 +171,43 @@ describe("OvsdbClient against ovsdb-server", () => {
   it("answers echo", async () => {
     open();
     await expect(client.echo()).resolves.toBeUndefined();
+  });
+
+  it("an owned transaction commits only while its row is still owned as read", async () => {
+    open();
+    onTestFinished(() => runChecked(sandbox.runner, ["ovs-vsctl", "--no-wait", "--if-exists", "del-br", "br-own"]).then(() => undefined));
+    const mark = ownerMark("ovsdb-client-test/br-own");
+    const create = new OwnedTransaction(OPEN_VSWITCH, mark, "ovslb: test owned create");
+    create.requireAbsent("Bridge", [where("name", "==", "br-own")]);
+    const bridge = create.insertOwned("Bridge", { name: "br-own", external_ids: { team: "net" } });
+    create.mutate("Open_vSwitch", [], [mutation("bridges", "insert", [bridge])]);
+    const uuid = (await client.run(create)).uuid(bridge);
+    // The same create again: the name is taken now, so its precondition fails.
+    const again = await transactionError(client.run(create));
+    expect(again).toMatchObject({ kind: "conflict", operation: { index: 1, op: "wait", table: "Bridge" } });
+
+    const read = new Transaction(OPEN_VSWITCH);
+    const rows = read.select("Bridge", [where("_uuid", "==", uuid)], ["_uuid", "external_ids"]);
+    const row = (await client.run(read)).first(rows)!;
+    expect(row.external_ids).toEqual(new Map([["team", "net"], ["ovslb:owner", "ovsdb-client-test/br-own"]]));
+
+    // Someone else takes the row over between the read and the write: the guarded update commits nothing.
+    await runChecked(sandbox.runner, ["ovs-vsctl", "--no-wait", "set", "Bridge", "br-own", "external_ids:\"ovslb:owner\"=someone-else"]);
+    const update = new OwnedTransaction(OPEN_VSWITCH, mark);
+    update.updateOwned("Bridge", row, { fail_mode: ["secure"] }, ["external_ids"]);
+    const err = await transactionError(client.run(update));
+    expect(err.kind).toBe("conflict");
+    expect(err.message).toMatch(/^sandbox: Open_vSwitch: op 0 \(wait on Bridge where _uuid == [0-9a-f-]+ and external_ids includes \{"ovslb:owner"="ovsdb-client-test\/br-own"\}\): precondition failed/);
+    expect(await runChecked(sandbox.runner, ["ovs-vsctl", "--no-wait", "get", "Bridge", "br-own", "fail_mode"])).toBe("[]\n");
+
+    // Given back, the same guard (owner and external_ids as read) holds again.
+    await runChecked(sandbox.runner, ["ovs-vsctl", "--no-wait", "set", "Bridge", "br-own", "external_ids:\"ovslb:owner\"=ovsdb-client-test/br-own"]);
+    await client.run(update);
+    expect(await runChecked(sandbox.runner, ["ovs-vsctl", "--no-wait", "get", "Bridge", "br-own", "fail_mode"])).toBe("secure\n");
+    const remove = new OwnedTransaction(OPEN_VSWITCH, mark);
+    remove.requireOwned("Bridge", row);
+    remove.mutate("Open_vSwitch", [], [mutation("bridges", "delete", [row._uuid])]);
+    await client.run(remove);
   });
 
   it("monitors a table: initial rows, then updates until cancelled", async () => {
