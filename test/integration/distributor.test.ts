@@ -336,8 +336,10 @@ describe("DistributorDevice and DistributorAttachment on dist1", () => {
     // The amphorae's next hop toward the client is the distributor.
     for (const b of [vm.vm2, vm.vm3]) inNamespace(b.namespace, ["ip", "neigh", "replace", inv.client.address, "lladdr", fe, "dev", "eth0", "nud", "permanent"]);
     try {
+      // Datapath flows report their packets to OpenFlow counters once a revalidator pass has run: wait for one first.
       const hairpinPackets = async () =>
-        (await ofctl(a.outs.bridge).dumpFlows({ cookie: BigInt(a.outs.cookie), mask: (1n << 64n) - 1n }))
+        (await runChecked(dist1, ["ovs-appctl", "revalidator/wait"]),
+        await ofctl(a.outs.bridge).dumpFlows({ cookie: BigInt(a.outs.cookie), mask: (1n << 64n) - 1n }))
           .filter((f) => f.priority === 150)
           .reduce((n, f) => n + f.nPackets, 0n);
       const before = await hairpinPackets();
