@@ -1,5 +1,5 @@
 import type { Modification } from "../openflow";
-import { Transaction, where, type Row, type Value } from "../ovsdb";
+import { OPEN_VSWITCH, Transaction, where } from "../ovsdb";
 import { OpenFlowBridge, type BundleSent, type FlowFilter } from "../transport/openflow-bridge";
 import { bridgeSocket, type OvsHostSession } from "../transport/ovs-host";
 import { summarizeApply, type ApplySummary, type ObservedBridge } from "./plan";
@@ -31,28 +31,22 @@ function filterOf(scope: FlowScope, cookie: bigint): FlowFilter | undefined {
   return { cookie: 0n, mask: 0n, table: scope.table };
 }
 
-const asArray = (v: Value | undefined) => (v === undefined ? [] : Array.isArray(v) ? v : [v]);
-const uuidOf = (v: unknown) => String((v as { id: string }).id);
-
 /** The bridge's interfaces and their ofports (name -> ofport), or undefined when the bridge does not exist. */
 export async function bridgePorts(s: OvsHostSession, bridge: string): Promise<Map<string, number> | undefined> {
-  const db = await s.vswitchDb();
-  const txn = new Transaction();
-  txn.select("Bridge", [where("name", "==", bridge)], ["ports"]);
-  txn.select("Port", [], ["_uuid", "interfaces"]);
-  txn.select("Interface", [], ["_uuid", "name", "ofport"]);
-  const [bridges, ports, interfaces] = await db.transact("Open_vSwitch", txn.operations);
-  const row = bridges.rows?.[0];
+  const txn = new Transaction(OPEN_VSWITCH);
+  const bridges = txn.select("Bridge", [where("name", "==", bridge)], ["ports"]);
+  const ports = txn.select("Port", [], ["_uuid", "interfaces"]);
+  const interfaces = txn.select("Interface", [], ["_uuid", "name", "ofport"]);
+  const r = await (await s.vswitchDb()).run(txn);
+  const row = r.first(bridges);
   if (!row) return undefined;
-  const portIds = new Set(asArray(row.ports).map(uuidOf));
-  const ifaceIds = new Set(
-    (ports.rows ?? []).filter((p: Row) => portIds.has(uuidOf(p._uuid))).flatMap((p: Row) => asArray(p.interfaces).map(uuidOf)),
-  );
+  const portIds = new Set(row.ports.map((u) => u.id));
+  const ifaceIds = new Set(r.rows(ports).filter((p) => portIds.has(p._uuid.id)).flatMap((p) => p.interfaces.map((u) => u.id)));
   const result = new Map<string, number>();
-  for (const i of interfaces.rows ?? []) {
-    const ofport = asArray(i.ofport)[0];
+  for (const i of r.rows(interfaces)) {
+    const ofport = i.ofport[0];
     // An interface OVS could not attach has ofport -1 (or none yet): nothing can be delivered to it.
-    if (ifaceIds.has(uuidOf(i._uuid)) && typeof ofport === "number" && ofport > 0) result.set(String(i.name), ofport);
+    if (ifaceIds.has(i._uuid.id) && ofport !== undefined && ofport > 0) result.set(i.name, ofport);
   }
   return result;
 }

@@ -2,27 +2,26 @@ import schema from "../../../schema/distributor-attachment.json";
 import { applyBundle, observeBridge, type BridgeRef } from "../../engine/bridge";
 import { foreignGroupIds, ownedFlows, ownedGroupIds, planBridge, type ApplySummary, type ObservedBridge } from "../../engine/plan";
 import type { DistributorAttachmentInputs } from "../../model/inputs.generated";
-import { NamedUuid, Transaction, mutation, where, type Row, type Uuid } from "../../ovsdb";
+import { OPEN_VSWITCH, OwnedTransaction, Transaction, mutation, ownerMark, ownerOf, where, type BridgeRow } from "../../ovsdb";
 import type { ResourceHandler } from "../../resource-handler";
 import { withOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
 import type { OvsdbClient } from "../../transport/ovsdb-client";
-import { DEVICE_MARK, stringMap } from "../distributor-device/plan";
+import { registeredDevice } from "../distributor-device/plan";
 import {
   ATTACHMENT_KEY,
   DEVICE_KEY,
   FRONTEND_OFPORT,
-  OWNER_KEY,
-  actualInputs,
   assignSlots,
   attachmentId,
   attachmentIntent,
   attachmentNames,
-  bucketMac,
   checkRules,
   planIds,
+  readBack,
   withDefaults,
   type ActualDataplane,
   type DataplaneIds,
+  type OccupiedSlot,
   type RecordedSlot,
 } from "./plan";
 
@@ -41,44 +40,42 @@ export interface DistributorAttachmentState {
    * slot exists). `takenOver` records a takeover: the standby keeps that slot
    * on later updates while it is listed as a standby.
    */
-  slots: (RecordedSlot & { mac: string })[];
+  slots: OccupiedSlot[];
   /** Failed slots no standby could take: they have no bucket. */
   vacantSlots: number[];
   /** What the last apply sent to the bridge. */
   lastApply?: ApplySummary;
 }
 
-const DB = "Open_vSwitch";
-const PROTOCOLS = ["OpenFlow10", "OpenFlow13", "OpenFlow14", "OpenFlow15"];
+const PROTOCOLS = ["OpenFlow10", "OpenFlow13", "OpenFlow14", "OpenFlow15"] as const;
 
-interface DeviceRows {
-  root: Row;
-  bridge: Row | undefined;
-  /** Bridges on the device already marked with this attachment id, under any name. */
-  sameId: Row[];
-  uplink: Row | undefined;
-  ports: Row[];
-}
-
-async function readRows(db: OvsdbClient, i: DistributorAttachmentInputs): Promise<DeviceRows> {
+/** What the device's database holds for this attachment, read in one transaction. */
+async function readRows(db: OvsdbClient, i: DistributorAttachmentInputs) {
   const names = attachmentNames(i);
-  const txn = new Transaction();
-  txn.select("Open_vSwitch", [], ["_uuid", "external_ids", "next_cfg", "cur_cfg"]);
-  txn.select("Bridge", [where("name", "==", names.bridge)]);
-  txn.select("Bridge", [where("external_ids", "includes", { [ATTACHMENT_KEY]: i.attachmentId })], ["_uuid", "name", "external_ids"]);
-  txn.select("Bridge", [where("name", "==", i.uplinkBridge)], ["_uuid", "name"]);
-  txn.select("Port", [where("name", "==", names.uplinkPort)]);
-  txn.select("Port", [where("name", "==", names.frontendPort)]);
-  const [root, bridge, sameId, uplink, up, fe] = await db.transact(DB, txn.operations);
-  return { root: root.rows![0], bridge: bridge.rows?.[0], sameId: sameId.rows ?? [], uplink: uplink.rows?.[0], ports: [...up.rows!, ...fe.rows!] };
+  const txn = new Transaction(OPEN_VSWITCH);
+  const root = txn.select("Open_vSwitch", [], ["_uuid", "external_ids"]);
+  const bridge = txn.select("Bridge", [where("name", "==", names.bridge)], ["_uuid", "name", "external_ids", "other_config"]);
+  // Bridges on the device already marked with this attachment id, under any name.
+  const sameId = txn.select("Bridge", [where("external_ids", "includes", { [ATTACHMENT_KEY]: i.attachmentId })], ["_uuid", "name", "external_ids"]);
+  const uplink = txn.select("Bridge", [where("name", "==", i.uplinkBridge)], ["_uuid", "name"]);
+  const up = txn.select("Port", [where("name", "==", names.uplinkPort)], ["_uuid", "name", "external_ids", "tag"]);
+  const fe = txn.select("Port", [where("name", "==", names.frontendPort)], ["_uuid", "name", "external_ids"]);
+  const r = await db.run(txn);
+  return {
+    root: r.first(root)!,
+    bridge: r.first(bridge),
+    sameId: r.rows(sameId),
+    uplink: r.first(uplink),
+    uplinkPort: r.first(up),
+    ports: [...r.rows(up), ...r.rows(fe)],
+  };
 }
-
-const ownerOf = (row: Row) => stringMap(row.external_ids)[OWNER_KEY];
+type DeviceRows = Awaited<ReturnType<typeof readRows>>;
 
 /** Refuses a device that is not registered as deviceId, and ids or names that someone else holds. */
 function refuseCollisions(s: OvsHostSession, i: DistributorAttachmentInputs, rows: DeviceRows, creating: boolean): void {
   const me = attachmentId(i);
-  const registered = stringMap(rows.root.external_ids)[DEVICE_MARK];
+  const registered = registeredDevice(rows.root);
   if (registered !== i.deviceId) {
     throw new Error(`${s.hostName}: the host is ${registered ? `distributor device ${registered}` : "not a registered distributor device"}, not ${i.deviceId}`);
   }
@@ -86,36 +83,37 @@ function refuseCollisions(s: OvsHostSession, i: DistributorAttachmentInputs, row
   const names = attachmentNames(i);
   const taken = [
     ...(rows.bridge && (creating || ownerOf(rows.bridge) !== me) ? [`bridge ${names.bridge} (${ownerOf(rows.bridge) ?? "not owned by ovslb"})`] : []),
-    ...rows.sameId.filter((b) => b.name !== names.bridge).map((b) => `bridge ${String(b.name)} (${ownerOf(b)})`),
-    ...rows.ports.filter((p) => (creating && !rows.bridge) || ownerOf(p) !== me).map((p) => `port ${String(p.name)} (${ownerOf(p) ?? "not owned by ovslb"})`),
+    ...rows.sameId.filter((b) => b.name !== names.bridge).map((b) => `bridge ${b.name} (${ownerOf(b)})`),
+    ...rows.ports.filter((p) => (creating && !rows.bridge) || ownerOf(p) !== me).map((p) => `port ${p.name} (${ownerOf(p) ?? "not owned by ovslb"})`),
   ];
   if (taken.length > 0) {
     throw new Error(`${s.hostName}: attachment id ${i.attachmentId} collides on device ${i.deviceId}: ${taken.join(", ")} already exist; refusing to take them over`);
   }
 }
 
+const ownedBy = (i: DistributorAttachmentInputs, comment: string) => new OwnedTransaction(OPEN_VSWITCH, ownerMark(attachmentId(i)), comment);
+
 /** One transaction: the attachment's bridge with its frontend patch port, and the patch's peer on the uplink. */
-function createRows(txn: Transaction, i: DistributorAttachmentInputs, rows: DeviceRows): number {
+function createRows(i: DistributorAttachmentInputs, uplink: NonNullable<DeviceRows["uplink"]>) {
   const d = withDefaults(i);
   const names = attachmentNames(i);
-  const marks = { [OWNER_KEY]: attachmentId(i), [DEVICE_KEY]: i.deviceId, [ATTACHMENT_KEY]: i.attachmentId };
-  const none = { columns: ["_uuid"], until: "==" as const, rows: [] };
-  txn.wait("Bridge", [where("name", "==", names.bridge)], none);
-  txn.wait("Port", [where("name", "==", names.uplinkPort)], none);
-  txn.wait("Port", [where("name", "==", names.frontendPort)], none);
-  txn.wait("Bridge", [where("_uuid", "==", rows.uplink!._uuid as Uuid)], { columns: ["name"], until: "==", rows: [{ name: i.uplinkBridge }] });
+  const marks = { [DEVICE_KEY]: i.deviceId, [ATTACHMENT_KEY]: i.attachmentId };
+  const txn = ownedBy(i, `ovslb: attach ${attachmentId(i)}`);
+  txn.requireAbsent("Bridge", [where("name", "==", names.bridge)]);
+  txn.requireAbsent("Port", [where("name", "==", names.uplinkPort)]);
+  txn.requireAbsent("Port", [where("name", "==", names.frontendPort)]);
+  txn.requireUnchanged("Bridge", uplink, ["name"]);
   const local = txn.insert("Interface", { name: names.bridge, type: "internal" }, "local_if");
   const localPort = txn.insert("Port", { name: names.bridge, interfaces: [local] }, "local_port");
-  const fe = txn.insert("Interface", { name: names.frontendPort, type: "patch", options: { peer: names.uplinkPort }, ofport_request: FRONTEND_OFPORT }, "fe_if");
-  const fePort = txn.insert("Port", { name: names.frontendPort, interfaces: [fe], external_ids: marks }, "fe_port");
+  const fe = txn.insert("Interface", { name: names.frontendPort, type: "patch", options: { peer: names.uplinkPort }, ofport_request: [FRONTEND_OFPORT] }, "fe_if");
+  const fePort = txn.insertOwned("Port", { name: names.frontendPort, interfaces: [fe], external_ids: marks }, "fe_port");
   const up = txn.insert("Interface", { name: names.uplinkPort, type: "patch", options: { peer: names.frontendPort } }, "up_if");
   // An access port: only the tenant's VLAN (0 = untagged) reaches the attachment.
-  const upPort = txn.insert("Port", { name: names.uplinkPort, interfaces: [up], tag: d.vlan ?? 0, external_ids: marks }, "up_port");
-  const bridgeAt = txn.operations.length;
-  const bridge: NamedUuid = txn.insert("Bridge", {
+  const upPort = txn.insertOwned("Port", { name: names.uplinkPort, interfaces: [up], tag: [d.vlan ?? 0], external_ids: marks }, "up_port");
+  const bridge = txn.insertOwned("Bridge", {
     name: names.bridge,
     datapath_type: "netdev",
-    fail_mode: "secure",
+    fail_mode: ["secure"],
     protocols: PROTOCOLS,
     ports: [localPort, fePort],
     external_ids: marks,
@@ -123,29 +121,22 @@ function createRows(txn: Transaction, i: DistributorAttachmentInputs, rows: Devi
     other_config: { hwaddr: d.frontendMac! },
   }, "bridge");
   txn.mutate("Open_vSwitch", [], [mutation("bridges", "insert", [bridge])]);
-  txn.mutate("Bridge", [where("_uuid", "==", rows.uplink!._uuid as Uuid)], [mutation("ports", "insert", [upPort])]);
-  return bridgeAt;
+  txn.mutate("Bridge", [where("_uuid", "==", uplink._uuid)], [mutation("ports", "insert", [upPort])]);
+  return txn;
 }
 
-/** Waits until ovs-vswitchd has applied the database (cur_cfg catches up with next_cfg), as `ovs-vsctl --wait` does. */
-async function waitApplied(db: OvsdbClient, nextCfg: number, hostName: string): Promise<void> {
+/** Commits txn with a next_cfg bump and waits until ovs-vswitchd has applied it (cur_cfg catches up), as `ovs-vsctl --wait` does. */
+async function commitApplied(s: OvsHostSession, db: OvsdbClient, txn: Transaction<typeof OPEN_VSWITCH>): Promise<void> {
+  txn.mutate("Open_vSwitch", [], [mutation("next_cfg", "+=", 1)]);
+  const cfg = txn.select("Open_vSwitch", [], ["next_cfg"]);
+  const next = (await db.run(txn)).first(cfg)!.next_cfg;
   for (let i = 0; i < 200; i++) {
-    const txn = new Transaction();
-    txn.select("Open_vSwitch", [], ["cur_cfg"]);
-    const [r] = await db.transact(DB, txn.operations);
-    if (Number(r.rows![0].cur_cfg) >= nextCfg) return;
+    const poll = new Transaction(OPEN_VSWITCH);
+    const cur = poll.select("Open_vSwitch", [], ["cur_cfg"]);
+    if ((await db.run(poll)).first(cur)!.cur_cfg >= next) return;
     await new Promise((res) => setTimeout(res, 50));
   }
-  throw new Error(`${hostName}: ovs-vswitchd did not apply configuration ${nextCfg} within 10 s`);
-}
-
-/** Commits txn with a next_cfg bump and waits for ovs-vswitchd to apply it. Returns the results. */
-async function commitApplied(s: OvsHostSession, db: OvsdbClient, txn: Transaction) {
-  txn.mutate("Open_vSwitch", [], [mutation("next_cfg", "+=", 1)]);
-  const cfgAt = txn.select("Open_vSwitch", [], ["next_cfg"]);
-  const results = await db.transact(DB, txn.operations);
-  await waitApplied(db, Number(results[cfgAt].rows![0].next_cfg), s.hostName);
-  return results;
+  throw new Error(`${s.hostName}: ovs-vswitchd did not apply configuration ${next} within 10 s`);
 }
 
 /** The attachment's bridge as the engine sees it: its own flows (it is the bridge's only owner) and the groups. */
@@ -179,28 +170,21 @@ async function ensure(
 
   let made = false;
   if (!rows.bridge) {
-    const txn = new Transaction();
-    txn.comment(`ovslb: attach ${attachmentId(d)}`);
-    createRows(txn, d, rows);
-    await commitApplied(s, db, txn);
+    await commitApplied(s, db, createRows(d, rows.uplink!));
     made = true;
     rows = await readRows(db, d);
   } else {
     // Put back settings changed on the host; the MAC and names never change for an existing attachment.
-    const txn = new Transaction();
-    const hwaddr = stringMap(rows.bridge.other_config).hwaddr;
-    if (hwaddr !== d.frontendMac) {
-      txn.wait("Bridge", [where("name", "==", names.bridge)], { columns: ["_uuid"], until: "==", rows: [{ _uuid: rows.bridge._uuid as Uuid }] });
-      txn.mutate("Bridge", [where("_uuid", "==", rows.bridge._uuid as Uuid)], [mutation("other_config", "delete", ["hwaddr"])]);
-      txn.mutate("Bridge", [where("_uuid", "==", rows.bridge._uuid as Uuid)], [mutation("other_config", "insert", { hwaddr: d.frontendMac! })]);
+    const txn = ownedBy(d, `ovslb: repair ${attachmentId(d)}`);
+    if (rows.bridge.other_config.get("hwaddr") !== d.frontendMac) {
+      txn.requireOwned("Bridge", rows.bridge);
+      const byUuid = [where<BridgeRow>("_uuid", "==", rows.bridge._uuid)];
+      txn.mutate("Bridge", byUuid, [mutation("other_config", "delete", ["hwaddr"])]);
+      txn.mutate("Bridge", byUuid, [mutation("other_config", "insert", { hwaddr: d.frontendMac! })]);
     }
-    const up = rows.ports.find((p) => p.name === names.uplinkPort);
-    const tag = up ? (Array.isArray(up.tag) ? up.tag[0] : up.tag) : undefined;
-    if (up && Number(tag ?? -1) !== (d.vlan ?? 0)) {
-      txn.wait("Port", [where("_uuid", "==", up._uuid as Uuid)], { columns: ["external_ids"], until: "==", rows: [{ external_ids: up.external_ids as Map<string, string> }] });
-      txn.update("Port", [where("_uuid", "==", up._uuid as Uuid)], { tag: d.vlan ?? 0 });
-    }
-    if (txn.operations.length > 0) await commitApplied(s, db, txn);
+    const up = rows.uplinkPort;
+    if (up && (up.tag[0] ?? -1) !== (d.vlan ?? 0)) txn.updateOwned("Port", up, { tag: [d.vlan ?? 0] }, ["external_ids"]);
+    if (txn.operations.length > 1) await commitApplied(s, db, txn);
   }
 
   const ref: BridgeRef = { session: s, bridge: names.bridge };
@@ -214,7 +198,7 @@ async function ensure(
     const lastApply = await applyBundle(ref, planBridge(`${s.hostName}: bridge ${names.bridge}`, attachmentIntent(d, ids, slots), observed));
     return {
       bridge: names.bridge,
-      bridgeUuid: (rows.bridge!._uuid as Uuid).id,
+      bridgeUuid: rows.bridge!._uuid.id,
       frontendPort: names.frontendPort,
       uplinkPort: names.uplinkPort,
       frontendOfport: FRONTEND_OFPORT,
@@ -235,15 +219,15 @@ async function ensure(
 async function removeRows(s: OvsHostSession, db: OvsdbClient, i: DistributorAttachmentInputs): Promise<void> {
   const rows = await readRows(db, i);
   const me = attachmentId(i);
-  const txn = new Transaction();
-  txn.comment(`ovslb: detach ${me}`);
+  const txn = ownedBy(i, `ovslb: detach ${me}`);
   if (rows.bridge && ownerOf(rows.bridge) === me) {
-    txn.wait("Bridge", [where("_uuid", "==", rows.bridge._uuid as Uuid)], { columns: ["external_ids"], until: "==", rows: [{ external_ids: rows.bridge.external_ids as Map<string, string> }] });
-    txn.mutate("Open_vSwitch", [], [mutation("bridges", "delete", [rows.bridge._uuid as Uuid])]);
+    txn.requireOwned("Bridge", rows.bridge, ["external_ids"]);
+    txn.mutate("Open_vSwitch", [], [mutation("bridges", "delete", [rows.bridge._uuid])]);
   }
-  const up = rows.ports.find((p) => p.name === attachmentNames(i).uplinkPort && ownerOf(p) === me);
-  if (up && rows.uplink) {
-    txn.mutate("Bridge", [where("_uuid", "==", rows.uplink._uuid as Uuid)], [mutation("ports", "delete", [up._uuid as Uuid])]);
+  const up = rows.uplinkPort;
+  if (up && ownerOf(up) === me && rows.uplink) {
+    txn.requireOwned("Port", up);
+    txn.mutate("Bridge", [where("_uuid", "==", rows.uplink._uuid)], [mutation("ports", "delete", [up._uuid])]);
   }
   if (txn.operations.length > 1) await commitApplied(s, db, txn);
 }
@@ -275,25 +259,9 @@ export const distributorAttachmentHandler: ResourceHandler<DistributorAttachment
         ...planIds(d, [], state),
         bucketIds: new Map(state.slots.map((x) => [x.slot, x.bucketId])),
       };
-      const observed = await observeAttachment({ session: s, bridge: state.bridge }, ids.cookie);
-      const actual = ownDataplane(d, observed, ids);
-      const observedInputs = actualInputs(d, ids, actual, state.slots);
-      const up = rows.ports.find((p) => p.name === state.uplinkPort);
-      const tag = Number((Array.isArray(up?.tag) ? up?.tag[0] : up?.tag) ?? 0);
-      if (tag > 0) observedInputs.vlan = tag;
-      else delete observedInputs.vlan;
-      const buckets = new Map(actual.group?.buckets.map((b) => [b.bucketId, b]) ?? []);
-      return {
-        inputs: observedInputs,
-        state: {
-          ...state,
-          bridgeUuid: (rows.bridge._uuid as Uuid).id,
-          // The slots as the bridge has them: a bucket changed by hand shows its actual MAC.
-          slots: state.slots
-            .filter((x) => buckets.has(x.bucketId))
-            .map((x) => ({ ...x, mac: bucketMac(buckets.get(x.bucketId)!.actions) ?? x.mac })),
-        },
-      };
+      const bridge = await observeAttachment({ session: s, bridge: state.bridge }, ids.cookie);
+      const found = readBack(d, ids, ownDataplane(d, bridge, ids), state.slots, rows.uplinkPort?.tag[0]);
+      return { inputs: found.inputs, state: { ...state, bridgeUuid: rows.bridge._uuid.id, slots: found.slots } };
     });
     return found;
   },

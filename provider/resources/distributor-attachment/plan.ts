@@ -99,6 +99,9 @@ export interface RecordedSlot {
   takenOver?: string;
 }
 
+/** A recorded slot with the MAC its bucket sends to. */
+export type OccupiedSlot = RecordedSlot & { mac: string };
+
 /**
  * The slot each amphora serves.
  * 1. An active amphora serves its own slot.
@@ -305,4 +308,27 @@ export function actualInputs(
     delete out.gatewayMac;
   }
   return out;
+}
+
+/**
+ * What read reports: the inputs the bridge amounts to (actualInputs), with
+ * the uplink port's VLAN tag as found, and the recorded slots as the bridge
+ * has them (a slot whose bucket is gone is dropped; one changed by hand shows
+ * its actual MAC).
+ */
+export function readBack(
+  recorded: DistributorAttachmentInputs,
+  ids: DataplaneIds,
+  actual: ActualDataplane,
+  slots: readonly OccupiedSlot[],
+  uplinkTag: number | undefined,
+): { inputs: DistributorAttachmentInputs; slots: OccupiedSlot[] } {
+  const inputs = actualInputs(recorded, ids, actual, slots);
+  if (uplinkTag !== undefined && uplinkTag > 0) inputs.vlan = uplinkTag;
+  else delete inputs.vlan;
+  const buckets = new Map(actual.group?.buckets.map((b) => [b.bucketId, b]) ?? []);
+  return {
+    inputs,
+    slots: slots.filter((x) => buckets.has(x.bucketId)).map((x) => ({ ...x, mac: bucketMac(buckets.get(x.bucketId)!.actions) ?? x.mac })),
+  };
 }
