@@ -109,12 +109,12 @@ export const deferredNatLoadBalancerHandler: ResourceHandler<Inputs, DeferredNat
       const reads = await readGateways(d, sessions);
       const marks = { cookie: cookieOf(d), recordedGroups: recordedGroups(ids) };
       const anything = reads.some((r) => ownedFlows(r.observed, marks.cookie).length > 0 || ownedGroupIds(r.observed, marks).size > 0);
-      const nb = await withNorthbound(d, async (db) => (db ? readNorthbound(d, db) : []));
-      if (!anything && (!d.ovn || nb.every((f) => / missing$/.test(f)))) return undefined;
+      const nb = await withNorthbound(d, async (db) => (db ? readNorthbound(d, db) : { present: false, findings: [] }));
+      if (!anything && !nb.present) return undefined;
       const { inputs: actual, observations } = actualInputs(d, ids, reads);
-      const drift = [...observations.flatMap((o) => o.findings.map((f) => `${o.gateway}: ${f}`)), ...nb];
+      const drift = [...observations.flatMap((o) => o.findings.map((f) => `${o.gateway}: ${f}`)), ...nb.findings];
       // A northbound row that differs reads as no OVN part, so the diff shows it and update rewrites it.
-      if (nb.length > 0) delete actual.ovn;
+      if (nb.findings.length > 0) delete actual.ovn;
       return { inputs: actual, state: { ...state, drift } };
     });
   },

@@ -163,8 +163,8 @@ export async function applyNorthbound(inputs: Inputs, db: OvsdbClient): Promise<
   await db.run(t);
 }
 
-/** Findings where the northbound rows differ from the inputs; empty when they match. */
-export async function readNorthbound(inputs: Inputs, db: OvsdbClient): Promise<string[]> {
+/** What the northbound holds for the load balancer: whether any of its rows is there, and where they differ from the inputs (empty when they match). */
+export async function readNorthbound(inputs: Inputs, db: OvsdbClient): Promise<{ present: boolean; findings: string[] }> {
   const want = desiredNbRows(inputs);
   const rows = await ownedRows(db, lbId(inputs));
   const t = new Transaction(OVN_NORTHBOUND);
@@ -185,7 +185,7 @@ export async function readNorthbound(inputs: Inputs, db: OvsdbClient): Promise<s
     if (!attached.has(row._uuid.id)) findings.push(`OVN Load_Balancer ${w.name} not attached to router ${inputs.ovn!.router}`);
   }
   for (const r of rows) if (!want.some((w) => w.name === r.name)) findings.push(`OVN Load_Balancer ${r.name} not declared`);
-  return findings;
+  return { present: rows.length > 0, findings };
 }
 
 /** Detaches and deletes every row this load balancer owns, each guarded as still its own. Idempotent. */
