@@ -14,7 +14,11 @@ import { CommandRunner, runChecked } from "./exec";
 export interface TraceOptions {
   /** Concurrent ovs-appctl pipelines (default 4). */
   concurrency?: number;
+  /** The host's OVS run directory, where ovs-appctl finds ovs-vswitchd (default: the runner's environment, else OVS's own default). */
+  ovsRundir?: string;
 }
+
+const RUNDIR = /^\/[A-Za-z0-9_./-]+$/;
 
 const BRIDGE_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,14}$/;
 /** Per-trace budget for the command timeout; one trace takes about 5 ms locally. */
@@ -30,6 +34,10 @@ export async function traceBuckets(
   if (typeof bridgeName !== "string" || !BRIDGE_NAME.test(bridgeName)) {
     throw new OpenFlowValueError("bridgeName", `${JSON.stringify(bridgeName)} is not a bridge name`);
   }
+  if (opts.ovsRundir !== undefined && !RUNDIR.test(opts.ovsRundir)) {
+    throw new OpenFlowValueError("ovsRundir", `${JSON.stringify(opts.ovsRundir)} is not an absolute path of [A-Za-z0-9_./-]`);
+  }
+  const env = opts.ovsRundir === undefined ? [] : ["env", `OVS_RUNDIR=${opts.ovsRundir}`];
   const flows = packets.map((packet, i) => traceFlow(packet, `packets[${i}]`));
   if (flows.length === 0) return [];
   const size = Math.ceil(flows.length / checkUint("concurrency", opts.concurrency ?? 4, 64, 1));
@@ -38,7 +46,7 @@ export async function traceBuckets(
 
   const outputs = await Promise.all(
     chunks.map((chunk) =>
-      runChecked(runner, ["xargs", "-0", "-n", "1", "ovs-appctl", "ofproto/trace", bridgeName], {
+      runChecked(runner, [...env, "xargs", "-0", "-n", "1", "ovs-appctl", "ofproto/trace", bridgeName], {
         stdin: chunk.join("\0"),
         timeoutMs: 30_000 + TRACE_MS * chunk.length,
       }),

@@ -1,7 +1,8 @@
 import { describe, it, expect, beforeAll, afterAll } from "vitest";
 import { OpenFlowBridge, OpenFlowError } from "../../provider/transport/openflow-bridge";
 import { type Modification } from "../../provider/openflow";
-import { OvsHostSession, bridgeSocket } from "../../provider/transport/ovs-host";
+import { traceBuckets } from "../../provider/transport/openflow-trace";
+import { OvsHostSession, bridgeSocket, ovsRundirOf } from "../../provider/transport/ovs-host";
 import { OvsdbTransactionError, Transaction, mutation, where } from "../../provider/ovsdb";
 import { SshSession } from "../../provider/transport/ssh";
 import { labSsh, loadInventory, sshTo } from "../support/lab";
@@ -62,6 +63,15 @@ describe("OpenFlow over SSH", () => {
     expect(g.buckets.map((b) => [b.bucketId, b.weight])).toEqual([[100, 100], [200, 100]]);
     const flows = await of.dumpFlows({ cookie, mask: 0xffff_ffff_ffff_ffffn });
     expect(flows).toHaveLength(1);
+  });
+
+  it("traces over a session that sets no environment only when told the host's run directory", async () => {
+    const packet = { protocol: "tcp" as const, nw_src: "10.9.0.1", nw_dst: "10.0.0.199", tp_src: 1234, tp_dst: 80 };
+    const [bucket] = await traceBuckets(host.ssh, BRIDGE, [packet], { ovsRundir: ovsRundirOf(host.host) });
+    expect([100, 200]).toContain(bucket);
+    // Without it ovs-appctl looks in OVS's default run directory, where this host's ovs-vswitchd is not.
+    await expect(traceBuckets(host.ssh, BRIDGE, [packet])).rejects.toThrow();
+    await expect(traceBuckets(host.ssh, BRIDGE, [packet], { ovsRundir: "/run;reboot" })).rejects.toThrow(/ovsRundir: .* is not an absolute path/);
   });
 
   it("leaves the bridge exactly as it was when the bundle's last operation fails", async () => {
