@@ -228,7 +228,7 @@ export function foreignGroupsOn(inputs: Inputs, observed: ObservedBridge, record
  * Ownership: its cookie, and the group and bucket ids it recorded.
  */
 export function gatewayIntent(inputs: Inputs, ids: RecordedIds, gw: GatewayPort): BridgeIntent {
-  const dataplane = inputs.vips.length > 0 ? desiredDataplane(inputs, ids, gw) : [];
+  const dataplane = desiredDataplane(inputs, ids, gw);
   const vipOfGroup = new Map(dataplane.map((d) => [d.group.groupId, vipKey(d.vip)]));
   const vipOfFlow = new Map(dataplane.map((d) => [d.flow, vipKey(d.vip)]));
   return {
