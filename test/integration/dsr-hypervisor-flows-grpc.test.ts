@@ -40,7 +40,7 @@ async function connect(target: string): Promise<{ greeting: string; peer: string
 
 beforeAll(async () => {
   inv = loadInventory();
-  plugin = await startProviderPlugin("urn:pulumi:stack::project::pulumi-nodejs:dynamic/ovslb:DsrHypervisorFlows::t");
+  plugin = await startProviderPlugin({ urn: "urn:pulumi:stack::project::pulumi-nodejs:dynamic/ovslb:DsrHypervisorFlows::t" });
   hv2 = await labSsh(inv, "hv2");
   vm3 = inv.backends.find((b) => b.name === "hv2-vm3")!;
   vm4 = inv.backends.find((b) => b.name === "hv2-vm4")!;

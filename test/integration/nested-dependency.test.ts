@@ -4,7 +4,8 @@ import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import type { LabInventory } from "../lab/topology";
 import { inNamespace, loadInventory, sshTo } from "../support/lab";
-import { runProgram, startPluginIn, urnOf, type ProjectPlugin, type Registration } from "../support/project";
+import { runProgram, urnOf, type Registration } from "../support/project";
+import { startProviderPlugin, type PluginCall } from "../support/provider-plugin";
 import { loadFixture } from "../support/state-fixtures";
 
 /**
@@ -28,7 +29,7 @@ const BRIDGE = "nested-br";
 
 let inv: LabInventory;
 let project: string;
-let plugin: ProjectPlugin;
+let plugin: PluginCall;
 let bridge: Registration;
 
 const bridgesOnHv3 = () => inNamespace(inv.hosts.hv3.namespace, ["ovs-vsctl", `--db=unix:${inv.hosts.hv3.dbSock}`, "list-br"]).split("\n");
@@ -77,14 +78,15 @@ new LabBridge("nested", JSON.parse(process.env.NESTED_ARGS));
   const args = { host: { connection: sshTo(inv, "hv3"), ovsRundir: h.ovsRundir }, name: BRIDGE, externalIds: { purpose: "nested-dependency-test" } };
   const registered = await runProgram(project, "index.js", { NESTED_ARGS: JSON.stringify(args) });
   bridge = registered.find((r) => r.type === "pulumi-nodejs:dynamic/ovslb:OvsBridge")!;
-  plugin = await startPluginIn(project);
+  plugin = await startProviderPlugin({ projectRoot: project });
 });
 
 afterAll(async () => {
   if (plugin && bridge) {
     // Gone already unless a test failed half-way.
-    const checked = await plugin.check(urnOf(bridge), bridge.inputs).catch(() => undefined);
-    if (checked) await plugin.delete(urnOf(bridge), `ovs-bridge/${inv.hosts.hv3.address}/${BRIDGE}`, checked.inputs).catch(() => undefined);
+    const at = plugin.at(urnOf(bridge));
+    const checked = await at.check({}, bridge.inputs).catch(() => undefined);
+    if (checked) await at.delete(`ovs-bridge/${inv.hosts.hv3.address}/${BRIDGE}`, checked.inputs).catch(() => undefined);
   }
   plugin?.stop();
   if (project) rmSync(project, { recursive: true, force: true });
@@ -107,24 +109,24 @@ describe("ovslb installed under a component library the program uses", () => {
 
   it("the text an older ovslb serialized cannot find ovslb from this project root (what this fixes)", async () => {
     const old = loadFixture("OvsBridge").inputs.__provider;
-    await expect(plugin.check(urnOf(bridge), { ...bridge.inputs, __provider: old })).rejects.toThrow(
+    await expect(plugin.at(urnOf(bridge)).check({}, { ...bridge.inputs, __provider: old })).rejects.toThrow(
       /Cannot find module 'ovslb\/dist\/provider\/handlers'/,
     );
   });
 
   it("through the plugin started in the project root: check, create, read and delete on hv3", async () => {
-    const urn = urnOf(bridge);
-    const checked = await plugin.check(urn, bridge.inputs);
+    const at = plugin.at(urnOf(bridge));
+    const checked = await at.check({}, bridge.inputs);
     expect(checked.failures).toEqual([]);
     expect(checked.inputs).toMatchObject({ name: BRIDGE, datapathType: "netdev", failMode: "secure" });
-    const created = await plugin.create(urn, checked.inputs);
+    const created = await at.create(checked.inputs);
     expect(created.id).toBe(`ovs-bridge/${inv.hosts.hv3.address}/${BRIDGE}`);
     expect(bridgesOnHv3()).toContain(BRIDGE);
-    const read = await plugin.read(urn, created.id, created.properties);
+    const read = await at.read(created.id, created.properties);
     expect(read.id).toBe(created.id);
     expect((read.inputs as Props).externalIds).toEqual({ purpose: "nested-dependency-test" });
-    await plugin.delete(urn, created.id, created.properties);
+    await at.delete(created.id, created.properties);
     expect(bridgesOnHv3()).not.toContain(BRIDGE);
-    expect((await plugin.read(urn, created.id, created.properties)).id).toBe("");
+    expect((await at.read(created.id, created.properties)).id).toBe("");
   });
 });

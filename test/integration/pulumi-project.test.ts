@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
-import { runProgram, startPluginIn, urnOf, type ProjectPlugin, type Registration } from "../support/project";
+import { runProgram, urnOf, type Registration } from "../support/project";
+import { startProviderPlugin, type PluginCall } from "../support/provider-plugin";
 import { loadFixture } from "../support/state-fixtures";
 
 /**
@@ -20,13 +21,13 @@ const DYNAMIC = "pulumi-nodejs:dynamic/ovslb:";
 
 let project: { name: string; runtime: { name: string; options?: Props }; main: string };
 let registered: Registration[];
-let plugin: ProjectPlugin;
+let plugin: PluginCall;
 
 beforeAll(async () => {
   const pulumiDir = dirname(require.resolve("@pulumi/pulumi/package.json"));
   const yaml = require(require.resolve("js-yaml", { paths: [pulumiDir] }));
   project = yaml.load(readFileSync(join(root, "Pulumi.yaml"), "utf8"));
-  plugin = await startPluginIn(root);
+  plugin = await startProviderPlugin({ projectRoot: root });
 });
 
 afterAll(() => plugin?.stop());
@@ -52,16 +53,16 @@ describe("Pulumi.yaml at the repository root", () => {
   it("from the root, the provider text older ovslb wrote cannot find ovslb by name (what was broken)", async () => {
     const lb = registered.find((r) => r.type === `${DYNAMIC}DeferredNatLoadBalancer`)!;
     const old = loadFixture("DeferredNatLoadBalancer").inputs.__provider;
-    await expect(plugin.check(urnOf(lb), { ...lb.inputs, __provider: old })).rejects.toThrow(/Cannot find module 'ovslb\/dist\/provider\/handlers'/);
+    await expect(plugin.at(urnOf(lb)).check({}, { ...lb.inputs, __provider: old })).rejects.toThrow(/Cannot find module 'ovslb\/dist\/provider\/handlers'/);
   });
 
   it("through the plugin started in the root, every resource it declares checks clean, and the load balancer reads from the lab", async () => {
     for (const r of registered.filter((x) => x.type.startsWith(DYNAMIC))) {
-      const checked = await plugin.check(urnOf(r), r.inputs);
+      const checked = await plugin.at(urnOf(r)).check({}, r.inputs);
       expect(checked.failures, r.name).toEqual([]);
       if (r.type === `${DYNAMIC}DeferredNatLoadBalancer`) {
         // Reads both gateways: gone ("") unless the demo is applied, then its own id.
-        const read = await plugin.read(urnOf(r), "deferred-nat/demo", checked.inputs);
+        const read = await plugin.at(urnOf(r)).read("deferred-nat/demo", checked.inputs);
         expect(["", "deferred-nat/demo"]).toContain(read.id);
       }
     }

@@ -120,7 +120,7 @@ for (const m of ${JSON.stringify(BUNDLE_OBSERVERS)}) {
     for (const kind of FIXTURE_KINDS) {
       // The plugin's environment is taken when it is spawned, synchronously: set only for it.
       process.env.NODE_OPTIONS = `${saved ?? ""} --require ${preload}`.trim();
-      const started = startProviderPlugin(fixtures[kind].urn);
+      const started = startProviderPlugin({ urn: fixtures[kind].urn });
       if (saved === undefined) delete process.env.NODE_OPTIONS;
       else process.env.NODE_OPTIONS = saved;
       plugins[kind] = await started;

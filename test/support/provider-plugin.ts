@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, mkdirSync, symlinkSync } from "node:fs";
+import { mkdtempSync, mkdirSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import * as pulumi from "@pulumi/pulumi";
@@ -13,12 +13,6 @@ import * as pulumi from "@pulumi/pulumi";
 
 const repoRoot = resolve(__dirname, "..", "..");
 const pulumiDir = dirname(require.resolve("@pulumi/pulumi/package.json"));
-// The stubs must share @pulumi/pulumi's own grpc-js and protobuf instances.
-const fromPulumi = (id: string) => require(require.resolve(id, { paths: [pulumiDir] }));
-const grpc = fromPulumi("@grpc/grpc-js");
-const structpb = fromPulumi("google-protobuf/google/protobuf/struct_pb");
-const providerpb = require("@pulumi/pulumi/proto/provider_pb");
-const providerGrpc = require("@pulumi/pulumi/proto/provider_grpc_pb");
 
 // Tests read deep into properties: loosely typed on purpose.
 type Props = Record<string, any>;
@@ -45,7 +39,11 @@ export function unwrapSecrets(v: any, secretPaths: string[] = [], path = ""): an
 /**
  * Runs a Pulumi program under mocks and returns the inputs the engine would
  * receive for the first resource of `type`, including `__provider` (the
- * serialized provider text).
+ * serialized provider text). The program runs as the language host runs one
+ * (inside the root stack resource), and is done when the runtime's queue of
+ * registrations, and anything they started, has drained (disconnect awaits
+ * it), as in examples/local-engine.ts. Each call sets fresh mocks, so it can
+ * be called again after a disconnect.
  */
 export async function registeredInputs(type: string, program: () => void): Promise<Props> {
   let captured: Props | undefined;
@@ -61,54 +59,117 @@ export async function registeredInputs(type: string, program: () => void): Promi
     "stack",
     false,
   );
-  program();
-  // Registration is asynchronous: wait until the mock has seen it.
-  for (let i = 0; i < 200 && !captured; i++) await new Promise((r) => setTimeout(r, 10));
+  // Nothing is returned: what the program's last expression yields is not the stack's outputs.
+  await pulumi.runtime.runInPulumiStack(async () => {
+    program();
+  });
+  await pulumi.runtime.disconnect();
   if (!captured) throw new Error(`no resource of type ${type} was registered`);
   return captured;
 }
 
-export interface PluginCall {
+/** The provider's methods, as the engine calls them for one resource (its URN). */
+export interface PluginRequests {
   check(olds: Props, news: Props): Promise<{ inputs: Props; failures: { property: string; reason: string }[] }>;
   diff(id: string, olds: Props, news: Props): Promise<{ changes: "none" | "some" | "unknown"; replaces: string[] }>;
   create(props: Props): Promise<{ id: string; properties: Props }>;
   read(id: string, props: Props, inputs?: Props): Promise<{ id: string; properties: Props; inputs: Props }>;
   update(id: string, olds: Props, news: Props): Promise<{ properties: Props }>;
   delete(id: string, props: Props): Promise<void>;
+}
+
+export interface PluginCall extends PluginRequests {
+  /** The same plugin, every call sending `urn` (e.g. one per resource a program registered). */
+  at(urn: string): PluginRequests;
+  /** Ends the plugin and removes what was made for it. */
   stop(): void;
 }
 
-/**
- * Starts the dynamic-provider plugin. `ovslb` resolves to this checkout
- * (built into dist/) through NODE_PATH, as it resolves to node_modules/ovslb
- * in a user's project.
- */
-export async function startProviderPlugin(urn = "urn:pulumi:stack::project::pulumi-nodejs:dynamic/ovslb:Test::t"): Promise<PluginCall> {
-  const modules = join(mkdtempSync(join(tmpdir(), "ovslb-plugin-")), "node_modules");
-  mkdirSync(modules);
-  symlinkSync(repoRoot, join(modules, "ovslb"));
-  const child: ChildProcess = spawn(
-    process.execPath,
-    [join(pulumiDir, "cmd", "dynamic-provider", "index.js"), "127.0.0.1:1"],
-    { env: { ...process.env, NODE_PATH: modules }, stdio: ["ignore", "pipe", "pipe"] },
-  );
+export interface PluginOptions {
+  /** The URN a call sends unless made through at(urn) (default: a Test resource's). */
+  urn?: string;
+  /**
+   * A project root: the plugin of that project's own @pulumi/pulumi is run
+   * the way the CLI's pulumi-resource-pulumi-nodejs runs it (`node
+   * ./node_modules/@pulumi/pulumi/cmd/dynamic-provider` with the project root
+   * as its working directory, no NODE_PATH), so `require` in a serialized
+   * provider resolves exactly as it would under `pulumi up`. Without it, this
+   * checkout's SDK runs the plugin and `ovslb` resolves to this checkout
+   * (built into dist/) through NODE_PATH, as it resolves to node_modules/ovslb
+   * in a user's project.
+   */
+  projectRoot?: string;
+}
+
+const DEFAULT_URN = "urn:pulumi:stack::project::pulumi-nodejs:dynamic/ovslb:Test::t";
+
+/** Starts the dynamic-provider plugin (see PluginOptions for which, and how `ovslb` resolves in it). */
+export async function startProviderPlugin(options: PluginOptions = {}): Promise<PluginCall> {
+  const { urn: defaultUrn = DEFAULT_URN, projectRoot } = options;
+  // The stubs must share the plugin's SDK's own grpc-js and protobuf instances.
+  const sdk = projectRoot ? dirname(require.resolve("@pulumi/pulumi/package.json", { paths: [projectRoot] })) : pulumiDir;
+  const fromSdk = (id: string) => require(require.resolve(id, { paths: [sdk] }));
+  const grpc = fromSdk("@grpc/grpc-js");
+  const structpb = fromSdk("google-protobuf/google/protobuf/struct_pb");
+  const providerpb = require(join(sdk, "proto", "provider_pb"));
+  const providerGrpc = require(join(sdk, "proto", "provider_grpc_pb"));
+
+  let scratch: string | undefined;
+  let child: ChildProcess;
+  if (projectRoot) {
+    const { NODE_PATH: _ignored, ...env } = process.env;
+    child = spawn(process.execPath, ["./node_modules/@pulumi/pulumi/cmd/dynamic-provider", "127.0.0.1:1"], {
+      cwd: projectRoot,
+      env,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+  } else {
+    scratch = mkdtempSync(join(tmpdir(), "ovslb-plugin-"));
+    const modules = join(scratch, "node_modules");
+    mkdirSync(modules);
+    symlinkSync(repoRoot, join(modules, "ovslb"));
+    child = spawn(process.execPath, [join(sdk, "cmd", "dynamic-provider", "index.js"), "127.0.0.1:1"], {
+      env: { ...process.env, NODE_PATH: modules },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+  }
+  const removeScratch = () => {
+    if (scratch) rmSync(scratch, { recursive: true, force: true });
+    scratch = undefined;
+  };
   let stderr = "";
   child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
-  const port = await new Promise<string>((resolvePort, reject) => {
-    child.stdout!.once("data", (d: Buffer) => resolvePort(d.toString().trim()));
-    child.once("exit", (code) => reject(new Error(`plugin exited ${code}: ${stderr}`)));
-  });
+  let port: string;
+  try {
+    port = await new Promise<string>((resolvePort, reject) => {
+      child.stdout!.once("data", (d: Buffer) => resolvePort(d.toString().trim()));
+      child.once("exit", (code) => reject(new Error(`plugin exited ${code}: ${stderr}`)));
+    });
+  } catch (e) {
+    removeScratch();
+    throw e;
+  }
   const client = new providerGrpc.ResourceProviderClient(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
   const unary = <T>(method: string, req: unknown): Promise<T> =>
     new Promise((res, rej) => client[method](req, (err: Error | null, resp: T) => (err ? rej(err) : res(resp))));
   const struct = (o: Props) => structpb.Struct.fromJavaScript(o);
 
-  const configure = new providerpb.ConfigureRequest();
-  configure.setArgs(struct({}));
-  configure.setAcceptsecrets(true);
-  await unary("configure", configure);
+  const stop = () => {
+    client.close();
+    child.kill();
+    removeScratch();
+  };
+  try {
+    const configure = new providerpb.ConfigureRequest();
+    configure.setArgs(struct({}));
+    configure.setAcceptsecrets(true);
+    await unary("configure", configure);
+  } catch (e) {
+    stop();
+    throw e;
+  }
 
-  return {
+  const at = (urn: string): PluginRequests => ({
     async check(olds, news) {
       const req = new providerpb.CheckRequest();
       req.setUrn(urn);
@@ -170,9 +231,7 @@ export async function startProviderPlugin(urn = "urn:pulumi:stack::project::pulu
       req.setProperties(struct(props));
       await unary("delete", req);
     },
-    stop() {
-      client.close();
-      child.kill();
-    },
-  };
+  });
+
+  return { ...at(defaultUrn), at, stop };
 }
