@@ -75,11 +75,9 @@ describe("deferred-NAT load balancer, OVN mode", () => {
     const uuid = await nbctl("--bare", "--columns=_uuid", "find", "load_balancer", `name=${row}`);
     expect(await nbctl("get", "logical_router", ROUTER, "load_balancer")).toBe(`[${uuid}]`);
 
-    let lflows = "";
-    for (let i = 0; i < 50 && !lflows.includes("hash_fields"); i++) {
-      lflows = await sbctl("lflow-list", ROUTER);
-      if (!lflows.includes("hash_fields")) await new Promise((r) => setTimeout(r, 100));
-    }
+    // Returns once northd has caught up with the northbound as it is now (nb_cfg reached the SB): the flows are there.
+    await nbctl("--wait=sb", "--timeout=30", "sync");
+    const lflows = await sbctl("lflow-list", ROUTER);
     expect(lflows).toContain(`ip4.dst == ${VIP} && tcp && tcp.dst == 80`);
     expect(lflows).toContain('hash_fields="ip_src,tcp_src"');
   });
