@@ -4,6 +4,7 @@ import { SshSession } from "../../provider/transport/ssh";
 import type { LabInventory } from "../lab/topology";
 import { ProviderDriver, labLoadBalancer } from "../support/deferred-nat";
 import { labSsh, loadInventory } from "../support/lab";
+import { waitUntil } from "../support/wait";
 
 /**
  * What an apply sends and how drift is found and repaired, on the lab's two
@@ -42,6 +43,16 @@ async function groupDuration(gw: string, groupId: number): Promise<number> {
   return Number(/duration=([\d.]+)s/.exec(stats)![1]);
 }
 
+/**
+ * A group's age (its stats' duration, in s), with when this side sent the
+ * dump's request and had its answer (ms, this side's clock).
+ */
+async function groupAge(gw: string, groupId: number): Promise<{ duration: number; asked: number; answered: number }> {
+  const asked = Date.now();
+  const duration = await groupDuration(gw, groupId);
+  return { duration, asked, answered: Date.now() };
+}
+
 beforeAll(async () => {
   inv = loadInventory();
   for (const gw of ["gw1", "gw2"]) ssh[gw] = await labSsh(inv, gw);
@@ -65,10 +76,17 @@ describe("deferred-NAT apply", () => {
     for (const gw of ["gw1", "gw2"]) {
       expect(lb.outputs.lastApply[gw].operations).toEqual({ "add-group": 1, "add-flow": 1 });
     }
-    // Let the group age, so a rebuilt group (duration reset) would show.
-    await new Promise((r) => setTimeout(r, 1100));
-    const durationBefore = await groupDuration("gw1", groupId);
-    expect(durationBefore).toBeGreaterThan(1);
+    // Between two dumps of the group's stats, a group the update kept ages by at least the time from
+    // the first dump's answer to the second one's request; a group it rebuilt (duration reset) is younger
+    // than the time from the first dump's request to the second one's answer. The two tell apart once the
+    // group is older than the two dumps' round trips: wait until it is, with room to spare.
+    const before = await waitUntil(
+      async () => {
+        const age = await groupAge("gw1", groupId);
+        return age.duration * 1000 > Math.max(250, 10 * (age.answered - age.asked)) ? age : undefined;
+      },
+      { what: `group ${groupId} on gw1 to be older than its stats dump's round trip`, intervalMs: 25 },
+    );
 
     await lb.update(inputsWith([...many, backend(65)]));
     for (const gw of ["gw1", "gw2"]) {
@@ -78,8 +96,10 @@ describe("deferred-NAT apply", () => {
       expect(sent.bytes).toBeLessThan(250);
     }
     expect(lb.outputs.groupIds[KEY]).toBe(groupId);
-    // The group was not rebuilt: it is as old as before, and holds all 65 buckets.
-    expect(await groupDuration("gw1", groupId)).toBeGreaterThanOrEqual(durationBefore);
+    // The group was not rebuilt: it has aged since the first dump (durations are printed in ms), and holds all 65 buckets.
+    const after = await groupAge("gw1", groupId);
+    expect(before.answered - before.asked + (after.answered - after.asked)).toBeLessThan(before.duration * 1000);
+    expect(after.duration).toBeGreaterThanOrEqual(before.duration + (after.asked - before.answered) / 1000 - 0.003);
     expect(await bucketCount("gw1", groupId)).toBe(65);
 
     // Applying the same inputs again sends nothing.
