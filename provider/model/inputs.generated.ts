@@ -291,7 +291,7 @@ export interface DistributorDeviceInputs {
   uplinkBridge: string;
 }
 /**
- * The hypervisor side of a load balancer (DESIGN §1): on one bridge, the DNAT VIP:port -> backend:port of requests for local backends, with conntrack in a zone, and the un-DNAT of their replies. Flows are owned by cookie. In mode "mac" requests arrive addressed to the backend's MAC with the VIP still as destination; further modes (e.g. "gre", with its own settings object) are added as new enum values and new optional properties.
+ * The hypervisor side of a load balancer (DESIGN §1): on one bridge, the DNAT VIP:port -> backend:port of requests for local backends, with conntrack in a zone, and the un-DNAT of their replies, which leave straight toward the client. Flows are owned by cookie. In mode "mac" requests arrive addressed to the backend's MAC with the VIP still as destination; in mode "gre" they arrive GRE-encapsulated from an allowed load-balancer address, on a flow-based GRE port the resource owns (nothing is configured inside the servers).
  */
 export interface DsrHypervisorFlowsInputs {
   /**
@@ -304,9 +304,10 @@ export interface DsrHypervisorFlowsInputs {
    */
   bridge: string;
   /**
-   * how requests reach this hypervisor: mac (frames addressed to the backend's MAC, ip.dst = VIP); default mac
+   * how requests reach this hypervisor: mac (frames addressed to the backend's MAC, ip.dst = VIP) or gre (GRE-encapsulated, VIP inside, from gre.allowedSources); default mac. ipip is refused: OVS has no IPIP port and its decap action cannot strip IPIP
    */
-  mode?: "mac";
+  mode?: "mac" | "gre" | "ipip";
+  gre?: DsrGre;
   /**
    * a conntrack zone in [1, 65535] (0 is the default zone, shared with everything); default derived from the resource and kept once given
    */
@@ -317,6 +318,28 @@ export interface DsrHypervisorFlowsInputs {
    * @maxItems 1024
    */
   vips: DsrVip[];
+}
+/**
+ * gre mode: the flow-based GRE port (remote_ip=flow, key=flow) this resource ensures and owns on the bridge, and who may send through it
+ */
+export interface DsrGre {
+  /**
+   * an OVS port name: 1-15 letters, digits, '-', '_' or '.', starting with a letter or digit
+   */
+  port?: string;
+  /**
+   * the load balancers' tunnel source addresses or prefixes whose GRE is decapsulated and delivered; GRE from any other source is dropped
+   *
+   * @minItems 1
+   * @maxItems 64
+   *
+   * Items: an IPv4 address or prefix, e.g. 172.16.0.0/16 or 172.16.5.2 (a length of 0-32, no host bits set)
+   */
+  allowedSources: string[];
+  /**
+   * a GRE key the requests must carry (32 bits); default any key
+   */
+  key?: number;
 }
 /**
  * a VIP (address, port, protocol) and its backends on this hypervisor

@@ -116,6 +116,7 @@ const MATCH_FIELDS: ReadonlyArray<{ name: MatchKey; render: (field: string, valu
   { name: "dl_dst", render: mac },
   { name: "tun_src", render: ipv4Prefix },
   { name: "tun_dst", render: ipv4Prefix },
+  { name: "tun_id", render: (f, v) => `0x${checkUint(f, v, UINT32).toString(16)}` },
   { name: "ct_state", render: ctState },
   { name: "ct_zone", render: (f, v) => `${checkUint(f, v, UINT16)}` },
   { name: "ct_mark", render: (f, v) => `0x${checkUint(f, v, UINT32).toString(16)}` },

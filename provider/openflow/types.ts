@@ -34,6 +34,8 @@ export interface Match {
   arp_tha?: string;
   tun_src?: string;
   tun_dst?: string;
+  /** The tunnel key (GRE key, VXLAN VNI), as OVS prints it in hex. */
+  tun_id?: number;
   /** true for `+flag`, false for `-flag`. */
   ct_state?: Partial<Record<CtStateFlag, boolean>>;
   ct_zone?: number;

@@ -1,4 +1,5 @@
 import type { OvsHost } from "../model/inputs.generated";
+import { OPEN_VSWITCH, Transaction, mutation, type TransactionResults } from "../ovsdb";
 import { runChecked } from "./exec";
 import { OvsdbClient } from "./ovsdb-client";
 import { SshSession, mapBounded, withSessions } from "./ssh";
@@ -35,6 +36,26 @@ export class OvsHostSession {
       this.db = new OvsdbClient(await this.ssh.openUnixStream(`${ovsRundirOf(this.host)}/db.sock`), { host: this.hostName });
     }
     return this.db;
+  }
+
+  /**
+   * Commits txn with a next_cfg bump and waits until ovs-vswitchd has applied
+   * it (cur_cfg catches up), as `ovs-vsctl --wait` does: after it, new ports
+   * have their ofports and new bridges their management sockets.
+   */
+  async commitApplied(txn: Transaction<typeof OPEN_VSWITCH>, timeoutMs = 10_000): Promise<TransactionResults> {
+    const db = await this.vswitchDb();
+    txn.mutate("Open_vSwitch", [], [mutation("next_cfg", "+=", 1)]);
+    const cfg = txn.select("Open_vSwitch", [], ["next_cfg"]);
+    const results = await db.run(txn);
+    const next = results.first(cfg)!.next_cfg;
+    for (const deadline = Date.now() + timeoutMs; Date.now() < deadline; ) {
+      const poll = new Transaction(OPEN_VSWITCH);
+      const cur = poll.select("Open_vSwitch", [], ["cur_cfg"]);
+      if ((await db.run(poll)).first(cur)!.cur_cfg >= next) return results;
+      await new Promise((res) => setTimeout(res, 50));
+    }
+    throw new Error(`${this.hostName}: ovs-vswitchd did not apply configuration ${next} within ${timeoutMs / 1000} s`);
   }
 
   close() {

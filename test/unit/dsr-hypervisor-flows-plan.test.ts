@@ -42,7 +42,7 @@ describe("DsrHypervisorFlows check", () => {
     bad.vips[0].port = 0;
     bad.vips[0].protocol = "icmp";
     bad.vips[1].backends = [{ address: "10.0.0.1,actions=drop", port: 70000, mac: "03:00:00:00:00:01", bridgePort: "vm1;reboot" }];
-    bad.mode = "gre";
+    bad.mode = "vxlan";
     bad.zone = 0;
     const failures = await failuresOf(bad);
     const by = Object.fromEntries(failures.map((f) => [f.property, f.reason]));
@@ -59,7 +59,7 @@ describe("DsrHypervisorFlows check", () => {
     ]);
     expect(by["vips[1].backends[0].mac"]).toMatch(/unicast Ethernet MAC/);
     expect(by["vips[1].backends[0].bridgePort"]).toMatch(/OVS port name/);
-    expect(by.mode).toBe('must be one of "mac"');
+    expect(by.mode).toBe('must be one of "mac", "gre", "ipip"');
     expect(JSON.stringify(failures)).not.toContain("reboot");
   });
 
@@ -179,5 +179,68 @@ describe("DsrHypervisorFlows against hv1 as recorded from OVS", () => {
     expect(plan(more).map((m) => m.op)).toEqual(["add-flow", "add-flow"]);
     const nowhere = { ...inputs, vips: [{ ...inputs.vips[0], backends: [{ ...vm3, bridgePort: "vm9" }] }] };
     expect(() => plan(nowhere)).toThrow(/^vips\[0\]\.backends\[0\]\.bridgePort: bridge br-seg has no port vm9 with an ofport$/);
+  });
+});
+
+describe("DsrHypervisorFlows gre mode", () => {
+  const gre = (over: Partial<DsrHypervisorFlowsInputs> = {}): DsrHypervisorFlowsInputs => ({
+    ...inputs(),
+    mode: "gre",
+    gre: { allowedSources: ["172.16.11.2", "172.16.40.0/24"] },
+    ...over,
+  });
+  const at = { ...placement, greOfport: 60042 };
+  const cookie = `0x${cookieOf(ID).toString(16)}`;
+
+  it("decapsulated requests from each allowed source are DNATed to the backend; a VIP with one backend here takes any inner MAC; the rest of the GRE port is dropped", () => {
+    const flows = desiredFlows(withDefaults(gre()), at).map((f) => renderBundle([{ op: "add-flow", flow: f }])[0]);
+    expect(flows).toEqual([
+      // 10.0.0.220 has two backends here: the inner frame names one by its MAC.
+      `flow add table=0,priority=1000,cookie=${cookie},tcp,in_port=60042,dl_dst=02:00:0a:00:00:65,tun_src=172.16.11.2,nw_dst=10.0.0.220,tp_dst=80,actions=set_field:02:00:0a:00:00:65->eth_dst,ct(commit,zone=4242,nat(dst=10.0.0.101:8080)),output:2`,
+      `flow add table=0,priority=1000,cookie=${cookie},tcp,in_port=60042,dl_dst=02:00:0a:00:00:65,tun_src=172.16.40.0/24,nw_dst=10.0.0.220,tp_dst=80,actions=set_field:02:00:0a:00:00:65->eth_dst,ct(commit,zone=4242,nat(dst=10.0.0.101:8080)),output:2`,
+      `flow add table=0,priority=1000,cookie=${cookie},tcp,in_port=60042,dl_dst=02:00:0a:00:00:66,tun_src=172.16.11.2,nw_dst=10.0.0.220,tp_dst=80,actions=set_field:02:00:0a:00:00:66->eth_dst,ct(commit,zone=4242,nat(dst=10.0.0.102:8080)),output:3`,
+      `flow add table=0,priority=1000,cookie=${cookie},tcp,in_port=60042,dl_dst=02:00:0a:00:00:66,tun_src=172.16.40.0/24,nw_dst=10.0.0.220,tp_dst=80,actions=set_field:02:00:0a:00:00:66->eth_dst,ct(commit,zone=4242,nat(dst=10.0.0.102:8080)),output:3`,
+      // 10.0.0.221 has one: whatever MAC the load balancer put inside.
+      `flow add table=0,priority=1000,cookie=${cookie},tcp,in_port=60042,tun_src=172.16.11.2,nw_dst=10.0.0.221,tp_dst=81,actions=set_field:02:00:0a:00:00:65->eth_dst,ct(commit,zone=4242,nat(dst=10.0.0.101:8080)),output:2`,
+      `flow add table=0,priority=1000,cookie=${cookie},tcp,in_port=60042,tun_src=172.16.40.0/24,nw_dst=10.0.0.221,tp_dst=81,actions=set_field:02:00:0a:00:00:65->eth_dst,ct(commit,zone=4242,nat(dst=10.0.0.101:8080)),output:2`,
+      // Replies leave as in mac mode: un-NATed to source = VIP, straight to the client.
+      `flow add table=0,priority=1000,cookie=${cookie},tcp,in_port=2,ct_state=-trk,nw_src=10.0.0.101,tp_src=8080,actions=ct(table=60,zone=4242,nat)`,
+      `flow add table=0,priority=1000,cookie=${cookie},tcp,in_port=3,ct_state=-trk,nw_src=10.0.0.102,tp_src=8080,actions=ct(table=60,zone=4242,nat)`,
+      `flow add table=60,priority=1000,cookie=${cookie},ct_zone=4242,actions=resubmit(,0)`,
+      `flow add table=0,priority=900,cookie=${cookie},in_port=60042,actions=drop`,
+    ]);
+  });
+
+  it("matches the GRE key when one is given, and reads its own flows back as the inputs", () => {
+    const keyed = withDefaults(gre({ gre: { allowedSources: ["172.16.11.2"], key: 47 } }));
+    const flows = desiredFlows(keyed, at);
+    expect(flows.filter((f) => f.match.tun_src).every((f) => f.match.tun_id === 47)).toBe(true);
+    expect(renderBundle([{ op: "add-flow", flow: flows[0] }])[0]).toContain(",tun_id=0x2f,");
+    const portNames = new Map([[2, "vm1"], [3, "vm2"]]);
+    const owned = flows.map((f) => ({ ...f, otherMatch: [], nPackets: 0n, nBytes: 0n }));
+    expect(actualInputs(keyed, owned, { ...at, portNames })).toEqual(keyed);
+    // Without its GRE port, nothing can arrive: every backend reads as missing.
+    const { greOfport: _gone, ...noPort } = at;
+    expect(actualInputs(keyed, owned, { ...noPort, portNames }).vips).toEqual([]);
+    // One allowed source's flow deleted by hand: that (VIP, backend) reads as missing.
+    const missing = owned.filter((f) => !(f.match.nw_dst === "10.0.0.221"));
+    expect(actualInputs(keyed, missing, { ...at, portNames }).vips.map((v) => v.address)).toEqual(["10.0.0.220"]);
+  });
+
+  it("check refuses gre settings outside gre mode, gre mode without them, prefixes with host bits, /33, repeats, and ipip with the reason", async () => {
+    const failures = async (news: object) => (await check("DsrHypervisorFlows", {}, news as Record<string, unknown>)).failures;
+    expect(await failures(gre())).toEqual([]);
+    expect(await failures(gre({ gre: undefined }))).toEqual([{ property: "gre", reason: expect.stringMatching(/^is required in gre mode/) }]);
+    expect(await failures({ ...inputs(), gre: { allowedSources: ["172.16.11.2"] } })).toEqual([{ property: "gre", reason: "is only used in gre mode" }]);
+    expect(await failures(gre({ gre: { allowedSources: ["10.0.0.0/33"] } }))).toEqual([
+      { property: "gre.allowedSources[0]", reason: expect.stringMatching(/^must be an IPv4 address or prefix/) },
+    ]);
+    expect(await failures(gre({ gre: { allowedSources: ["10.0.0.1/24", "172.16.11.2/32", "172.16.11.2"] } }))).toEqual([
+      { property: "gre.allowedSources[0]", reason: "has host bits set: write the prefix as its network address (/24)" },
+      { property: "gre.allowedSources[2]", reason: "is also gre.allowedSources[1]" },
+    ]);
+    expect(await failures({ ...inputs(), mode: "ipip" })).toEqual([{ property: "mode", reason: expect.stringMatching(/^ipip cannot be received by OVS \(it has no IPIP port type/) }]);
+    const checked = (await check("DsrHypervisorFlows", {}, gre() as unknown as Record<string, unknown>)).inputs as DsrHypervisorFlowsInputs;
+    expect(checked.gre).toEqual({ port: "ovslb-gre", allowedSources: ["172.16.11.2", "172.16.40.0/24"] });
   });
 });

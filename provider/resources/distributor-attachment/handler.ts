@@ -125,20 +125,6 @@ function createRows(i: DistributorAttachmentInputs, uplink: NonNullable<DeviceRo
   return txn;
 }
 
-/** Commits txn with a next_cfg bump and waits until ovs-vswitchd has applied it (cur_cfg catches up), as `ovs-vsctl --wait` does. */
-async function commitApplied(s: OvsHostSession, db: OvsdbClient, txn: Transaction<typeof OPEN_VSWITCH>): Promise<void> {
-  txn.mutate("Open_vSwitch", [], [mutation("next_cfg", "+=", 1)]);
-  const cfg = txn.select("Open_vSwitch", [], ["next_cfg"]);
-  const next = (await db.run(txn)).first(cfg)!.next_cfg;
-  for (let i = 0; i < 200; i++) {
-    const poll = new Transaction(OPEN_VSWITCH);
-    const cur = poll.select("Open_vSwitch", [], ["cur_cfg"]);
-    if ((await db.run(poll)).first(cur)!.cur_cfg >= next) return;
-    await new Promise((res) => setTimeout(res, 50));
-  }
-  throw new Error(`${s.hostName}: ovs-vswitchd did not apply configuration ${next} within 10 s`);
-}
-
 /** The attachment's bridge as the engine sees it: its own flows (it is the bridge's only owner) and the groups. */
 async function observeAttachment(ref: BridgeRef, cookie: bigint): Promise<ObservedBridge> {
   const observed = await observeBridge(ref, "owned", cookie);
@@ -170,7 +156,7 @@ async function ensure(
 
   let made = false;
   if (!rows.bridge) {
-    await commitApplied(s, db, createRows(d, rows.uplink!));
+    await s.commitApplied(createRows(d, rows.uplink!));
     made = true;
     rows = await readRows(db, d);
   } else {
@@ -184,7 +170,7 @@ async function ensure(
     }
     const up = rows.uplinkPort;
     if (up && (up.tag[0] ?? -1) !== (d.vlan ?? 0)) txn.updateOwned("Port", up, { tag: [d.vlan ?? 0] }, ["external_ids"]);
-    if (txn.operations.length > 1) await commitApplied(s, db, txn);
+    if (txn.operations.length > 1) await s.commitApplied(txn);
   }
 
   const ref: BridgeRef = { session: s, bridge: names.bridge };
@@ -229,7 +215,7 @@ async function removeRows(s: OvsHostSession, db: OvsdbClient, i: DistributorAtta
     txn.requireOwned("Port", up);
     txn.mutate("Bridge", [where("_uuid", "==", rows.uplink._uuid)], [mutation("ports", "delete", [up._uuid])]);
   }
-  if (txn.operations.length > 1) await commitApplied(s, db, txn);
+  if (txn.operations.length > 1) await s.commitApplied(txn);
 }
 
 export const distributorAttachmentHandler: ResourceHandler<DistributorAttachmentInputs, DistributorAttachmentState> = {

@@ -3,8 +3,21 @@ import { applyBundle, observeBridge, observeBundles as observeAllBundles, type B
 import { ownedFlows, planBridge, type ApplySummary } from "../../engine/plan";
 import type { DsrHypervisorFlowsInputs } from "../../model/inputs.generated";
 import type { ResourceHandler } from "../../resource-handler";
+import { OPEN_VSWITCH, OwnedTransaction, Transaction, describeOwner, mutation, ownerMark, where } from "../../ovsdb";
 import { withOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
-import { actualInputs, checkRules, cookieOf, dsrId, planIntent, withDefaults, zonesOf } from "./plan";
+import {
+  GRE_OPTIONS,
+  actualInputs,
+  checkRules,
+  cookieOf,
+  dsrId,
+  greOfportRequest,
+  grePortState,
+  planIntent,
+  withDefaults,
+  zonesOf,
+  type GrePortRows,
+} from "./plan";
 
 type Inputs = DsrHypervisorFlowsInputs;
 
@@ -35,12 +48,66 @@ async function onHost<R>(s: OvsHostSession, fn: () => R): Promise<R> {
   }
 }
 
+/** The GRE port's rows on the host (by name), and whether the port is on the bridge. */
+async function readGrePort(s: OvsHostSession, bridge: string, name: string) {
+  const txn = new Transaction(OPEN_VSWITCH);
+  const br = txn.select("Bridge", [where("name", "==", bridge)], ["_uuid", "ports"]);
+  const port = txn.select("Port", [where("name", "==", name)], ["_uuid", "name", "external_ids"]);
+  const iface = txn.select("Interface", [where("name", "==", name)], ["_uuid", "name", "type", "options", "external_ids"]);
+  const r = await (await s.vswitchDb()).run(txn);
+  const rows = { bridge: r.first(br), port: r.first(port), iface: r.first(iface) };
+  const onBridge = !!rows.port && !!rows.bridge?.ports.some((u) => u.id === rows.port!._uuid.id);
+  return { ...rows, onBridge } satisfies GrePortRows & Record<string, unknown>;
+}
+
+/**
+ * gre mode: the flow-based GRE port, ensured in one owned transaction (created,
+ * or its type and options put back) and applied before flows are planned, so
+ * its ofport is known. Someone else's port of that name is refused.
+ */
+async function ensureGrePort(s: OvsHostSession, id: string, inputs: Inputs): Promise<void> {
+  const name = inputs.gre!.port!;
+  const rows = await readGrePort(s, inputs.bridge, name);
+  const state = grePortState(id, rows);
+  if (!rows.bridge) throw new Error(`${s.hostName}: bridge ${inputs.bridge} does not exist`);
+  const txn = new OwnedTransaction(OPEN_VSWITCH, ownerMark(id), `ovslb: GRE port ${name} of ${id}`);
+  if (state === "foreign") {
+    throw new Error(
+      `${s.hostName}: gre.port: port ${name} exists and is ${rows.port ? describeOwner(rows.port) : "not owned by ovslb"} (or not on bridge ${inputs.bridge}); refusing to take it over (a bridge has one flow-based GRE port: give the services of one bridge to one DsrHypervisorFlows)`,
+    );
+  }
+  if (state === "right") return;
+  if (state === "absent") {
+    txn.requireAbsent("Port", [where("name", "==", name)]);
+    txn.requireAbsent("Interface", [where("name", "==", name)]);
+    const iface = txn.insertOwned("Interface", { name, type: "gre", options: GRE_OPTIONS, ofport_request: [greOfportRequest(id)] }, "gre_if");
+    const port = txn.insertOwned("Port", { name, interfaces: [iface] }, "gre_port");
+    txn.requireUnchanged("Bridge", rows.bridge, []);
+    txn.mutate("Bridge", [where("_uuid", "==", rows.bridge._uuid)], [mutation("ports", "insert", [port])]);
+  } else {
+    txn.requireOwned("Port", rows.port!);
+    txn.update("Interface", [where("_uuid", "==", rows.iface!._uuid)], { type: "gre", options: GRE_OPTIONS });
+  }
+  await s.commitApplied(txn);
+}
+
+/** Removes the resource's GRE port from the bridge, if it has one. */
+async function removeGrePort(s: OvsHostSession, id: string, bridge: string, name: string): Promise<void> {
+  const rows = await readGrePort(s, bridge, name);
+  if (!rows.port || !rows.bridge || grePortState(id, rows) === "foreign") return;
+  const txn = new OwnedTransaction(OPEN_VSWITCH, ownerMark(id), `ovslb: remove GRE port ${name} of ${id}`);
+  txn.requireOwned("Port", rows.port);
+  txn.mutate("Bridge", [where("_uuid", "==", rows.bridge._uuid)], [mutation("ports", "delete", [rows.port._uuid])]);
+  await s.commitApplied(txn);
+}
+
 /**
  * Reads the bridge, plans the difference and applies it in one bundle: the
  * same path for create and update, so a partial or drifted host converges.
  */
 async function converge(s: OvsHostSession, id: string, inputs: Inputs, recordedZone: number | undefined): Promise<DsrHypervisorFlowsState> {
   const ref: BridgeRef = { session: s, bridge: inputs.bridge };
+  if (inputs.mode === "gre") await ensureGrePort(s, id, inputs);
   // Every flow of the bridge: others' flows decide the zone and must not be overwritten.
   const observed = await observeBridge(ref, "all", cookieOf(id));
   if (!observed) throw new Error(`${s.hostName}: bridge ${inputs.bridge} does not exist`);
@@ -68,7 +135,11 @@ export const dsrHypervisorFlowsHandler: ResourceHandler<Inputs, DsrHypervisorFlo
       const owned = observed ? ownedFlows(observed, cookie) : [];
       if (!observed || owned.length === 0) return undefined; // bridge or every flow gone: the resource is gone
       const portNames = new Map([...observed.ports].map(([name, ofport]) => [ofport, name]));
-      const actual = actualInputs(inputs, owned, { cookie, zone: state.ctZone, ofports: observed.ports, portNames });
+      // gre mode: a GRE port removed or changed by hand delivers nothing, whatever flows are left.
+      const grePort = inputs.mode === "gre" ? inputs.gre!.port! : undefined;
+      const greRight = grePort !== undefined && grePortState(id, await readGrePort(s, inputs.bridge, grePort)) === "right";
+      const greOfport = greRight ? observed.ports.get(grePort!) : undefined;
+      const actual = actualInputs(inputs, owned, { cookie, zone: state.ctZone, ofports: observed.ports, portNames, ...(greOfport === undefined ? {} : { greOfport }) });
       const ofports = Object.fromEntries(
         actual.vips.flatMap((v) => v.backends.map((b) => [b.bridgePort, observed.ports.get(b.bridgePort)!] as const)),
       );
@@ -80,7 +151,13 @@ export const dsrHypervisorFlowsHandler: ResourceHandler<Inputs, DsrHypervisorFlo
   async update(id, old, news) {
     // The zone is sticky; dropping an explicit zone goes back to the derived one.
     const recorded = old.inputs.zone !== undefined && news.zone === undefined ? undefined : old.state.ctZone;
-    const [state] = await withOvsHosts([news.host], (s) => converge(s, id, news, recorded));
+    const [state] = await withOvsHosts([news.host], async (s) => {
+      const converged = await converge(s, id, news, recorded);
+      // Out of gre mode, or onto another GRE port: the old port goes once no flow uses it.
+      const oldPort = old.inputs.mode === "gre" ? old.inputs.gre?.port : undefined;
+      if (oldPort && (news.mode !== "gre" || news.gre?.port !== oldPort)) await removeGrePort(s, id, news.bridge, oldPort);
+      return converged;
+    });
     return state;
   },
 
@@ -90,10 +167,12 @@ export const dsrHypervisorFlowsHandler: ResourceHandler<Inputs, DsrHypervisorFlo
       const ref: BridgeRef = { session: s, bridge: inputs.bridge };
       const observed = await observeBridge(ref, "owned", cookie);
       const owned = observed ? ownedFlows(observed, cookie) : [];
-      if (!observed || owned.length === 0) return; // already gone
-      await applyBundle(ref, [{ op: "delete-flows", cookie, mask: ALL_ONES }]);
-      // Connections NATed in the zone would outlive the flows, and whoever takes the zone next would inherit them.
-      for (const zone of zonesOf(owned)) await s.appctl(["dpctl/flush-conntrack", `zone=${zone}`]);
+      if (observed && owned.length > 0) {
+        await applyBundle(ref, [{ op: "delete-flows", cookie, mask: ALL_ONES }]);
+        // Connections NATed in the zone would outlive the flows, and whoever takes the zone next would inherit them.
+        for (const zone of zonesOf(owned)) await s.appctl(["dpctl/flush-conntrack", `zone=${zone}`]);
+      }
+      if (inputs.mode === "gre" && observed) await removeGrePort(s, id, inputs.bridge, inputs.gre!.port!);
     });
   },
 };

@@ -1,6 +1,7 @@
 import { flowPresent } from "../../engine/flows";
 import type { BridgeIntent, ObservedBridge } from "../../engine/plan";
 import { MAX_CT_ZONE, derivedId, ownerCookie } from "../../model/ids";
+import { OWNER_KEY } from "../../ovsdb/owned";
 import type { DsrBackend, DsrHypervisorFlowsInputs, DsrVip } from "../../model/inputs.generated";
 import { checkConnection, type CheckFailure } from "../../model/validate";
 import { flowKey, type DumpedFlow, type Flow } from "../../openflow";
@@ -29,6 +30,8 @@ export const KIND = "DsrHypervisorFlows";
 export const REQUEST_PRIORITY = 1000;
 export const REPLY_PRIORITY = 1000;
 export const FORWARD_PRIORITY = 1000;
+/** gre mode: below the request flows, so only what they do not take is dropped. */
+export const GRE_DROP_PRIORITY = 900;
 export const ENTRY_TABLE = 0;
 /** Where replies come back after conntrack; away from the low tables other pipelines use. */
 export const UNNAT_TABLE = 60;
@@ -43,10 +46,14 @@ export const derivedZone = (id: string, taken: ReadonlySet<number>) => derivedId
 export const vipKey = (v: DsrVip) => `${v.protocol ?? "tcp"}:${v.address}:${v.port}`;
 const backendKey = (b: Pick<DsrBackend, "address" | "port">) => `${b.address}:${b.port}`;
 
+/** The GRE port's name when gre.port is not given. */
+export const DEFAULT_GRE_PORT = "ovslb-gre";
+
 export function withDefaults(inputs: Inputs): Inputs {
   return {
     ...inputs,
     mode: inputs.mode ?? "mac",
+    ...(inputs.gre ? { gre: { port: DEFAULT_GRE_PORT, ...inputs.gre } } : {}),
     // OVS prints MACs in lower case: so must the inputs, or a refresh shows a change.
     vips: inputs.vips.map((v) => ({
       ...v,
@@ -58,7 +65,7 @@ export function withDefaults(inputs: Inputs): Inputs {
 
 /** Rules across VIPs and backends that the schema cannot say. */
 export function checkRules(inputs: Inputs): CheckFailure[] {
-  const failures: CheckFailure[] = [...checkConnection(inputs.host.connection, "host.connection")];
+  const failures: CheckFailure[] = [...checkConnection(inputs.host.connection, "host.connection"), ...checkGre(inputs)];
   const vips = new Map<string, number>();
   const vipAddresses = new Set(inputs.vips.map((v) => v.address));
   // One backend address is one VM: it has one MAC and one port on the bridge, whichever VIPs it serves.
@@ -112,17 +119,81 @@ export function checkRules(inputs: Inputs): CheckFailure[] {
   return failures;
 }
 
+/** The GRE port's interface options: it takes tunnels from any remote, with any key. */
+export const GRE_OPTIONS: Readonly<Record<string, string>> = { remote_ip: "flow", key: "flow" };
+
+/** The GRE port's ofport_request: derived from the resource, high above the ports people number by hand, so a re-created port keeps its number and its flows. */
+export const greOfportRequest = (id: string) => 60000 + derivedId([KIND, id, "gre-port"], 5000);
+
+/** The GRE port's rows, as read from OVSDB (absent ones undefined). */
+export interface GrePortRows {
+  onBridge: boolean;
+  port?: { external_ids: ReadonlyMap<string, string> };
+  iface?: { type: string; options: ReadonlyMap<string, string> };
+}
+
+/**
+ * What the GRE port on the host is to this resource: absent, right, the
+ * resource's own but changed by hand (its type or options), or someone else's
+ * (refused: a flow-based GRE port takes every tunnel, so a bridge has one).
+ */
+export function grePortState(id: string, rows: GrePortRows): "absent" | "right" | "changed" | "foreign" {
+  if (!rows.port && !rows.iface) return "absent";
+  if (!rows.port || rows.port.external_ids.get(OWNER_KEY) !== id || !rows.onBridge) return "foreign";
+  const options = rows.iface?.options;
+  const right = rows.iface?.type === "gre" && options?.size === Object.keys(GRE_OPTIONS).length
+    && Object.entries(GRE_OPTIONS).every(([k, v]) => options.get(k) === v);
+  return right ? "right" : "changed";
+}
+
+/** gre settings belong to gre mode, and each allowed source is a prefix with no host bits set, given once. */
+function checkGre(inputs: Inputs): CheckFailure[] {
+  const failures: CheckFailure[] = [];
+  if (inputs.mode === "ipip") {
+    failures.push({
+      property: "mode",
+      reason: "ipip cannot be received by OVS (it has no IPIP port type, and its decap action strips only Ethernet, NSH and MPLS); have the load balancer send GRE and use gre",
+    });
+  }
+  if ((inputs.mode ?? "mac") === "gre" && !inputs.gre) {
+    failures.push({ property: "gre", reason: "is required in gre mode: give gre.allowedSources, the load balancers whose GRE may be delivered" });
+  }
+  if ((inputs.mode ?? "mac") !== "gre" && inputs.gre) failures.push({ property: "gre", reason: "is only used in gre mode" });
+  const seen = new Map<string, number>();
+  (inputs.gre?.allowedSources ?? []).forEach((prefix, i) => {
+    const at = `gre.allowedSources[${i}]`;
+    const [address, length] = prefix.split("/");
+    const bits = length === undefined ? 32 : Number(length);
+    const host = bits === 32 ? 0 : address.split(".").reduce((n, octet) => n * 256 + Number(octet), 0) % 2 ** (32 - bits);
+    if (host !== 0) failures.push({ property: at, reason: `has host bits set: write the prefix as its network address (/${bits})` });
+    const key = bits === 32 ? address : prefix;
+    if (seen.has(key)) failures.push({ property: at, reason: `is also gre.allowedSources[${seen.get(key)}]` });
+    else seen.set(key, i);
+  });
+  return failures;
+}
+
 /** What is fixed when flows are planned: the owner's cookie, the zone, and each bridge port's ofport on the host. */
 export interface Placement {
   cookie: bigint;
   zone: number;
   ofports: ReadonlyMap<string, number>;
+  /** gre mode: the GRE port's ofport. */
+  greOfport?: number;
 }
 
 function ofportOf(p: Placement, b: DsrBackend, at: string): number {
   const ofport = p.ofports.get(b.bridgePort);
   if (ofport === undefined) throw new Error(`${at}.bridgePort: port ${b.bridgePort} has no ofport on the bridge`);
   return ofport;
+}
+
+/** A request's DNAT and delivery: the connection is committed in the zone, translated to the backend, and sent to its port. */
+function deliver(b: DsrBackend, p: Placement, at: string): Flow["actions"] {
+  return [
+    { type: "ct", commit: true, zone: p.zone, nat: { kind: "dst", ip: b.address, port: b.port } },
+    { type: "output", port: ofportOf(p, b, at) },
+  ];
 }
 
 function requestFlow(vip: DsrVip, b: DsrBackend, p: Placement, at: string): Flow {
@@ -132,11 +203,44 @@ function requestFlow(vip: DsrVip, b: DsrBackend, p: Placement, at: string): Flow
     priority: REQUEST_PRIORITY,
     cookie: p.cookie,
     match: { protocol, dl_dst: b.mac.toLowerCase(), nw_dst: vip.address, tp_dst: vip.port },
-    actions: [
-      { type: "ct", commit: true, zone: p.zone, nat: { kind: "dst", ip: b.address, port: b.port } },
-      { type: "output", port: ofportOf(p, b, at) },
-    ],
+    actions: deliver(b, p, at),
   };
+}
+
+/**
+ * gre mode: a request decapsulated by the GRE port, from one allowed source
+ * (and with the key, if one is given). A VIP with one backend here takes
+ * whatever inner MAC the load balancer used; with several, the inner frame
+ * names the backend by its MAC (as ovslb's gateways address it).
+ */
+function greRequestFlow(inputs: Inputs, vip: DsrVip, b: DsrBackend, source: string, p: Placement, at: string): Flow {
+  const protocol = (vip.protocol ?? "tcp") as Protocol;
+  const key = inputs.gre?.key;
+  return {
+    table: ENTRY_TABLE,
+    priority: REQUEST_PRIORITY,
+    cookie: p.cookie,
+    match: {
+      protocol,
+      in_port: greOfportOf(p),
+      tun_src: source,
+      ...(key === undefined ? {} : { tun_id: key }),
+      ...(vip.backends.length > 1 ? { dl_dst: b.mac.toLowerCase() } : {}),
+      nw_dst: vip.address,
+      tp_dst: vip.port,
+    },
+    actions: [{ type: "set_field", field: "eth_dst", value: b.mac.toLowerCase() }, ...deliver(b, p, at)],
+  };
+}
+
+/** gre mode: whatever else comes out of the GRE port (another source, another inner destination) is dropped. */
+function greDropFlow(p: Placement): Flow {
+  return { table: ENTRY_TABLE, priority: GRE_DROP_PRIORITY, cookie: p.cookie, match: { in_port: greOfportOf(p) }, actions: [{ type: "drop" }] };
+}
+
+function greOfportOf(p: Placement): number {
+  if (p.greOfport === undefined) throw new Error("gre.port: the GRE port has no ofport on the bridge");
+  return p.greOfport;
 }
 
 function replyFlow(protocol: Protocol, b: DsrBackend, p: Placement, at: string): Flow {
@@ -168,15 +272,26 @@ export function desiredFlows(inputs: Inputs, p: Placement): Flow[] {
   const requests: Flow[] = [];
   const replies = new Map<string, Flow>();
   inputs.vips.forEach((vip, i) => {
-    const protocol = (vip.protocol ?? "tcp") as Protocol;
     vip.backends.forEach((b, k) => {
-      const at = `vips[${i}].backends[${k}]`;
-      requests.push(requestFlow(vip, b, p, at));
-      const reply = replyFlow(protocol, b, p, at);
-      replies.set(flowKey(reply), reply);
+      const flows = backendFlows(inputs, vip, b, p, `vips[${i}].backends[${k}]`);
+      requests.push(...flows.requests);
+      replies.set(flowKey(flows.reply), flows.reply);
     });
   });
-  return [...requests, ...replies.values(), forwardFlow(p)];
+  return [...requests, ...replies.values(), ...zoneFlows(inputs, p)];
+}
+
+/** One (VIP, backend)'s request flows (one per allowed source in gre mode) and its backend's reply flow. */
+function backendFlows(inputs: Inputs, vip: DsrVip, b: DsrBackend, p: Placement, at: string) {
+  const requests = (inputs.mode ?? "mac") === "gre"
+    ? inputs.gre!.allowedSources.map((source) => greRequestFlow(inputs, vip, b, source, p, at))
+    : [requestFlow(vip, b, p, at)];
+  return { requests, reply: replyFlow((vip.protocol ?? "tcp") as Protocol, b, p, at) };
+}
+
+/** The flows the whole zone needs: the un-NAT forward flow, and in gre mode the GRE port's drop flow. */
+function zoneFlows(inputs: Inputs, p: Placement): Flow[] {
+  return [forwardFlow(p), ...((inputs.mode ?? "mac") === "gre" ? [greDropFlow(p)] : [])];
 }
 
 /**
@@ -188,20 +303,35 @@ export function desiredFlows(inputs: Inputs, p: Placement): Flow[] {
  */
 export function actualInputs(inputs: Inputs, owned: readonly DumpedFlow[], p: Placement & { portNames: ReadonlyMap<number, string> }): Inputs {
   const present = flowPresent(owned);
-  const found: Array<{ vip: DsrVip; backend: DsrBackend }> = [];
+  // gre mode with the GRE port gone: nothing can arrive, whatever flows are left.
+  if ((inputs.mode ?? "mac") === "gre" && p.greOfport === undefined) return { ...inputs, vips: [] };
+  const candidates = new Map<string, { vip: DsrVip; backends: Map<string, DsrBackend> }>();
   for (const f of owned) {
-    if (f.table !== ENTRY_TABLE || f.priority !== REQUEST_PRIORITY || f.actions.length !== 2) continue;
-    const [ct, out] = f.actions;
-    const { protocol, dl_dst, nw_dst, tp_dst } = f.match;
-    if (ct.type !== "ct" || !ct.commit || ct.zone !== p.zone || ct.nat?.kind !== "dst" || ct.nat.port === undefined) continue;
-    if (out.type !== "output" || !dl_dst || !nw_dst || tp_dst === undefined) continue;
+    if (f.table !== ENTRY_TABLE || f.priority !== REQUEST_PRIORITY) continue;
+    const ct = f.actions.find((a) => a.type === "ct");
+    const out = f.actions.find((a) => a.type === "output");
+    const { protocol, nw_dst, tp_dst } = f.match;
+    if (ct?.type !== "ct" || !ct.commit || ct.zone !== p.zone || ct.nat?.kind !== "dst" || ct.nat.port === undefined) continue;
+    if (out?.type !== "output" || !nw_dst || tp_dst === undefined) continue;
     if (protocol !== "tcp" && protocol !== "udp" && protocol !== "sctp") continue;
     const bridgePort = p.portNames.get(out.port);
     if (bridgePort === undefined) continue; // delivers to a port that is gone: not a working backend
+    const mac = f.match.dl_dst ?? f.actions.flatMap((a) => (a.type === "set_field" && a.field === "eth_dst" ? [String(a.value)] : []))[0];
+    if (!mac) continue;
     const vip: DsrVip = { address: nw_dst, port: tp_dst, protocol, backends: [] };
-    const backend: DsrBackend = { address: ct.nat.ip, port: ct.nat.port, mac: dl_dst, bridgePort };
-    const one = { ...inputs, vips: [{ ...vip, backends: [backend] }] };
-    if (desiredFlows(one, p).every(present)) found.push({ vip, backend });
+    const backend: DsrBackend = { address: ct.nat.ip, port: ct.nat.port, mac, bridgePort };
+    const entry = candidates.get(vipKey(vip)) ?? { vip, backends: new Map() };
+    entry.backends.set(JSON.stringify(backend), backend);
+    candidates.set(vipKey(vip), entry);
+  }
+  // A (VIP, backend) counts only when every flow it needs is there and right.
+  const found: Array<{ vip: DsrVip; backend: DsrBackend }> = [];
+  for (const { vip, backends } of candidates.values()) {
+    const whole = { ...vip, backends: [...backends.values()] };
+    for (const backend of whole.backends) {
+      const { requests, reply } = backendFlows(inputs, whole, backend, p, "read");
+      if ([...requests, reply, ...zoneFlows(inputs, p)].every(present)) found.push({ vip, backend });
+    }
   }
 
   const vips = new Map<string, DsrVip>();
@@ -262,6 +392,8 @@ export function planIntent(id: string, inputs: Inputs, recordedZone: number | un
   const cookie = cookieOf(id);
   const zone = chooseZone(id, inputs, recordedZone, observed.flows.filter((f) => f.cookie !== cookie));
   const ofports = backendOfports(inputs, observed.ports);
-  const intent: BridgeIntent = { cookie, flows: desiredFlows(inputs, { cookie, zone, ofports }), groups: [], owner: `DsrHypervisorFlows ${id}` };
-  return { intent, zone, ofports };
+  const greOfport = inputs.gre?.port === undefined ? undefined : observed.ports.get(inputs.gre.port);
+  const flows = desiredFlows(inputs, { cookie, zone, ofports, ...(greOfport === undefined ? {} : { greOfport }) });
+  const intent: BridgeIntent = { cookie, flows, groups: [], owner: `DsrHypervisorFlows ${id}` };
+  return { intent, zone, ofports, greOfport };
 }
