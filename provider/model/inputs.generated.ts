@@ -46,9 +46,9 @@ export interface DeferredNatLoadBalancerInputs {
    */
   selectionFields?: ("ip_src" | "ip_dst" | "tp_src" | "tp_dst")[];
   /**
-   * how a chosen backend is reached: mac (rewrite eth.dst onto the L2 segment)
+   * how a chosen backend is reached, unless its hypervisor says otherwise: mac (rewrite eth.dst onto the L2 segment) or gre (tunnel to the backend's hypervisor over the underlay, ip.dst still the VIP; the hypervisor needs a tunnelAddress and DsrHypervisorFlows in gre mode); default mac
    */
-  delivery?: "mac";
+  delivery?: "mac" | "gre";
   ovn?: DeferredNatOvn;
 }
 export interface DeferredNatGateway {
@@ -69,6 +69,10 @@ export interface DeferredNatGateway {
    * a unicast Ethernet MAC address, e.g. 02:00:0a:00:00:65
    */
   mac: string;
+  /**
+   * the gateway's underlay address, the source of its GRE tunnels (gre delivery)
+   */
+  tunnelAddress?: string;
 }
 /**
  * a host running Open vSwitch, reached over SSH; ovsRundir is where its sockets live (db.sock, BRIDGE.mgmt), default /var/run/openvswitch
@@ -135,6 +139,14 @@ export interface DeferredNatHypervisor {
    * a name of 1-63 lowercase letters, digits and '-', starting with a letter
    */
   name: string;
+  /**
+   * the hypervisor's underlay address, where gateways send its backends' GRE (gre delivery)
+   */
+  tunnelAddress?: string;
+  /**
+   * how this hypervisor's backends are reached; default the load balancer's delivery
+   */
+  delivery?: "mac" | "gre";
 }
 export interface DeferredNatVip {
   /**

@@ -5,14 +5,19 @@ import {
   actualInputs,
   assignIds,
   checkRules,
+  desiredDataplane,
   foreignGroupsOn,
+  greKeyOf,
   mergeIds,
   planGateway,
   replicaKey,
+  tunnelPortState,
+  tunnelPorts,
   vipKey,
   withDefaults,
   type RecordedIds,
 } from "../../provider/resources/deferred-nat-load-balancer/plan";
+import { toGroupEntry } from "../../provider/openflow";
 import { editedDump, observedFrom, recordedDump } from "../support/recorded-dumps";
 
 const KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJdD7y3aLq454yWBdwLWbieU1ebz9/cu7/QEXn9OIeZJ";
@@ -216,5 +221,68 @@ describe("check rules", () => {
     const i = lb([backend(1)]);
     i.gateways[0].host.connection = { host: "172.30.0.11", user: "root" };
     expect(failures(i).map((f) => f.split(":")[0])).toEqual(["gateways[0].host.connection.hostKey", "gateways[0].host.connection.privateKey"]);
+  });
+});
+
+describe("gre delivery", () => {
+  const gre = (over: Partial<Inputs> = {}): Inputs =>
+    withDefaults({
+      name: "web",
+      gateways: [{ name: "gw1", host: { connection: conn("172.30.0.11") }, bridge: "br-seg", segmentPort: "seg0", mac: "02:00:0a:00:00:0b", tunnelAddress: "172.16.11.2" }],
+      hypervisors: [{ name: "hv1", tunnelAddress: "172.16.21.2" }, { name: "hv2", delivery: "mac" }],
+      delivery: "gre",
+      vips: [{ address: "10.0.0.193", port: 80, protocol: "tcp", backends: [backend(1), backend(2, { hypervisor: "hv2" })] }],
+      ...over,
+    });
+  const port = { segmentOfport: 1, mac: "02:00:0a:00:00:0b", tunnelOfports: new Map([["hv1", 60123]]) };
+
+  it("a gre hypervisor's buckets go into its tunnel, with ip.dst still the VIP; a mac hypervisor's stay on the segment", () => {
+    const inputs = gre();
+    const ids = assignIds(inputs, NONE, new Set());
+    const [plane] = desiredDataplane(inputs, ids, port);
+    expect(plane.group.buckets.map((b) => b.actions.at(-1))).toEqual([{ type: "output", port: 60123 }, { type: "in_port" }]);
+    expect(plane.group.buckets[0].actions).toContainEqual({ type: "set_field", field: "eth_dst", value: backend(1).mac });
+    expect(plane.group.buckets.flatMap((b) => b.actions).some((a) => a.type === "set_field" && a.field === "ip_dst")).toBe(false);
+    expect(() => desiredDataplane(inputs, ids, { ...port, tunnelOfports: new Map() })).toThrow(/no working tunnel port to hypervisor hv1/);
+  });
+
+  it("one tunnel port per gateway and gre hypervisor: fixed remote_ip and local_ip, the load balancer's own key, a name within 15 characters", () => {
+    const [t] = tunnelPorts(gre(), gre().gateways[0]);
+    expect(t).toEqual({
+      hypervisor: "hv1",
+      name: expect.stringMatching(/^gre-[0-9a-f]{8}$/),
+      options: { remote_ip: "172.16.21.2", local_ip: "172.16.11.2", key: String(greKeyOf({ name: "web" })) },
+      ofportRequest: expect.any(Number),
+    });
+    expect(greKeyOf({ name: "web" })).not.toBe(greKeyOf({ name: "api" }));
+    expect(tunnelPorts(gre({ delivery: "mac", hypervisors: [{ name: "hv1" }, { name: "hv2" }] }), gre().gateways[0])).toEqual([]);
+    const rows = { port: { external_ids: new Map([["ovslb:owner", "deferred-nat/web"]]) }, iface: { type: "gre", options: new Map(Object.entries(t.options)) } };
+    expect(tunnelPortState(gre(), t, rows)).toBe("right");
+    expect(tunnelPortState(gre(), t, { ...rows, iface: { type: "gre", options: new Map([["remote_ip", "flow"]]) } })).toBe("changed");
+    expect(tunnelPortState(gre(), t, { port: { external_ids: new Map() }, iface: rows.iface })).toBe("foreign");
+    expect(tunnelPortState(gre(), t, {})).toBe("absent");
+  });
+
+  it("a tunnel port missing on a gateway reads as its hypervisor's backends missing, and says so", () => {
+    const inputs = gre();
+    const ids = assignIds(inputs, NONE, new Set());
+    const planes = desiredDataplane(inputs, ids, port);
+    const observed = {
+      ports: new Map(),
+      flows: planes.map((p) => ({ ...p.flow, otherMatch: [], nPackets: 0n, nBytes: 0n })),
+      groups: planes.map((p) => toGroupEntry(p.group)),
+    };
+    expect(actualInputs(inputs, ids, [{ name: "gw1", port, observed }]).inputs).toEqual(inputs);
+    const cut = actualInputs(inputs, ids, [{ name: "gw1", port: { ...port, tunnelOfports: new Map() }, observed }]);
+    expect(cut.inputs.vips[0].backends.map((b) => b.hypervisor)).toEqual(["hv2"]);
+    expect(cut.observations[0].findings).toContain("VIP tcp:10.0.0.193:80: tunnel port to hypervisor hv1 missing or changed");
+  });
+
+  it("check asks for the tunnel addresses gre delivery needs", () => {
+    const bare = gre({ hypervisors: [{ name: "hv1" }, { name: "hv2", delivery: "mac" }] });
+    expect(checkRules(bare)).toContainEqual({ property: "hypervisors[0].tunnelAddress", reason: expect.stringMatching(/^is required for gre delivery/) });
+    const noSource = gre({ gateways: [{ ...gre().gateways[0], tunnelAddress: undefined }] });
+    expect(checkRules(noSource)).toContainEqual({ property: "gateways[0].tunnelAddress", reason: expect.stringMatching(/^is required for gre delivery/) });
+    expect(checkRules(gre())).toEqual([]);
   });
 });

@@ -5,6 +5,7 @@ import type { DeferredNatLoadBalancerInputs as Inputs } from "../../model/inputs
 import type { ResourceHandler } from "../../resource-handler";
 import { withAllOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
 import { applyNorthbound, deleteNorthbound, preflightNorthbound, readNorthbound, withNorthbound } from "./ovn";
+import { ensureTunnels, removeStaleTunnels, workingTunnels } from "./tunnels";
 import {
   actualInputs,
   assignIds,
@@ -41,7 +42,7 @@ interface GatewayRead {
   observed: ObservedBridge;
 }
 
-/** Reads each gateway's bridge: its ports, table 0 (every owner's flows, for conflicts) and its groups. */
+/** Reads each gateway's bridge: its ports (and working tunnel ports), table 0 (every owner's flows, for conflicts) and its groups. */
 async function readGateways(inputs: Inputs, sessions: OvsHostSession[]): Promise<GatewayRead[]> {
   const cookie = cookieOf(inputs);
   return Promise.all(
@@ -52,7 +53,8 @@ async function readGateways(inputs: Inputs, sessions: OvsHostSession[]): Promise
       if (!observed) throw new Error(`${where}: bridge ${gw.bridge} does not exist`);
       const segmentOfport = observed.ports.get(gw.segmentPort);
       if (segmentOfport === undefined) throw new Error(`${where}: gateway ${gw.name} has no port ${gw.segmentPort} with an OpenFlow port number`);
-      return { ref, name: gw.name, where, port: { segmentOfport, mac: gw.mac }, observed };
+      const tunnelOfports = await workingTunnels(ref.session, inputs, gw, observed.ports);
+      return { ref, name: gw.name, where, port: { segmentOfport, mac: gw.mac, tunnelOfports }, observed };
     }),
   );
 }
@@ -66,6 +68,8 @@ async function readGateways(inputs: Inputs, sessions: OvsHostSession[]): Promise
 async function converge(inputs: Inputs, recorded: RecordedIds): Promise<DeferredNatState> {
   const d = withDefaults(inputs);
   return withNorthbound(d, (nb) => withAllOvsHosts(d.gateways.map((g) => g.host), async (sessions) => {
+    // gre delivery: the tunnel ports first, so the buckets that output to them can be planned.
+    await Promise.all(d.gateways.map((gw, i) => ensureTunnels(sessions[i], d, gw, `${sessions[i].hostName} (${gw.name})`)));
     const reads = await readGateways(d, sessions);
     const foreign = new Set(reads.flatMap((r) => [...foreignGroupsOn(d, r.observed, recorded)]));
     const ids = assignIds(d, recorded, foreign);
@@ -73,6 +77,7 @@ async function converge(inputs: Inputs, recorded: RecordedIds): Promise<Deferred
     const plans = reads.map((r) => ({ ref: r.ref, mods: planGateway(r.where, d, marks, r.port, r.observed) }));
     if (nb) await preflightNorthbound(d, nb);
     const sent = await applyBundles(plans);
+    await Promise.all(d.gateways.map((gw, i) => removeStaleTunnels(sessions[i], d, gw)));
     if (nb) await applyNorthbound(d, nb);
     return {
       ...ids,
@@ -89,6 +94,7 @@ async function removeFrom(inputs: Inputs, ids: RecordedIds): Promise<void> {
     const reads = await readGateways(inputs, sessions);
     const none = { ...inputs, vips: [] };
     await applyBundles(reads.map((r) => ({ ref: r.ref, mods: planGateway(r.where, none, ids, r.port, r.observed) })));
+    await Promise.all(inputs.gateways.map((gw, i) => removeStaleTunnels(sessions[i], inputs, gw, true)));
   });
 }
 

@@ -1,7 +1,7 @@
 import { isDeepStrictEqual } from "node:util";
 import { flowPresent } from "../../engine/flows";
 import { foreignGroupIds, planBridge, type BridgeIntent, type ObservedBridge } from "../../engine/plan";
-import { MAX_BUCKET_ID, MAX_GROUP_ID, derivedId, ownerCookie } from "../../model/ids";
+import { MAX_BUCKET_ID, MAX_GROUP_ID, derivedId, interfaceName, ownerCookie } from "../../model/ids";
 import type { DeferredNatBackend, DeferredNatLoadBalancerInputs as Inputs, DeferredNatVip } from "../../model/inputs.generated";
 import { checkConnection, type CheckFailure } from "../../model/validate";
 import {
@@ -89,6 +89,20 @@ export function checkRules(inputs: Inputs): CheckFailure[] {
       }
     });
   });
+  const gre = inputs.hypervisors.filter((h) => deliveryOf(inputs, h.name) === "gre");
+  inputs.hypervisors.forEach((h, i) => {
+    if (deliveryOf(inputs, h.name) === "gre" && !h.tunnelAddress) {
+      fail(`hypervisors[${i}].tunnelAddress`, "is required for gre delivery: the gateways' tunnels to this hypervisor end there");
+    }
+  });
+  if (gre.length > 0) {
+    inputs.gateways.forEach((g, i) => {
+      if (!g.tunnelAddress) fail(`gateways[${i}].tunnelAddress`, "is required for gre delivery: the hypervisors accept GRE only from the gateways' tunnel addresses");
+    });
+  }
+  duplicates(gre.flatMap((h) => (h.tunnelAddress ? [h.tunnelAddress] : []))).forEach((k) => {
+    fail(`hypervisors[${inputs.hypervisors.indexOf(gre.filter((h) => h.tunnelAddress)[k])}].tunnelAddress`, "is another hypervisor's tunnel address");
+  });
   if (inputs.ovn) failures.push(...checkConnection(inputs.ovn.northbound.connection, "ovn.northbound.connection"));
   return failures;
 }
@@ -152,10 +166,61 @@ export function hashFields(fields: readonly string[], protocol: DeferredNatVip["
   return fields.map((f) => (f === "tp_src" ? `${protocol}_src` : f === "tp_dst" ? `${protocol}_dst` : f) as HashField);
 }
 
+function tunnelOfport(gw: GatewayPort, hypervisor: string): number {
+  const ofport = gw.tunnelOfports?.get(hypervisor);
+  if (ofport === undefined) throw new Error(`hypervisors: the gateway has no working tunnel port to hypervisor ${hypervisor}`);
+  return ofport;
+}
+
 /** What one gateway needs that the others do not: its segment port and MAC. */
 export interface GatewayPort {
   segmentOfport: number;
   mac: string;
+  /** gre delivery: the ofport of this gateway's tunnel port to each hypervisor, by hypervisor name. */
+  tunnelOfports?: ReadonlyMap<string, number>;
+}
+
+/** How a hypervisor's backends are reached: its own delivery, else the load balancer's. */
+export const deliveryOf = (inputs: Inputs, hypervisor: string) =>
+  inputs.hypervisors.find((h) => h.name === hypervisor)?.delivery ?? inputs.delivery ?? "mac";
+
+/** The GRE key of the load balancer's tunnels: derived from its name, so each load balancer's tunnels to one hypervisor are distinct ports. */
+export const greKeyOf = (inputs: Pick<Inputs, "name">) => derivedId([KIND, inputs.name, "gre-key"], 0xfffffffe);
+
+/** A tunnel port's rows as read from OVSDB. */
+export interface TunnelPortRows {
+  port?: { external_ids: ReadonlyMap<string, string> };
+  iface?: { type: string; options: ReadonlyMap<string, string> };
+}
+
+/** Whether a gateway's tunnel port is absent, right, the load balancer's own but changed by hand, or someone else's (refused). */
+export function tunnelPortState(inputs: Inputs, want: TunnelPort, rows: TunnelPortRows): "absent" | "right" | "changed" | "foreign" {
+  if (!rows.port && !rows.iface) return "absent";
+  if (rows.port?.external_ids.get("ovslb:owner") !== lbId(inputs)) return "foreign";
+  const o = rows.iface?.options;
+  const right = rows.iface?.type === "gre" && o?.size === Object.keys(want.options).length && Object.entries(want.options).every(([k, v]) => o.get(k) === v);
+  return right ? "right" : "changed";
+}
+
+/** One gateway's GRE port toward one hypervisor (fixed remote_ip: the health checks' BFD needs a port per peer). */
+export interface TunnelPort {
+  hypervisor: string;
+  name: string;
+  options: Readonly<Record<string, string>>;
+  /** Derived and kept, so a port re-created by hand keeps its number and the buckets that output to it. */
+  ofportRequest: number;
+}
+
+/** The tunnel ports a gateway needs: one per hypervisor reached by gre. */
+export function tunnelPorts(inputs: Inputs, gateway: Inputs["gateways"][number]): TunnelPort[] {
+  return inputs.hypervisors
+    .filter((h) => deliveryOf(inputs, h.name) === "gre")
+    .map((h) => ({
+      hypervisor: h.name,
+      name: interfaceName("gre-", `${lbId(inputs)}/${h.name}`),
+      options: { remote_ip: h.tunnelAddress!, local_ip: gateway.tunnelAddress!, key: String(greKeyOf(inputs)) },
+      ofportRequest: 60000 + derivedId([KIND, inputs.name, "tunnel", h.name], 5000),
+    }));
 }
 
 export interface VipDataplane {
@@ -180,10 +245,11 @@ export function desiredDataplane(inputs: Inputs, ids: RecordedIds, gw: GatewayPo
       Array.from({ length: b.weight ?? 1 }, (_, r) => ({
         bucketId: ids.bucketIds[key][replicaKey(b, r)],
         weight: BUCKET_WEIGHT,
+        // ip.dst stays the VIP: back out onto the segment by MAC, or into the tunnel to the backend's hypervisor.
         actions: [
           { type: "set_field", field: "eth_src", value: gw.mac.toLowerCase() },
           { type: "set_field", field: "eth_dst", value: b.mac.toLowerCase() },
-          { type: "in_port" },
+          deliveryOf(d, b.hypervisor) === "gre" ? { type: "output", port: tunnelOfport(gw, b.hypervisor) } : { type: "in_port" },
         ] as Action[],
       })),
     );
@@ -291,7 +357,10 @@ export function actualInputs(
     const strays = new Map<number, string>();
     perGateway.forEach((g, gi) => {
       const note = (finding: string) => observations[gi].findings.push(`VIP ${key}: ${finding}`);
-      const want = desiredDataplane({ ...d, vips: [vip] }, ids, g.port)[0];
+      // Backends behind a tunnel port that is gone or changed cannot be reached from this gateway.
+      const cut = new Set(vip.backends.filter((b) => deliveryOf(d, b.hypervisor) === "gre" && !g.port.tunnelOfports?.has(b.hypervisor)));
+      for (const hv of new Set([...cut].map((b) => b.hypervisor))) note(`tunnel port to hypervisor ${hv} missing or changed`);
+      const want = desiredDataplane({ ...d, vips: [{ ...vip, backends: vip.backends.filter((b) => !cut.has(b)) }] }, ids, g.port)[0];
       const wantGroup = toGroupEntry(want.group);
       const group = g.observed.groups.find((x) => x.groupId === want.group.groupId);
       if (!flowPresent(g.observed.flows)(want.flow)) {
