@@ -1,7 +1,7 @@
 import { execFileSync, spawn } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync, chmodSync, openSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync, chmodSync, openSync } from "node:fs";
 import { join, resolve } from "node:path";
-import {BACKEND_PORT, CLIENT, GATEWAY_VIP_RANGE, HOSTS, HostPlan, LabHost, LabInventory, MGMT_BRIDGE, MGMT_GATEWAY, ROUTER_NS, SEGMENT_BRIDGE, SEGMENT_CIDR, TENANT_CLIENT, mgmtAddressOf, namespaceOf, segmentAddressOf, segmentMacOf, underlayAddressOf, underlayRouterOf,} from "./topology";
+import {BACKEND_PORT, CLIENT, GATEWAY_VIP_RANGE, HOSTS, HostPlan, L3DSR, LabHost, LabInventory, MGMT_BRIDGE, MGMT_GATEWAY, ROUTER_NS, SEGMENT_BRIDGE, SEGMENT_CIDR, TENANT_CLIENT, mgmtAddressOf, namespaceOf, segmentAddressOf, segmentMacOf, underlayAddressOf, underlayRouterOf,} from "./topology";
 
 /**
  * Brings the lab up and down on this machine: one network namespace per
@@ -23,7 +23,12 @@ const REQUIRED_PACKAGES: Record<string, string> = {
   ethtool: "ethtool",
   ip: "iproute2",
   ping: "iputils-ping",
+  // The L3DSR namespace's GRE encapsulator (test/lab/l3dsr.ts): this kernel has no GRE.
+  perl: "perl-base",
 };
+
+/** Where test/lab/l3dsr.ts keeps its encapsulators' pid files and logs, under the lab directory. */
+export const L3DSR_RUN_SUBDIR = "l3dsr";
 
 interface LabState {
   namespaces: string[];
@@ -134,6 +139,7 @@ export class Lab {
     for (const plan of HOSTS) hosts[plan.name] = this.makeHost(plan);
     this.makeClient(hosts);
     this.makeTenantClient(hosts);
+    this.makeL3dsr(hosts);
     const backends = HOSTS.flatMap((h) => h.vms).map((vm) => this.makeVm(vm));
     // One ping across each network warms the ARP caches of OVS and the kernels.
     for (const h of HOSTS.filter((p) => p.role !== "ovn-central")) {
@@ -159,6 +165,12 @@ export class Lab {
       backendPort: BACKEND_PORT,
       client: CLIENT,
       tenantClient: TENANT_CLIENT,
+      l3dsr: {
+        namespace: L3DSR.namespace,
+        segment: { ...L3DSR.segment },
+        underlay: { ...L3DSR.underlay },
+        vipRange: L3DSR.vipRange,
+      },
       hosts,
       backends,
     };
@@ -173,7 +185,12 @@ export class Lab {
       return;
     }
     this.loadState();
-    const pids = this.state.pidFiles.map(readPid).filter((p): p is number => p !== undefined);
+    // The L3DSR encapsulators tests started (test/lab/l3dsr.ts) are not in the state: they come and go.
+    const encapDir = join(this.dir, L3DSR_RUN_SUBDIR);
+    const encapPidFiles = existsSync(encapDir)
+      ? readdirSync(encapDir).filter((f) => f.endsWith(".pid")).map((f) => join(encapDir, f))
+      : [];
+    const pids = [...this.state.pidFiles, ...encapPidFiles].map(readPid).filter((p): p is number => p !== undefined);
     for (const pid of pids) signal(pid, "SIGTERM");
     waitGone(pids, 5000);
     for (const pid of pids) signal(pid, "SIGKILL");
@@ -348,6 +365,43 @@ export class Lab {
     const gateways = Object.values(hosts).filter((h) => h.role === "gateway");
     inNs(ns, ["ip", "route", "add", GATEWAY_VIP_RANGE,
       ...gateways.flatMap((g) => ["nexthop", "via", g.segment!.address, "dev", "eth0"])]);
+  }
+
+  /**
+   * The external L3DSR load balancer: a plain namespace, no OVS. A segment
+   * leg (the client's next hop for L3DSR.vipRange, pinned in the client's
+   * neighbour table so no ARP refresh ever leaves it) and an underlay leg
+   * routed by the router namespace, with a second, disallowed address.
+   * IPv6 is off so that nothing but forwarded traffic moves its counters.
+   * It forwards; test/lab/l3dsr.ts adds the per-VIP encapsulation.
+   */
+  private makeL3dsr(hosts: Record<string, LabHost>) {
+    const { namespace: ns, segment, underlay } = L3DSR;
+    this.makeNamespace(ns);
+    inNs(ns, ["sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1",
+      "net.ipv4.ip_forward=1"]);
+    this.plugIntoRootBridge(SEGMENT_BRIDGE, "s-l3dsr", ns, segment.port);
+    inNs(ns, ["ip", "link", "set", segment.port, "address", segment.mac]);
+    inNs(ns, ["ip", "addr", "add", `${segment.address}/24`, "dev", segment.port]);
+    inNs(ns, ["ip", "link", "set", segment.port, "up"]);
+    inNs(ns, ["ethtool", "-K", segment.port, "tx", "off"]);
+
+    const routerSide = "u-l3dsr";
+    run(["ip", "link", "add", underlay.port, "netns", ns, "type", "veth", "peer", "name", routerSide, "netns", ROUTER_NS]);
+    inNs(ROUTER_NS, ["ip", "link", "set", routerSide, "mtu", String(underlay.mtu), "up"]);
+    inNs(ROUTER_NS, ["ip", "addr", "add", `${underlay.router}/24`, "dev", routerSide]);
+    inNs(ns, ["ip", "link", "set", underlay.port, "mtu", String(underlay.mtu), "up"]);
+    inNs(ns, ["ip", "addr", "add", `${underlay.address}/24`, "dev", underlay.port]);
+    inNs(ns, ["ip", "addr", "add", `${underlay.disallowedAddress}/24`, "dev", underlay.port]);
+    inNs(ns, ["ethtool", "-K", underlay.port, "tx", "off"]);
+    inNs(ns, ["ip", "route", "add", "172.16.0.0/16", "via", underlay.router, "dev", underlay.port]);
+
+    inNs(CLIENT.namespace, ["ip", "neigh", "replace", segment.address, "lladdr", segment.mac, "dev", "eth0", "nud", "permanent"]);
+    inNs(CLIENT.namespace, ["ip", "route", "add", L3DSR.vipRange, "via", segment.address, "dev", "eth0"]);
+    // Warm the router's and each hypervisor's neighbour entries on the underlay path.
+    for (const h of Object.values(hosts).filter((x) => x.role === "hypervisor" && x.underlay)) {
+      inNs(ns, ["ping", "-c1", "-W2", h.underlay!.address]);
+    }
   }
 
   /**

@@ -10,6 +10,8 @@
  *   its `br-seg` bridge, and the backend VMs hang off the hypervisors' br-seg.
  * - underlay 172.16.K.0/24 per host, routed by a router namespace: the
  *   tunnel endpoints (on each host's `br-phy`).
+ * - the external L3DSR load balancer (L3DSR below): a plain namespace with a
+ *   leg on the segment and one on its own underlay /24, no OVS.
  */
 
 export type HostRole = "ovn-central" | "gateway" | "hypervisor" | "distributor";
@@ -45,6 +47,22 @@ export const CLIENT = { namespace: "ovslb-client", address: "10.0.0.2", mac: "02
 export const TENANT_CLIENT = { namespace: "ovslb-client2", address: "10.0.0.3", mac: "02:00:0a:00:00:03", vlan: 102 };
 /** VIPs in this range are routed by the client through both gateways (ECMP). */
 export const GATEWAY_VIP_RANGE = "10.0.0.192/28";
+/**
+ * An external L3DSR load balancer: a plain Linux namespace (no OVS, no
+ * ovslb) with a leg on the segment and a leg on the routed underlay
+ * (172.16.41.0/24, through the router namespace like the OVS hosts'). The
+ * client routes `vipRange` to its segment address; test/lab/l3dsr.ts makes
+ * it encapsulate a VIP in GRE (Ethernet over GRE) toward a host's underlay
+ * address. `disallowedAddress` is a second underlay address of its own: GRE
+ * sent from it is what an allow list must refuse.
+ */
+export const L3DSR = {
+  namespace: "ovslb-l3dsr",
+  segment: { port: "eth0", address: "10.0.0.4", mac: "02:00:0a:00:00:04" },
+  underlay: { port: "ul0", address: "172.16.41.2", router: "172.16.41.1", disallowedAddress: "172.16.41.3", mtu: 1600 },
+  /** Outside the gateways' GATEWAY_VIP_RANGE. */
+  vipRange: "10.0.0.176/28",
+} as const;
 /** The TCP port every backend VM's server listens on. */
 export const BACKEND_PORT = 8080;
 
@@ -102,6 +120,19 @@ export interface LabInventory {
   tenantClient?: { namespace: string; address: string; mac: string; vlan: number };
   hosts: Record<string, LabHost>;
   backends: LabBackend[];
+  /** The external L3DSR load balancer (absent in inventories written before it existed). */
+  l3dsr?: LabL3dsr;
+}
+
+/** The external L3DSR load balancer: see L3DSR; test/lab/l3dsr.ts drives it. */
+export interface LabL3dsr {
+  namespace: string;
+  /** Its leg on the segment: the client's next hop for vipRange. */
+  segment: { port: string; address: string; mac: string };
+  /** Its leg on the routed underlay: GRE leaves from `address` (allowed) or `disallowedAddress`. */
+  underlay: { port: string; address: string; router: string; disallowedAddress: string; mtu: number };
+  /** VIPs the client routes to `segment.address`. */
+  vipRange: string;
 }
 
 export interface LabHost {
