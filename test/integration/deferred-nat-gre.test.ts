@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { greKeyOf, tunnelPorts } from "../../provider/resources/deferred-nat-load-balancer/plan";
+import { runChecked } from "../../provider/transport/exec";
 import { traceBuckets } from "../../provider/transport/openflow-trace";
 import type { SshSession } from "../../provider/transport/ssh";
 import type { LabBackend, LabInventory } from "../lab/topology";
@@ -73,8 +74,8 @@ function greet(count: number) {
 
 /** Packets counted by flows on a host's bridge (after a revalidator pass, so datapath hits are in). */
 async function packets(host: string, filter: string): Promise<number> {
-  await ssh[host].run(["ovs-appctl", "revalidator/wait"]);
-  const out = (await ssh[host].run(["ovs-ofctl", "-O", "OpenFlow15", "dump-flows", "br-seg", filter])).stdout;
+  await runChecked(ssh[host], ["ovs-appctl", "revalidator/wait"]);
+  const out = await runChecked(ssh[host], ["ovs-ofctl", "-O", "OpenFlow15", "dump-flows", "br-seg", filter]);
   return [...out.matchAll(/n_packets=(\d+)/g)].reduce((n, m) => n + Number(m[1]), 0);
 }
 
@@ -94,11 +95,11 @@ const SPY = "0x5eed"; // a counting flow of the test's own on each gateway
 beforeAll(async () => {
   inv = loadInventory();
   pool = inv.backends.filter((b) => b.hypervisor !== "hv3").concat(inv.backends.filter((b) => b.hypervisor === "hv3").slice(0, 1));
-  unlock = await lockLab("deferred-nat-gre");
+  unlock = await lockLab("hv1-gre");
   for (const h of ["gw1", "gw2", "hv1", "hv2", "hv3"]) ssh[h] = await labSsh(inv, h);
   for (const g of ["gw1", "gw2"]) {
     // Counts whatever reaches the gateway from the VIP: replies that passed through it would.
-    await ssh[g].run(["ovs-ofctl", "add-flow", "br-seg", `cookie=${SPY},priority=2000,tcp,nw_src=${VIP},tp_src=80,actions=NORMAL`]);
+    await runChecked(ssh[g], ["ovs-ofctl", "add-flow", "br-seg", `cookie=${SPY},priority=2000,tcp,nw_src=${VIP},tp_src=80,actions=NORMAL`]);
   }
   await lb.purge(lbInputs(pool.slice(0, 4)));
 });

@@ -239,7 +239,9 @@ function greDropFlow(p: Placement): Flow {
 }
 
 function greOfportOf(p: Placement): number {
-  if (p.greOfport === undefined) throw new Error("gre.port: the GRE port has no ofport on the bridge");
+  if (p.greOfport === undefined) {
+    throw new Error("gre.port: OVS gave the GRE port no OpenFlow port number (a host's datapath takes one flow-based GRE port: is another bridge or owner holding one?)");
+  }
   return p.greOfport;
 }
 
