@@ -1,5 +1,6 @@
 import * as pulumi from "@pulumi/pulumi";
-import type {DeferredNatBackend, DeferredNatLoadBalancerInputs, DsrHypervisorFlowsInputs, OvsHost,} from "../provider/model/inputs.generated";
+import type { DeferredNatBackend, DeferredNatLoadBalancerInputs, DsrHypervisorFlowsInputs, OvsHost } from "../provider/model/inputs.generated";
+import { greKeyOf } from "../provider/resources/deferred-nat-load-balancer/plan";
 import { DeferredNatLoadBalancer } from "../provider/resources/deferred-nat-load-balancer/resource";
 import { DsrHypervisorFlows } from "../provider/resources/dsr-hypervisor-flows/resource";
 
@@ -11,6 +12,10 @@ export interface DeferredNatServiceHypervisor {
   bridge: string;
   /** A fixed conntrack zone; derived from the service otherwise. */
   zone?: number;
+  /** Its underlay address, where the gateways' tunnels end (gre delivery). */
+  tunnelAddress?: string;
+  /** How its backends are reached; default the service's delivery. */
+  delivery?: "mac" | "gre";
 }
 
 export interface DeferredNatServiceBackend extends DeferredNatBackend {
@@ -28,7 +33,25 @@ export interface DeferredNatServiceArgs {
     backends: readonly DeferredNatServiceBackend[];
   }[];
   selectionFields?: DeferredNatLoadBalancerInputs["selectionFields"];
+  /** mac (backends on the gateways' L2 segment) or gre (tunnelled over the underlay to each backend's hypervisor); default mac. */
+  delivery?: "mac" | "gre";
   ovn?: DeferredNatLoadBalancerInputs["ovn"];
+}
+
+/** What makes the arguments unusable, in words that name them. */
+function serviceProblems(args: DeferredNatServiceArgs, deliveryOf: (hv: DeferredNatServiceHypervisor) => "mac" | "gre"): string[] {
+  const known = new Set(args.hypervisors.map((h) => h.name));
+  const problems = args.vips.flatMap((vip, v) =>
+    vip.backends.flatMap((b, i) => (known.has(b.hypervisor) ? [] : [`vips[${v}].backends[${i}].hypervisor "${b.hypervisor}" is not in hypervisors`])),
+  );
+  if (args.hypervisors.some((h) => deliveryOf(h) === "gre")) {
+    const ends = [
+      ...args.gateways.flatMap((g, i) => (g.tunnelAddress ? [] : [`gateways[${i}].tunnelAddress`])),
+      ...args.hypervisors.flatMap((h, i) => (deliveryOf(h) === "gre" && !h.tunnelAddress ? [`hypervisors[${i}].tunnelAddress`] : [])),
+    ];
+    if (ends.length > 0) problems.push(`gre delivery needs ${ends.join(", ")}: the tunnels' two ends`);
+  }
+  return problems;
 }
 
 /**
@@ -36,7 +59,9 @@ export interface DeferredNatServiceArgs {
  * groups (DeferredNatLoadBalancer) and, on every hypervisor that hosts a
  * backend, the flows that NAT for it (DsrHypervisorFlows). The hypervisor
  * flows are applied first, so a gateway never sends to a backend whose
- * hypervisor cannot NAT yet.
+ * hypervisor cannot NAT yet. With gre delivery a hypervisor's flows take GRE
+ * from exactly the gateways' tunnel addresses, with the service's own key;
+ * the gateways' tunnel ports follow from the same hypervisor list.
  */
 export class DeferredNatService extends pulumi.ComponentResource {
   readonly loadBalancer: DeferredNatLoadBalancer;
@@ -44,15 +69,12 @@ export class DeferredNatService extends pulumi.ComponentResource {
   readonly hypervisorFlows: Record<string, DsrHypervisorFlows>;
 
   constructor(name: string, args: DeferredNatServiceArgs, opts?: pulumi.ComponentResourceOptions) {
+    // Refusals come before anything is registered.
+    const deliveryOf = (hv: DeferredNatServiceHypervisor) => hv.delivery ?? args.delivery ?? "mac";
+    const problems = serviceProblems(args, deliveryOf);
+    if (problems.length > 0) throw new Error(`DeferredNatService ${name}: ${problems.join("; ")}`);
     super("ovslb:index:DeferredNatService", name, {}, opts);
-    const known = new Set(args.hypervisors.map((h) => h.name));
-    args.vips.forEach((vip, v) =>
-      vip.backends.forEach((b, i) => {
-        if (!known.has(b.hypervisor)) {
-          throw new Error(`DeferredNatService ${name}: vips[${v}].backends[${i}].hypervisor "${b.hypervisor}" is not in hypervisors`);
-        }
-      }),
-    );
+    const greSettings = { allowedSources: args.gateways.map((g) => g.tunnelAddress!), key: greKeyOf({ name }) };
 
     this.hypervisorFlows = {};
     for (const hv of args.hypervisors) {
@@ -69,7 +91,14 @@ export class DeferredNatService extends pulumi.ComponentResource {
       if (vips.length === 0) continue;
       this.hypervisorFlows[hv.name] = new DsrHypervisorFlows(
         `${name}-${hv.name}`,
-        { name, host: hv.host, bridge: hv.bridge, mode: "mac", vips, ...(hv.zone === undefined ? {} : { zone: hv.zone }) },
+        {
+          name,
+          host: hv.host,
+          bridge: hv.bridge,
+          ...(deliveryOf(hv) === "gre" ? { mode: "gre", gre: greSettings } : { mode: "mac" }),
+          vips,
+          ...(hv.zone === undefined ? {} : { zone: hv.zone }),
+        },
         { parent: this },
       );
     }
@@ -79,7 +108,12 @@ export class DeferredNatService extends pulumi.ComponentResource {
       {
         name,
         gateways: args.gateways,
-        hypervisors: args.hypervisors.map((h) => ({ name: h.name })),
+        hypervisors: args.hypervisors.map((h) => ({
+          name: h.name,
+          ...(h.tunnelAddress ? { tunnelAddress: h.tunnelAddress } : {}),
+          ...(h.delivery ? { delivery: h.delivery } : {}),
+        })),
+        ...(args.delivery ? { delivery: args.delivery } : {}),
         vips: args.vips.map((vip) => ({
           address: vip.address,
           port: vip.port,

@@ -72,4 +72,33 @@ describe("DeferredNatService", () => {
     bad.vips[0].backends[0].hypervisor = "hv9";
     expect(() => new DeferredNatService("bad", bad)).toThrow(/vips\[0\]\.backends\[0\]\.hypervisor "hv9" is not in hypervisors/);
   });
+
+  it("with gre delivery, every hypervisor that hosts a backend takes GRE from exactly the gateways' tunnel addresses, with the service's key; a mac hypervisor stays mac", async () => {
+    const { DeferredNatService } = await import("../../components/deferred-nat-service");
+    const { greKeyOf } = await import("../../provider/resources/deferred-nat-load-balancer/plan");
+    const gre = args();
+    gre.delivery = "gre";
+    gre.gateways = [{ ...gre.gateways[0], tunnelAddress: "172.16.11.2" }, { ...gre.gateways[0], name: "gw2", mac: "02:00:0a:00:00:0c", tunnelAddress: "172.16.12.2" }];
+    gre.hypervisors = [
+      { ...gre.hypervisors[0], tunnelAddress: "172.16.21.2" },
+      { ...gre.hypervisors[1], delivery: "mac" },
+      { ...gre.hypervisors[2], tunnelAddress: "172.16.23.2" },
+    ];
+    new DeferredNatService("web", gre);
+    await programDone();
+    const flows = registered.filter((r) => r.type === "pulumi-nodejs:dynamic/ovslb:DsrHypervisorFlows");
+    expect(flows.find((f) => f.name === "web-hv1")!.inputs).toMatchObject({ mode: "gre", gre: { allowedSources: ["172.16.11.2", "172.16.12.2"], key: greKeyOf({ name: "web" }) } });
+    expect(flows.find((f) => f.name === "web-hv2")!.inputs.mode).toBe("mac");
+    const lb = registered.find((r) => r.type === "pulumi-nodejs:dynamic/ovslb:DeferredNatLoadBalancer")!.inputs;
+    expect(lb.delivery).toBe("gre");
+    expect(lb.hypervisors).toEqual([
+      { name: "hv1", tunnelAddress: "172.16.21.2" },
+      { name: "hv2", delivery: "mac" },
+      { name: "hv3", tunnelAddress: "172.16.23.2" },
+    ]);
+
+    const missing = args();
+    missing.delivery = "gre";
+    expect(() => new DeferredNatService("bad", missing)).toThrow(/gre delivery needs gateways\[0\]\.tunnelAddress, hypervisors\[0\]\.tunnelAddress, hypervisors\[1\]\.tunnelAddress, hypervisors\[2\]\.tunnelAddress/);
+  });
 });
