@@ -6,7 +6,7 @@ import type { SshSession } from "../../provider/transport/ssh";
 import type { LabBackend, LabInventory } from "../lab/topology";
 import { ProviderDriver, labBackend, labHypervisorFlows, labLoadBalancer } from "../support/deferred-nat";
 import { inNamespace, labSsh, loadInventory, lockLab } from "../support/lab";
-import { connectAndClose, times } from "../support/tcp-clients";
+import { connectAndClose, openLiveConnections, times } from "../support/tcp-clients";
 
 /**
  * gre delivery end to end on the lab: the gateways tunnel each request to its
@@ -160,6 +160,24 @@ describe("deferred NAT with gre delivery", () => {
     expect(changed.length).toBe(added.filter((b) => b === goneBucket).length);
     expect(changed.every(([from]) => from === goneBucket)).toBe(true);
     console.log(`gre delivery: add moved ${moved.length} of ${TUPLES}, all to the new backend; remove moved ${changed.length}, all from the removed one`);
+    await apply(four());
+  });
+
+  it("live connections through the tunnels: removing a backend breaks none of the other backends' connections", async () => {
+    const live = await openLiveConnections(inv.client.namespace, VIP, 80, 60);
+    try {
+      expect(live.initial.filter((c) => c.broken)).toEqual([]);
+      expect((await live.round()).filter((c) => c.broken)).toEqual([]);
+      const gone = four()[2];
+      await lb.update(lbInputs(four().filter((b) => b !== gone)));
+      const after = await live.round();
+      const others = after.filter((c) => c.backend !== gone.name);
+      expect(others.length).toBeGreaterThan(30);
+      expect(others.filter((c) => c.broken)).toEqual([]);
+      console.log(`gre delivery: removed ${gone.name}; ${others.length} live connections on the other backends, 0 broken; ${after.length - others.length} were on it`);
+    } finally {
+      live.close();
+    }
     await apply(four());
   });
 
