@@ -44,6 +44,14 @@ function serviceProblems(args: DeferredNatServiceArgs, deliveryOf: (hv: Deferred
   const problems = args.vips.flatMap((vip, v) =>
     vip.backends.flatMap((b, i) => (known.has(b.hypervisor) ? [] : [`vips[${v}].backends[${i}].hypervisor "${b.hypervisor}" is not in hypervisors`])),
   );
+  // One conntrack zone per resource and host: two hypervisor entries on one bridge would be two resources fighting over it.
+  const bridges = new Map<string, number>();
+  args.hypervisors.forEach((h, i) => {
+    const key = `${h.host.connection.host}/${h.bridge}`;
+    const first = bridges.get(key);
+    if (first !== undefined) problems.push(`hypervisors[${i}] is on the same host and bridge as hypervisors[${first}]: give each hypervisor once`);
+    else bridges.set(key, i);
+  });
   if (args.hypervisors.some((h) => deliveryOf(h) === "gre")) {
     const ends = [
       ...args.gateways.flatMap((g, i) => (g.tunnelAddress ? [] : [`gateways[${i}].tunnelAddress`])),

@@ -101,4 +101,13 @@ describe("DeferredNatService", () => {
     missing.delivery = "gre";
     expect(() => new DeferredNatService("bad", missing)).toThrow(/gre delivery needs gateways\[0\]\.tunnelAddress, hypervisors\[0\]\.tunnelAddress, hypervisors\[1\]\.tunnelAddress, hypervisors\[2\]\.tunnelAddress/);
   });
+
+  it("refuses two hypervisor entries on one host and bridge (their flows would share one zone and one GRE port) before registering anything", async () => {
+    const { DeferredNatService } = await import("../../components/deferred-nat-service");
+    const twice = args();
+    twice.hypervisors = [...twice.hypervisors, { ...twice.hypervisors[0], name: "hv1-again", zone: 7 }];
+    const before = registered.length;
+    expect(() => new DeferredNatService("twice", twice)).toThrow(/hypervisors\[3\] is on the same host and bridge as hypervisors\[0\]/);
+    expect(registered.length).toBe(before);
+  });
 });
