@@ -42,7 +42,7 @@ while [ $# -gt 0 ]; do
 done
 [ "${#node_specs[@]}" -gt 0 ] || node_specs=(22)
 if [ "$what" != unit ] && [ "$(id -u)" != 0 ]; then
-  echo "node-runtime: the engine-boundary tests use the lab and so need root (or run: $0 unit)" >&2
+  echo "node-runtime: the engine-boundary tests use the lab and so need root (the unit project alone does not: add 'unit')" >&2
   exit 1
 fi
 t0=$(date +%s)
