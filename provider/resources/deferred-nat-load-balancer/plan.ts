@@ -1,5 +1,6 @@
 import { isDeepStrictEqual } from "node:util";
 import { flowPresent } from "../../engine/flows";
+import { grePortState, type GrePortRows } from "../../engine/gre-port";
 import { foreignGroupIds, planBridge, type BridgeIntent, type ObservedBridge } from "../../engine/plan";
 import { MAX_BUCKET_ID, MAX_GROUP_ID, derivedId, interfaceName, ownerCookie } from "../../model/ids";
 import type { DeferredNatBackend, DeferredNatLoadBalancerInputs as Inputs, DeferredNatVip } from "../../model/inputs.generated";
@@ -187,20 +188,8 @@ export const deliveryOf = (inputs: Inputs, hypervisor: string) =>
 /** The GRE key of the load balancer's tunnels: derived from its name, so each load balancer's tunnels to one hypervisor are distinct ports. */
 export const greKeyOf = (inputs: Pick<Inputs, "name">) => derivedId([KIND, inputs.name, "gre-key"], 0xfffffffe);
 
-/** A tunnel port's rows as read from OVSDB. */
-export interface TunnelPortRows {
-  port?: { external_ids: ReadonlyMap<string, string> };
-  iface?: { type: string; options: ReadonlyMap<string, string> };
-}
-
 /** Whether a gateway's tunnel port is absent, right, the load balancer's own but changed by hand, or someone else's (refused). */
-export function tunnelPortState(inputs: Inputs, want: TunnelPort, rows: TunnelPortRows): "absent" | "right" | "changed" | "foreign" {
-  if (!rows.port && !rows.iface) return "absent";
-  if (rows.port?.external_ids.get("ovslb:owner") !== lbId(inputs)) return "foreign";
-  const o = rows.iface?.options;
-  const right = rows.iface?.type === "gre" && o?.size === Object.keys(want.options).length && Object.entries(want.options).every(([k, v]) => o.get(k) === v);
-  return right ? "right" : "changed";
-}
+export const tunnelPortState = (inputs: Inputs, want: TunnelPort, rows: GrePortRows) => grePortState(lbId(inputs), want.options, rows);
 
 /** One gateway's GRE port toward one hypervisor (fixed remote_ip: the health checks' BFD needs a port per peer). */
 export interface TunnelPort {

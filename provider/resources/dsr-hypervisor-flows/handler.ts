@@ -12,12 +12,11 @@ import {
   cookieOf,
   dsrId,
   greOfportRequest,
-  grePortState,
   planIntent,
   withDefaults,
   zonesOf,
-  type GrePortRows,
 } from "./plan";
+import { grePortState, type GrePortRows } from "../../engine/gre-port";
 
 type Inputs = DsrHypervisorFlowsInputs;
 
@@ -68,7 +67,7 @@ async function readGrePort(s: OvsHostSession, bridge: string, name: string) {
 async function ensureGrePort(s: OvsHostSession, id: string, inputs: Inputs): Promise<void> {
   const name = inputs.gre!.port!;
   const rows = await readGrePort(s, inputs.bridge, name);
-  const state = grePortState(id, rows);
+  const state = grePortState(id, GRE_OPTIONS, rows);
   if (!rows.bridge) throw new Error(`${s.hostName}: bridge ${inputs.bridge} does not exist`);
   const txn = new OwnedTransaction(OPEN_VSWITCH, ownerMark(id), `ovslb: GRE port ${name} of ${id}`);
   if (state === "foreign") {
@@ -94,7 +93,7 @@ async function ensureGrePort(s: OvsHostSession, id: string, inputs: Inputs): Pro
 /** Removes the resource's GRE port from the bridge, if it has one. */
 async function removeGrePort(s: OvsHostSession, id: string, bridge: string, name: string): Promise<void> {
   const rows = await readGrePort(s, bridge, name);
-  if (!rows.port || !rows.bridge || grePortState(id, rows) === "foreign") return;
+  if (!rows.port || !rows.bridge || grePortState(id, GRE_OPTIONS, rows) === "foreign") return;
   const txn = new OwnedTransaction(OPEN_VSWITCH, ownerMark(id), `ovslb: remove GRE port ${name} of ${id}`);
   txn.requireOwned("Port", rows.port);
   txn.mutate("Bridge", [where("_uuid", "==", rows.bridge._uuid)], [mutation("ports", "delete", [rows.port._uuid])]);
@@ -137,7 +136,7 @@ export const dsrHypervisorFlowsHandler: ResourceHandler<Inputs, DsrHypervisorFlo
       const portNames = new Map([...observed.ports].map(([name, ofport]) => [ofport, name]));
       // gre mode: a GRE port removed or changed by hand delivers nothing, whatever flows are left.
       const grePort = inputs.mode === "gre" ? inputs.gre!.port! : undefined;
-      const greRight = grePort !== undefined && grePortState(id, await readGrePort(s, inputs.bridge, grePort)) === "right";
+      const greRight = grePort !== undefined && grePortState(id, GRE_OPTIONS, await readGrePort(s, inputs.bridge, grePort)) === "right";
       const greOfport = greRight ? observed.ports.get(grePort!) : undefined;
       const actual = actualInputs(inputs, owned, { cookie, zone: state.ctZone, ofports: observed.ports, portNames, ...(greOfport === undefined ? {} : { greOfport }) });
       const ofports = Object.fromEntries(

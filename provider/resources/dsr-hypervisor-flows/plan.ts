@@ -1,7 +1,6 @@
 import { flowPresent } from "../../engine/flows";
 import type { BridgeIntent, ObservedBridge } from "../../engine/plan";
 import { MAX_CT_ZONE, derivedId, ownerCookie } from "../../model/ids";
-import { OWNER_KEY } from "../../ovsdb/owned";
 import type { DsrBackend, DsrHypervisorFlowsInputs, DsrVip } from "../../model/inputs.generated";
 import { checkConnection, type CheckFailure } from "../../model/validate";
 import { flowKey, type DumpedFlow, type Flow } from "../../openflow";
@@ -124,27 +123,6 @@ export const GRE_OPTIONS: Readonly<Record<string, string>> = { remote_ip: "flow"
 
 /** The GRE port's ofport_request: derived from the resource, high above the ports people number by hand, so a re-created port keeps its number and its flows. */
 export const greOfportRequest = (id: string) => 60000 + derivedId([KIND, id, "gre-port"], 5000);
-
-/** The GRE port's rows, as read from OVSDB (absent ones undefined). */
-export interface GrePortRows {
-  onBridge: boolean;
-  port?: { external_ids: ReadonlyMap<string, string> };
-  iface?: { type: string; options: ReadonlyMap<string, string> };
-}
-
-/**
- * What the GRE port on the host is to this resource: absent, right, the
- * resource's own but changed by hand (its type or options), or someone else's
- * (refused: a flow-based GRE port takes every tunnel, so a bridge has one).
- */
-export function grePortState(id: string, rows: GrePortRows): "absent" | "right" | "changed" | "foreign" {
-  if (!rows.port && !rows.iface) return "absent";
-  if (!rows.port || rows.port.external_ids.get(OWNER_KEY) !== id || !rows.onBridge) return "foreign";
-  const options = rows.iface?.options;
-  const right = rows.iface?.type === "gre" && options?.size === Object.keys(GRE_OPTIONS).length
-    && Object.entries(GRE_OPTIONS).every(([k, v]) => options.get(k) === v);
-  return right ? "right" : "changed";
-}
 
 /** gre settings belong to gre mode, and each allowed source is a prefix with no host bits set, given once. */
 function checkGre(inputs: Inputs): CheckFailure[] {
