@@ -3,6 +3,7 @@ import { join, resolve } from "node:path";
 import { parseArgs, UsageError } from "./cli";
 import type { Benchmark, BenchContext, BenchReport } from "./common";
 import { deferredNatBenchmark } from "./deferred-nat";
+import { dsrGreBenchmark } from "./dsr-gre";
 
 /**
  * `npm run bench -- [NAME ...] [--smoke] [--record | --out DIR] [--list]`:
@@ -19,7 +20,7 @@ import { deferredNatBenchmark } from "./deferred-nat";
  *
  * Add a benchmark by listing it here.
  */
-const BENCHMARKS: readonly Benchmark[] = [deferredNatBenchmark];
+const BENCHMARKS: readonly Benchmark[] = [deferredNatBenchmark, dsrGreBenchmark];
 
 /** Compiled to dist/bench/run.js: the tracked results sit next to the sources. */
 const RESULTS = resolve(__dirname, "..", "..", "bench", "results");
