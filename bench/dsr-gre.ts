@@ -272,6 +272,8 @@ interface Lab {
   servers: Server[];
   /** Set once teardown has run: it runs once, whatever happens. */
   tornDown?: Promise<string[]>;
+  /** A create under way: teardown waits for it, then deletes what it made. */
+  creating?: Promise<unknown>;
 }
 
 const sum = (flows: readonly DumpedFlow[], which: (f: DumpedFlow) => boolean) => flows.filter(which).reduce((n, f) => n + Number(f.nPackets), 0);
@@ -399,6 +401,7 @@ function teardown(lab: Lab): Promise<string[]> {
 }
 
 async function teardownOnce(lab: Lab): Promise<string[]> {
+  await lab.creating?.catch(() => undefined);
   const failed: string[] = [];
   const attempt = async (what: string, fn: () => Promise<unknown> | unknown) => {
     try {
@@ -666,7 +669,11 @@ export const dsrGreBenchmark: Benchmark = {
       for (const b of poolOf(inv)) lab.servers.push(await Server.start(inv, b));
 
       ctx.log("creating the resources through the provider's handlers");
-      for (const r of resources(lab)) await r.driver.create(r.inputs);
+      for (const r of resources(lab)) {
+        if (aborting) throw new Error("interrupted");
+        lab.creating = r.driver.create(r.inputs);
+        await lab.creating;
+      }
       for (const g of ["gw1", "gw2"] as const) {
         // Counts whatever reaches the gateway from a VIP: a reply that passed through it would.
         for (const vip of Object.values(VIPS)) {
@@ -694,6 +701,7 @@ export const dsrGreBenchmark: Benchmark = {
       for (let round = 0; round < sizes.rounds; round++) {
         const order = round % 2 === 0 ? PATHS : [...PATHS].reverse();
         for (const path of order) {
+          if (aborting) throw new Error("interrupted");
           const m = await measure(lab, path, round, sizes, ctx);
           measurements.push(m);
           invariants.push(...pathInvariants(lab, m, sizes));
@@ -738,7 +746,10 @@ export const dsrGreBenchmark: Benchmark = {
     } finally {
       process.removeListener("SIGINT", onSignal);
       process.removeListener("SIGTERM", onSignal);
-      if (!aborting) {
+      if (aborting) {
+        // The signal's teardown is under way (it exits when done): a step that failed because of it waits for it too.
+        await teardown(lab);
+      } else {
         try {
           const failed = await teardown(lab);
           if (failed.length > 0) ctx.log(`teardown: ${failed.join("; ")}`);
