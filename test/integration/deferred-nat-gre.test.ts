@@ -144,6 +144,30 @@ describe("deferred NAT with gre delivery", () => {
     }
   });
 
+  it("the gateways' tunnel ports carry only what the buckets send: a broadcast on the segment is not flooded into them", async () => {
+    const lbInputsChecked = (await lb.check(lbInputs(four()))) as never;
+    const txPackets = async () => {
+      let n = 0;
+      for (const g of ["gw1", "gw2"]) {
+        for (const t of tunnelPorts(lbInputsChecked, (lbInputsChecked as Props).gateways.find((x: Props) => x.name === g))) {
+          // OpenFlow port stats are live (OVSDB's statistics column lags by seconds).
+          const ofport = (await runChecked(ssh[g], ["ovs-vsctl", "get", "interface", t.name, "ofport"])).trim();
+          const stats = await runChecked(ssh[g], ["ovs-ofctl", "-O", "OpenFlow15", "dump-ports", "br-seg", ofport]);
+          n += Number(/tx pkts=(\d+)/.exec(stats)![1]);
+        }
+      }
+      return n;
+    };
+    const before = await txPackets();
+    // ARP for an address nobody has: a broadcast every gateway's NORMAL floods.
+    try {
+      inNamespace(inv.client.namespace, ["ping", "-c", "3", "-i", "0.2", "-W", "1", "10.0.0.99"]);
+    } catch {
+      /* nobody answers: that is the point */
+    }
+    expect(await txPackets()).toBe(before);
+  });
+
   it("stable selection through the tunnels: a 5th backend takes flows only to itself, a removal moves only its own, on both gateways alike", async () => {
     const before = await trace("gw1");
     expect(await trace("gw2")).toEqual(before);

@@ -11,6 +11,9 @@ import { lbId, tunnelPortState, tunnelPorts, type TunnelPort } from "./plan";
 
 type Gateway = Inputs["gateways"][number];
 
+/** 802.1Q reserves VLAN 4095: no frame on the segment carries it. */
+const TUNNEL_VLAN = 4095;
+
 /** The bridge, the wanted tunnel ports' rows by name, and every port this load balancer owns on the host. */
 async function readTunnels(s: OvsHostSession, inputs: Inputs, gw: Gateway) {
   const wanted = tunnelPorts(inputs, gw);
@@ -53,7 +56,8 @@ function addTunnel(txn: ReturnType<typeof transaction>, want: TunnelPort, bridge
   txn.requireAbsent("Port", [where("name", "==", want.name)]);
   txn.requireAbsent("Interface", [where("name", "==", want.name)]);
   const iface = txn.insertOwned("Interface", { name: want.name, type: "gre", options: want.options, ofport_request: [want.ofportRequest] });
-  const port = txn.insertOwned("Port", { name: want.name, interfaces: [iface], external_ids: { "ovslb:hypervisor": want.hypervisor } });
+  // An access port in VLAN 4095, which never occurs on a wire: the bridge's NORMAL never floods the segment into the tunnel.
+  const port = txn.insertOwned("Port", { name: want.name, interfaces: [iface], tag: [TUNNEL_VLAN], external_ids: { "ovslb:hypervisor": want.hypervisor } });
   txn.requirePresent("Bridge", [where("_uuid", "==", bridge._uuid)]);
   txn.mutate("Bridge", [where("_uuid", "==", bridge._uuid)], [mutation("ports", "insert", [port])]);
 }
