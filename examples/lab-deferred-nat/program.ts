@@ -13,9 +13,10 @@ export const DEMO_VIP = "10.0.0.200";
 /**
  * A deferred-NAT service on the lab: VIP 10.0.0.200:80 on both gateways,
  * served by two VMs on hv1 and one on hv2 (the client routes the VIP over
- * both gateways).
+ * both gateways). With delivery "gre" (OVSLB_DEMO_DELIVERY=gre) the gateways
+ * tunnel each request over the routed underlay to its backend's hypervisor.
  */
-export function labService(inv = labInventory()): DeferredNatService {
+export function labService(inv = labInventory(), delivery = (process.env.OVSLB_DEMO_DELIVERY ?? "mac") as "mac" | "gre"): DeferredNatService {
   const host = (name: string) => {
     const h = inv.hosts[name];
     return {
@@ -27,11 +28,13 @@ export function labService(inv = labInventory()): DeferredNatService {
     const vm = inv.backends.find((b) => b.name === name)!;
     return { address: vm.address, port: inv.backendPort, mac: vm.mac, hypervisor: vm.hypervisor, bridgePort: vm.port };
   });
+  const tunnel = (name: string) => (delivery === "gre" ? { tunnelAddress: inv.hosts[name].underlay!.address } : {});
   return new DeferredNatService("demo", {
+    delivery,
     gateways: ["gw1", "gw2"].map((name) => ({
-      name, host: host(name), bridge: "br-seg", segmentPort: "seg0", mac: inv.hosts[name].segment!.mac,
+      name, host: host(name), bridge: "br-seg", segmentPort: "seg0", mac: inv.hosts[name].segment!.mac, ...tunnel(name),
     })),
-    hypervisors: ["hv1", "hv2", "hv3"].map((name) => ({ name, host: host(name), bridge: "br-seg" })),
+    hypervisors: ["hv1", "hv2", "hv3"].map((name) => ({ name, host: host(name), bridge: "br-seg", ...tunnel(name) })),
     vips: [{ address: DEMO_VIP, port: 80, protocol: "tcp", backends }],
   });
 }

@@ -54,8 +54,13 @@ async function on(argv: string[], stdin?: string): Promise<string> {
 const ofctl = (...args: string[]) => on(["ovs-ofctl", "-O", "OpenFlow15", ...args]);
 const vsctl = (...args: string[]) => on(["ovs-vsctl", ...args]);
 
-/** n_packets of this test's flows: the request flows of `vip` by their priority's name, and the reply and forward flows. */
+/**
+ * n_packets of this test's flows: the request flows of `vip` by their
+ * priority's name, and the reply and forward flows. Datapath flows report
+ * their packets to OpenFlow counters in revalidator passes: wait for one.
+ */
 async function counts(vip: string): Promise<Record<string, number>> {
+  await on(["ovs-appctl", "revalidator/wait"]);
   const dump = await ofctl("--no-names", "dump-flows", "br-seg", `cookie=${COOKIE}/-1`);
   const out: Record<string, number> = { reply: 0, forward: 0 };
   for (const line of dump.split("\n").filter((l) => l.includes("actions="))) {
@@ -123,7 +128,6 @@ function connect(vip: string, lineLength = 5000, timeoutMs = 5000) {
   return { localPort, line: "x".repeat(lineLength), ...(JSON.parse(out.trim()) as { greeting: string; remote: string; echo: string; error: string }) };
 }
 
-const settle = () => new Promise((r) => setTimeout(r, 200));
 
 function requestFlow(priority: number, vip: string, tunSrc: string, extra = ""): string {
   return `cookie=${COOKIE},table=0,priority=${priority},tcp,in_port=${greOfport},tun_src=${tunSrc}${extra},nw_dst=${vip},tp_dst=${VPORT},` +
@@ -227,7 +231,6 @@ describe("lab: GRE from the L3DSR namespace to hv1, decapsulated by a flow-based
     const l3Before = l3dsrCounters(inv);
     const sentBefore = tunnel.sent();
     const c = connect(VIP);
-    await settle();
     const l3After = l3dsrCounters(inv);
     const sentAfter = tunnel.sent();
     const flowsAfter = await counts(VIP);
