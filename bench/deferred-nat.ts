@@ -1,7 +1,24 @@
 import * as os from "node:os";
 import type { DeferredNatBackend, DeferredNatLoadBalancerInputs as Inputs, OvsHost } from "../provider/model/inputs.generated";
 import { derivedId, ownerCookie, MAX_GROUP_ID } from "../provider/model/ids";
-import {BUCKET_WEIGHT, DEFAULT_SELECTION_FIELDS, MAX_BUCKETS_PER_GROUP, VIP_FLOW_PRIORITY, assignIds, cookieOf, desiredDataplane, foreignGroupsOn, mergeIds, hashFields, planGateway, replicaKey, vipKey, withDefaults, type GatewayPort, type RecordedIds,} from "../provider/resources/deferred-nat-load-balancer/plan";
+import {
+  BUCKET_WEIGHT,
+  DEFAULT_SELECTION_FIELDS,
+  MAX_BUCKETS_PER_GROUP,
+  VIP_FLOW_PRIORITY,
+  assignIds,
+  cookieOf,
+  desiredDataplane,
+  foreignGroupsOn,
+  mergeIds,
+  hashFields,
+  planGateway,
+  replicaKey,
+  vipKey,
+  withDefaults,
+  type GatewayPort,
+  type RecordedIds,
+} from "../provider/resources/deferred-nat-load-balancer/plan";
 import { referencedGroups, type ObservedBridge } from "../provider/engine/plan";
 import { check } from "../provider/handlers";
 import { runChecked, type CommandRunner } from "../provider/transport/exec";
@@ -11,7 +28,23 @@ import { traceBuckets } from "../provider/transport/openflow-trace";
 import { bridgeSocket } from "../provider/transport/ovs-host";
 import { SshSession } from "../provider/transport/ssh";
 import { loadInventory, sshTo } from "../test/support/lab";
-import {OFPT_BUNDLE_ADD_MESSAGE, RundirRunner, UnixctlClient, WireTapRunner, type Invariant, fmtInt, fmtMs, fmtPct, machineNote, median, timed, type BenchContext, type BenchReport, type Benchmark, type WireMessage,} from "./common";
+import {
+  OFPT_BUNDLE_ADD_MESSAGE,
+  RundirRunner,
+  UnixctlClient,
+  WireTapRunner,
+  type Invariant,
+  fmtInt,
+  fmtMs,
+  fmtPct,
+  machineNote,
+  median,
+  timed,
+  type BenchContext,
+  type BenchReport,
+  type Benchmark,
+  type WireMessage,
+} from "./common";
 
 /**
  * Issue 3's benchmark for the deferred-NAT load balancer, on the lab's

@@ -1,4 +1,20 @@
-import {Action, Bucket, CT_STATE_FLAGS, CtNat, Flow, FlowEntry, Group, GroupEntry, HASH_FIELDS, HashField, Match, Modification, MoveField, Protocol, SelectBucket,} from "./types";
+import {
+  Action,
+  Bucket,
+  CT_STATE_FLAGS,
+  CtNat,
+  Flow,
+  FlowEntry,
+  Group,
+  GroupEntry,
+  HASH_FIELDS,
+  HashField,
+  Match,
+  Modification,
+  MoveField,
+  Protocol,
+  SelectBucket,
+} from "./types";
 
 /**
  * Validation and rendering of modifications to `ovs-ofctl bundle` lines

@@ -1,7 +1,28 @@
 import { execFileSync, spawn } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync, chmodSync, openSync } from "node:fs";
 import { join, resolve } from "node:path";
-import {BACKEND_PORT, CLIENT, GATEWAY_VIP_RANGE, HOSTS, HostPlan, L3DSR, LabHost, LabInventory, MGMT_BRIDGE, MGMT_GATEWAY, ROUTER_NS, SEGMENT_BRIDGE, SEGMENT_CIDR, TENANT_CLIENT, mgmtAddressOf, namespaceOf, segmentAddressOf, segmentMacOf, underlayAddressOf, underlayRouterOf,} from "./topology";
+import {
+  BACKEND_PORT,
+  CLIENT,
+  GATEWAY_VIP_RANGE,
+  HOSTS,
+  HostPlan,
+  L3DSR,
+  LabHost,
+  LabInventory,
+  MGMT_BRIDGE,
+  MGMT_GATEWAY,
+  ROUTER_NS,
+  SEGMENT_BRIDGE,
+  SEGMENT_CIDR,
+  TENANT_CLIENT,
+  mgmtAddressOf,
+  namespaceOf,
+  segmentAddressOf,
+  segmentMacOf,
+  underlayAddressOf,
+  underlayRouterOf,
+} from "./topology";
 
 /**
  * Brings the lab up and down on this machine: one network namespace per

@@ -1,5 +1,15 @@
 import { describe, expect, it } from "vitest";
-import {type ColumnType, type ValueInput, NamedUuid, Uuid, decodeRow, decodeValue, encodeRow, encodeValue, parseDatabaseSchema,} from "../../provider/ovsdb/encoding";
+import {
+  type ColumnType,
+  type ValueInput,
+  NamedUuid,
+  Uuid,
+  decodeRow,
+  decodeValue,
+  encodeRow,
+  encodeValue,
+  parseDatabaseSchema,
+} from "../../provider/ovsdb/encoding";
 import { JsonStreamParser } from "../../provider/transport/ovsdb-client";
 
 const U1 = "98f32b2f-f9e6-4a4e-a593-73914dc3bef2";

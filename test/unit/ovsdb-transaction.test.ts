@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { type DatabaseSchema, Uuid } from "../../provider/ovsdb/encoding";
-import {OvsdbTransactionError, Transaction, mutation, readTransactResults, where,} from "../../provider/ovsdb/transaction";
+import { OvsdbTransactionError, Transaction, mutation, readTransactResults, where } from "../../provider/ovsdb/transaction";
 
 const U1 = "98f32b2f-f9e6-4a4e-a593-73914dc3bef2";
 const U2 = "252fc389-24c6-47a8-8d58-e5e66bd112d2";
