@@ -11,6 +11,7 @@ export {
   type DeferredNatServiceHypervisor,
 } from "./components/deferred-nat-service";
 export { ActiveActiveLoadBalancer, type ActiveActiveLoadBalancerArgs } from "./components/active-active-load-balancer";
+export { TransparentDsr, type TransparentDsrArgs, type TransparentDsrHypervisor } from "./components/transparent-dsr";
 export { DsrHypervisorFlows, type DsrHypervisorFlowsArgs } from "./provider/resources/dsr-hypervisor-flows/resource";
 export { OvsBridge, type OvsBridgeArgs } from "./provider/resources/ovs-bridge/resource";
 export type { OvsBridgeInputs, OvsHost, SshConnection } from "./provider/model/inputs.generated";

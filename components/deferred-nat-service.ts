@@ -1,8 +1,9 @@
 import * as pulumi from "@pulumi/pulumi";
-import type { DeferredNatBackend, DeferredNatLoadBalancerInputs, DsrHypervisorFlowsInputs, OvsHost } from "../provider/model/inputs.generated";
+import type { DeferredNatBackend, DeferredNatLoadBalancerInputs, OvsHost } from "../provider/model/inputs.generated";
 import { greKeyOf } from "../provider/resources/deferred-nat-load-balancer/plan";
 import { DeferredNatLoadBalancer } from "../provider/resources/deferred-nat-load-balancer/resource";
 import { DsrHypervisorFlows } from "../provider/resources/dsr-hypervisor-flows/resource";
+import { unknownHypervisors, vipsOn } from "./hypervisor-vips";
 
 /** A hypervisor that hosts backends: where its NAT flows go. */
 export interface DeferredNatServiceHypervisor {
@@ -40,10 +41,7 @@ export interface DeferredNatServiceArgs {
 
 /** What makes the arguments unusable, in words that name them. */
 function serviceProblems(args: DeferredNatServiceArgs, deliveryOf: (hv: DeferredNatServiceHypervisor) => "mac" | "gre"): string[] {
-  const known = new Set(args.hypervisors.map((h) => h.name));
-  const problems = args.vips.flatMap((vip, v) =>
-    vip.backends.flatMap((b, i) => (known.has(b.hypervisor) ? [] : [`vips[${v}].backends[${i}].hypervisor "${b.hypervisor}" is not in hypervisors`])),
-  );
+  const problems = unknownHypervisors(args.hypervisors, args.vips);
   // One conntrack zone per resource and host: two hypervisor entries on one bridge would be two resources fighting over it.
   const bridges = new Map<string, number>();
   args.hypervisors.forEach((h, i) => {
@@ -86,16 +84,7 @@ export class DeferredNatService extends pulumi.ComponentResource {
 
     this.hypervisorFlows = {};
     for (const hv of args.hypervisors) {
-      const vips: DsrHypervisorFlowsInputs["vips"] = args.vips
-        .map((vip) => ({
-          address: vip.address,
-          port: vip.port,
-          protocol: vip.protocol,
-          backends: vip.backends
-            .filter((b) => b.hypervisor === hv.name)
-            .map((b) => ({ address: b.address, port: b.port, mac: b.mac, bridgePort: b.bridgePort })),
-        }))
-        .filter((vip) => vip.backends.length > 0);
+      const vips = vipsOn(hv.name, args.vips);
       if (vips.length === 0) continue;
       this.hypervisorFlows[hv.name] = new DsrHypervisorFlows(
         `${name}-${hv.name}`,

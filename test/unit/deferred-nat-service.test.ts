@@ -111,3 +111,25 @@ describe("DeferredNatService", () => {
     expect(registered.length).toBe(before);
   });
 });
+
+describe("TransparentDsr", () => {
+  it("puts gre-mode flows on each hypervisor that hosts a backend, taking GRE from the load balancer's sources only; refuses an unknown hypervisor before registering anything", async () => {
+    const { TransparentDsr } = await import("../../index");
+    const a = args();
+    new TransparentDsr("edge", { loadBalancer: { allowedSources: ["172.16.41.2"], key: 47 }, hypervisors: a.hypervisors, vips: a.vips });
+    await programDone();
+    const flows = registered.filter((r) => r.type === "pulumi-nodejs:dynamic/ovslb:DsrHypervisorFlows");
+    expect(flows.map((f) => f.name).sort()).toEqual(["edge-hv1", "edge-hv2"]);
+    expect(flows.every((f) => f.inputs.mode === "gre" && f.inputs.gre.allowedSources[0] === "172.16.41.2" && f.inputs.gre.key === 47)).toBe(true);
+    expect(registered.some((r) => r.type === "ovslb:index:TransparentDsr")).toBe(true);
+    expect(registered.some((r) => r.type.endsWith("DeferredNatLoadBalancer"))).toBe(false);
+
+    const bad = args();
+    bad.vips[0].backends[0].hypervisor = "hv9";
+    const before = registered.length;
+    expect(() => new TransparentDsr("bad", { loadBalancer: { allowedSources: ["172.16.41.2"] }, hypervisors: bad.hypervisors, vips: bad.vips })).toThrow(
+      /TransparentDsr bad: vips\[0\]\.backends\[0\]\.hypervisor "hv9" is not in hypervisors/,
+    );
+    expect(registered.length).toBe(before);
+  });
+});

@@ -7,9 +7,11 @@ export type DsrHypervisorFlowsArgs = { [K in keyof DsrHypervisorFlowsInputs]: De
 
 /**
  * The hypervisor side of a load balancer on one bridge: requests for a VIP
- * that reach a local backend (by its MAC, ip.dst still the VIP) are DNATed
- * to the backend with conntrack in a zone, and its replies are un-DNATed back
- * to source = VIP. Flows are owned by cookie; delete removes only those.
+ * that reach a local backend (mode mac: by its MAC, ip.dst still the VIP;
+ * mode gre: GRE-encapsulated from an allowed source, through a GRE port the
+ * resource owns) are DNATed to the backend with conntrack in a zone, and its
+ * replies are un-DNATed back to source = VIP. Flows are owned by cookie;
+ * delete removes only those (and its GRE port).
  */
 export class DsrHypervisorFlows extends pulumi.dynamic.Resource {
   declare readonly name: pulumi.Output<string>;
