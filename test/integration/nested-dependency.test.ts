@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
+import { join } from "node:path";
 import type { LabInventory } from "../lab/topology";
 import { inNamespace, loadInventory, sshTo } from "../support/lab";
-import { runProgram, urnOf, type Registration } from "../support/project";
+import { copyPackagedOvslb, hoistDependencies, removeBridgeProject, runProgram, urnOf, writeBridgeLibrary, type Registration } from "../support/project";
 import { startProviderPlugin, type PluginCall } from "../support/provider-plugin";
 import { loadFixture } from "../support/state-fixtures";
 
@@ -24,7 +24,6 @@ import { loadFixture } from "../support/state-fixtures";
  */
 
 type Props = Record<string, any>;
-const repo = resolve(__dirname, "..", "..");
 const BRIDGE = "nested-br";
 
 let inv: LabInventory;
@@ -38,35 +37,11 @@ beforeAll(async () => {
   inv = loadInventory();
   project = mkdtempSync(join(tmpdir(), "ovslb-nested-"));
   const modules = join(project, "node_modules");
-  // What the program's package manager installed at the top: the SDK, and ovslb's own dependencies (hoisted).
-  mkdirSync(join(modules, "@pulumi"), { recursive: true });
-  symlinkSync(join(repo, "node_modules", "@pulumi", "pulumi"), join(modules, "@pulumi", "pulumi"));
-  const manifest = JSON.parse(readFileSync(join(repo, "package.json"), "utf8"));
-  for (const dep of Object.keys(manifest.dependencies)) {
-    mkdirSync(dirname(join(modules, dep)), { recursive: true });
-    symlinkSync(join(repo, "node_modules", dep), join(modules, dep));
-  }
+  hoistDependencies(modules);
   // The component library, and ovslb installed under it (a copy of what the package ships).
   const lib = join(modules, "lib");
-  const ovslb = join(lib, "node_modules", "ovslb");
-  mkdirSync(ovslb, { recursive: true });
-  writeFileSync(join(lib, "package.json"), JSON.stringify({ name: "lib", version: "1.0.0", main: "index.js", dependencies: { ovslb: "0.1.0" } }));
-  writeFileSync(
-    join(lib, "index.js"),
-    `const pulumi = require("@pulumi/pulumi");
-const { OvsBridge } = require("ovslb");
-class LabBridge extends pulumi.ComponentResource {
-  constructor(name, args, opts) {
-    super("lib:index:LabBridge", name, {}, opts);
-    this.bridge = new OvsBridge(name + "-bridge", args, { parent: this });
-    this.registerOutputs({});
-  }
-}
-module.exports = { LabBridge };
-`,
-  );
-  cpSync(join(repo, "package.json"), join(ovslb, "package.json"));
-  for (const part of ["index.js", "provider", "components", "schema"]) cpSync(join(repo, "dist", part), join(ovslb, "dist", part), { recursive: true });
+  writeBridgeLibrary(lib);
+  copyPackagedOvslb(join(lib, "node_modules", "ovslb"));
   writeFileSync(join(project, "package.json"), JSON.stringify({ name: "nested-program", private: true, dependencies: { lib: "1.0.0", "@pulumi/pulumi": "*" } }));
   writeFileSync(
     join(project, "index.js"),
@@ -81,16 +56,7 @@ new LabBridge("nested", JSON.parse(process.env.NESTED_ARGS));
   plugin = await startProviderPlugin({ projectRoot: project });
 });
 
-afterAll(async () => {
-  if (plugin && bridge) {
-    // Gone already unless a test failed half-way.
-    const at = plugin.at(urnOf(bridge));
-    const checked = await at.check({}, bridge.inputs).catch(() => undefined);
-    if (checked) await at.delete(`ovs-bridge/${inv.hosts.hv3.address}/${BRIDGE}`, checked.inputs).catch(() => undefined);
-  }
-  plugin?.stop();
-  if (project) rmSync(project, { recursive: true, force: true });
-});
+afterAll(() => removeBridgeProject(project, plugin, bridge, `ovs-bridge/${inv.hosts.hv3.address}/${BRIDGE}`));
 
 describe("ovslb installed under a component library the program uses", () => {
   it("from the project root, ovslb does not resolve by name: only lib does", () => {

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { mkdtempSync, realpathSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import type { LabInventory } from "../lab/topology";
 import { inNamespace, loadInventory, sshTo } from "../support/lab";
-import { runProgram, urnOf, type Registration } from "../support/project";
+import { copyPackagedOvslb, hoistDependencies, removeBridgeProject, runProgram, urnOf, writeBridgeLibrary, type Registration } from "../support/project";
 import { startProviderPlugin, type PluginCall } from "../support/provider-plugin";
 
 /**
@@ -28,7 +28,6 @@ import { startProviderPlugin, type PluginCall } from "../support/provider-plugin
  */
 
 type Props = Record<string, any>;
-const repo = resolve(__dirname, "..", "..");
 const BRIDGE = "wsp-br";
 
 let inv: LabInventory;
@@ -42,36 +41,11 @@ beforeAll(async () => {
   inv = loadInventory();
   ws = realpathSync(mkdtempSync(join(tmpdir(), "ovslb-workspace-")));
   const modules = join(ws, "node_modules");
-  mkdirSync(join(modules, "@pulumi"), { recursive: true });
-  // Hoisted by npm: the SDK, and ovslb's own dependencies.
-  symlinkSync(join(repo, "node_modules", "@pulumi", "pulumi"), join(modules, "@pulumi", "pulumi"));
-  const manifest = JSON.parse(readFileSync(join(repo, "package.json"), "utf8"));
-  for (const dep of Object.keys(manifest.dependencies)) {
-    mkdirSync(dirname(join(modules, dep)), { recursive: true });
-    symlinkSync(join(repo, "node_modules", dep), join(modules, dep));
-  }
+  hoistDependencies(modules);
   // The workspace packages, linked as npm links them.
-  const ovslb = join(ws, "packages", "ovslb");
-  mkdirSync(ovslb, { recursive: true });
-  cpSync(join(repo, "package.json"), join(ovslb, "package.json"));
-  for (const part of ["index.js", "provider", "components", "schema"]) cpSync(join(repo, "dist", part), join(ovslb, "dist", part), { recursive: true });
+  copyPackagedOvslb(join(ws, "packages", "ovslb"));
   const lib = join(ws, "packages", "lib");
-  mkdirSync(lib, { recursive: true });
-  writeFileSync(join(lib, "package.json"), JSON.stringify({ name: "lib", version: "1.0.0", main: "index.js", dependencies: { ovslb: "0.1.0" } }));
-  writeFileSync(
-    join(lib, "index.js"),
-    `const pulumi = require("@pulumi/pulumi");
-const { OvsBridge } = require("ovslb");
-class LabBridge extends pulumi.ComponentResource {
-  constructor(name, args, opts) {
-    super("lib:index:LabBridge", name, {}, opts);
-    this.bridge = new OvsBridge(name + "-bridge", args, { parent: this });
-    this.registerOutputs({});
-  }
-}
-module.exports = { LabBridge };
-`,
-  );
+  writeBridgeLibrary(lib);
   symlinkSync("../packages/ovslb", join(modules, "ovslb"));
   symlinkSync("../packages/lib", join(modules, "lib"));
   writeFileSync(
@@ -86,16 +60,7 @@ module.exports = { LabBridge };
   plugin = await startProviderPlugin({ projectRoot: ws });
 });
 
-afterAll(async () => {
-  if (plugin && bridge) {
-    // Gone already unless a test failed half-way.
-    const at = plugin.at(urnOf(bridge));
-    const checked = await at.check({}, bridge.inputs).catch(() => undefined);
-    if (checked) await at.delete(`ovs-bridge/${inv.hosts.hv3.address}/${BRIDGE}`, checked.inputs).catch(() => undefined);
-  }
-  plugin?.stop();
-  if (ws) rmSync(ws, { recursive: true, force: true });
-});
+afterAll(() => removeBridgeProject(ws, plugin, bridge, `ovs-bridge/${inv.hosts.hv3.address}/${BRIDGE}`));
 
 describe("ovslb as a package of the npm workspace the program is in", () => {
   it("this runtime's SDK finds the workspace root from a workspace package (the code 3.249+ changed)", async () => {

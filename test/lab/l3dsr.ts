@@ -1,7 +1,7 @@
 import { execFileSync, spawn } from "node:child_process";
 import { existsSync, mkdirSync, openSync, closeSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { L3DSR_RUN_SUBDIR } from "./lab";
+import { L3DSR_RUN_SUBDIR, isAlive, readPid } from "./lab";
 import type { LabInventory, LabL3dsr } from "./topology";
 
 /**
@@ -124,28 +124,6 @@ export function l3dsrDevice(vip: string): string {
 const runDir = (inv: LabInventory) => join(inv.labDir, L3DSR_RUN_SUBDIR);
 const pidFileOf = (inv: LabInventory, device: string) => join(runDir(inv), `${device}.pid`);
 
-function readPid(path: string): number | undefined {
-  try {
-    const pid = Number(readFileSync(path, "utf8").trim());
-    return Number.isInteger(pid) && pid > 0 ? pid : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch {
-    return false;
-  }
-  try {
-    return !/^State:\s+Z/m.test(readFileSync(`/proc/${pid}/status`, "utf8"));
-  } catch {
-    return false;
-  }
-}
-
 const sleep = (s: string) => execFileSync("sleep", [s]);
 
 function waitFor(what: string, cond: () => boolean, timeoutMs: number, log?: string) {
@@ -193,8 +171,8 @@ export function encapsulateVip(inv: LabInventory, opts: L3dsrTunnelOptions): L3d
   child.unref();
   writeFileSync(pidFile, `${pid}\n`);
   try {
-    waitFor(`the encapsulator made ${device}`, () => deviceExists(l3.namespace, device) || !alive(pid), 3000, logPath);
-    if (!alive(pid)) throw new Error(`l3dsr: the encapsulator for ${opts.vip} exited: ${readFileSync(logPath, "utf8").trim()}`);
+    waitFor(`the encapsulator made ${device}`, () => deviceExists(l3.namespace, device) || !isAlive(pid), 3000, logPath);
+    if (!isAlive(pid)) throw new Error(`l3dsr: the encapsulator for ${opts.vip} exited: ${readFileSync(logPath, "utf8").trim()}`);
     ip(l3.namespace, ["link", "set", device, "up"]);
     ip(l3.namespace, ["neigh", "replace", opts.vip, "lladdr", innerMac, "dev", device, "nud", "permanent"]);
     ip(l3.namespace, ["route", "replace", `${opts.vip}/32`, "dev", device]);
@@ -224,13 +202,13 @@ export function removeVip(inv: LabInventory, vip: string): void {
   const device = l3dsrDevice(vip);
   const pidFile = pidFileOf(inv, device);
   const pid = readPid(pidFile);
-  if (pid !== undefined && alive(pid)) {
+  if (pid !== undefined && isAlive(pid)) {
     try {
       process.kill(pid, "SIGTERM");
     } catch {
       /* gone */
     }
-    waitFor(`encapsulator ${pid} ended`, () => !alive(pid), 3000);
+    waitFor(`encapsulator ${pid} ended`, () => !isAlive(pid), 3000);
   }
   rmSync(pidFile, { force: true });
   const logPath = join(runDir(inv), `${device}.log`);

@@ -482,7 +482,8 @@ function macForUnderlay(plan: HostPlan): string {
   return `02:00:ac:10:${plan.index.toString(16).padStart(2, "0")}:02`;
 }
 
-function readPid(pidFile: string): number | undefined {
+/** The pid a pid file holds, if it holds one. */
+export function readPid(pidFile: string): number | undefined {
   try {
     const pid = Number(readFileSync(pidFile, "utf8").trim());
     return Number.isInteger(pid) && pid > 0 ? pid : undefined;
@@ -491,7 +492,8 @@ function readPid(pidFile: string): number | undefined {
   }
 }
 
-function isAlive(pid: number): boolean {
+/** Whether a process runs (a zombie waiting to be reaped counts as gone). */
+export function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
   } catch {

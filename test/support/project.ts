@@ -1,5 +1,7 @@
 import { spawn } from "node:child_process";
-import { unwrapSecrets } from "./provider-plugin";
+import { cpSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { unwrapSecrets, type PluginCall } from "./provider-plugin";
 
 /**
  * A Pulumi project as the engine treats it, without the CLI: the program
@@ -59,3 +61,59 @@ pulumi.runtime
 }
 
 export const urnOf = (r: Pick<Registration, "type" | "name">) => `urn:pulumi:stack::project::${r.type}::${r.name}`;
+
+/**
+ * Temp Pulumi projects that use this checkout's built ovslb the way a user's
+ * project would (nested-dependency and npm-workspace tests). `npm run build`
+ * first: the copy is of dist/.
+ */
+const repo = resolve(__dirname, "..", "..");
+
+/** What a package manager hoists to the project's node_modules: the SDK and ovslb's own dependencies (symlinks to this checkout's). */
+export function hoistDependencies(modules: string): void {
+  mkdirSync(join(modules, "@pulumi"), { recursive: true });
+  symlinkSync(join(repo, "node_modules", "@pulumi", "pulumi"), join(modules, "@pulumi", "pulumi"));
+  const manifest = JSON.parse(readFileSync(join(repo, "package.json"), "utf8"));
+  for (const dep of Object.keys(manifest.dependencies)) {
+    mkdirSync(dirname(join(modules, dep)), { recursive: true });
+    symlinkSync(join(repo, "node_modules", dep), join(modules, dep));
+  }
+}
+
+/** A copy of what the ovslb package ships, at `dir`. */
+export function copyPackagedOvslb(dir: string): void {
+  mkdirSync(dir, { recursive: true });
+  cpSync(join(repo, "package.json"), join(dir, "package.json"));
+  for (const part of ["index.js", "provider", "components", "schema"]) cpSync(join(repo, "dist", part), join(dir, "dist", part), { recursive: true });
+}
+
+/** A component library `lib` at `dir` that depends on ovslb and wraps one OvsBridge (LabBridge). */
+export function writeBridgeLibrary(dir: string): void {
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, "package.json"), JSON.stringify({ name: "lib", version: "1.0.0", main: "index.js", dependencies: { ovslb: "0.1.0" } }));
+  writeFileSync(
+    join(dir, "index.js"),
+    `const pulumi = require("@pulumi/pulumi");
+const { OvsBridge } = require("ovslb");
+class LabBridge extends pulumi.ComponentResource {
+  constructor(name, args, opts) {
+    super("lib:index:LabBridge", name, {}, opts);
+    this.bridge = new OvsBridge(name + "-bridge", args, { parent: this });
+    this.registerOutputs({});
+  }
+}
+module.exports = { LabBridge };
+`,
+  );
+}
+
+/** Deletes the bridge a project's program declared (when a test stopped half-way), stops its plugin and removes the project. */
+export async function removeBridgeProject(project: string | undefined, plugin: PluginCall | undefined, bridge: Registration | undefined, id: string): Promise<void> {
+  if (plugin && bridge) {
+    const at = plugin.at(urnOf(bridge));
+    const checked = await at.check({}, bridge.inputs).catch(() => undefined);
+    if (checked) await at.delete(id, checked.inputs).catch(() => undefined);
+  }
+  plugin?.stop();
+  if (project) rmSync(project, { recursive: true, force: true });
+}
