@@ -20,3 +20,30 @@ export function grePortState(owner: string, options: Readonly<Record<string, str
   const right = rows.iface?.type === "gre" && have?.size === Object.keys(options).length && Object.entries(options).every(([k, v]) => have.get(k) === v);
   return right ? "right" : "changed";
 }
+
+/** An owned GRE port with a fixed remote, as wanted (engine/tunnel-ports.ts ensures it). */
+export interface WantedTunnelPort {
+  name: string;
+  options: Readonly<Record<string, string>>;
+  /** The Interface's bfd column; undefined: no BFD (the column must be empty). */
+  bfd?: Readonly<Record<string, string>>;
+  /** Derived and kept, so a port re-created by hand keeps its number and what refers to it. */
+  ofportRequest: number;
+  /** An access VLAN: 4095 (never on a wire) keeps the bridge's NORMAL from flooding into the tunnel. */
+  tag?: number;
+  /** What the port is for (external_ids, besides the owner mark): must include ROLE_KEY. */
+  externalIds: Readonly<Record<string, string>>;
+}
+
+export const ROLE_KEY = "ovslb:role";
+
+/** The Interface bfd column for a session with these timers (decay off, so an idle session keeps its rate). */
+export function bfdColumn(timers: { minRx?: number; minTx?: number; multiplier?: number } = {}): Record<string, string> {
+  return {
+    enable: "true",
+    min_rx: String(timers.minRx ?? 100),
+    min_tx: String(timers.minTx ?? 100),
+    mult: String(timers.multiplier ?? 3),
+    decay_min_rx: "0",
+  };
+}

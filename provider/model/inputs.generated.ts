@@ -50,6 +50,7 @@ export interface DeferredNatLoadBalancerInputs {
    */
   delivery?: "mac" | "gre";
   ovn?: DeferredNatOvn;
+  healthCheck?: DeferredNatHealthCheck;
 }
 export interface DeferredNatGateway {
   /**
@@ -217,6 +218,66 @@ export interface OvnNorthbound {
   socket: string;
 }
 /**
+ * the health check of the load balancer's VIPs: OVN probes (probe, with ovn), BFD liveness of each hypervisor on every gateway (bfd, gre delivery), and what read reports and enforce does with the southbound's view
+ */
+export interface DeferredNatHealthCheck {
+  probe?: OvnProbe;
+  bfd?: BfdTimers;
+  southbound?: OvsdbSocket;
+  /**
+   * create and update set stale Service_Monitor rows offline (and clear their chassis where the schema has that column); never online. Needs probe and southbound, and write access to the southbound; default false
+   */
+  enforce?: boolean;
+}
+/**
+ * OVN mode: a Load_Balancer_Health_Check per VIP, probed by the chassis each backend's logical port is bound to; needs ovn, ovn.healthCheckSourceIp and every backend's logicalPort
+ */
+export interface OvnProbe {
+  /**
+   * seconds between probes; default 5 (OVN's)
+   */
+  interval?: number;
+  /**
+   * seconds a probe may take; default 20 (OVN's)
+   */
+  timeout?: number;
+  /**
+   * successful probes before a backend is online; default 3
+   */
+  successCount?: number;
+  /**
+   * failed probes before a backend is offline; default 3
+   */
+  failureCount?: number;
+}
+/**
+ * BFD timers of a liveness session (RFC 5880). Detection takes about the peer's transmit interval times its multiplier: 100/100/3 detects in about 300 ms. decay_min_rx is always off, so an idle session keeps its rate.
+ */
+export interface BfdTimers {
+  /**
+   * the shortest receive interval offered, in ms (bfd:min_rx); default 100
+   */
+  minRx?: number;
+  /**
+   * the shortest transmit interval, in ms (bfd:min_tx); default 100
+   */
+  minTx?: number;
+  /**
+   * missed control messages before the session goes down (bfd:mult); default 3
+   */
+  multiplier?: number;
+}
+/**
+ * an OVSDB database: its unix socket on a host reached over SSH
+ */
+export interface OvsdbSocket {
+  connection: SshConnection;
+  /**
+   * an absolute path of letters, digits and . _ - /
+   */
+  socket: string;
+}
+/**
  * One load balancer on one distributor device: a bridge and frontend port of its own, an ARP responder for the VIP, and a select group with one bucket per active slot that rewrites L2 only and sends the frame back out its ingress port.
  */
 export interface DistributorAttachmentInputs {
@@ -352,6 +413,30 @@ export interface DsrGre {
    * a GRE key the requests must carry (32 bits); default any key
    */
   key?: number;
+  bfd?: DsrBfd;
+}
+/**
+ * liveness sessions the load balancers' gateways open toward this hypervisor: one fixed GRE port per peer with BFD on it, carrying only BFD (its own key), so the gateways stop choosing this hypervisor's backends within the detection time when it dies
+ */
+export interface DsrBfd {
+  /**
+   * one per gateway and load balancer: the gateway's tunnel address and the load balancer's bfdKey output
+   *
+   * @minItems 1
+   * @maxItems 64
+   */
+  peers: DsrBfdPeer[];
+  timers?: BfdTimers;
+}
+export interface DsrBfdPeer {
+  /**
+   * an IPv4 address in dotted-quad form, e.g. 10.0.0.10
+   */
+  address: string;
+  /**
+   * the GRE key of the session (the load balancer's bfdKey)
+   */
+  key: number;
 }
 /**
  * a VIP (address, port, protocol) and its backends on this hypervisor

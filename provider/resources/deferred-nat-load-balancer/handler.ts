@@ -5,11 +5,14 @@ import type { DeferredNatLoadBalancerInputs as Inputs } from "../../model/inputs
 import type { ResourceHandler } from "../../resource-handler";
 import { withAllOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
 import { applyNorthbound, deleteNorthbound, preflightNorthbound, readNorthbound, withNorthbound } from "./ovn";
+import { assessHealth, monitorsToMarkOffline, type BackendHealth, type BfdView, type StaleBackend } from "./health";
+import { markOffline, readSouthbound, withSouthbound } from "./southbound";
 import { ensureTunnels, removeStaleTunnels, workingTunnels } from "./tunnels";
 import {
   actualInputs,
   assignIds,
   checkRules,
+  bfdKeyOf,
   cookieOf,
   foreignGroupsOn,
   lbId,
@@ -29,6 +32,12 @@ export interface DeferredNatState extends RecordedIds {
   lastApply: Record<string, ApplySummary>;
   /** Where the hosts differed from the inputs at the last read (empty when in sync). */
   drift: string[];
+  /** healthCheck.bfd: the GRE key of the BFD sessions, for the hypervisors' DsrHypervisorFlows gre.bfd.peers. */
+  bfdKey?: number;
+  /** healthCheck: each backend as the southbound and every gateway's BFD see it, at the last create, update or read. */
+  health?: BackendHealth[];
+  /** healthCheck: backends OVN reports online that cannot serve (port unbound, or their hypervisor's BFD down on a majority of gateways). */
+  stale?: StaleBackend[];
 }
 
 const EMPTY_IDS: RecordedIds = { groupIds: {}, bucketIds: {} };
@@ -40,6 +49,8 @@ interface GatewayRead {
   where: string;
   port: GatewayPort;
   observed: ObservedBridge;
+  /** healthCheck.bfd: this gateway's BFD session toward each hypervisor. */
+  bfd: Map<string, BfdView>;
 }
 
 /** Reads each gateway's bridge: its ports (and working tunnel ports), table 0 (every owner's flows, for conflicts) and its groups. */
@@ -53,10 +64,27 @@ async function readGateways(inputs: Inputs, sessions: OvsHostSession[]): Promise
       if (!observed) throw new Error(`${where}: bridge ${gw.bridge} does not exist`);
       const segmentOfport = observed.ports.get(gw.segmentPort);
       if (segmentOfport === undefined) throw new Error(`${where}: gateway ${gw.name} has no port ${gw.segmentPort} with an OpenFlow port number`);
-      const tunnelOfports = await workingTunnels(ref.session, inputs, gw, observed.ports);
-      return { ref, name: gw.name, where, port: { segmentOfport, mac: gw.mac, tunnelOfports }, observed };
+      const { tunnelOfports, bfdOfports, bfd } = await workingTunnels(ref.session, inputs, gw);
+      return { ref, name: gw.name, where, port: { segmentOfport, mac: gw.mac, tunnelOfports, bfdOfports }, observed, bfd };
     }),
   );
+}
+
+/**
+ * The health check's view: the southbound's monitors and bindings (when read)
+ * and every gateway's BFD sessions. With enforce, stale monitors are set
+ * offline, and the report says what was found before that.
+ */
+async function observeHealth(inputs: Inputs, reads: readonly GatewayRead[], enforce: boolean): Promise<Pick<DeferredNatState, "bfdKey" | "health" | "stale">> {
+  const hc = inputs.healthCheck;
+  if (!hc) return {};
+  const bfd = new Map(reads.filter((r) => r.bfd.size > 0).map((r) => [r.name, r.bfd]));
+  return withSouthbound(inputs, async (sb) => {
+    const view = sb ? await readSouthbound(inputs, sb) : undefined;
+    const report = assessHealth(inputs, { ...(view ? { monitors: view.monitors, bindings: view.bindings } : {}), bfd });
+    if (enforce && hc.enforce && sb && view) await markOffline(sb, monitorsToMarkOffline(report, inputs, view.monitors), view.hasChassisName);
+    return { ...(hc.bfd ? { bfdKey: bfdKeyOf(inputs) } : {}), health: report.backends, stale: report.stale };
+  });
 }
 
 /**
@@ -84,6 +112,7 @@ async function converge(inputs: Inputs, recorded: RecordedIds): Promise<Deferred
       cookie: `0x${cookieOf(d).toString(16)}`,
       lastApply: Object.fromEntries(reads.map((r, i) => [r.name, sent[i]])),
       drift: [],
+      ...(await observeHealth(d, reads, true)),
     };
   }));
 }
@@ -121,7 +150,8 @@ export const deferredNatLoadBalancerHandler: ResourceHandler<Inputs, DeferredNat
       const drift = [...observations.flatMap((o) => o.findings.map((f) => `${o.gateway}: ${f}`)), ...nb.findings];
       // A northbound row that differs reads as no OVN part, so the diff shows it and update rewrites it.
       if (nb.findings.length > 0) delete actual.ovn;
-      return { inputs: actual, state: { ...state, drift } };
+      const { health: _h, stale: _s, bfdKey: _k, ...kept } = state;
+      return { inputs: actual, state: { ...kept, drift, ...(await observeHealth(d, reads, false)) } };
     });
   },
 

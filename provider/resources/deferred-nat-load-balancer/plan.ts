@@ -1,6 +1,6 @@
 import { isDeepStrictEqual } from "node:util";
 import { flowPresent } from "../../engine/flows";
-import { grePortState, type GrePortRows } from "../../engine/gre-port";
+import { ROLE_KEY, bfdColumn, type WantedTunnelPort } from "../../engine/gre-port";
 import { foreignGroupIds, planBridge, type BridgeIntent, type ObservedBridge } from "../../engine/plan";
 import { MAX_BUCKET_ID, MAX_GROUP_ID, derivedId, interfaceName, ownerCookie } from "../../model/ids";
 import type { DeferredNatBackend, DeferredNatLoadBalancerInputs as Inputs, DeferredNatVip } from "../../model/inputs.generated";
@@ -105,6 +105,43 @@ export function checkRules(inputs: Inputs): CheckFailure[] {
     fail(`hypervisors[${inputs.hypervisors.indexOf(gre.filter((h) => h.tunnelAddress)[k])}].tunnelAddress`, "is another hypervisor's tunnel address");
   });
   if (inputs.ovn) failures.push(...checkConnection(inputs.ovn.northbound.connection, "ovn.northbound.connection"));
+  failures.push(...checkHealthCheck(inputs));
+  return failures;
+}
+
+/** What the health check needs of the rest of the inputs, each refusal naming the property that is missing. */
+function checkHealthCheck(inputs: Inputs): CheckFailure[] {
+  const hc = inputs.healthCheck;
+  if (!hc) return [];
+  const failures: CheckFailure[] = [];
+  const fail = (property: string, reason: string) => failures.push({ property, reason });
+  if (hc.probe) {
+    if (!inputs.ovn) fail("healthCheck.probe", "needs ovn: OVN's probes are Load_Balancer_Health_Check rows of the northbound load balancer");
+    else if (!inputs.ovn.healthCheckSourceIp) {
+      fail("ovn.healthCheckSourceIp", "is required by healthCheck.probe: every VIP's probes need a source address (ip_port_mappings BACKEND_IP -> LSP:SRC_IP); without a mapping OVN silently drops the backend");
+    }
+    inputs.vips.forEach((vip, v) =>
+      vip.backends.forEach((b, i) => {
+        if (!b.logicalPort) {
+          fail(`vips[${v}].backends[${i}].logicalPort`, "is required by healthCheck.probe: OVN probes a backend from the chassis its logical port is bound to, and silently drops a monitored VIP's backend that has no port mapping");
+        }
+      }),
+    );
+  }
+  if (hc.bfd) {
+    inputs.hypervisors.forEach((h, i) => {
+      if (deliveryOf(inputs, h.name) !== "gre") {
+        fail(`hypervisors[${i}].delivery`, "must be gre with healthCheck.bfd: BFD runs on the gateways' tunnel to each hypervisor, and mac delivery has none to watch");
+      }
+    });
+  }
+  if (hc.southbound) {
+    if (!hc.probe) fail("healthCheck.southbound", "is only read with healthCheck.probe: the southbound's Service_Monitor rows exist only for probed VIPs");
+    failures.push(...checkConnection(hc.southbound.connection, "healthCheck.southbound.connection"));
+  }
+  if (hc.enforce && !(hc.probe && hc.southbound)) {
+    fail("healthCheck.enforce", "needs healthCheck.probe and healthCheck.southbound: enforcing sets stale Service_Monitor rows offline in the southbound");
+  }
   return failures;
 }
 
@@ -173,12 +210,20 @@ function tunnelOfport(gw: GatewayPort, hypervisor: string): number {
   return ofport;
 }
 
+function bfdOfport(gw: GatewayPort, hypervisor: string): number {
+  const ofport = gw.bfdOfports?.get(hypervisor);
+  if (ofport === undefined) throw new Error(`healthCheck.bfd: the gateway has no working BFD port to hypervisor ${hypervisor}`);
+  return ofport;
+}
+
 /** What one gateway needs that the others do not: its segment port and MAC. */
 export interface GatewayPort {
   segmentOfport: number;
   mac: string;
   /** gre delivery: the ofport of this gateway's tunnel port to each hypervisor, by hypervisor name. */
   tunnelOfports?: ReadonlyMap<string, number>;
+  /** healthCheck.bfd: the ofport of its BFD port to each hypervisor (the buckets' watch_port). */
+  bfdOfports?: ReadonlyMap<string, number>;
 }
 
 /** How a hypervisor's backends are reached: its own delivery, else the load balancer's. */
@@ -188,29 +233,63 @@ export const deliveryOf = (inputs: Inputs, hypervisor: string) =>
 /** The GRE key of the load balancer's tunnels: derived from its name, so each load balancer's tunnels to one hypervisor are distinct ports. */
 export const greKeyOf = (inputs: Pick<Inputs, "name">) => derivedId([KIND, inputs.name, "gre-key"], 0xfffffffe);
 
-/** Whether a gateway's tunnel port is absent, right, the load balancer's own but changed by hand, or someone else's (refused). */
-export const tunnelPortState = (inputs: Inputs, want: TunnelPort, rows: GrePortRows) => grePortState(lbId(inputs), want.options, rows);
-
-/** One gateway's GRE port toward one hypervisor (fixed remote_ip: the health checks' BFD needs a port per peer). */
-export interface TunnelPort {
-  hypervisor: string;
-  name: string;
-  options: Readonly<Record<string, string>>;
-  /** Derived and kept, so a port re-created by hand keeps its number and the buckets that output to it. */
-  ofportRequest: number;
+/**
+ * The GRE key of the load balancer's BFD liveness ports: distinct from its
+ * data key, so on the hypervisor BFD lands on a fixed port of its own while
+ * data keeps arriving on the flow-based GRE port.
+ */
+export function bfdKeyOf(inputs: Pick<Inputs, "name">): number {
+  const key = derivedId([KIND, inputs.name, "bfd-key"], 0xfffffffe);
+  return key === greKeyOf(inputs) ? key + 1 : key;
 }
 
-/** The tunnel ports a gateway needs: one per hypervisor reached by gre. */
+/** Port roles on a gateway (external_ids ovslb:role). */
+export const TUNNEL_ROLE = "tunnel";
+export const BFD_ROLE = "bfd";
+/** 802.1Q reserves VLAN 4095: no frame on the segment carries it, so NORMAL floods nothing into a tunnel. */
+export const TUNNEL_VLAN = 4095;
+
+/** A gateway port toward one hypervisor: its data tunnel, or its BFD liveness port (the buckets' watch_port). */
+export interface TunnelPort extends WantedTunnelPort {
+  hypervisor: string;
+}
+
+/**
+ * The ports a gateway needs toward each hypervisor reached by gre: the data
+ * tunnel (fixed remote_ip and key), and with healthCheck.bfd a BFD port
+ * beside it (same ends, the BFD key), whose liveness the buckets watch.
+ */
 export function tunnelPorts(inputs: Inputs, gateway: Inputs["gateways"][number]): TunnelPort[] {
+  const bfd = inputs.healthCheck?.bfd;
   return inputs.hypervisors
     .filter((h) => deliveryOf(inputs, h.name) === "gre")
-    .map((h) => ({
-      hypervisor: h.name,
-      name: interfaceName("gre-", `${lbId(inputs)}/${h.name}`),
-      options: { remote_ip: h.tunnelAddress!, local_ip: gateway.tunnelAddress!, key: String(greKeyOf(inputs)) },
-      ofportRequest: 60000 + derivedId([KIND, inputs.name, "tunnel", h.name], 5000),
-    }));
+    .flatMap((h) => {
+      const ends = { remote_ip: h.tunnelAddress!, local_ip: gateway.tunnelAddress! };
+      const data: TunnelPort = {
+        hypervisor: h.name,
+        name: interfaceName("gre-", `${lbId(inputs)}/${h.name}`),
+        options: { ...ends, key: String(greKeyOf(inputs)) },
+        ofportRequest: 60000 + derivedId([KIND, inputs.name, "tunnel", h.name], 5000),
+        tag: TUNNEL_VLAN,
+        externalIds: { "ovslb:hypervisor": h.name, [ROLE_KEY]: TUNNEL_ROLE },
+      };
+      if (!bfd) return [data];
+      const liveness: TunnelPort = {
+        hypervisor: h.name,
+        name: interfaceName("bfd-", `${lbId(inputs)}/${h.name}`),
+        options: { ...ends, key: String(bfdKeyOf(inputs)) },
+        bfd: bfdColumn(bfd),
+        ofportRequest: 55000 + derivedId([KIND, inputs.name, "bfd", h.name], 5000),
+        tag: TUNNEL_VLAN,
+        externalIds: { "ovslb:hypervisor": h.name, [ROLE_KEY]: BFD_ROLE },
+      };
+      return [data, liveness];
+    });
 }
+
+/** Ports of a role; tunnel ports made before roles were recorded carry only ovslb:hypervisor. */
+export const hasRole = (role: string) => (ids: ReadonlyMap<string, string>) =>
+  ids.get(ROLE_KEY) === role || (role === TUNNEL_ROLE && !ids.has(ROLE_KEY) && ids.has("ovslb:hypervisor"));
 
 export interface VipDataplane {
   vip: DeferredNatVip;
@@ -234,6 +313,8 @@ export function desiredDataplane(inputs: Inputs, ids: RecordedIds, gw: GatewayPo
       Array.from({ length: b.weight ?? 1 }, (_, r) => ({
         bucketId: ids.bucketIds[key][replicaKey(b, r)],
         weight: BUCKET_WEIGHT,
+        // Live only while the gateway's BFD session to the backend's hypervisor forwards.
+        ...(d.healthCheck?.bfd ? { watchPort: bfdOfport(gw, b.hypervisor) } : {}),
         // ip.dst stays the VIP: back out onto the segment by MAC, or into the tunnel to the backend's hypervisor.
         actions: [
           { type: "set_field", field: "eth_src", value: gw.mac.toLowerCase() },
@@ -347,8 +428,11 @@ export function actualInputs(
     perGateway.forEach((g, gi) => {
       const note = (finding: string) => observations[gi].findings.push(`VIP ${key}: ${finding}`);
       // Backends behind a tunnel port that is gone or changed cannot be reached from this gateway.
-      const cut = new Set(vip.backends.filter((b) => deliveryOf(d, b.hypervisor) === "gre" && !g.port.tunnelOfports?.has(b.hypervisor)));
-      for (const hv of new Set([...cut].map((b) => b.hypervisor))) note(`tunnel port to hypervisor ${hv} missing or changed`);
+      const noTunnel = (b: DeferredNatBackend) => deliveryOf(d, b.hypervisor) === "gre" && !g.port.tunnelOfports?.has(b.hypervisor);
+      const noBfd = (b: DeferredNatBackend) => !!d.healthCheck?.bfd && !g.port.bfdOfports?.has(b.hypervisor);
+      const cut = new Set(vip.backends.filter((b) => noTunnel(b) || noBfd(b)));
+      for (const hv of new Set(vip.backends.filter(noTunnel).map((b) => b.hypervisor))) note(`tunnel port to hypervisor ${hv} missing or changed`);
+      for (const hv of new Set(vip.backends.filter(noBfd).map((b) => b.hypervisor))) note(`BFD port to hypervisor ${hv} missing or changed`);
       const want = desiredDataplane({ ...d, vips: [{ ...vip, backends: vip.backends.filter((b) => !cut.has(b)) }] }, ids, g.port)[0];
       const wantGroup = toGroupEntry(want.group);
       const group = g.observed.groups.find((x) => x.groupId === want.group.groupId);

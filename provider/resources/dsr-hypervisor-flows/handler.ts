@@ -5,9 +5,12 @@ import type { DsrHypervisorFlowsInputs } from "../../model/inputs.generated";
 import type { ResourceHandler } from "../../resource-handler";
 import { OPEN_VSWITCH, OwnedTransaction, Transaction, describeOwner, mutation, ownerMark, where } from "../../ovsdb";
 import { withOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
+import { ensureTunnelPorts, readTunnelPorts, removeTunnelPorts } from "../../engine/tunnel-ports";
 import {
+  BFD_PEER_ROLE,
   GRE_OPTIONS,
   actualInputs,
+  bfdPorts,
   checkRules,
   cookieOf,
   dsrId,
@@ -30,6 +33,18 @@ export interface DsrHypervisorFlowsState {
   ofports: Record<string, number>;
   /** What the last create/update sent to the bridge. */
   lastApply: ApplySummary;
+  /** gre.bfd: each peer's ("address/key") BFD session state at the last create, update or read ("absent" when its port is missing). */
+  bfd?: Record<string, string>;
+}
+
+const isBfdPeer = (ids: ReadonlyMap<string, string>) => ids.get("ovslb:role") === BFD_PEER_ROLE;
+
+/** gre.bfd: each peer's session state, and the peers whose port is right. */
+async function readBfdPeers(s: OvsHostSession, id: string, inputs: Inputs) {
+  const reads = await readTunnelPorts(s, id, inputs.bridge, bfdPorts(id, inputs));
+  const states: Record<string, string> = {};
+  for (const r of reads) states[r.want.peer] = r.state !== "right" ? "absent" : r.bfdStatus?.get("state") ?? "down";
+  return { states, working: new Set(reads.filter((r) => r.state === "right").map((r) => r.want.peer)) };
 }
 
 const ALL_ONES = (1n << 64n) - 1n;
@@ -107,12 +122,16 @@ async function removeGrePort(s: OvsHostSession, id: string, bridge: string, name
 async function converge(s: OvsHostSession, id: string, inputs: Inputs, recordedZone: number | undefined): Promise<DsrHypervisorFlowsState> {
   const ref: BridgeRef = { session: s, bridge: inputs.bridge };
   if (inputs.mode === "gre") await ensureGrePort(s, id, inputs);
+  const bfd = bfdPorts(id, inputs);
+  await ensureTunnelPorts(s, id, inputs.bridge, bfd, s.hostName);
+  await removeTunnelPorts(s, id, inputs.bridge, BFD_PEER_ROLE, isBfdPeer, bfd);
   // Every flow of the bridge: others' flows decide the zone and must not be overwritten.
   const observed = await observeBridge(ref, "all", cookieOf(id));
   if (!observed) throw new Error(`${s.hostName}: bridge ${inputs.bridge} does not exist`);
   const { intent, zone, ofports } = await onHost(s, () => planIntent(id, inputs, recordedZone, observed));
   const lastApply = await applyBundle(ref, planBridge(`${s.hostName}: bridge ${inputs.bridge}`, intent, observed));
-  return { cookie: `0x${intent.cookie.toString(16)}`, ctZone: zone, ofports: Object.fromEntries(ofports), lastApply };
+  const peers = bfd.length > 0 ? (await readBfdPeers(s, id, inputs)).states : undefined;
+  return { cookie: `0x${intent.cookie.toString(16)}`, ctZone: zone, ofports: Object.fromEntries(ofports), lastApply, ...(peers ? { bfd: peers } : {}) };
 }
 
 export const dsrHypervisorFlowsHandler: ResourceHandler<Inputs, DsrHypervisorFlowsState> = {
@@ -142,7 +161,15 @@ export const dsrHypervisorFlowsHandler: ResourceHandler<Inputs, DsrHypervisorFlo
       const ofports = Object.fromEntries(
         actual.vips.flatMap((v) => v.backends.map((b) => [b.bridgePort, observed.ports.get(b.bridgePort)!] as const)),
       );
-      return { inputs: actual, state: { ...state, ofports } };
+      const { bfd: _, ...kept } = state;
+      const wantedBfd = inputs.gre?.bfd;
+      if (!wantedBfd) return { inputs: actual, state: { ...kept, ofports } };
+      // A peer whose port is gone or changed reads as not declared, so the diff shows it.
+      const peers = await readBfdPeers(s, id, inputs);
+      const left = wantedBfd.peers.filter((p) => peers.working.has(`${p.address}/${p.key}`));
+      const gre = { ...actual.gre!, bfd: { ...wantedBfd, peers: left } };
+      if (left.length === 0) delete (gre as { bfd?: unknown }).bfd;
+      return { inputs: { ...actual, gre }, state: { ...kept, ofports, bfd: peers.states } };
     });
     return found;
   },
@@ -172,6 +199,7 @@ export const dsrHypervisorFlowsHandler: ResourceHandler<Inputs, DsrHypervisorFlo
         for (const zone of zonesOf(owned)) await s.appctl(["dpctl/flush-conntrack", `zone=${zone}`]);
       }
       if (inputs.mode === "gre" && observed) await removeGrePort(s, id, inputs.bridge, inputs.gre!.port!);
+      await removeTunnelPorts(s, id, inputs.bridge, BFD_PEER_ROLE, isBfdPeer, []);
     });
   },
 };

@@ -1,6 +1,7 @@
 import { flowPresent } from "../../engine/flows";
 import type { BridgeIntent, ObservedBridge } from "../../engine/plan";
-import { MAX_CT_ZONE, derivedId, ownerCookie } from "../../model/ids";
+import { ROLE_KEY, bfdColumn, type WantedTunnelPort } from "../../engine/gre-port";
+import { MAX_CT_ZONE, derivedId, interfaceName, ownerCookie } from "../../model/ids";
 import type { DsrBackend, DsrHypervisorFlowsInputs, DsrVip } from "../../model/inputs.generated";
 import { checkConnection, type CheckFailure } from "../../model/validate";
 import { flowKey, type DumpedFlow, type Flow } from "../../openflow";
@@ -124,6 +125,29 @@ export const GRE_OPTIONS: Readonly<Record<string, string>> = { remote_ip: "flow"
 /** The GRE port's ofport_request: derived from the resource, high above the ports people number by hand, so a re-created port keeps its number and its flows. */
 export const greOfportRequest = (id: string) => 60000 + derivedId([KIND, id, "gre-port"], 5000);
 
+/** Port role of the BFD liveness ports (external_ids ovslb:role). */
+export const BFD_PEER_ROLE = "bfd-peer";
+
+/**
+ * gre.bfd: one fixed GRE port per peer (a gateway of one load balancer),
+ * remote_ip the gateway, key the load balancer's BFD key, BFD on. It carries
+ * only BFD: data keeps its own key and arrives on the flow-based port.
+ */
+export function bfdPorts(id: string, inputs: Inputs): (WantedTunnelPort & { peer: string })[] {
+  const bfd = inputs.gre?.bfd;
+  if (!bfd) return [];
+  return bfd.peers.map((p) => ({
+    peer: `${p.address}/${p.key}`,
+    name: interfaceName("bfd-", `${id}/${p.address}/${p.key}`),
+    options: { remote_ip: p.address, key: String(p.key) },
+    bfd: bfdColumn(bfd.timers),
+    ofportRequest: 55000 + derivedId([KIND, id, "bfd", p.address, String(p.key)], 5000),
+    // Never on a wire: NORMAL floods nothing into it.
+    tag: 4095,
+    externalIds: { [ROLE_KEY]: BFD_PEER_ROLE, "ovslb:peer": `${p.address}/${p.key}` },
+  }));
+}
+
 /** gre settings belong to gre mode, and each allowed source is a prefix with no host bits set, given once. */
 function checkGre(inputs: Inputs): CheckFailure[] {
   const failures: CheckFailure[] = [];
@@ -137,6 +161,15 @@ function checkGre(inputs: Inputs): CheckFailure[] {
     failures.push({ property: "gre", reason: "is required in gre mode: give gre.allowedSources, the load balancers whose GRE may be delivered" });
   }
   if ((inputs.mode ?? "mac") !== "gre" && inputs.gre) failures.push({ property: "gre", reason: "is only used in gre mode" });
+  const peers = new Map<string, number>();
+  (inputs.gre?.bfd?.peers ?? []).forEach((p, i) => {
+    const key = `${p.address}/${p.key}`;
+    if (peers.has(key)) failures.push({ property: `gre.bfd.peers[${i}]`, reason: `is also gre.bfd.peers[${peers.get(key)}]: one session per gateway and key` });
+    else peers.set(key, i);
+    if (inputs.gre?.key !== undefined && p.key === inputs.gre.key) {
+      failures.push({ property: `gre.bfd.peers[${i}].key`, reason: "equals gre.key: the BFD port would take the data the flow-based port must receive" });
+    }
+  });
   const seen = new Map<string, number>();
   (inputs.gre?.allowedSources ?? []).forEach((prefix, i) => {
     const at = `gre.allowedSources[${i}]`;
