@@ -11,13 +11,13 @@ import {
   mergeIds,
   planGateway,
   replicaKey,
-  tunnelPortState,
   tunnelPorts,
   vipKey,
   withDefaults,
   type RecordedIds,
 } from "../../provider/resources/deferred-nat-load-balancer/plan";
 import { toGroupEntry } from "../../provider/openflow";
+import { grePortState } from "../../provider/engine/gre-port";
 import { editedDump, observedFrom, recordedDump } from "../support/recorded-dumps";
 
 const KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJdD7y3aLq454yWBdwLWbieU1ebz9/cu7/QEXn9OIeZJ";
@@ -257,10 +257,10 @@ describe("gre delivery", () => {
     expect(greKeyOf({ name: "web" })).not.toBe(greKeyOf({ name: "api" }));
     expect(tunnelPorts(gre({ delivery: "mac", hypervisors: [{ name: "hv1" }, { name: "hv2" }] }), gre().gateways[0])).toEqual([]);
     const rows = { port: { external_ids: new Map([["ovslb:owner", "deferred-nat/web"]]) }, iface: { type: "gre", options: new Map(Object.entries(t.options)) } };
-    expect(tunnelPortState(gre(), t, rows)).toBe("right");
-    expect(tunnelPortState(gre(), t, { ...rows, iface: { type: "gre", options: new Map([["remote_ip", "flow"]]) } })).toBe("changed");
-    expect(tunnelPortState(gre(), t, { port: { external_ids: new Map() }, iface: rows.iface })).toBe("foreign");
-    expect(tunnelPortState(gre(), t, {})).toBe("absent");
+    expect(grePortState("deferred-nat/web", t.options, rows)).toBe("right");
+    expect(grePortState("deferred-nat/web", t.options, { ...rows, iface: { type: "gre", options: new Map([["remote_ip", "flow"]]) } })).toBe("changed");
+    expect(grePortState("deferred-nat/web", t.options, { port: { external_ids: new Map() }, iface: rows.iface })).toBe("foreign");
+    expect(grePortState("deferred-nat/web", t.options, {})).toBe("absent");
   });
 
   it("a tunnel port missing on a gateway reads as its hypervisor's backends missing, and says so", () => {
