@@ -10,7 +10,9 @@ import { sameBucket, toGroupEntry, type Group, type GroupEntry, type InsertPosit
  *   position: it is removed and re-inserted right after its predecessor, in
  *   the same bundle (an in-place takeover of a slot looks like nothing else
  *   happened);
- * - a new bucket is inserted last, in desired order.
+ * - a new bucket is inserted last, in desired order;
+ * - where buckets watch a port or group, inserts become one modify of the
+ *   same buckets in the same order (OVS refuses an insert with liveness).
  * Anything else that differs (type, method, fields) rewrites the group whole:
  * that re-hashes every connection anyway.
  */
@@ -44,5 +46,14 @@ export function diffGroup(desired: Group, actual: GroupEntry | undefined): Modif
   const present = new Set(order);
   const added = (desired.buckets as readonly SelectBucket[]).filter((b) => !present.has(b.bucketId));
   if (added.length > 0) mods.push({ op: "insert-buckets", groupId, commandBucketId: "last", buckets: added });
+  if (mods.some((m) => m.op === "insert-buckets") && desired.buckets.some(hasLiveness)) {
+    // OVS (3.1 checked) refuses an insert_bucket that carries watch_port or watch_group: ofp-group.c checks
+    // liveness against the message's group type, which an insert leaves as "all". The same buckets in the
+    // same order as one modify: selection is a function of the live bucket ids, so still no other connection moves.
+    const buckets = [...order.map((id) => wanted.get(id)!.bucket), ...added];
+    return [{ op: "modify-group", group: { ...desired, buckets } }];
+  }
   return mods;
 }
+
+const hasLiveness = (b: { watchPort?: number; watchGroup?: number }) => b.watchPort !== undefined || b.watchGroup !== undefined;

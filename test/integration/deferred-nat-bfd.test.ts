@@ -1,0 +1,196 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { bfdKeyOf, greKeyOf, tunnelPorts } from "../../provider/resources/deferred-nat-load-balancer/plan";
+import { runChecked } from "../../provider/transport/exec";
+import { traceBuckets } from "../../provider/transport/openflow-trace";
+import type { SshSession } from "../../provider/transport/ssh";
+import type { LabBackend, LabInventory } from "../lab/topology";
+import { ProviderDriver, labBackend, labHypervisorFlows, labLoadBalancer } from "../support/deferred-nat";
+import { inNamespace, labSsh, loadInventory, lockLab } from "../support/lab";
+import { openLiveConnections } from "../support/tcp-clients";
+import { waitUntil } from "../support/wait";
+
+/**
+ * healthCheck.bfd on the lab: every gateway runs a BFD session to each
+ * backend hypervisor on a port of its own, and each bucket watches it. A
+ * hypervisor whose underlay is cut stops being chosen by every gateway within
+ * the detection time, with no controller involved; only its tuples move, and
+ * connections to the other hypervisors' backends keep working. A hypervisor
+ * whose session never came up is never chosen (fail-closed).
+ */
+
+const VIP = "10.0.0.203";
+const NAME = "bfd-web";
+const TUPLES = 2000;
+const TIMERS = { minRx: 100, minTx: 100, multiplier: 3 };
+type Props = Record<string, any>;
+
+let inv: LabInventory;
+let pool: LabBackend[];
+const ssh: Record<string, SshSession> = {};
+let unlock: (() => void) | undefined;
+const lb = new ProviderDriver("DeferredNatLoadBalancer");
+const hv: Record<string, ProviderDriver> = {};
+const GATEWAYS = ["gw1", "gw2"];
+
+const underlay = (host: string) => inv.hosts[host].underlay!.address;
+const vips = (backends: LabBackend[]) => [{ address: VIP, port: 80, protocol: "tcp" as const, backends }];
+
+function lbInputs(backends: LabBackend[]) {
+  const base = labLoadBalancer(inv, NAME, vips(backends).map((v) => ({ ...v, backends: v.backends.map((b) => labBackend(inv, b)) })), { delivery: "gre" });
+  return {
+    ...base,
+    gateways: base.gateways.map((g) => ({ ...g, tunnelAddress: underlay(g.name) })),
+    hypervisors: ["hv1", "hv2", "hv3"].map((name) => ({ name, tunnelAddress: underlay(name) })),
+    healthCheck: { bfd: TIMERS },
+  };
+}
+
+/** `peers` false: the hypervisor answers no BFD (as one not yet set up would). */
+function hvInputs(name: string, backends: LabBackend[], peers = true) {
+  return {
+    ...labHypervisorFlows(inv, NAME, name, vips(backends)),
+    mode: "gre",
+    gre: {
+      allowedSources: GATEWAYS.map(underlay),
+      key: greKeyOf({ name: NAME }),
+      ...(peers ? { bfd: { peers: GATEWAYS.map((g) => ({ address: underlay(g), key: bfdKeyOf({ name: NAME }) })), timers: TIMERS } } : {}),
+    },
+  };
+}
+
+async function applyHypervisor(name: string, backends: LabBackend[], peers = true) {
+  const driver = (hv[name] ??= new ProviderDriver("DsrHypervisorFlows"));
+  await (driver.id ? driver.update(hvInputs(name, backends, peers)) : driver.create(hvInputs(name, backends, peers)));
+}
+
+/** The bucket each of TUPLES 5-tuples takes on a gateway (undefined: no live bucket). */
+async function trace(gw: string): Promise<(number | undefined)[]> {
+  const seg = Number((await ssh[gw].run(["ovs-vsctl", "get", "interface", "seg0", "ofport"])).stdout.trim());
+  const tuples = Array.from({ length: TUPLES }, (_, i) => ({
+    protocol: "tcp" as const, in_port: seg, nw_src: `10.9.${(i >> 8) & 255}.${(i & 255) || 1}`, nw_dst: VIP, tp_src: 1024 + ((i * 7919) % 60000), tp_dst: 80,
+  }));
+  return traceBuckets(ssh[gw], "br-seg", tuples);
+}
+
+/** Each gateway's BFD view of each hypervisor, from the load balancer's read. */
+async function bfdViews(): Promise<Record<string, Record<string, string>>> {
+  const { props } = await lb.read();
+  const views: Record<string, Record<string, string>> = {};
+  for (const h of props.health as Props[]) views[h.hypervisor] = h.bfd;
+  return views;
+}
+
+const allUp = (views: Record<string, Record<string, string>>, hvs: string[]) =>
+  hvs.every((h) => GATEWAYS.every((g) => views[h]?.[g] === "up"));
+
+/** Waits until each gateway's session toward `hvs` has negotiated the configured rate (until then the peer still sends at 1 s). */
+async function negotiated(hvs: string[]) {
+  await waitUntil(async () => allUp(await bfdViews(), hvs), { what: `BFD up toward ${hvs.join(", ")}`, timeoutMs: 15_000, intervalMs: 200 });
+  const inputs = lbInputs(pool);
+  for (const [i, g] of GATEWAYS.entries()) {
+    const ports = tunnelPorts(inputs, inputs.gateways[i]).filter((p) => p.bfd && hvs.includes(p.hypervisor)).map((p) => p.name);
+    await waitUntil(async () => {
+      const blocks = (await runChecked(ssh[g], ["ovs-appctl", "bfd/show"])).split(/^---- /m);
+      return ports.every((name) => blocks.some((b) => b.startsWith(`${name} ----`) && /TX Interval: Approx 100ms/.test(b) && /RX Interval: Approx 100ms/.test(b)));
+    }, { what: `${g}: BFD at ${TIMERS.minTx} ms`, timeoutMs: 10_000, intervalMs: 200 });
+  }
+}
+
+const linkOf = (host: string) => `u-${host}`;
+const setUnderlay = (host: string, up: boolean) => inNamespace("ovslb-rtr", ["ip", "link", "set", linkOf(host), up ? "up" : "down"]);
+
+beforeAll(async () => {
+  inv = loadInventory();
+  pool = ["hv1", "hv2", "hv3"].flatMap((h) => inv.backends.filter((b) => b.hypervisor === h).slice(0, 2));
+  unlock = await lockLab("hv1-gre");
+  for (const h of ["gw1", "gw2", "hv1", "hv2", "hv3"]) ssh[h] = await labSsh(inv, h);
+  await lb.purge(lbInputs(pool));
+});
+
+afterAll(async () => {
+  for (const h of ["hv1", "hv2", "hv3"]) setUnderlay(h, true);
+  await lb.delete().catch(() => undefined);
+  for (const d of Object.values(hv)) if (d.id) await d.delete().catch(() => undefined);
+  for (const s of Object.values(ssh)) s.close();
+  unlock?.();
+});
+
+describe("BFD liveness of the backends' hypervisors (healthCheck.bfd)", () => {
+  const on = (h: string) => pool.filter((b) => b.hypervisor === h);
+  const hv12 = () => [...on("hv1"), ...on("hv2")];
+  /** bucket id -> hypervisor, from the recorded ids. */
+  const hypervisorOfBucket = () => {
+    const ids = lb.outputs.bucketIds[`tcp:${VIP}:80`] as Record<string, number>;
+    const byAddress = new Map(pool.map((b) => [`${b.address}:${inv.backendPort}`, b.hypervisor]));
+    return new Map(Object.entries(ids).map(([replica, id]) => [id, byAddress.get(replica.split("#")[0])!]));
+  };
+
+  it("each gateway holds a BFD port per hypervisor, every bucket watches its hypervisor's, and the sessions come up with the hypervisors' peer ports", async () => {
+    for (const h of ["hv1", "hv2"]) await applyHypervisor(h, hv12());
+    await lb.create(lbInputs(hv12()));
+    expect(lb.outputs.bfdKey).toBe(bfdKeyOf({ name: NAME }));
+    await negotiated(["hv1", "hv2"]);
+    for (const g of GATEWAYS) {
+      const groups = await runChecked(ssh[g], ["ovs-ofctl", "-O", "OpenFlow15", "dump-groups", "br-seg"]);
+      const group = groups.split("\n").find((l) => l.includes(`group_id=${lb.outputs.groupIds[`tcp:${VIP}:80`]},`))!;
+      const watched = [...group.matchAll(/watch_port:(\d+)/g)].map((m) => Number(m[1]));
+      expect(watched).toHaveLength(4);
+      // Both of a hypervisor's buckets watch the same port, and the two hypervisors' ports differ.
+      expect(new Set(watched).size).toBe(2);
+    }
+    const { props } = await hv.hv1.read();
+    expect(Object.values(props.bfd)).toEqual(["up", "up"]);
+    expect((await lb.read()).props.stale).toEqual([]);
+  });
+
+  it("a new hypervisor's buckets are not chosen until its session is up (fail-closed)", async () => {
+    await applyHypervisor("hv3", pool, false);
+    await lb.update(lbInputs(pool));
+    const ofHv = hypervisorOfBucket();
+    for (const g of GATEWAYS) {
+      const picks = await trace(g);
+      expect(picks.every((b) => b !== undefined && ofHv.get(b) !== "hv3")).toBe(true);
+    }
+    expect((await bfdViews()).hv3).toEqual({ gw1: "down", gw2: "down" });
+    await applyHypervisor("hv3", pool, true);
+    await negotiated(["hv3"]);
+    for (const g of GATEWAYS) expect((await trace(g)).some((b) => ofHv.get(b!) === "hv3")).toBe(true);
+  });
+
+  it("cutting a hypervisor's underlay makes its buckets not live on every gateway within the detection time; only its tuples move, connections to the others survive, and the original mapping returns exactly", async () => {
+    const ofHv = hypervisorOfBucket();
+    const before = await Promise.all(GATEWAYS.map(trace));
+    expect(before[0]).toEqual(before[1]);
+    const live = await openLiveConnections(inv.client.namespace, VIP, 80, 30);
+    const elsewhere = live.initial.filter((c) => !c.broken && on("hv2").concat(on("hv3")).some((b) => b.name === c.backend));
+    expect(elsewhere.length).toBeGreaterThan(0);
+    try {
+      setUnderlay("hv1", false);
+      // How fast is bench/liveness.ts's question; here: that it happens, on every gateway, with nothing else moving.
+      const after = await waitUntil(async () => {
+        const picks = await Promise.all(GATEWAYS.map(trace));
+        return picks.every((p) => p.every((b) => b !== undefined && ofHv.get(b) !== "hv1")) && picks;
+      }, { what: "no gateway choosing hv1", timeoutMs: 10_000, intervalMs: 20 });
+      for (const [g, picks] of after.entries()) {
+        picks.forEach((b, i) => {
+          // Tuples that were not on hv1 stay exactly where they were.
+          if (ofHv.get(before[g][i]!) !== "hv1") expect(b, `${GATEWAYS[g]} tuple ${i}`).toBe(before[g][i]);
+        });
+      }
+      expect(after[0]).toEqual(after[1]);
+      const round = await live.round();
+      const survivors = round.filter((c) => elsewhere.some((e) => e.port === c.port));
+      expect(survivors.filter((c) => c.broken)).toEqual([]);
+      expect((await bfdViews()).hv1).toEqual({ gw1: "down", gw2: "down" });
+    } finally {
+      setUnderlay("hv1", false);
+      setUnderlay("hv1", true);
+      live.close();
+    }
+    // Warm the path again (the router flushed its neighbours), then wait for the sessions.
+    inNamespace(inv.hosts.hv1.namespace, ["ping", "-c1", "-W2", inv.hosts.hv1.underlay!.router]);
+    await negotiated(["hv1"]);
+    const back = await Promise.all(GATEWAYS.map(trace));
+    expect(back).toEqual(before);
+  });
+});
