@@ -1,6 +1,6 @@
 import * as pulumi from "@pulumi/pulumi";
 import type { DeferredNatBackend, DeferredNatLoadBalancerInputs, OvsHost } from "../provider/model/inputs.generated";
-import { greKeyOf } from "../provider/resources/deferred-nat-load-balancer/plan";
+import { bfdKeyOf, greKeyOf } from "../provider/resources/deferred-nat-load-balancer/plan";
 import { DeferredNatLoadBalancer } from "../provider/resources/deferred-nat-load-balancer/resource";
 import { DsrHypervisorFlows } from "../provider/resources/dsr-hypervisor-flows/resource";
 import { unknownHypervisors, vipsOn } from "./hypervisor-vips";
@@ -37,6 +37,12 @@ export interface DeferredNatServiceArgs {
   /** mac (backends on the gateways' L2 segment) or gre (tunnelled over the underlay to each backend's hypervisor); default mac. */
   delivery?: "mac" | "gre";
   ovn?: DeferredNatLoadBalancerInputs["ovn"];
+  /**
+   * The health check: OVN probes (probe, with ovn), BFD liveness of every
+   * hypervisor on every gateway (bfd: each gre hypervisor's flows get the
+   * gateways as BFD peers), stale reporting and enforce.
+   */
+  healthCheck?: DeferredNatLoadBalancerInputs["healthCheck"];
 }
 
 /** What makes the arguments unusable, in words that name them. */
@@ -57,6 +63,11 @@ function serviceProblems(args: DeferredNatServiceArgs, deliveryOf: (hv: Deferred
     ];
     if (ends.length > 0) problems.push(`gre delivery needs ${ends.join(", ")}: the tunnels' two ends`);
   }
+  if (args.healthCheck?.bfd) {
+    args.hypervisors.forEach((h, i) => {
+      if (deliveryOf(h) !== "gre") problems.push(`healthCheck.bfd needs gre delivery: hypervisors[${i}] (${h.name}) is reached by mac, with no tunnel to watch`);
+    });
+  }
   return problems;
 }
 
@@ -67,7 +78,9 @@ function serviceProblems(args: DeferredNatServiceArgs, deliveryOf: (hv: Deferred
  * flows are applied first, so a gateway never sends to a backend whose
  * hypervisor cannot NAT yet. With gre delivery a hypervisor's flows take GRE
  * from exactly the gateways' tunnel addresses, with the service's own key;
- * the gateways' tunnel ports follow from the same hypervisor list.
+ * the gateways' tunnel ports follow from the same hypervisor list. With
+ * healthCheck.bfd both ends of every gateway-hypervisor BFD session follow
+ * from the same lists too.
  */
 export class DeferredNatService extends pulumi.ComponentResource {
   readonly loadBalancer: DeferredNatLoadBalancer;
@@ -80,7 +93,13 @@ export class DeferredNatService extends pulumi.ComponentResource {
     const problems = serviceProblems(args, deliveryOf);
     if (problems.length > 0) throw new Error(`DeferredNatService ${name}: ${problems.join("; ")}`);
     super("ovslb:index:DeferredNatService", name, {}, opts);
-    const greSettings = { allowedSources: args.gateways.map((g) => g.tunnelAddress!), key: greKeyOf({ name }) };
+    const bfd = args.healthCheck?.bfd;
+    const greSettings = {
+      allowedSources: args.gateways.map((g) => g.tunnelAddress!),
+      key: greKeyOf({ name }),
+      // Every gateway opens a BFD session to each hypervisor with the service's BFD key.
+      ...(bfd ? { bfd: { peers: args.gateways.map((g) => ({ address: g.tunnelAddress!, key: bfdKeyOf({ name }) })), timers: bfd } } : {}),
+    };
 
     this.hypervisorFlows = {};
     for (const hv of args.hypervisors) {
@@ -119,9 +138,10 @@ export class DeferredNatService extends pulumi.ComponentResource {
         })),
         ...(args.selectionFields ? { selectionFields: args.selectionFields } : {}),
         ...(args.ovn ? { ovn: args.ovn } : {}),
+        ...(args.healthCheck ? { healthCheck: args.healthCheck } : {}),
       },
       { parent: this, dependsOn: Object.values(this.hypervisorFlows) },
     );
-    this.registerOutputs({ groupIds: this.loadBalancer.groupIds });
+    this.registerOutputs({ groupIds: this.loadBalancer.groupIds, health: this.loadBalancer.health, stale: this.loadBalancer.stale });
   }
 }

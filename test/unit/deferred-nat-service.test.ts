@@ -102,6 +102,29 @@ describe("DeferredNatService", () => {
     expect(() => new DeferredNatService("bad", missing)).toThrow(/gre delivery needs gateways\[0\]\.tunnelAddress, hypervisors\[0\]\.tunnelAddress, hypervisors\[1\]\.tunnelAddress, hypervisors\[2\]\.tunnelAddress/);
   });
 
+  it("with healthCheck.bfd, every gre hypervisor's flows take each gateway as a BFD peer with the service's BFD key and timers, and the load balancer gets the health check; a mac hypervisor is refused", async () => {
+    const { DeferredNatService } = await import("../../components/deferred-nat-service");
+    const { bfdKeyOf } = await import("../../provider/resources/deferred-nat-load-balancer/plan");
+    const timers = { minRx: 100, minTx: 100, multiplier: 3 };
+    const gre = args();
+    gre.delivery = "gre";
+    gre.healthCheck = { bfd: timers };
+    gre.gateways = [{ ...gre.gateways[0], tunnelAddress: "172.16.11.2" }, { ...gre.gateways[0], name: "gw2", mac: "02:00:0a:00:00:0c", tunnelAddress: "172.16.12.2" }];
+    gre.hypervisors = gre.hypervisors.map((h, i) => ({ ...h, tunnelAddress: `172.16.2${i + 1}.2` }));
+    new DeferredNatService("web", gre);
+    await programDone();
+    const flows = registered.filter((r) => r.type === "pulumi-nodejs:dynamic/ovslb:DsrHypervisorFlows");
+    expect(flows.length).toBeGreaterThan(0);
+    for (const f of flows) {
+      expect(f.inputs.gre.bfd).toEqual({ peers: [{ address: "172.16.11.2", key: bfdKeyOf({ name: "web" }) }, { address: "172.16.12.2", key: bfdKeyOf({ name: "web" }) }], timers });
+    }
+    const lb = registered.find((r) => r.type === "pulumi-nodejs:dynamic/ovslb:DeferredNatLoadBalancer")!.inputs;
+    expect(lb.healthCheck).toEqual({ bfd: timers });
+
+    const mixed = { ...gre, hypervisors: [gre.hypervisors[0], { ...gre.hypervisors[1], delivery: "mac" as const }, gre.hypervisors[2]] };
+    expect(() => new DeferredNatService("bad", mixed)).toThrow(/healthCheck\.bfd needs gre delivery: hypervisors\[1\] \(hv2\) is reached by mac/);
+  });
+
   it("refuses two hypervisor entries on one host and bridge (their flows would share one zone and one GRE port) before registering anything", async () => {
     const { DeferredNatService } = await import("../../components/deferred-nat-service");
     const twice = args();

@@ -1,6 +1,7 @@
 import * as pulumi from "@pulumi/pulumi";
 import { dynamicProvider } from "../../dynamic";
 import type { DeferredNatLoadBalancerInputs } from "../../model/inputs.generated";
+import type { BackendHealth, StaleBackend } from "./health";
 import { resourceOptions, withSecretCredentials, type DeepInput } from "../resource-args";
 
 export type DeferredNatLoadBalancerArgs = { [K in keyof DeferredNatLoadBalancerInputs]: DeepInput<DeferredNatLoadBalancerInputs[K]> };
@@ -22,12 +23,18 @@ export class DeferredNatLoadBalancer extends pulumi.dynamic.Resource {
   declare readonly cookie: pulumi.Output<string>;
   declare readonly lastApply: pulumi.Output<Record<string, { messages: number; bytes: number; operations: Record<string, number> }>>;
   declare readonly drift: pulumi.Output<string[]>;
+  /** healthCheck.bfd: the GRE key of the BFD sessions (the hypervisors' gre.bfd.peers[].key). */
+  declare readonly bfdKey: pulumi.Output<number | undefined>;
+  /** healthCheck: each backend as the southbound and every gateway's BFD see it, at the last apply or refresh. */
+  declare readonly health: pulumi.Output<BackendHealth[] | undefined>;
+  /** healthCheck: backends OVN reports online that cannot serve, with the reason. */
+  declare readonly stale: pulumi.Output<StaleBackend[] | undefined>;
 
   constructor(name: string, args: DeferredNatLoadBalancerArgs, opts?: pulumi.CustomResourceOptions) {
     super(
       dynamicProvider("DeferredNatLoadBalancer"),
       name,
-      { ...withSecretCredentials(args), groupIds: undefined, bucketIds: undefined, cookie: undefined, lastApply: undefined, drift: undefined },
+      { ...withSecretCredentials(args), groupIds: undefined, bucketIds: undefined, cookie: undefined, lastApply: undefined, drift: undefined, bfdKey: undefined, health: undefined, stale: undefined },
       resourceOptions(opts),
       "ovslb",
       "DeferredNatLoadBalancer",

@@ -24,12 +24,14 @@ export class DsrHypervisorFlows extends pulumi.dynamic.Resource {
   declare readonly ofports: pulumi.Output<Record<string, number>>;
   /** What the last create/update sent to the bridge: messages, bytes, modifications by kind. */
   declare readonly lastApply: pulumi.Output<{ messages: number; bytes: number; operations: Record<string, number> }>;
+  /** gre.bfd: each peer's ("address/key") BFD session state at the last apply or refresh. */
+  declare readonly bfd: pulumi.Output<Record<string, string> | undefined>;
 
   constructor(name: string, args: DsrHypervisorFlowsArgs, opts?: pulumi.CustomResourceOptions) {
     super(
       dynamicProvider("DsrHypervisorFlows"),
       name,
-      { ...withSecretCredentials(args), cookie: undefined, ctZone: undefined, ofports: undefined, lastApply: undefined },
+      { ...withSecretCredentials(args), cookie: undefined, ctZone: undefined, ofports: undefined, lastApply: undefined, bfd: undefined },
       resourceOptions(opts),
       "ovslb",
       "DsrHypervisorFlows",
