@@ -1,4 +1,5 @@
-import type { DeferredNatLoadBalancerInputs as Inputs, DeferredNatVip } from "../../model/inputs.generated";
+import { isDeepStrictEqual } from "node:util";
+import type { DeferredNatLoadBalancerInputs as Inputs, DeferredNatVip, OvnProbe } from "../../model/inputs.generated";
 import { OvsdbClient } from "../../transport/ovsdb-client";
 import {
   OVN_NORTHBOUND,
@@ -10,6 +11,7 @@ import {
   ownerMark,
   ownerOf,
   where,
+  type LoadBalancerHealthCheckRow,
   type LoadBalancerRow,
   type NamedUuid,
   type Uuid,
@@ -21,7 +23,9 @@ import { backendKey, lbId, withDefaults } from "./plan";
  * The optional OVN side: one northbound Load_Balancer row per protocol
  * (OVN keeps one protocol per row), with deferred NAT asked for in its
  * options, written and attached to the logical router in ONE transaction,
- * and owned through external_ids.
+ * and owned through external_ids. With healthCheck.probe, each VIP of a row
+ * has its own Load_Balancer_Health_Check (non-root: it lives as long as the
+ * row's health_check references it), written in that same transaction.
  */
 
 export interface NbLoadBalancer {
@@ -31,6 +35,16 @@ export interface NbLoadBalancer {
   selectionFields: LoadBalancerRow["selection_fields"];
   ipPortMappings: Record<string, string>;
   options: Record<string, string>;
+  /** healthCheck.probe: vips key (exactly "IP:PORT", as OVN matches it) -> Load_Balancer_Health_Check options. */
+  healthChecks: Record<string, Record<string, string>>;
+}
+
+/** OVN's defaults (ovn-nb(5)), written out so that a read compares like with like. */
+export const PROBE_DEFAULTS: Required<OvnProbe> = { interval: 5, timeout: 20, successCount: 3, failureCount: 3 };
+
+export function probeOptions(probe: OvnProbe): Record<string, string> {
+  const p = { ...PROBE_DEFAULTS, ...probe };
+  return { interval: String(p.interval), timeout: String(p.timeout), success_count: String(p.successCount), failure_count: String(p.failureCount) };
 }
 
 /** The rows the inputs want, keyed by row name. Pure. */
@@ -47,10 +61,13 @@ export function desiredNbRows(inputs: Inputs): NbLoadBalancer[] {
         selectionFields: [...d.selectionFields!].sort(),
         ipPortMappings: {},
         options: { "deferred-nat": "true" },
+        healthChecks: {},
       };
       byProtocol.set(vip.protocol, row);
     }
-    row.vips[`${vip.address}:${vip.port}`] = vip.backends.map(backendKey).join(",");
+    const key = `${vip.address}:${vip.port}`;
+    row.vips[key] = vip.backends.map(backendKey).join(",");
+    if (d.healthCheck?.probe) row.healthChecks[key] = probeOptions(d.healthCheck.probe);
     for (const b of vip.backends) {
       if (b.logicalPort && d.ovn?.healthCheckSourceIp) row.ipPortMappings[b.address] = `${b.logicalPort}:${d.ovn.healthCheckSourceIp}`;
     }
@@ -61,11 +78,28 @@ export function desiredNbRows(inputs: Inputs): NbLoadBalancer[] {
 const asRecord = (m: ReadonlyMap<string, string>): Record<string, string> => Object.fromEntries(m);
 
 /** The Load_Balancer columns ovslb reads. */
-const LB_COLUMNS = ["_uuid", "name", "protocol", "vips", "selection_fields", "ip_port_mappings", "options", "external_ids"] as const;
+const LB_COLUMNS = ["_uuid", "name", "protocol", "vips", "selection_fields", "ip_port_mappings", "options", "health_check", "external_ids"] as const;
 type LoadBalancerRead = Pick<LoadBalancerRow, (typeof LB_COLUMNS)[number]>;
+const HC_COLUMNS = ["_uuid", "vip", "options", "external_ids"] as const;
+type HealthCheckRead = Pick<LoadBalancerHealthCheckRow, (typeof HC_COLUMNS)[number]>;
+
+/** An owned Load_Balancer row with the health-check rows its health_check references (any owner). */
+interface OwnedRow extends LoadBalancerRead {
+  healthCheckRows: HealthCheckRead[];
+}
+
+/**
+ * Of a row's health checks, the ones ovslb counts as its own: owned by the
+ * load balancer, the first per VIP. The rest are reported and dropped.
+ */
+function ownHealthChecks(row: OwnedRow, owner: string): Map<string, HealthCheckRead> {
+  const own = new Map<string, HealthCheckRead>();
+  for (const hc of row.healthCheckRows) if (ownerOf(hc) === owner && !own.has(hc.vip)) own.set(hc.vip, hc);
+  return own;
+}
 
 /** The row as ovslb compares it, from what the database holds (a row with no protocol is tcp, as OVN reads it). */
-export function readNbRow(row: Omit<LoadBalancerRead, "_uuid" | "external_ids">): NbLoadBalancer {
+export function readNbRow(row: Omit<LoadBalancerRead, "_uuid" | "external_ids" | "health_check">, healthChecks: readonly Pick<HealthCheckRead, "vip" | "options">[] = []): NbLoadBalancer {
   return {
     name: row.name,
     protocol: row.protocol[0] ?? "tcp",
@@ -73,6 +107,7 @@ export function readNbRow(row: Omit<LoadBalancerRead, "_uuid" | "external_ids">)
     selectionFields: [...row.selection_fields].sort(),
     ipPortMappings: asRecord(row.ip_port_mappings),
     options: asRecord(row.options),
+    healthChecks: Object.fromEntries(healthChecks.map((hc) => [hc.vip, asRecord(hc.options)])),
   };
 }
 
@@ -93,10 +128,20 @@ export async function withNorthbound<R>(inputs: Inputs, fn: (db: OvsdbClient | u
 /** `root@172.30.0.10:22: OVN ` for refusals about this database. */
 const prefix = (db: OvsdbClient) => `${db.host ? `${db.host}: ` : ""}OVN `;
 
-async function ownedRows(db: OvsdbClient, owner: string): Promise<LoadBalancerRead[]> {
+async function ownedRows(db: OvsdbClient, owner: string): Promise<OwnedRow[]> {
   const t = new Transaction(OVN_NORTHBOUND);
-  const lbs = t.select("Load_Balancer", [where("external_ids", "includes", { [OWNER_KEY]: owner })], LB_COLUMNS);
-  return (await db.run(t)).rows(lbs);
+  const sel = t.select("Load_Balancer", [where("external_ids", "includes", { [OWNER_KEY]: owner })], LB_COLUMNS);
+  const lbs = (await db.run(t)).rows(sel);
+  // The health checks by uuid: a second read, guarded at write time by the rows' health_check as read.
+  const refs = lbs.flatMap((lb) => lb.health_check);
+  const byUuid = new Map<string, HealthCheckRead>();
+  if (refs.length > 0) {
+    const h = new Transaction(OVN_NORTHBOUND);
+    const sels = refs.map((u) => h.select("Load_Balancer_Health_Check", [where("_uuid", "==", u)], HC_COLUMNS));
+    const r = await db.run(h);
+    for (const sel of sels) for (const hc of r.rows(sel)) byUuid.set(hc._uuid.id, hc);
+  }
+  return lbs.map((lb) => ({ ...lb, healthCheckRows: lb.health_check.flatMap((u) => byUuid.get(u.id) ?? []) }));
 }
 
 /**
@@ -136,6 +181,16 @@ export async function applyNorthbound(inputs: Inputs, db: OvsdbClient): Promise<
   t.requirePresent("Logical_Router", [where("name", "==", ovn.router)]);
   const refs: (Uuid | NamedUuid)[] = [];
   for (const row of want) {
+    const current = existing.find((e) => e.name === row.name);
+    // Health checks ovslb already has are kept (same uuid), others inserted; those no longer
+    // referenced (undeclared, or not ovslb's) are garbage-collected by the server.
+    const own = current ? ownHealthChecks(current, lbId(inputs)) : new Map<string, HealthCheckRead>();
+    const healthChecks = Object.entries(row.healthChecks).map(([vip, options]) => {
+      const have = own.get(vip);
+      if (!have) return t.insertOwned("Load_Balancer_Health_Check", { vip, options, external_ids: {} });
+      t.updateOwned("Load_Balancer_Health_Check", have, { options, external_ids: {} }, ["vip"]);
+      return have._uuid;
+    });
     const columns = {
       name: row.name,
       protocol: [row.protocol],
@@ -143,13 +198,13 @@ export async function applyNorthbound(inputs: Inputs, db: OvsdbClient): Promise<
       selection_fields: row.selectionFields,
       ip_port_mappings: row.ipPortMappings,
       options: row.options,
+      health_check: healthChecks,
       // Only the owner mark, which insertOwned and updateOwned add.
       external_ids: {},
     };
-    const current = existing.find((e) => e.name === row.name);
     if (current) {
-      // Still this load balancer's row, under the name read.
-      t.updateOwned("Load_Balancer", current, columns, ["name"]);
+      // Still this load balancer's row, under the name read, referencing the health checks read.
+      t.updateOwned("Load_Balancer", current, columns, ["name", "health_check"]);
       refs.push(current._uuid);
     } else {
       refs.push(t.insertOwned("Load_Balancer", columns));
@@ -159,7 +214,7 @@ export async function applyNorthbound(inputs: Inputs, db: OvsdbClient): Promise<
   // Detach everything ovslb owns from every router, then attach what is wanted to the one router.
   if (existing.length > 0) t.mutate("Logical_Router", [], [mutation("load_balancer", "delete", existing.map((e) => e._uuid))]);
   if (refs.length > 0) t.mutate("Logical_Router", [where("name", "==", ovn.router)], [mutation("load_balancer", "insert", refs)]);
-  for (const row of stale) t.deleteOwned("Load_Balancer", row);
+  for (const row of stale) t.deleteOwned("Load_Balancer", { _uuid: row._uuid });
   await db.run(t);
 }
 
@@ -178,9 +233,18 @@ export async function readNorthbound(inputs: Inputs, db: OvsdbClient): Promise<{
       findings.push(`OVN Load_Balancer ${w.name} missing`);
       continue;
     }
-    const have = readNbRow(row);
+    const own = ownHealthChecks(row, lbId(inputs));
+    const have = readNbRow(row, [...own.values()]);
     for (const k of ["vips", "selectionFields", "ipPortMappings", "options", "protocol"] as const) {
-      if (JSON.stringify(have[k]) !== JSON.stringify(w[k])) findings.push(`OVN Load_Balancer ${w.name}: ${k} differs`);
+      if (!isDeepStrictEqual(have[k], w[k])) findings.push(`OVN Load_Balancer ${w.name}: ${k} differs`);
+    }
+    for (const [vip, options] of Object.entries(w.healthChecks)) {
+      if (!have.healthChecks[vip]) findings.push(`OVN Load_Balancer ${w.name}: health check of VIP ${vip} missing`);
+      else if (!isDeepStrictEqual(have.healthChecks[vip], options)) findings.push(`OVN Load_Balancer ${w.name}: health check of VIP ${vip} differs`);
+    }
+    for (const hc of row.healthCheckRows) {
+      if (own.get(hc.vip) === hc && w.healthChecks[hc.vip]) continue;
+      findings.push(`OVN Load_Balancer ${w.name}: health check of VIP ${hc.vip} not declared${ownerOf(hc) === lbId(inputs) ? "" : ` (${describeOwner(hc)})`}`);
     }
     if (!attached.has(row._uuid.id)) findings.push(`OVN Load_Balancer ${w.name} not attached to router ${inputs.ovn!.router}`);
   }
@@ -188,12 +252,12 @@ export async function readNorthbound(inputs: Inputs, db: OvsdbClient): Promise<{
   return { present: rows.length > 0, findings };
 }
 
-/** Detaches and deletes every row this load balancer owns, each guarded as still its own. Idempotent. */
+/** Detaches and deletes every row this load balancer owns, each guarded as still its own; their health checks go with them (non-root). Idempotent. */
 export async function deleteNorthbound(inputs: Inputs, db: OvsdbClient): Promise<void> {
   const rows = await ownedRows(db, lbId(inputs));
   if (rows.length === 0) return;
   const t = new OwnedTransaction(OVN_NORTHBOUND, ownerMark(lbId(inputs)), `ovslb: delete ${lbId(inputs)}`);
   t.mutate("Logical_Router", [], [mutation("load_balancer", "delete", rows.map((r) => r._uuid))]);
-  for (const row of rows) t.deleteOwned("Load_Balancer", row);
+  for (const row of rows) t.deleteOwned("Load_Balancer", { _uuid: row._uuid });
   await db.run(t);
 }
