@@ -85,9 +85,9 @@ export async function readSouthbound(inputs: Inputs, db: OvsdbClient): Promise<S
 
 /**
  * Sets the given monitors offline (and clears their chassis where the schema
- * has the column), each guarded by a wait that it is still online: a probe
- * that set it since wins. Refused by SB RBAC when the connection is a
- * chassis's; it needs a connection with write access to Service_Monitor.
+ * has the column), each only if it is still online: a probe that wrote
+ * another status since wins, and nothing fails for it. Refused by SB RBAC
+ * when the connection is a chassis's; it needs write access to Service_Monitor.
  */
 export async function markOffline(db: OvsdbClient, monitors: readonly MonitorView[], withChassis: boolean): Promise<void> {
   if (monitors.length === 0) return;
@@ -98,8 +98,8 @@ export async function markOffline(db: OvsdbClient, monitors: readonly MonitorVie
       where("ip", "==", m.ip),
       where("port", "==", m.port),
       where("protocol", "==", [m.protocol as "tcp" | "udp"]),
+      where("status", "==", ["online"]),
     ];
-    t.wait("Service_Monitor", row, { columns: ["status"], until: "==", rows: [{ status: ["online"] }] });
     t.update("Service_Monitor", row, { status: ["offline"], ...(withChassis ? { chassis_name: "" } : {}) });
   }
   t.comment(`ovslb: stale monitors set offline`);
