@@ -4,6 +4,7 @@ import { parseArgs, UsageError } from "./cli";
 import type { Benchmark, BenchContext, BenchReport } from "./common";
 import { deferredNatBenchmark } from "./deferred-nat";
 import { dsrGreBenchmark } from "./dsr-gre";
+import { livenessBenchmark } from "./liveness";
 
 /**
  * `npm run bench -- [NAME ...] [--smoke] [--record | --out DIR] [--list]`:
@@ -20,7 +21,7 @@ import { dsrGreBenchmark } from "./dsr-gre";
  *
  * Add a benchmark by listing it here.
  */
-const BENCHMARKS: readonly Benchmark[] = [deferredNatBenchmark, dsrGreBenchmark];
+const BENCHMARKS: readonly Benchmark[] = [deferredNatBenchmark, dsrGreBenchmark, livenessBenchmark];
 
 /** Compiled to dist/bench/run.js: the tracked results sit next to the sources. */
 const RESULTS = resolve(__dirname, "..", "..", "bench", "results");

@@ -169,7 +169,7 @@ describe("BFD liveness of the backends' hypervisors (healthCheck.bfd)", () => {
       // How fast is bench/liveness.ts's question; here: that it happens, on every gateway, with nothing else moving.
       const after = await waitUntil(async () => {
         const picks = await Promise.all(GATEWAYS.map(trace));
-        return picks.every((p) => p.every((b) => b !== undefined && ofHv.get(b) !== "hv1")) && picks;
+        return picks.every((p) => p.every((b) => b !== undefined && ofHv.get(b) !== "hv1")) ? picks : undefined;
       }, { what: "no gateway choosing hv1", timeoutMs: 10_000, intervalMs: 20 });
       for (const [g, picks] of after.entries()) {
         picks.forEach((b, i) => {

@@ -7,6 +7,7 @@ import {
   checkRules,
   desiredDataplane,
   foreignGroupsOn,
+  bfdKeyOf,
   greKeyOf,
   mergeIds,
   planGateway,
@@ -253,8 +254,20 @@ describe("gre delivery", () => {
       name: expect.stringMatching(/^gre-[0-9a-f]{8}$/),
       options: { remote_ip: "172.16.21.2", local_ip: "172.16.11.2", key: String(greKeyOf({ name: "web" })) },
       ofportRequest: expect.any(Number),
+      tag: 4095,
+      externalIds: { "ovslb:hypervisor": "hv1", "ovslb:role": "tunnel" },
     });
     expect(greKeyOf({ name: "web" })).not.toBe(greKeyOf({ name: "api" }));
+    // healthCheck.bfd: a BFD port beside each tunnel, same ends, its own key, BFD on with decay off.
+    const withBfd = gre({ healthCheck: { bfd: { minRx: 100, minTx: 50, multiplier: 4 } } });
+    const ports = tunnelPorts(withBfd, withBfd.gateways[0]).filter((p) => p.hypervisor === "hv1");
+    expect(ports.map((p) => p.externalIds["ovslb:role"])).toEqual(["tunnel", "bfd"]);
+    expect(ports[1]).toMatchObject({
+      name: expect.stringMatching(/^bfd-[0-9a-f]{8}$/),
+      options: { remote_ip: "172.16.21.2", local_ip: "172.16.11.2", key: String(bfdKeyOf({ name: "web" })) },
+      bfd: { enable: "true", min_rx: "100", min_tx: "50", mult: "4", decay_min_rx: "0" },
+    });
+    expect(bfdKeyOf({ name: "web" })).not.toBe(greKeyOf({ name: "web" }));
     expect(tunnelPorts(gre({ delivery: "mac", hypervisors: [{ name: "hv1" }, { name: "hv2" }] }), gre().gateways[0])).toEqual([]);
     const rows = { port: { external_ids: new Map([["ovslb:owner", "deferred-nat/web"]]) }, iface: { type: "gre", options: new Map(Object.entries(t.options)) } };
     expect(grePortState("deferred-nat/web", t.options, rows)).toBe("right");

@@ -236,10 +236,11 @@ export const greKeyOf = (inputs: Pick<Inputs, "name">) => derivedId([KIND, input
 /**
  * The GRE key of the load balancer's BFD liveness ports: distinct from its
  * data key, so on the hypervisor BFD lands on a fixed port of its own while
- * data keeps arriving on the flow-based GRE port.
+ * data keeps arriving on the flow-based GRE port. In 240.0.0.0/4 read as an
+ * address, so it never equals a data key that carries a hypervisor's address.
  */
 export function bfdKeyOf(inputs: Pick<Inputs, "name">): number {
-  const key = derivedId([KIND, inputs.name, "bfd-key"], 0xfffffffe);
+  const key = 0xf0000000 + derivedId([KIND, inputs.name, "bfd-key"], 0x0ffffffe);
   return key === greKeyOf(inputs) ? key + 1 : key;
 }
 
