@@ -4,8 +4,10 @@ import { runChecked } from "../../provider/transport/exec";
 import { traceBuckets } from "../../provider/transport/openflow-trace";
 import type { SshSession } from "../../provider/transport/ssh";
 import type { LabBackend, LabInventory } from "../lab/topology";
+import { bfdPorts, dsrId } from "../../provider/resources/dsr-hypervisor-flows/plan";
 import { ProviderDriver, labBackend, labHypervisorFlows, labLoadBalancer } from "../support/deferred-nat";
-import { inNamespace, labSsh, loadInventory, lockLab } from "../support/lab";
+import { inNamespace, labSsh, loadInventory, lockLab, sshTo } from "../support/lab";
+import { OvnCentral } from "../support/ovn-central";
 import { openLiveConnections } from "../support/tcp-clients";
 import { waitUntil } from "../support/wait";
 
@@ -28,6 +30,8 @@ let inv: LabInventory;
 let pool: LabBackend[];
 const ssh: Record<string, SshSession> = {};
 let unlock: (() => void) | undefined;
+let unlockOvn: (() => void) | undefined;
+let ovn: OvnCentral;
 const lb = new ProviderDriver("DeferredNatLoadBalancer");
 const hv: Record<string, ProviderDriver> = {};
 const GATEWAYS = ["gw1", "gw2"];
@@ -35,13 +39,24 @@ const GATEWAYS = ["gw1", "gw2"];
 const underlay = (host: string) => inv.hosts[host].underlay!.address;
 const vips = (backends: LabBackend[]) => [{ address: VIP, port: 80, protocol: "tcp" as const, backends }];
 
-function lbInputs(backends: LabBackend[]) {
-  const base = labLoadBalancer(inv, NAME, vips(backends).map((v) => ({ ...v, backends: v.backends.map((b) => labBackend(inv, b)) })), { delivery: "gre" });
+const ROUTER = "lr-ovslb-bfd";
+const SWITCH = "ls-ovslb-bfd";
+const lspOf = (b: LabBackend) => `lsp-bfd-${b.name}`;
+const chassisOf = (hv: string) => `ch-ovslb-bfd-${hv}`;
+
+/** `probed`: also OVN probes of every backend (its logical port on SWITCH), the southbound read, and enforce. */
+function lbInputs(backends: LabBackend[], probed = false) {
+  const lab = backends.map((b) => ({ ...labBackend(inv, b), ...(probed ? { logicalPort: lspOf(b) } : {}) }));
+  const central = { connection: sshTo(inv, "central") };
+  const base = labLoadBalancer(inv, NAME, vips(backends).map((v) => ({ ...v, backends: lab })), {
+    delivery: "gre",
+    ...(probed ? { ovn: { northbound: { ...central, socket: inv.hosts.central.ovn!.nbSock }, router: ROUTER, healthCheckSourceIp: "10.0.0.252" } } : {}),
+  });
   return {
     ...base,
     gateways: base.gateways.map((g) => ({ ...g, tunnelAddress: underlay(g.name) })),
     hypervisors: ["hv1", "hv2", "hv3"].map((name) => ({ name, tunnelAddress: underlay(name) })),
-    healthCheck: { bfd: TIMERS },
+    healthCheck: { bfd: TIMERS, ...(probed ? { probe: {}, southbound: { ...central, socket: inv.hosts.central.ovn!.sbSock }, enforce: true } : {}) },
   };
 }
 
@@ -49,7 +64,7 @@ function lbInputs(backends: LabBackend[]) {
 function hvInputs(name: string, backends: LabBackend[], peers = true) {
   return {
     ...labHypervisorFlows(inv, NAME, name, vips(backends)),
-    mode: "gre",
+    mode: "gre" as const,
     gre: {
       allowedSources: GATEWAYS.map(underlay),
       key: greKeyOf({ name: NAME }),
@@ -103,7 +118,10 @@ beforeAll(async () => {
   inv = loadInventory();
   pool = ["hv1", "hv2", "hv3"].flatMap((h) => inv.backends.filter((b) => b.hypervisor === h).slice(0, 2));
   unlock = await lockLab("hv1-gre");
-  for (const h of ["gw1", "gw2", "hv1", "hv2", "hv3"]) ssh[h] = await labSsh(inv, h);
+  unlockOvn = await lockLab("ovn-central");
+  for (const h of ["central", "gw1", "gw2", "hv1", "hv2", "hv3"]) ssh[h] = await labSsh(inv, h);
+  ovn = new OvnCentral(inv, ssh.central);
+  await ovnCleanup();
   await lb.purge(lbInputs(pool));
 });
 
@@ -111,9 +129,17 @@ afterAll(async () => {
   for (const h of ["hv1", "hv2", "hv3"]) setUnderlay(h, true);
   await lb.delete().catch(() => undefined);
   for (const d of Object.values(hv)) if (d.id) await d.delete().catch(() => undefined);
+  if (ovn) await ovnCleanup();
   for (const s of Object.values(ssh)) s.close();
+  unlockOvn?.();
   unlock?.();
 });
+
+async function ovnCleanup() {
+  for (const hv of ["hv1", "hv2", "hv3"]) await ovn.sbctl("--if-exists", "chassis-del", chassisOf(hv)).catch(() => undefined);
+  await ovn.nbctl("--if-exists", "ls-del", SWITCH).catch(() => undefined);
+  await ovn.nbctl("--if-exists", "lr-del", ROUTER).catch(() => undefined);
+}
 
 describe("BFD liveness of the backends' hypervisors (healthCheck.bfd)", () => {
   const on = (h: string) => pool.filter((b) => b.hypervisor === h);
@@ -192,5 +218,51 @@ describe("BFD liveness of the backends' hypervisors (healthCheck.bfd)", () => {
     await negotiated(["hv1"]);
     const back = await Promise.all(GATEWAYS.map(trace));
     expect(back).toEqual(before);
+  });
+  it("with OVN probes too: a BFD flap seen by one gateway of two is no majority and nothing is stale; when both see the hypervisor down, its online monitors are stale and enforce sets them offline", async () => {
+    // What a controller would have made: the backends' ports bound on their hypervisors' chassis, up, probed online.
+    await ovn.nbctl("lr-add", ROUTER, "--", "set", "logical_router", ROUTER, "options:chassis=gw1");
+    await ovn.nbctl("ls-add", SWITCH, ...pool.flatMap((b) => ["--", "lsp-add", SWITCH, lspOf(b), "--", "lsp-set-addresses", lspOf(b), `${b.mac} ${b.address}`]));
+    for (const hv of ["hv1", "hv2", "hv3"]) await ovn.sbctl("chassis-add", chassisOf(hv), "geneve", underlay(hv));
+    for (const b of pool) await ovn.sbctl("lsp-bind", lspOf(b), chassisOf(b.hypervisor), "--", "set", "port_binding", lspOf(b), "up=true");
+    await lb.update(lbInputs(pool, true));
+    const monitors = () => ovn.monitors(pool.map(lspOf));
+    const all = await waitUntil(async () => ((await monitors()).length === pool.length ? monitors() : undefined), { what: "northd's monitors", timeoutMs: 15_000 });
+    for (const m of all) await ovn.sbctl("set", "service_monitor", m.uuid, "status=online");
+    const onHv1 = new Set(on("hv1").map(lspOf));
+    const read = async () => (await lb.read()).props;
+
+    // hv1 stops answering gw1 only: its BFD port toward gw1 loses BFD.
+    const [toGw1] = bfdPorts(dsrId(hvInputs("hv1", pool)), hvInputs("hv1", pool)).filter((p) => p.options.remote_ip === underlay("gw1"));
+    await runChecked(ssh.hv1, ["ovs-vsctl", "set", "interface", toGw1.name, "bfd:enable=false"]);
+    const flap = await waitUntil(async () => {
+      const p = await read();
+      return (p.health as Props[]).filter((h) => h.hypervisor === "hv1").every((h) => h.bfd.gw1 === "down" && h.bfd.gw2 === "up") ? p : undefined;
+    }, { what: "gw1 alone seeing hv1 down", timeoutMs: 10_000, intervalMs: 100 });
+    expect(flap.stale).toEqual([]);
+    expect((flap.health as Props[]).every((h) => h.monitor === "online" && h.port.up && h.port.chassis)).toBe(true);
+
+    // Now both gateways see hv1 down: a majority.
+    setUnderlay("hv1", false);
+    try {
+      const cut = await waitUntil(async () => {
+        const p = await read();
+        return (p.stale as Props[]).length === on("hv1").length ? p : undefined;
+      }, { what: "hv1's backends stale", timeoutMs: 10_000, intervalMs: 100 });
+      for (const st of cut.stale as Props[]) {
+        expect(onHv1.has(st.logicalPort)).toBe(true);
+        expect(st.reason).toBe("online while 2 of the 2 gateways peering with hypervisor hv1 see its BFD session down");
+      }
+      await lb.update(lbInputs(pool, true));
+      const after = await monitors();
+      for (const m of after) expect([m.logicalPort, m.status]).toEqual([m.logicalPort, onHv1.has(m.logicalPort) ? "offline" : "online"]);
+    } finally {
+      setUnderlay("hv1", true);
+    }
+    inNamespace(inv.hosts.hv1.namespace, ["ping", "-c1", "-W2", inv.hosts.hv1.underlay!.router]);
+    // The hypervisor's update puts its BFD port back (its bfd column was changed by hand).
+    await applyHypervisor("hv1", pool);
+    await negotiated(["hv1"]);
+    expect((await read()).stale).toEqual([]);
   });
 });

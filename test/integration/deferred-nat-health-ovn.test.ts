@@ -3,6 +3,7 @@ import type { SshSession } from "../../provider/transport/ssh";
 import type { LabInventory } from "../lab/topology";
 import { ProviderDriver, labBackend, labLoadBalancer } from "../support/deferred-nat";
 import { labSsh, loadInventory, lockLab, sshTo } from "../support/lab";
+import { OvnCentral } from "../support/ovn-central";
 import { waitUntil } from "../support/wait";
 
 /**
@@ -33,17 +34,9 @@ let unlock: (() => void) | undefined;
 const lb = new ProviderDriver("DeferredNatLoadBalancer");
 let desired: ReturnType<typeof inputs>;
 
-async function nbctl(...args: string[]): Promise<string> {
-  const r = await central.run(["ovn-nbctl", `--db=unix:${inv.hosts.central.ovn!.nbSock}`, ...args]);
-  if (r.exitCode !== 0) throw new Error(`ovn-nbctl ${args.join(" ")}: ${r.stderr}`);
-  return r.stdout.trim();
-}
-
-async function sbctl(...args: string[]): Promise<string> {
-  const r = await central.run(["ovn-sbctl", `--db=unix:${inv.hosts.central.ovn!.sbSock}`, ...args]);
-  if (r.exitCode !== 0) throw new Error(`ovn-sbctl ${args.join(" ")}: ${r.stderr}`);
-  return r.stdout.trim();
-}
+let ovn: OvnCentral;
+const nbctl = (...args: string[]) => ovn.nbctl(...args);
+const sbctl = (...args: string[]) => ovn.sbctl(...args);
 
 const backends = () => inv.backends.slice(0, 1).concat(inv.backends.slice(1, 2), inv.backends.slice(4, 6));
 const addr = (i: number) => backends()[i].address;
@@ -95,27 +88,8 @@ async function allHealthCheckVips(): Promise<string[]> {
   return vips.filter((v) => v.startsWith(`${VIP1}:`) || v.startsWith(`${VIP2}:`)).sort();
 }
 
-interface Monitor {
-  uuid: string;
-  logicalPort: string;
-  ip: string;
-  port: number;
-  protocol: string;
-  srcIp: string;
-  status: string;
-}
-
 /** The SB Service_Monitor rows of this test's logical ports. */
-async function monitors(): Promise<Monitor[]> {
-  const out = await sbctl("--format=csv", "--data=bare", "--no-headings", "--columns=_uuid,logical_port,ip,port,protocol,src_ip,status", "list", "service_monitor");
-  return out
-    .split("\n")
-    .filter(Boolean)
-    .map((l) => l.split(","))
-    .map(([uuid, logicalPort, ip, p, protocol, srcIp, status]) => ({ uuid, logicalPort, ip, port: Number(p), protocol, srcIp, status }))
-    .filter((m) => LSP.includes(m.logicalPort))
-    .sort((a, b) => `${a.logicalPort}/${a.protocol}`.localeCompare(`${b.logicalPort}/${b.protocol}`));
-}
+const monitors = () => ovn.monitors(LSP);
 
 const monitorOf = async (lsp: string, protocol: string) => (await monitors()).find((m) => m.logicalPort === lsp && m.protocol === protocol)!;
 
@@ -158,6 +132,7 @@ beforeAll(async () => {
   // The SB chassis this test fakes are seen by every northd-driven test: one run at a time.
   unlock = await lockLab("ovn-central");
   central = await labSsh(inv, "central");
+  ovn = new OvnCentral(inv, central);
   desired = inputs();
   await lb.purge(desired).catch(() => undefined);
   await cleanup();
