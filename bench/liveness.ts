@@ -317,6 +317,20 @@ async function negotiated(lab: Lab, hvs: readonly string[]): Promise<void> {
   );
 }
 
+/** When `g`'s ovs-vswitchd logged hv1's BFD session going down between `from` and `to` (ms after `from`), from its log's ms timestamps. */
+async function bfdDownLogged(lab: Lab, g: string, from: number, to: number): Promise<number | undefined> {
+  const inputs = lbInputs(lab);
+  const port = tunnelPorts(inputs, inputs.gateways.find((x) => x.name === g)!).find((p) => p.bfd && p.hypervisor === VICTIM)!.name;
+  const tail = await runChecked(lab.ssh[g], ["tail", "-c", "100000", `${lab.inv.hosts[g].ovsRundir}/ovs-vswitchd.log`]);
+  for (const line of tail.split("\n")) {
+    if (!line.includes(`${port}: BFD state change: up->down`)) continue;
+    const at = Date.parse(line.split("|")[0]);
+    // The log has whole milliseconds; allow for the rounding.
+    if (at >= Math.floor(from) - 1 && at <= to) return at - from;
+  }
+  return undefined;
+}
+
 interface Loop {
   /** Per gateway: the end of the first pass in which `done` held (epoch ms). */
   doneAt: Record<string, number>;
@@ -371,6 +385,8 @@ interface Trial {
   /** Repair until each gateway chose hv1's buckets again for every tuple that had them, and until the last one did (ms). */
   recoverPerGateway: Record<string, number>;
   recover: number;
+  /** Fault until each gateway's ovs-vswitchd logged hv1's BFD session up->down (its log, ms timestamps): BFD's own part of `detectPerGateway`. */
+  bfdDownLoggedPerGateway: Record<string, number | undefined>;
   /** Median duration of one trace pass (all probe tuples on one gateway) while detecting. */
   passMs: number;
   /** keepalived-style checkers: fault until "down" (ms), undefined if it never went down before the repair. */
@@ -439,6 +455,7 @@ async function runTrial(lab: Lab, ctx: BenchContext, fault: FaultKind, trial: nu
   }
   const uUp = underlayCheck.first("underlay", "up", t1);
   const bUp = backendCheck.first(backendTarget, "up", t1);
+  const bfdDownLoggedPerGateway = Object.fromEntries(await Promise.all(GATEWAYS.map(async (g) => [g, await bfdDownLogged(lab, g, t0, t1)] as const)));
   const per = (loop: Loop, since: number) => Object.fromEntries(GATEWAYS.map((g) => [g, loop.doneAt[g] - since]));
   const detectPerGateway = per(detected, t0);
   const recoverPerGateway = per(recovered, t1);
@@ -450,6 +467,7 @@ async function runTrial(lab: Lab, ctx: BenchContext, fault: FaultKind, trial: nu
     detectPerGateway,
     detect: Math.max(...Object.values(detectPerGateway)),
     recoverPerGateway,
+    bfdDownLoggedPerGateway,
     recover: Math.max(...Object.values(recoverPerGateway)),
     passMs: median(detected.passMs),
     checkUnderlay: uDown && uDown.at - t0,
@@ -462,7 +480,7 @@ async function runTrial(lab: Lab, ctx: BenchContext, fault: FaultKind, trial: nu
     victimStillChosen,
   };
   const f = (ms?: number) => (ms === undefined ? "never" : fmtMs(ms));
-  ctx.log(`  ${label(lab.timers)} ${fault} #${trial + 1}: BFD gone on every gateway ${fmtMs(result.detect)} (${GATEWAYS.map((g) => `${g} ${fmtMs(detectPerGateway[g])}`).join(", ")}; pass ${fmtMs(result.passMs)}), back ${fmtMs(result.recover)}; checker underlay ${f(result.checkUnderlay)}, backend ${f(result.checkBackend)}; moved ${violations}, not restored ${notRestored}; load ${loadAverage}`);
+  ctx.log(`  ${label(lab.timers)} ${fault} #${trial + 1}: BFD gone on every gateway ${fmtMs(result.detect)} (${GATEWAYS.map((g) => `${g} ${fmtMs(detectPerGateway[g])}, logged down ${f(bfdDownLoggedPerGateway[g])}`).join("; ")}; pass ${fmtMs(result.passMs)}), back ${fmtMs(result.recover)}; checker underlay ${f(result.checkUnderlay)}, backend ${f(result.checkBackend)}; moved ${violations}, not restored ${notRestored}; load ${loadAverage}`);
   return result;
 }
 
@@ -476,6 +494,8 @@ interface Row {
   detectMedian: number;
   detectWorst: number;
   detectPerGatewayMedian: Record<string, number>;
+  /** Over both gateways' sessions: fault until the session was logged down. */
+  bfdDownLogged?: { median: number; worst: number; n: number };
   recoverMedian: number;
   recoverWorst: number;
   passMedian: number;
@@ -503,6 +523,7 @@ function rowsOf(trials: readonly Trial[]): Row[] {
         detectMedian: median(mine.map((x) => x.detect)),
         detectWorst: Math.max(...mine.map((x) => x.detect)),
         detectPerGatewayMedian: Object.fromEntries(GATEWAYS.map((g) => [g, median(mine.map((x) => x.detectPerGateway[g]))])),
+        bfdDownLogged: stats(mine.flatMap((x) => GATEWAYS.map((g) => x.bfdDownLoggedPerGateway[g]))),
         recoverMedian: median(mine.map((x) => x.recover)),
         recoverWorst: Math.max(...mine.map((x) => x.recover)),
         passMedian: median(mine.map((x) => x.passMs)),
@@ -529,19 +550,19 @@ export const OVN = {
 
 function markdownOf(rows: readonly Row[], sizes: Sizes, machine: Record<string, string>): string {
   const tableRows = rows.map((r) =>
-    `| ${FAULT_LABEL[r.fault]} | ovslb BFD ${r.setting} | ${ms(r.configuredDetectMs)} | **${ms(r.detectMedian)} / ${ms(r.detectWorst)}** (${GATEWAYS.map((g) => `${g} ${ms(r.detectPerGatewayMedian[g])}`).join(", ")}) | ${ms(r.recoverMedian)} / ${ms(r.recoverWorst)} | ${ms(r.passMedian)} | ${r.violations} | ${r.trials} |`);
+    `| ${FAULT_LABEL[r.fault]} | ovslb BFD ${r.setting} | ${ms(r.configuredDetectMs)} | **${ms(r.detectMedian)} / ${ms(r.detectWorst)}** (${GATEWAYS.map((g) => `${g} ${ms(r.detectPerGatewayMedian[g])}`).join(", ")}) | ${r.bfdDownLogged ? `${ms(r.bfdDownLogged.median)} / ${ms(r.bfdDownLogged.worst)}${r.bfdDownLogged.n < 2 * r.trials ? ` (${r.bfdDownLogged.n} of ${2 * r.trials})` : ""}` : "n/a"} | ${ms(r.recoverMedian)} / ${ms(r.recoverWorst)} | ${ms(r.passMedian)} | ${r.violations} | ${r.trials} |`);
   const checkRows = rows.filter((r) => r.setting === label(SETTINGS[0])).map((r) =>
-    `| ${FAULT_LABEL[r.fault]} | keepalived-style 3 × 1 s, gw1 → hv1's underlay address | ${ms(CHECK_FALL * CHECK_INTERVAL_MS)}-${ms(CHECK_FALL * CHECK_INTERVAL_MS + CHECK_TIMEOUT_MS)} | ${medWorst(stats(rowsTrials(r, "checkUnderlay")), rowsTotal(r))} | | | | ${rowsTotal(r)} |\n` +
-    `| ${FAULT_LABEL[r.fault]} | keepalived-style 3 × 1 s, client → backend hv1-vm1:8080 (the lab's segment) | ${ms(CHECK_FALL * CHECK_INTERVAL_MS)}-${ms(CHECK_FALL * CHECK_INTERVAL_MS + CHECK_TIMEOUT_MS)} | ${medWorst(stats(rowsTrials(r, "checkBackend")), rowsTotal(r))} | | | | ${rowsTotal(r)} |`);
+    `| ${FAULT_LABEL[r.fault]} | keepalived-style 3 × 1 s, gw1 → hv1's underlay address | ${ms(CHECK_FALL * CHECK_INTERVAL_MS)}-${ms(CHECK_FALL * CHECK_INTERVAL_MS + CHECK_TIMEOUT_MS)} | ${medWorst(stats(rowsTrials(r, "checkUnderlay")), rowsTotal(r))} | | | | | ${rowsTotal(r)} |\n` +
+    `| ${FAULT_LABEL[r.fault]} | keepalived-style 3 × 1 s, client → backend hv1-vm1:8080 (the lab's segment) | ${ms(CHECK_FALL * CHECK_INTERVAL_MS)}-${ms(CHECK_FALL * CHECK_INTERVAL_MS + CHECK_TIMEOUT_MS)} | ${medWorst(stats(rowsTrials(r, "checkBackend")), rowsTotal(r))} | | | | | ${rowsTotal(r)} |`);
   return [
     "### Time until a dead hypervisor's backends stop being chosen",
     "",
-    "| Fault on hv1 | Detector | Configured detection | Fault → not chosen on every gateway: median / worst (per gateway, median) | Repair → chosen again: median / worst | Trace pass (resolution) | Other hypervisors' tuples moved | Trials |",
-    "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    "| Fault on hv1 | Detector | Configured detection | Fault → not chosen on every gateway: median / worst (per gateway, median) | BFD session logged down (both gateways' sessions): median / worst | Repair → chosen again: median / worst | Trace pass (resolution) | Other hypervisors' tuples moved | Trials |",
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ...tableRows,
     ...checkRows,
-    `| any (the chassis dies abruptly) | OVN Load_Balancer_Health_Check, defaults (quoted, not measured) | interval ${OVN.defaults.intervalS} s, timeout ${OVN.defaults.timeoutS} s, failure_count ${OVN.defaults.failureCount} | never: only the dead chassis's ovn-controller probes its backends and writes their status, so it stays "online" | | | | |`,
-    `| backend dies, its chassis lives | OVN Load_Balancer_Health_Check, defaults (quoted, not measured) | ${OVN.detectS.best}-${OVN.detectS.worst} s | about ${OVN.detectS.typical} s to "offline" in Service_Monitor, then northd and every ovn-controller recompute | | | | |`,
+    `| any (the chassis dies abruptly) | OVN Load_Balancer_Health_Check, defaults (quoted, not measured) | interval ${OVN.defaults.intervalS} s, timeout ${OVN.defaults.timeoutS} s, failure_count ${OVN.defaults.failureCount} | never: only the dead chassis's ovn-controller probes its backends and writes their status, so it stays "online" | | | | | |`,
+    `| backend dies, its chassis lives | OVN Load_Balancer_Health_Check, defaults (quoted, not measured) | ${OVN.detectS.best}-${OVN.detectS.worst} s | about ${OVN.detectS.typical} s to "offline" in Service_Monitor, then northd and every ovn-controller recompute | | | | | |`,
     "",
     `Each row's trials were run one after the other in one run; the keepalived-style checkers ran throughout, on the same faults as the 100/100/3 and the 300/300/3 trials (their rows pool both). ${sizes.trials} trial(s) per setting and fault. ` +
       "\"Not chosen on every gateway\" is the end of the first `ofproto/trace` pass, on each of gw1 and gw2 (concurrently, over ovs-vswitchd's unixctl socket), in which none of the probe tuples (one per bucket of the VIP; those that hit hv1's two buckets before) takes an hv1 bucket; the fault's time is taken just before the command that makes it, so both ends err on the slow side by up to a trace pass. " +
