@@ -51,6 +51,7 @@ export interface DeferredNatLoadBalancerInputs {
   delivery?: "mac" | "gre";
   ovn?: DeferredNatOvn;
   healthCheck?: DeferredNatHealthCheck;
+  secondChance?: DeferredNatSecondChance;
 }
 export interface DeferredNatGateway {
   /**
@@ -192,6 +193,10 @@ export interface DeferredNatBackend {
    * an OVN logical switch port name of 1-64 letters, digits and . _ -, starting with a letter or digit; no ':', which separates the port from the health checks' source address in OVN's ip_port_mappings value (LSP:SRC_IP)
    */
   logicalPort?: string;
+  /**
+   * active (default) or draining: with secondChance a draining backend gets no new connections and keeps its established ones (read its hypervisor's connections output to know when it is empty); refused without secondChance
+   */
+  state?: "active" | "draining";
 }
 /**
  * also write the OVN northbound Load_Balancer row and attach it to a logical router
@@ -276,6 +281,19 @@ export interface OvsdbSocket {
    * an absolute path of letters, digits and . _ - /
    */
   socket: string;
+}
+/**
+ * connection-preserving selection (gre delivery): each VIP is a table of hash slots on every gateway (multipath into a register, one flow per slot) naming the slot's backend and the previous owner's hypervisor (in the GRE key); the new owner's hypervisor hands packets of connections it does not know to the previous owner, once. Adding, draining and removing backends then breaks no established TCP connection
+ */
+export interface DeferredNatSecondChance {
+  /**
+   * hash slots per VIP; default the smallest of these with at least 128 per unit of weight (shares within 1%); grows by doubling (no slot moves), never shrinks
+   */
+  slots?: 1024 | 2048 | 4096 | 8192 | 16384 | 32768 | 65536;
+  /**
+   * forget every previous owner before this update plans its moves (the connections that still depended on them break); needed when a change must move slots whose previous owner may still hold connections; default false
+   */
+  release?: boolean;
 }
 /**
  * One load balancer on one distributor device: a bridge and frontend port of its own, an ARP responder for the VIP, and a select group with one bucket per active slot that rewrites L2 only and sends the frame back out its ingress port.
@@ -414,6 +432,7 @@ export interface DsrGre {
    */
   key?: number;
   bfd?: DsrBfd;
+  secondChance?: DsrSecondChance;
 }
 /**
  * liveness sessions the load balancers' gateways open toward this hypervisor: one fixed GRE port per peer with BFD on it, carrying only BFD (its own key), so the gateways stop choosing this hypervisor's backends within the detection time when it dies
@@ -437,6 +456,20 @@ export interface DsrBfdPeer {
    * the GRE key of the session (the load balancer's bfdKey)
    */
   key: number;
+}
+/**
+ * the hypervisor side of DeferredNatLoadBalancer secondChance: a request that is not a SYN and matches no connection here is handed, uncommitted, to the hypervisor the GRE key names (the slot's previous owner); what arrives handed on from a peer is served only from an existing connection, never handed on again
+ */
+export interface DsrSecondChance {
+  /**
+   * the other hypervisors' tunnel addresses: the only sources of handed-on packets
+   *
+   * @minItems 1
+   * @maxItems 4096
+   *
+   * Items: an IPv4 address in dotted-quad form, e.g. 10.0.0.10
+   */
+  peers: string[];
 }
 /**
  * a VIP (address, port, protocol) and its backends on this hypervisor

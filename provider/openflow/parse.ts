@@ -1,5 +1,5 @@
 import { PROTOCOLS, renderAction, renderMatchValue } from "./render";
-import { Action, BucketEntry, CT_STATE_FLAGS, CtStateFlag, DumpedFlow, GroupEntry, GroupType, Match, Protocol } from "./types";
+import { Action, BucketEntry, CT_STATE_FLAGS, DumpedFlow, GroupEntry, GroupType, Match, Protocol, TCP_FLAGS } from "./types";
 
 /**
  * Parsers for `ovs-ofctl -O OpenFlow15 --no-names dump-flows` and
@@ -60,20 +60,24 @@ function keyValue(token: string, separator: "=" | ":"): [string, string | undefi
 }
 
 const INT = /^(0x[0-9a-f]+|[0-9]+)$/;
-const MATCH_NUMBERS = new Set(["in_port", "tp_src", "tp_dst", "arp_op", "ct_zone", "ct_mark", "tun_id"]);
+const MATCH_NUMBERS = new Set(["in_port", "tp_src", "tp_dst", "arp_op", "ct_zone", "ct_mark", "tun_id", "reg12", "reg13"]);
 
 function matchValue(name: string, text: string): unknown {
   if (MATCH_NUMBERS.has(name)) return INT.test(text) ? Number(text) : undefined;
-  if (name === "ct_state") {
-    if (!/^([+-][a-z]+)+$/.test(text)) return undefined;
-    const state: Partial<Record<CtStateFlag, boolean>> = {};
-    for (const [, sign, flag] of text.matchAll(/([+-])([a-z]+)/g)) {
-      if (!(CT_STATE_FLAGS as readonly string[]).includes(flag)) return undefined;
-      state[flag as CtStateFlag] = sign === "+";
-    }
-    return state;
-  }
+  if (name === "ct_state") return flagSet(text, CT_STATE_FLAGS);
+  if (name === "tcp_flags") return flagSet(text, TCP_FLAGS);
   return text;
+}
+
+/** `+est+trk` or `+syn-ack` as flag -> on; undefined when a flag is not one of `order`. */
+function flagSet(text: string, order: readonly string[]): Record<string, boolean> | undefined {
+  if (!/^([+-][a-z]+)+$/.test(text)) return undefined;
+  const state: Record<string, boolean> = {};
+  for (const [, sign, flag] of text.matchAll(/([+-])([a-z]+)/g)) {
+    if (!order.includes(flag)) return undefined;
+    state[flag] = sign === "+";
+  }
+  return state;
 }
 
 /** A dumped match: the fields ovslb writes, typed; the rest as printed (`reg0=0x1`, `tcp6`). */
@@ -112,7 +116,7 @@ function ctAction(args: readonly string[]): Action | undefined {
   return ct;
 }
 
-const SET_FIELD_NUMBERS = new Set(["arp_op", "tcp_src", "tcp_dst", "udp_src", "udp_dst"]);
+const SET_FIELD_NUMBERS = new Set(["arp_op", "tcp_src", "tcp_dst", "udp_src", "udp_dst", "tun_id", "reg12", "reg13"]);
 
 function actionCandidate(text: string): Action | undefined {
   let m: RegExpExecArray | null;
@@ -122,6 +126,12 @@ function actionCandidate(text: string): Action | undefined {
   if ((m = /^group:([0-9]+)$/.exec(text))) return { type: "group", groupId: Number(m[1]) };
   if ((m = /^resubmit\(,([0-9]+)\)$/.exec(text))) return { type: "resubmit", table: Number(m[1]) };
   if ((m = /^move:(\w+)\[\]->(\w+)\[\]$/.exec(text))) return { type: "move", src: m[1], dst: m[2] } as Action;
+  if ((m = /^move:(\w+)\[([0-9]+)\.\.([0-9]+)\]->(\w+)\[\]$/.exec(text))) {
+    return { type: "move", src: m[1], dst: m[4], srcBits: [Number(m[2]), Number(m[3])] } as Action;
+  }
+  if ((m = /^multipath\(([\w+]+),([0-9]+),modulo_n,([0-9]+),0,(\w+)\[0\.\.([0-9]+)\]\)$/.exec(text))) {
+    return { type: "multipath", fields: m[1], basis: Number(m[2]), links: Number(m[3]), dst: m[4], bits: Number(m[5]) + 1 } as Action;
+  }
   if ((m = /^set_field:(.+)->(\w+)$/.exec(text))) {
     const value = SET_FIELD_NUMBERS.has(m[2]) ? (INT.test(m[1]) ? Number(m[1]) : m[1]) : m[1];
     return { type: "set_field", field: m[2], value } as Action;

@@ -14,6 +14,7 @@ import {
   MoveField,
   Protocol,
   SelectBucket,
+  TCP_FLAGS,
 } from "./types";
 
 /**
@@ -132,14 +133,17 @@ const MATCH_FIELDS: ReadonlyArray<{ name: MatchKey; render: (field: string, valu
   { name: "dl_dst", render: mac },
   { name: "tun_src", render: ipv4Prefix },
   { name: "tun_dst", render: ipv4Prefix },
-  { name: "tun_id", render: (f, v) => `0x${checkUint(f, v, UINT32).toString(16)}` },
+  { name: "tun_id", render: (f, v) => hexOrZero(checkUint(f, v, UINT32)) },
   { name: "ct_state", render: ctState },
   { name: "ct_zone", render: (f, v) => `${checkUint(f, v, UINT16)}` },
   { name: "ct_mark", render: (f, v) => `0x${checkUint(f, v, UINT32).toString(16)}` },
+  { name: "reg12", render: (f, v) => hexOrZero(checkUint(f, v, UINT32)) },
+  { name: "reg13", render: (f, v) => hexOrZero(checkUint(f, v, UINT32)) },
   { name: "nw_src", render: ipv4Prefix, needs: IP_PROTOCOLS },
   { name: "nw_dst", render: ipv4Prefix, needs: IP_PROTOCOLS },
   { name: "tp_src", render: (f, v) => `${checkUint(f, v, UINT16)}`, needs: L4_PROTOCOLS },
   { name: "tp_dst", render: (f, v) => `${checkUint(f, v, UINT16)}`, needs: L4_PROTOCOLS },
+  { name: "tcp_flags", render: tcpFlags, needs: ["tcp"] },
   { name: "arp_op", render: (f, v) => `${checkUint(f, v, UINT16)}`, needs: ["arp"] },
   { name: "arp_spa", render: ipv4Prefix, needs: ["arp"] },
   { name: "arp_tpa", render: ipv4Prefix, needs: ["arp"] },
@@ -167,17 +171,28 @@ export function renderMatchValue(name: string, value: unknown): string | undefin
   }
 }
 
+/** OVS prints 0 bare and other register and key values in hex. */
+const hexOrZero = (n: number) => (n === 0 ? "0" : `0x${n.toString(16)}`);
+
+function tcpFlags(field: string, value: unknown): string {
+  return flagSet(field, value, TCP_FLAGS, "TCP flags");
+}
+
 function ctState(field: string, value: unknown): string {
-  if (typeof value !== "object" || value === null) refuse(field, value, "a set of conntrack state flags");
+  return flagSet(field, value, CT_STATE_FLAGS, "conntrack state flags");
+}
+
+function flagSet(field: string, value: unknown, order: readonly string[], what: string): string {
+  if (typeof value !== "object" || value === null) refuse(field, value, `a set of ${what}`);
   const flags = value as Record<string, unknown>;
   for (const [flag, on] of Object.entries(flags)) {
-    if (!(CT_STATE_FLAGS as readonly string[]).includes(flag)) refuse(join(field, flag), flag, `one of ${CT_STATE_FLAGS.join(", ")}`);
+    if (!order.includes(flag)) refuse(join(field, flag), flag, `one of ${order.join(", ")}`);
     if (on !== undefined && typeof on !== "boolean") refuse(join(field, flag), on, "a boolean");
   }
-  const text = CT_STATE_FLAGS.filter((flag) => flags[flag] !== undefined)
+  const text = order.filter((flag) => flags[flag] !== undefined)
     .map((flag) => `${flags[flag] ? "+" : "-"}${flag}`)
     .join("");
-  if (!text) refuse(field, value, "a non-empty set of conntrack state flags");
+  if (!text) refuse(field, value, `a non-empty set of ${what}`);
   return text;
 }
 
@@ -223,6 +238,8 @@ const MOVE_WIDTHS: Readonly<Record<MoveField, number>> = {
   NXM_OF_ARP_TPA: 32,
   NXM_OF_IP_SRC: 32,
   NXM_OF_IP_DST: 32,
+  NXM_NX_TUN_ID: 64,
+  NXM_NX_TUN_IPV4_DST: 32,
 };
 
 const decimal16 = (field: string, value: unknown) => `${checkUint(field, value, UINT16)}`;
@@ -243,6 +260,9 @@ const SET_FIELDS: Readonly<Record<string, (field: string, value: unknown) => str
   tcp_dst: decimal16,
   udp_src: decimal16,
   udp_dst: decimal16,
+  tun_id: (f, v) => hexOrZero(checkUint(f, v, UINT32)),
+  reg12: (f, v) => hexOrZero(checkUint(f, v, UINT32)),
+  reg13: (f, v) => hexOrZero(checkUint(f, v, UINT32)),
 };
 
 function moveField(field: string, value: unknown): MoveField {
@@ -277,10 +297,23 @@ export function renderAction(action: Action, path = "action"): string {
     case "move": {
       const src = moveField(join(path, "src"), action.src);
       const dst = moveField(join(path, "dst"), action.dst);
-      if (MOVE_WIDTHS[src] !== MOVE_WIDTHS[dst]) {
-        throw new OpenFlowValueError(path, `${src} and ${dst} differ in width`);
+      if (action.srcBits === undefined) {
+        if (MOVE_WIDTHS[src] !== MOVE_WIDTHS[dst]) throw new OpenFlowValueError(path, `${src} and ${dst} differ in width`);
+        return `move:${src}[]->${dst}[]`;
       }
-      return `move:${src}[]->${dst}[]`;
+      const [start, end] = action.srcBits;
+      checkUint(join(path, "srcBits[0]"), start, MOVE_WIDTHS[src] - 1);
+      checkUint(join(path, "srcBits[1]"), end, MOVE_WIDTHS[src] - 1, start);
+      if (end - start + 1 !== MOVE_WIDTHS[dst]) throw new OpenFlowValueError(join(path, "srcBits"), `${end - start + 1} bits do not fill ${dst}`);
+      return `move:${src}[${start}..${end}]->${dst}[]`;
+    }
+    case "multipath": {
+      const fields = ["eth_src", "symmetric_l4", "symmetric_l3l4", "symmetric_l3l4+udp", "nw_src", "nw_dst", "symmetric_l3"];
+      if (!fields.includes(action.fields)) refuse(join(path, "fields"), action.fields, `one of ${fields.join(", ")}`);
+      const bits = checkUint(join(path, "bits"), action.bits, 16, 1);
+      const links = checkUint(join(path, "links"), action.links, 2 ** bits, 1);
+      if ((action.dst as string) !== "NXM_NX_REG12") refuse(join(path, "dst"), action.dst, "NXM_NX_REG12");
+      return `multipath(${action.fields},${checkUint(join(path, "basis"), action.basis, UINT16)},modulo_n,${links},0,${action.dst}[0..${bits - 1}])`;
     }
     case "ct": {
       // OVS prints ct's arguments in this order whatever order they were given in.

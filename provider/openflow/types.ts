@@ -40,11 +40,20 @@ export interface Match {
   ct_state?: Partial<Record<CtStateFlag, boolean>>;
   ct_zone?: number;
   ct_mark?: number;
+  /** TCP flag bits: true for `+flag`, false for `-flag` (`tcp_flags=+syn-ack`). Needs protocol tcp. */
+  tcp_flags?: Partial<Record<TcpFlag, boolean>>;
+  /** Whole-register matches (`reg12=0x5`): ovslb's slot and hand-off registers. */
+  reg12?: number;
+  reg13?: number;
 }
+
+/** TCP flags in the order OVS prints them. */
+export const TCP_FLAGS = ["fin", "syn", "rst", "psh", "ack", "urg", "ece", "cwr", "ns"] as const;
+export type TcpFlag = (typeof TCP_FLAGS)[number];
 
 export type MacField = "eth_src" | "eth_dst" | "arp_sha" | "arp_tha";
 export type Ipv4Field = "ip_src" | "ip_dst" | "arp_spa" | "arp_tpa" | "tun_src" | "tun_dst";
-export type IntField = "arp_op" | "tcp_src" | "tcp_dst" | "udp_src" | "udp_dst";
+export type IntField = "arp_op" | "tcp_src" | "tcp_dst" | "udp_src" | "udp_dst" | "tun_id" | "reg12" | "reg13";
 
 /** Fields `move` may copy, whole: enough for an ARP responder and address swaps. */
 export type MoveField =
@@ -55,7 +64,9 @@ export type MoveField =
   | "NXM_OF_ARP_SPA"
   | "NXM_OF_ARP_TPA"
   | "NXM_OF_IP_SRC"
-  | "NXM_OF_IP_DST";
+  | "NXM_OF_IP_DST"
+  | "NXM_NX_TUN_ID"
+  | "NXM_NX_TUN_IPV4_DST";
 
 /**
  * `ct(nat)`: `existing` re-applies the NAT recorded for the connection (the
@@ -74,7 +85,10 @@ export type Action =
   | { type: "in_port" }
   | { type: "set_field"; field: MacField | Ipv4Field; value: string }
   | { type: "set_field"; field: IntField; value: number }
-  | { type: "move"; src: MoveField; dst: MoveField }
+  /** Whole fields of one width, or `srcBits` [start, end] of src into the whole of dst. */
+  | { type: "move"; src: MoveField; dst: MoveField; srcBits?: readonly [number, number] }
+  /** A hash of `fields` (multipath's own field sets) modulo `links`, into bits [0, bits) of a register. */
+  | { type: "multipath"; fields: MultipathFields; basis: number; links: number; dst: "NXM_NX_REG12"; bits: number }
   | { type: "ct"; commit?: boolean; table?: number; zone?: number; nat?: CtNat; mark?: number }
   | { type: "group"; groupId: number }
   | { type: "resubmit"; table: number }
@@ -91,6 +105,9 @@ export interface Flow {
   match: Match;
   actions: readonly Action[];
 }
+
+/** The field sets multipath hashes (ovs-actions(7)). */
+export type MultipathFields = "eth_src" | "symmetric_l4" | "symmetric_l3l4" | "symmetric_l3l4+udp" | "nw_src" | "nw_dst" | "symmetric_l3";
 
 /** Fields a select group may hash, in the order OVS prints them. */
 export const HASH_FIELDS = [

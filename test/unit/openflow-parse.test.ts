@@ -288,3 +288,36 @@ ovs-ofctl: talking to unix:/tmp/sbx/br0.mgmt (Protocol error)
     expect(sent).toEqual({ lines: ["group delete group_id=7"], bytes: 24, messages: 1 });
   });
 });
+
+describe("parse: the second-chance vocabulary (printed by OVS 3.1)", () => {
+  // Lines as ovs-ofctl dump-flows printed them for flows written in these exact forms.
+  const dump = [
+    " cookie=0x1, duration=0.1s, table=0, n_packets=0, n_bytes=0, priority=100,tcp,in_port=1,nw_dst=10.0.0.205,tp_dst=80 actions=multipath(symmetric_l3l4,0,modulo_n,1024,0,NXM_NX_REG12[0..9]),resubmit(,70)",
+    " cookie=0x1, duration=0.1s, table=70, n_packets=0, n_bytes=0, priority=100,tcp,reg12=0x5,nw_dst=10.0.0.205,tp_dst=80 actions=set_field:02:00:00:00:00:01->eth_dst,set_field:0xc0a83202->tun_id,output:10",
+    " cookie=0x1, duration=0.1s, table=0, n_packets=0, n_bytes=0, priority=1000,tcp,tun_src=192.168.50.3,in_port=20,nw_dst=10.0.0.205,tp_dst=80 actions=set_field:0x1->reg13,ct(table=61,zone=5,nat)",
+    " cookie=0x1, duration=0.1s, table=61, n_packets=0, n_bytes=0, priority=250,ct_state=+trk,ct_zone=5,reg13=0x1 actions=drop",
+    " cookie=0x1, duration=0.1s, table=61, n_packets=0, n_bytes=0, priority=200,ct_state=+new+trk,ct_zone=5,tcp,dl_dst=02:00:00:00:00:01,nw_dst=10.0.0.205,tp_dst=80,tcp_flags=+syn-ack actions=ct(commit,zone=5,nat(dst=10.0.0.101:8080)),output:1",
+    " cookie=0x1, duration=0.1s, table=61, n_packets=0, n_bytes=0, priority=190,ct_state=+new+trk,ct_zone=5,tcp,tun_id=0,nw_dst=10.0.0.205,tp_dst=80 actions=ct(commit,zone=5,nat(dst=10.0.0.101:8080)),output:1",
+    " cookie=0x1, duration=0.1s, table=61, n_packets=0, n_bytes=0, priority=180,ct_state=+new+trk,ct_zone=5,tcp,nw_dst=10.0.0.205,tp_dst=80 actions=move:NXM_NX_TUN_ID[0..31]->NXM_NX_TUN_IPV4_DST[],set_field:0->tun_id,set_field:0.0.0.0->tun_src,IN_PORT",
+  ].join("\n");
+
+  it("types every match field and action (nothing is left as text) and renders each back to what OVS printed", () => {
+    const flows = parseFlows(dump);
+    for (const f of flows) {
+      expect(f.otherMatch).toEqual([]);
+      expect(f.actions.filter((a) => a.type === "other")).toEqual([]);
+    }
+    expect(flows[0].actions[0]).toEqual({ type: "multipath", fields: "symmetric_l3l4", basis: 0, links: 1024, dst: "NXM_NX_REG12", bits: 10 });
+    expect(flows[1].match.reg12).toBe(5);
+    expect(flows[1].actions[1]).toEqual({ type: "set_field", field: "tun_id", value: 0xc0a83202 });
+    expect(flows[3].match).toMatchObject({ reg13: 1, ct_state: { trk: true } });
+    expect(flows[4].match.tcp_flags).toEqual({ syn: true, ack: false });
+    expect(flows[5].match.tun_id).toBe(0);
+    expect(flows[6].actions[0]).toEqual({ type: "move", src: "NXM_NX_TUN_ID", dst: "NXM_NX_TUN_IPV4_DST", srcBits: [0, 31] });
+  });
+
+  it("refuses a multipath that cannot fit its register bits and a move whose bits do not fill the destination", () => {
+    expect(() => renderAction({ type: "multipath", fields: "symmetric_l3l4", basis: 0, links: 2048, dst: "NXM_NX_REG12", bits: 10 })).toThrow(/links/);
+    expect(() => renderAction({ type: "move", src: "NXM_NX_TUN_ID", dst: "NXM_NX_TUN_IPV4_DST", srcBits: [0, 15] })).toThrow(/do not fill/);
+  });
+});
