@@ -239,19 +239,19 @@ export interface DeferredNatHealthCheck {
  */
 export interface OvnProbe {
   /**
-   * seconds between probes; default 5 (OVN's)
+   * seconds between probes; default 5 (ovn-controller's)
    */
   interval?: number;
   /**
-   * seconds a probe may take; default 20 (OVN's)
+   * seconds a probe may take; default 3 (ovn-controller's)
    */
   timeout?: number;
   /**
-   * successful probes before a backend is online; default 3
+   * successful probes before a backend is online; default 1
    */
   successCount?: number;
   /**
-   * failed probes before a backend is offline; default 3
+   * failed probes before a backend is offline; default 1
    */
   failureCount?: number;
 }

@@ -162,7 +162,7 @@ describe("deferred-NAT load balancer, OVN health checks", () => {
     // The switch carries the load balancer too, so northd builds its ls_in_lb flows (a weak reference ovslb leaves alone).
     await nbctl("ls-lb-add", SWITCH, TCP_ROW, "--", "ls-lb-add", SWITCH, UDP_ROW);
 
-    const options = '{failure_count="3", interval="7", success_count="3", timeout="20"}';
+    const options = '{failure_count="1", interval="7", success_count="1", timeout="3"}';
     const owner = `{"ovslb:owner"="deferred-nat/${NAME}"}`;
     const tcp = await healthChecks(TCP_ROW);
     expect(Object.keys(tcp).sort()).toEqual([`${VIP1}:80`, `${VIP2}:80`]);
@@ -291,7 +291,7 @@ describe("deferred-NAT load balancer, OVN health checks", () => {
     await lb.update(desired);
     const after = await healthChecks(TCP_ROW);
     expect(Object.keys(after).sort()).toEqual([`${VIP1}:80`, `${VIP2}:80`]);
-    expect(after[`${VIP2}:80`].options).toBe('{failure_count="3", interval="7", success_count="3", timeout="20"}');
+    expect(after[`${VIP2}:80`].options).toBe('{failure_count="1", interval="7", success_count="1", timeout="3"}');
     expect(after[`${VIP2}:80`].external_ids).toBe(`{"ovslb:owner"="deferred-nat/${NAME}"}`);
     // The one not touched is kept, not rewritten as a new row.
     expect(after[`${VIP1}:80`].uuid).toBe(before[`${VIP1}:80`].uuid);
@@ -314,7 +314,7 @@ describe("deferred-NAT load balancer, OVN health checks", () => {
     const after = await healthChecks(UDP_ROW);
     expect(Object.keys(after)).toEqual([`${VIP1}:53`]);
     // Updated in place.
-    expect(after[`${VIP1}:53`]).toEqual({ ...before[`${VIP1}:53`], options: '{failure_count="3", interval="7", success_count="3", timeout="20"}' });
+    expect(after[`${VIP1}:53`]).toEqual({ ...before[`${VIP1}:53`], options: '{failure_count="1", interval="7", success_count="1", timeout="3"}' });
     expect(await allHealthCheckVips()).toEqual([`${VIP1}:53`, `${VIP1}:80`, `${VIP2}:80`]);
     expect((await lb.read()).props.drift).toEqual([]);
   });

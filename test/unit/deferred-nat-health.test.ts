@@ -115,10 +115,10 @@ describe("the northbound health checks the inputs want", () => {
     const vips = [lb().vips[0], { address: "10.0.0.193", port: 443, protocol: "tcp" as const, backends: [backend(1)] }];
     const [row] = desiredNbRows(lb({ vips, healthCheck: { probe: { interval: 2, failureCount: 1 } } }));
     expect(row.healthChecks).toEqual({
-      "10.0.0.193:80": { interval: "2", timeout: "20", success_count: "3", failure_count: "1" },
-      "10.0.0.193:443": { interval: "2", timeout: "20", success_count: "3", failure_count: "1" },
+      "10.0.0.193:80": { interval: "2", timeout: "3", success_count: "1", failure_count: "1" },
+      "10.0.0.193:443": { interval: "2", timeout: "3", success_count: "1", failure_count: "1" },
     });
-    expect(desiredNbRows(lb({ healthCheck: { probe: {} } }))[0].healthChecks["10.0.0.193:80"]).toEqual({ interval: "5", timeout: "20", success_count: "3", failure_count: "3" });
+    expect(desiredNbRows(lb({ healthCheck: { probe: {} } }))[0].healthChecks["10.0.0.193:80"]).toEqual({ interval: "5", timeout: "3", success_count: "1", failure_count: "1" });
     expect(desiredNbRows(lb({ healthCheck: undefined }))[0].healthChecks).toEqual({});
   });
 });

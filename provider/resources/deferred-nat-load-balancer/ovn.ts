@@ -39,8 +39,8 @@ export interface NbLoadBalancer {
   healthChecks: Record<string, Record<string, string>>;
 }
 
-/** OVN's defaults (ovn-nb(5)), written out so that a read compares like with like. */
-export const PROBE_DEFAULTS: Required<OvnProbe> = { interval: 5, timeout: 20, successCount: 3, failureCount: 3 };
+/** ovn-controller's defaults (controller/pinctrl.c; the man pages give none), written out so that a read compares like with like. */
+export const PROBE_DEFAULTS: Required<OvnProbe> = { interval: 5, timeout: 3, successCount: 1, failureCount: 1 };
 
 export function probeOptions(probe: OvnProbe): Record<string, string> {
   const p = { ...PROBE_DEFAULTS, ...probe };
