@@ -235,10 +235,14 @@ describe("BFD liveness of the backends' hypervisors (healthCheck.bfd)", () => {
     // hv1 stops answering gw1 only: its BFD port toward gw1 loses BFD.
     const [toGw1] = bfdPorts(dsrId(hvInputs("hv1", pool)), hvInputs("hv1", pool)).filter((p) => p.options.remote_ip === underlay("gw1"));
     await runChecked(ssh.hv1, ["ovs-vsctl", "set", "interface", toGw1.name, "bfd:enable=false"]);
+    let views: unknown;
     const flap = await waitUntil(async () => {
       const p = await read();
+      views = (p.health as Props[]).filter((h) => h.hypervisor === "hv1").map((h) => h.bfd);
       return (p.health as Props[]).filter((h) => h.hypervisor === "hv1").every((h) => h.bfd.gw1 === "down" && h.bfd.gw2 === "up") ? p : undefined;
-    }, { what: "gw1 alone seeing hv1 down", timeoutMs: 10_000, intervalMs: 100 });
+    }, { what: "gw1 alone seeing hv1 down", timeoutMs: 10_000, intervalMs: 100 }).catch((e) => {
+      throw new Error(`${(e as Error).message}; hv1's sessions: ${JSON.stringify(views)}`);
+    });
     expect(flap.stale).toEqual([]);
     expect((flap.health as Props[]).every((h) => h.monitor === "online" && h.port.up && h.port.chassis)).toBe(true);
 

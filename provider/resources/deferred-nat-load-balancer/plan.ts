@@ -24,6 +24,8 @@ import {
 
 export const KIND = "DeferredNatLoadBalancer";
 export const VIP_FLOW_PRIORITY = 100;
+/** Above the bridge's NORMAL, below anything an operator pins. */
+export const BFD_DROP_PRIORITY = 900;
 /** Every bucket has the same weight: a backend's weight is its number of buckets (shares stay proportional). */
 export const BUCKET_WEIGHT = 100;
 export const DEFAULT_SELECTION_FIELDS = ["ip_src", "ip_dst", "tp_src", "tp_dst"] as const;
@@ -361,6 +363,22 @@ export function foreignGroupsOn(inputs: Inputs, observed: ObservedBridge, record
 }
 
 /**
+ * healthCheck.bfd: a BFD port carries only BFD; anything else out of it
+ * (a session whose peer turned BFD off hands its packets to the flow table)
+ * is dropped rather than left to NORMAL.
+ */
+export function bfdDropFlows(inputs: Inputs, gw: GatewayPort): Flow[] {
+  if (!inputs.healthCheck?.bfd) return [];
+  return [...(gw.bfdOfports?.values() ?? [])].map((ofport) => ({
+    table: 0,
+    priority: BFD_DROP_PRIORITY,
+    cookie: cookieOf(inputs),
+    match: { in_port: ofport },
+    actions: [{ type: "drop" }],
+  }));
+}
+
+/**
  * What the load balancer wants on one gateway: each VIP's group and flow.
  * Ownership: its cookie, and the group and bucket ids it recorded.
  */
@@ -370,7 +388,7 @@ export function gatewayIntent(inputs: Inputs, ids: RecordedIds, gw: GatewayPort)
   const vipOfFlow = new Map(dataplane.map((d) => [d.flow, vipKey(d.vip)]));
   return {
     cookie: cookieOf(inputs),
-    flows: dataplane.map((d) => d.flow),
+    flows: [...dataplane.map((d) => d.flow), ...bfdDropFlows(inputs, gw)],
     groups: dataplane.map((d) => d.group),
     recordedGroups: recordedGroups(ids),
     owner: `load balancer ${inputs.name}`,
@@ -430,10 +448,11 @@ export function actualInputs(
       const note = (finding: string) => observations[gi].findings.push(`VIP ${key}: ${finding}`);
       // Backends behind a tunnel port that is gone or changed cannot be reached from this gateway.
       const noTunnel = (b: DeferredNatBackend) => deliveryOf(d, b.hypervisor) === "gre" && !g.port.tunnelOfports?.has(b.hypervisor);
-      const noBfd = (b: DeferredNatBackend) => !!d.healthCheck?.bfd && !g.port.bfdOfports?.has(b.hypervisor);
+      const bfdDropping = (hv: string) => bfdDropFlows(d, { ...g.port, bfdOfports: new Map([[hv, g.port.bfdOfports!.get(hv)!]]) }).every(flowPresent(g.observed.flows));
+      const noBfd = (b: DeferredNatBackend) => !!d.healthCheck?.bfd && !(g.port.bfdOfports?.has(b.hypervisor) && bfdDropping(b.hypervisor));
       const cut = new Set(vip.backends.filter((b) => noTunnel(b) || noBfd(b)));
       for (const hv of new Set(vip.backends.filter(noTunnel).map((b) => b.hypervisor))) note(`tunnel port to hypervisor ${hv} missing or changed`);
-      for (const hv of new Set(vip.backends.filter(noBfd).map((b) => b.hypervisor))) note(`BFD port to hypervisor ${hv} missing or changed`);
+      for (const hv of new Set(vip.backends.filter(noBfd).map((b) => b.hypervisor))) note(`BFD port to hypervisor ${hv} missing, changed, or not dropping data`);
       const want = desiredDataplane({ ...d, vips: [{ ...vip, backends: vip.backends.filter((b) => !cut.has(b)) }] }, ids, g.port)[0];
       const wantGroup = toGroupEntry(want.group);
       const group = g.observed.groups.find((x) => x.groupId === want.group.groupId);

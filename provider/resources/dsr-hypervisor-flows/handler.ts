@@ -10,6 +10,7 @@ import {
   BFD_PEER_ROLE,
   GRE_OPTIONS,
   actualInputs,
+  bfdDropFlows,
   bfdPorts,
   checkRules,
   cookieOf,
@@ -20,6 +21,8 @@ import {
   zonesOf,
 } from "./plan";
 import { grePortState, type GrePortRows } from "../../engine/gre-port";
+import { flowPresent } from "../../engine/flows";
+import type { DumpedFlow } from "../../openflow";
 
 type Inputs = DsrHypervisorFlowsInputs;
 
@@ -39,12 +42,14 @@ export interface DsrHypervisorFlowsState {
 
 const isBfdPeer = (ids: ReadonlyMap<string, string>) => ids.get("ovslb:role") === BFD_PEER_ROLE;
 
-/** gre.bfd: each peer's session state, and the peers whose port is right. */
-async function readBfdPeers(s: OvsHostSession, id: string, inputs: Inputs) {
+/** gre.bfd: each peer's session state, and the peers whose port is right (and, given the owned flows, whose port drops all but BFD). */
+async function readBfdPeers(s: OvsHostSession, id: string, inputs: Inputs, owned?: readonly DumpedFlow[]) {
   const reads = await readTunnelPorts(s, id, inputs.bridge, bfdPorts(id, inputs));
   const states: Record<string, string> = {};
   for (const r of reads) states[r.want.peer] = r.state !== "right" ? "absent" : r.bfdStatus?.get("state") ?? "down";
-  return { states, working: new Set(reads.filter((r) => r.state === "right").map((r) => r.want.peer)) };
+  const present = owned && flowPresent(owned);
+  const dropping = (r: (typeof reads)[number]) => !present || (r.ofport !== undefined && bfdDropFlows({ cookie: cookieOf(id), bfdOfports: [r.ofport] }).every(present));
+  return { states, working: new Set(reads.filter((r) => r.state === "right" && dropping(r)).map((r) => r.want.peer)) };
 }
 
 const ALL_ONES = (1n << 64n) - 1n;
@@ -165,7 +170,7 @@ export const dsrHypervisorFlowsHandler: ResourceHandler<Inputs, DsrHypervisorFlo
       const wantedBfd = inputs.gre?.bfd;
       if (!wantedBfd) return { inputs: actual, state: { ...kept, ofports } };
       // A peer whose port is gone or changed reads as not declared, so the diff shows it.
-      const peers = await readBfdPeers(s, id, inputs);
+      const peers = await readBfdPeers(s, id, inputs, owned);
       const left = wantedBfd.peers.filter((p) => peers.working.has(`${p.address}/${p.key}`));
       const gre = { ...actual.gre!, bfd: { ...wantedBfd, peers: left } };
       if (left.length === 0) delete (gre as { bfd?: unknown }).bfd;

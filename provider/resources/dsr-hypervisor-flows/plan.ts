@@ -191,6 +191,8 @@ export interface Placement {
   ofports: ReadonlyMap<string, number>;
   /** gre mode: the GRE port's ofport. */
   greOfport?: number;
+  /** gre.bfd: the BFD peer ports' ofports. */
+  bfdOfports?: readonly number[];
 }
 
 function ofportOf(p: Placement, b: DsrBackend, at: string): number {
@@ -291,7 +293,7 @@ export function desiredFlows(inputs: Inputs, p: Placement): Flow[] {
       replies.set(flowKey(flows.reply), flows.reply);
     });
   });
-  return [...requests, ...replies.values(), ...zoneFlows(inputs, p)];
+  return [...requests, ...replies.values(), ...zoneFlows(inputs, p), ...bfdDropFlows(p)];
 }
 
 /** One (VIP, backend)'s request flows (one per allowed source in gre mode) and its backend's reply flow. */
@@ -305,6 +307,16 @@ function backendFlows(inputs: Inputs, vip: DsrVip, b: DsrBackend, p: Placement, 
 /** The flows the whole zone needs: the un-NAT forward flow, and in gre mode the GRE port's drop flow. */
 function zoneFlows(inputs: Inputs, p: Placement): Flow[] {
   return [forwardFlow(p), ...((inputs.mode ?? "mac") === "gre" ? [greDropFlow(p)] : [])];
+}
+
+/**
+ * gre.bfd: a BFD port carries only BFD. What else comes out of it (BFD of a
+ * session whose BFD was turned off, which OVS then hands to the flow table)
+ * is dropped, or NORMAL would flood it into the other BFD ports and upset
+ * the gateways' sessions there.
+ */
+export function bfdDropFlows(p: Pick<Placement, "cookie" | "bfdOfports">): Flow[] {
+  return (p.bfdOfports ?? []).map((ofport) => ({ table: ENTRY_TABLE, priority: GRE_DROP_PRIORITY, cookie: p.cookie, match: { in_port: ofport }, actions: [{ type: "drop" }] }));
 }
 
 /**
@@ -406,7 +418,8 @@ export function planIntent(id: string, inputs: Inputs, recordedZone: number | un
   const zone = chooseZone(id, inputs, recordedZone, observed.flows.filter((f) => f.cookie !== cookie));
   const ofports = backendOfports(inputs, observed.ports);
   const greOfport = inputs.gre?.port === undefined ? undefined : observed.ports.get(inputs.gre.port);
-  const flows = desiredFlows(inputs, { cookie, zone, ofports, ...(greOfport === undefined ? {} : { greOfport }) });
+  const bfdOfports = bfdPorts(id, inputs).map((b) => observed.ports.get(b.name)).filter((o): o is number => o !== undefined);
+  const flows = desiredFlows(inputs, { cookie, zone, ofports, bfdOfports, ...(greOfport === undefined ? {} : { greOfport }) });
   const intent: BridgeIntent = { cookie, flows, groups: [], owner: `DsrHypervisorFlows ${id}` };
   return { intent, zone, ofports, greOfport };
 }
