@@ -43,6 +43,12 @@ export interface DeferredNatServiceArgs {
    * gateways as BFD peers), stale reporting and enforce.
    */
   healthCheck?: DeferredNatLoadBalancerInputs["healthCheck"];
+  /**
+   * Connection-preserving selection (gre delivery): adding, draining and
+   * removing backends breaks no established TCP connection. Every
+   * hypervisor's flows take handed-on packets from the other hypervisors.
+   */
+  secondChance?: DeferredNatLoadBalancerInputs["secondChance"];
 }
 
 /** What makes the arguments unusable, in words that name them. */
@@ -62,6 +68,11 @@ function serviceProblems(args: DeferredNatServiceArgs, deliveryOf: (hv: Deferred
       ...args.hypervisors.flatMap((h, i) => (deliveryOf(h) === "gre" && !h.tunnelAddress ? [`hypervisors[${i}].tunnelAddress`] : [])),
     ];
     if (ends.length > 0) problems.push(`gre delivery needs ${ends.join(", ")}: the tunnels' two ends`);
+  }
+  if (args.secondChance) {
+    args.hypervisors.forEach((h, i) => {
+      if (deliveryOf(h) !== "gre") problems.push(`secondChance needs gre delivery: hypervisors[${i}] (${h.name}) is reached by mac`);
+    });
   }
   if (args.healthCheck?.bfd) {
     args.hypervisors.forEach((h, i) => {
@@ -94,12 +105,15 @@ export class DeferredNatService extends pulumi.ComponentResource {
     if (problems.length > 0) throw new Error(`DeferredNatService ${name}: ${problems.join("; ")}`);
     super("ovslb:index:DeferredNatService", name, {}, opts);
     const bfd = args.healthCheck?.bfd;
-    const greSettings = {
+    const greSettings = (hv: DeferredNatServiceHypervisor) => ({
       allowedSources: args.gateways.map((g) => g.tunnelAddress!),
-      key: greKeyOf({ name }),
+      // With second chance the key carries the previous owner's hypervisor; else it is the service's own.
+      ...(args.secondChance
+        ? { secondChance: { peers: args.hypervisors.filter((h) => h !== hv && h.tunnelAddress).map((h) => h.tunnelAddress!) } }
+        : { key: greKeyOf({ name }) }),
       // Every gateway opens a BFD session to each hypervisor with the service's BFD key.
       ...(bfd ? { bfd: { peers: args.gateways.map((g) => ({ address: g.tunnelAddress!, key: bfdKeyOf({ name }) })), timers: bfd } } : {}),
-    };
+    });
 
     this.hypervisorFlows = {};
     for (const hv of args.hypervisors) {
@@ -111,7 +125,7 @@ export class DeferredNatService extends pulumi.ComponentResource {
           name,
           host: hv.host,
           bridge: hv.bridge,
-          ...(deliveryOf(hv) === "gre" ? { mode: "gre", gre: greSettings } : { mode: "mac" }),
+          ...(deliveryOf(hv) === "gre" ? { mode: "gre", gre: greSettings(hv) } : { mode: "mac" }),
           vips,
           ...(hv.zone === undefined ? {} : { zone: hv.zone }),
         },
@@ -139,6 +153,7 @@ export class DeferredNatService extends pulumi.ComponentResource {
         ...(args.selectionFields ? { selectionFields: args.selectionFields } : {}),
         ...(args.ovn ? { ovn: args.ovn } : {}),
         ...(args.healthCheck ? { healthCheck: args.healthCheck } : {}),
+        ...(args.secondChance ? { secondChance: args.secondChance } : {}),
       },
       { parent: this, dependsOn: Object.values(this.hypervisorFlows) },
     );

@@ -14,9 +14,9 @@ import { summarizeApply, type ApplySummary, type ObservedBridge } from "./plan";
 /**
  * Which flows to dump. "owned": only the owner's (by cookie), for a bridge it
  * owns alone; a table: every flow of it, for conflict checks, when all the
- * owner's flows live in that table; "all": every flow of the bridge.
+ * owner's flows live in that table (or those tables); "all": every flow of the bridge.
  */
-export type FlowScope = "owned" | "all" | { table: number };
+export type FlowScope = "owned" | "all" | { table: number } | { tables: readonly number[] };
 
 export interface BridgeRef {
   session: OvsHostSession;
@@ -25,10 +25,11 @@ export interface BridgeRef {
 
 const ALL_ONES = (1n << 64n) - 1n;
 
-function filterOf(scope: FlowScope, cookie: bigint): FlowFilter | undefined {
-  if (scope === "all") return undefined;
-  if (scope === "owned") return { cookie, mask: ALL_ONES };
-  return { cookie: 0n, mask: 0n, table: scope.table };
+function filtersOf(scope: FlowScope, cookie: bigint): (FlowFilter | undefined)[] {
+  if (scope === "all") return [undefined];
+  if (scope === "owned") return [{ cookie, mask: ALL_ONES }];
+  const tables = "tables" in scope ? scope.tables : [scope.table];
+  return tables.map((table) => ({ cookie: 0n, mask: 0n, table }));
 }
 
 /** The bridge's interfaces and their ofports (name -> ofport), or undefined when the bridge does not exist. */
@@ -58,8 +59,8 @@ export async function observeBridge(ref: BridgeRef, scope: FlowScope, cookie: bi
   const ports = await bridgePorts(ref.session, ref.bridge);
   if (!ports) return undefined;
   const of = openflowOf(ref);
-  const [flows, groups] = await Promise.all([of.dumpFlows(filterOf(scope, cookie)), of.dumpGroups()]);
-  return { ports, flows, groups };
+  const [groups, ...dumps] = await Promise.all([of.dumpGroups(), ...filtersOf(scope, cookie).map((f) => of.dumpFlows(f))]);
+  return { ports, flows: dumps.flat(), groups };
 }
 
 /** Who wants to see each bundle sent (tests prove incremental applies from it). */

@@ -4,3 +4,4 @@ export * from "./parse";
 export * from "./compare";
 export * from "./trace";
 export * from "./ofctl-errors";
+export * from "./conntrack";

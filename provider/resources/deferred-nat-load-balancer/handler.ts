@@ -7,6 +7,8 @@ import { withAllOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
 import { applyNorthbound, deleteNorthbound, preflightNorthbound, readNorthbound, withNorthbound } from "./ovn";
 import { assessHealth, monitorsToMarkOffline, type BackendHealth, type BfdView, type StaleBackend } from "./health";
 import { markOffline, readSouthbound, withSouthbound } from "./southbound";
+import { SLOT_TABLE, planAllSlots, recordAllSlots, unsafeMovesError, type SlotPlans } from "./second-chance";
+import { readSlots, shares, type RecordedSlotTable } from "./slots";
 import { ensureTunnels, removeStaleTunnels, workingTunnels } from "./tunnels";
 import {
   actualInputs,
@@ -32,6 +34,11 @@ export interface DeferredNatState extends RecordedIds {
   lastApply: Record<string, ApplySummary>;
   /** Where the hosts differed from the inputs at the last read (empty when in sync). */
   drift: string[];
+  /** secondChance: each VIP's slot table (owners and previous owners), kept for life so a change moves only the slots it must. */
+  slotTables?: Record<string, RecordedSlotTable>;
+  /** secondChance: each VIP's share of slots per backend ("address:port" -> fraction), and what the last change moved. */
+  slotShares?: Record<string, Record<string, number>>;
+  slotMoves?: Record<string, { moved: number; minimum: number }>;
   /** healthCheck.bfd: the GRE key of the BFD sessions, for the hypervisors' DsrHypervisorFlows gre.bfd.peers. */
   bfdKey?: number;
   /** healthCheck: each backend as the southbound and every gateway's BFD see it, at the last create, update or read. */
@@ -59,7 +66,8 @@ async function readGateways(inputs: Inputs, sessions: OvsHostSession[]): Promise
   return Promise.all(
     inputs.gateways.map(async (gw, i) => {
       const ref = { session: sessions[i], bridge: gw.bridge };
-      const observed = await observeBridge(ref, { table: 0 }, cookie);
+      // Every owner's flows in the tables ovslb uses, for conflicts; the slot table too, so a change of mode leaves no slot behind.
+      const observed = await observeBridge(ref, { tables: [0, SLOT_TABLE] }, cookie);
       const where = `${ref.session.hostName} (${gw.name})`;
       if (!observed) throw new Error(`${where}: bridge ${gw.bridge} does not exist`);
       const segmentOfport = observed.ports.get(gw.segmentPort);
@@ -68,6 +76,13 @@ async function readGateways(inputs: Inputs, sessions: OvsHostSession[]): Promise
       return { ref, name: gw.name, where, port: { segmentOfport, mac: gw.mac, tunnelOfports, bfdOfports }, observed, bfd };
     }),
   );
+}
+
+function slotOutputs(slots: SlotPlans): Pick<DeferredNatState, "slotTables" | "slotShares" | "slotMoves"> {
+  const slotShares = Object.fromEntries(
+    Object.entries(slots.tables).map(([vip, t]) => [vip, Object.fromEntries([...shares(t)].map(([b, n]) => [b, n / t.size]))]),
+  );
+  return { slotTables: recordAllSlots(slots.tables), slotShares, slotMoves: slots.moves };
 }
 
 /**
@@ -93,16 +108,20 @@ async function observeHealth(inputs: Inputs, reads: readonly GatewayRead[], enfo
  * leaves all gateways untouched. Bundles go to all gateways in parallel to
  * keep the window in which they disagree short.
  */
-async function converge(inputs: Inputs, recorded: RecordedIds): Promise<DeferredNatState> {
+async function converge(inputs: Inputs, recorded: RecordedIds, recordedSlots?: DeferredNatState["slotTables"]): Promise<DeferredNatState> {
   const d = withDefaults(inputs);
+  // secondChance: the slot tables first, pure, so a change that would take second chances away is refused before any host is touched.
+  const slots = d.secondChance ? planAllSlots(d, recordedSlots) : undefined;
+  if (slots && slots.unsafe.length > 0) throw unsafeMovesError(slots.unsafe);
   return withNorthbound(d, (nb) => withAllOvsHosts(d.gateways.map((g) => g.host), async (sessions) => {
     // gre delivery: the tunnel ports first, so the buckets that output to them can be planned.
     await Promise.all(d.gateways.map((gw, i) => ensureTunnels(sessions[i], d, gw, `${sessions[i].hostName} (${gw.name})`)));
     const reads = await readGateways(d, sessions);
     const foreign = new Set(reads.flatMap((r) => [...foreignGroupsOn(d, r.observed, recorded)]));
-    const ids = assignIds(d, recorded, foreign);
+    // secondChance VIPs have no groups: recorded ones (an earlier mode's) stay owned, so the plan removes them.
+    const ids = slots ? { groupIds: {}, bucketIds: {} } : assignIds(d, recorded, foreign);
     const marks = mergeIds(recorded, ids);
-    const plans = reads.map((r) => ({ ref: r.ref, mods: planGateway(r.where, d, marks, r.port, r.observed) }));
+    const plans = reads.map((r) => ({ ref: r.ref, mods: planGateway(r.where, d, marks, r.port, r.observed, slots?.tables) }));
     if (nb) await preflightNorthbound(d, nb);
     const sent = await applyBundles(plans);
     await Promise.all(d.gateways.map((gw, i) => removeStaleTunnels(sessions[i], d, gw)));
@@ -112,6 +131,7 @@ async function converge(inputs: Inputs, recorded: RecordedIds): Promise<Deferred
       cookie: `0x${cookieOf(d).toString(16)}`,
       lastApply: Object.fromEntries(reads.map((r, i) => [r.name, sent[i]])),
       drift: [],
+      ...(slots ? slotOutputs(slots) : {}),
       ...(await observeHealth(d, reads, true)),
     };
   }));
@@ -134,7 +154,7 @@ export const deferredNatLoadBalancerHandler: ResourceHandler<Inputs, DeferredNat
   identity: (i) => ({ name: i.name }),
 
   async create(inputs) {
-    return { id: lbId(inputs), state: await converge(inputs, EMPTY_IDS) };
+    return { id: lbId(inputs), state: await converge(inputs, EMPTY_IDS, undefined) };
   },
 
   async read(_id, inputs, state) {
@@ -146,7 +166,8 @@ export const deferredNatLoadBalancerHandler: ResourceHandler<Inputs, DeferredNat
       const anything = reads.some((r) => ownedFlows(r.observed, marks.cookie).length > 0 || ownedGroupIds(r.observed, marks).size > 0);
       const nb = await withNorthbound(d, async (db) => (db ? readNorthbound(d, db) : { present: false, findings: [] }));
       if (!anything && !nb.present) return undefined;
-      const { inputs: actual, observations } = actualInputs(d, ids, reads);
+      const tables = Object.fromEntries(Object.entries(state.slotTables ?? {}).map(([vip, t]) => [vip, readSlots(t)]));
+      const { inputs: actual, observations } = actualInputs(d, ids, reads, tables);
       const drift = [...observations.flatMap((o) => o.findings.map((f) => `${o.gateway}: ${f}`)), ...nb.findings];
       // A northbound row that differs reads as no OVN part, so the diff shows it and update rewrites it.
       if (nb.findings.length > 0) delete actual.ovn;
@@ -157,7 +178,7 @@ export const deferredNatLoadBalancerHandler: ResourceHandler<Inputs, DeferredNat
 
   async update(_id, old, news) {
     const recorded = recordedIn(old.state);
-    const state = await converge(news, recorded);
+    const state = await converge(news, recorded, old.state.slotTables);
     // Gateways taken out of the list lose this load balancer's flows and groups.
     const kept = new Set(news.gateways.map((g) => `${g.host.connection.host}/${g.bridge}`));
     const dropped = old.inputs.gateways.filter((g) => !kept.has(`${g.host.connection.host}/${g.bridge}`));

@@ -1,6 +1,8 @@
 import { isDeepStrictEqual } from "node:util";
 import { flowPresent } from "../../engine/flows";
 import { ROLE_KEY, bfdColumn, type WantedTunnelPort } from "../../engine/gre-port";
+import { checkSecondChance, slotFlows } from "./second-chance";
+import type { SlotTable } from "./slots";
 import { foreignGroupIds, planBridge, type BridgeIntent, type ObservedBridge } from "../../engine/plan";
 import { MAX_BUCKET_ID, MAX_GROUP_ID, derivedId, interfaceName, ownerCookie } from "../../model/ids";
 import type { DeferredNatBackend, DeferredNatLoadBalancerInputs as Inputs, DeferredNatVip } from "../../model/inputs.generated";
@@ -107,7 +109,7 @@ export function checkRules(inputs: Inputs): CheckFailure[] {
     fail(`hypervisors[${inputs.hypervisors.indexOf(gre.filter((h) => h.tunnelAddress)[k])}].tunnelAddress`, "is another hypervisor's tunnel address");
   });
   if (inputs.ovn) failures.push(...checkConnection(inputs.ovn.northbound.connection, "ovn.northbound.connection"));
-  failures.push(...checkHealthCheck(inputs));
+  failures.push(...checkHealthCheck(inputs), ...checkSecondChance(inputs));
   return failures;
 }
 
@@ -268,10 +270,12 @@ export function tunnelPorts(inputs: Inputs, gateway: Inputs["gateways"][number])
     .filter((h) => deliveryOf(inputs, h.name) === "gre")
     .flatMap((h) => {
       const ends = { remote_ip: h.tunnelAddress!, local_ip: gateway.tunnelAddress! };
+      // secondChance: the key going out carries the previous owner's hypervisor, set per slot.
+      const keys: Record<string, string> = inputs.secondChance ? { in_key: String(greKeyOf(inputs)), out_key: "flow" } : { key: String(greKeyOf(inputs)) };
       const data: TunnelPort = {
         hypervisor: h.name,
         name: interfaceName("gre-", `${lbId(inputs)}/${h.name}`),
-        options: { ...ends, key: String(greKeyOf(inputs)) },
+        options: { ...ends, ...keys },
         ofportRequest: 60000 + derivedId([KIND, inputs.name, "tunnel", h.name], 5000),
         tag: TUNNEL_VLAN,
         externalIds: { "ovslb:hypervisor": h.name, [ROLE_KEY]: TUNNEL_ROLE },
@@ -382,7 +386,8 @@ export function bfdDropFlows(inputs: Inputs, gw: GatewayPort): Flow[] {
  * What the load balancer wants on one gateway: each VIP's group and flow.
  * Ownership: its cookie, and the group and bucket ids it recorded.
  */
-export function gatewayIntent(inputs: Inputs, ids: RecordedIds, gw: GatewayPort): BridgeIntent {
+export function gatewayIntent(inputs: Inputs, ids: RecordedIds, gw: GatewayPort, slots?: Readonly<Record<string, SlotTable>>): BridgeIntent {
+  if (inputs.secondChance) return slotIntent(inputs, ids, gw, slots ?? {});
   const dataplane = desiredDataplane(inputs, ids, gw);
   const vipOfGroup = new Map(dataplane.map((d) => [d.group.groupId, vipKey(d.vip)]));
   const vipOfFlow = new Map(dataplane.map((d) => [d.flow, vipKey(d.vip)]));
@@ -405,8 +410,37 @@ export function gatewayIntent(inputs: Inputs, ids: RecordedIds, gw: GatewayPort)
  * change of selection fields rebuilds a group (that re-hashes every
  * connection anyway). With no VIPs it removes everything the load balancer owns.
  */
-export function planGateway(where: string, inputs: Inputs, ids: RecordedIds, gw: GatewayPort, observed: ObservedBridge): Modification[] {
-  return planBridge(where, gatewayIntent(inputs, ids, gw), observed);
+export function planGateway(
+  where: string,
+  inputs: Inputs,
+  ids: RecordedIds,
+  gw: GatewayPort,
+  observed: ObservedBridge,
+  slots?: Readonly<Record<string, SlotTable>>,
+): Modification[] {
+  return planBridge(where, gatewayIntent(inputs, ids, gw, slots), observed);
+}
+
+/** secondChance: each VIP's entry and slot flows, no groups (recorded groups of an earlier mode are owned, so they go). */
+function slotIntent(inputs: Inputs, ids: RecordedIds, gw: GatewayPort, slots: Readonly<Record<string, SlotTable>>): BridgeIntent {
+  const d = withDefaults(inputs);
+  const cookie = cookieOf(d);
+  const vipOf = new Map<Flow, string>();
+  const flows = d.vips.flatMap((vip) => {
+    const table = slots[vipKey(vip)];
+    if (!table) throw new Error(`VIP ${vipKey(vip)}: no slot table was planned`);
+    const mine = slotFlows(d, vip, table, { ...gw, tunnelOfports: gw.tunnelOfports ?? new Map() }, cookie);
+    for (const f of mine) vipOf.set(f, vipKey(vip));
+    return mine;
+  });
+  return {
+    cookie,
+    flows,
+    groups: [],
+    recordedGroups: recordedGroups(ids),
+    owner: `load balancer ${inputs.name}`,
+    purpose: (item) => ("flow" in item ? vipOf.get(item.flow) && `VIP ${vipOf.get(item.flow)}` : undefined),
+  };
 }
 
 /** OVS hash field -> the selection field of the inputs it comes from. */
@@ -432,8 +466,10 @@ export function actualInputs(
   inputs: Inputs,
   ids: RecordedIds,
   perGateway: readonly { name: string; port: GatewayPort; observed: ObservedBridge }[],
+  slots?: Readonly<Record<string, SlotTable>>,
 ): { inputs: Inputs; observations: GatewayObservation[] } {
   const d = withDefaults(inputs);
+  if (d.secondChance) return actualSlotInputs(d, perGateway, slots ?? {});
   const observations = perGateway.map((g) => ({ gateway: g.name, findings: [] as string[] }));
   const vips: DeferredNatVip[] = [];
   let selectionFields = d.selectionFields!;
@@ -496,4 +532,53 @@ export function actualInputs(
     vips.push({ ...vip, backends });
   }
   return { inputs: { ...d, selectionFields, vips }, observations };
+}
+
+/**
+ * secondChance: the inputs the gateways' slot flows amount to. A VIP counts
+ * when its entry flow is right on every gateway; an active backend when
+ * every slot it owns is right on every gateway (a draining one owns none and
+ * stays while its VIP does).
+ */
+function actualSlotInputs(
+  d: Inputs,
+  perGateway: readonly { name: string; port: GatewayPort; observed: ObservedBridge }[],
+  slots: Readonly<Record<string, SlotTable>>,
+): { inputs: Inputs; observations: GatewayObservation[] } {
+  const observations = perGateway.map((g) => ({ gateway: g.name, findings: [] as string[] }));
+  const vips: DeferredNatVip[] = [];
+  for (const vip of d.vips) {
+    const key = vipKey(vip);
+    const table = slots[key];
+    if (!table) continue;
+    let present = true;
+    const wrong = new Set<string>();
+    perGateway.forEach((g, gi) => {
+      const note = (finding: string) => observations[gi].findings.push(`VIP ${key}: ${finding}`);
+      const tunnels = g.port.tunnelOfports ?? new Map<string, number>();
+      const cut = new Set(d.hypervisors.filter((h) => !tunnels.has(h.name)).map((h) => h.name));
+      for (const hv of cut) note(`tunnel port to hypervisor ${hv} missing or changed`);
+      // Plan as if the cut hypervisors' tunnels were there, to see which slots are wrong.
+      const flows = slotFlows(d, vip, table, { ...g.port, tunnelOfports: new Map([...d.hypervisors.map((h) => [h.name, tunnels.get(h.name) ?? 0xfeff] as const)]) }, cookieOf(d));
+      const present_ = flowPresent(g.observed.flows);
+      const [entry, ...slotFlowsWanted] = flows;
+      if (!present_(entry)) {
+        note("entry flow missing or changed");
+        present = false;
+      }
+      let missing = 0;
+      slotFlowsWanted.forEach((f) => {
+        const owner = table.backends[table.owner[f.match.reg12!]];
+        const hv = d.vips.find((v) => vipKey(v) === key)!.backends.find((b) => backendKey(b) === owner)!.hypervisor;
+        if (cut.has(hv) || !present_(f)) {
+          missing++;
+          wrong.add(owner);
+        }
+      });
+      if (missing > 0) note(`${missing} slot flows missing or changed`);
+    });
+    if (!present) continue;
+    vips.push({ ...vip, backends: vip.backends.filter((b) => !wrong.has(backendKey(b))) });
+  }
+  return { inputs: { ...d, vips }, observations };
 }

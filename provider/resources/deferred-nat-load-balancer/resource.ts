@@ -23,6 +23,12 @@ export class DeferredNatLoadBalancer extends pulumi.dynamic.Resource {
   declare readonly cookie: pulumi.Output<string>;
   declare readonly lastApply: pulumi.Output<Record<string, { messages: number; bytes: number; operations: Record<string, number> }>>;
   declare readonly drift: pulumi.Output<string[]>;
+  /** secondChance: each VIP's slot table, kept for life (owners and previous owners). */
+  declare readonly slotTables: pulumi.Output<Record<string, { size: number; backends: string[]; owner: string; previous: string }> | undefined>;
+  /** secondChance: each VIP's share of slots per backend ("address:port" -> fraction). */
+  declare readonly slotShares: pulumi.Output<Record<string, Record<string, number>> | undefined>;
+  /** secondChance: per VIP, the slots the last change moved and the fewest it could have. */
+  declare readonly slotMoves: pulumi.Output<Record<string, { moved: number; minimum: number }> | undefined>;
   /** healthCheck.bfd: the GRE key of the BFD sessions (the hypervisors' gre.bfd.peers[].key). */
   declare readonly bfdKey: pulumi.Output<number | undefined>;
   /** healthCheck: each backend as the southbound and every gateway's BFD see it, at the last apply or refresh. */
@@ -34,7 +40,7 @@ export class DeferredNatLoadBalancer extends pulumi.dynamic.Resource {
     super(
       dynamicProvider("DeferredNatLoadBalancer"),
       name,
-      { ...withSecretCredentials(args), groupIds: undefined, bucketIds: undefined, cookie: undefined, lastApply: undefined, drift: undefined, bfdKey: undefined, health: undefined, stale: undefined },
+      { ...withSecretCredentials(args), groupIds: undefined, bucketIds: undefined, cookie: undefined, lastApply: undefined, drift: undefined, bfdKey: undefined, health: undefined, stale: undefined, slotTables: undefined, slotShares: undefined, slotMoves: undefined },
       resourceOptions(opts),
       "ovslb",
       "DeferredNatLoadBalancer",

@@ -22,7 +22,7 @@ import {
 } from "./plan";
 import { grePortState, type GrePortRows } from "../../engine/gre-port";
 import { flowPresent } from "../../engine/flows";
-import type { DumpedFlow } from "../../openflow";
+import { liveConnections, parseConntrack, type DumpedFlow } from "../../openflow";
 
 type Inputs = DsrHypervisorFlowsInputs;
 
@@ -38,6 +38,15 @@ export interface DsrHypervisorFlowsState {
   lastApply: ApplySummary;
   /** gre.bfd: each peer's ("address/key") BFD session state at the last create, update or read ("absent" when its port is missing). */
   bfd?: Record<string, string>;
+  /** gre.secondChance: live conntrack entries per backend ("address:port") in the zone, at the last create, update or read: a drain is over at 0. */
+  connections?: Record<string, number>;
+}
+
+/** gre.secondChance: each declared backend's live connections in the zone. */
+async function connectionsOf(s: OvsHostSession, inputs: Inputs, zone: number): Promise<Record<string, number> | undefined> {
+  if (!inputs.gre?.secondChance) return undefined;
+  const live = liveConnections(parseConntrack(await s.appctl(["dpctl/dump-conntrack", `zone=${zone}`])), zone);
+  return Object.fromEntries([...new Set(inputs.vips.flatMap((v) => v.backends.map((b) => `${b.address}:${b.port}`)))].map((k) => [k, live.get(k) ?? 0]));
 }
 
 const isBfdPeer = (ids: ReadonlyMap<string, string>) => ids.get("ovslb:role") === BFD_PEER_ROLE;
@@ -136,7 +145,15 @@ async function converge(s: OvsHostSession, id: string, inputs: Inputs, recordedZ
   const { intent, zone, ofports } = await onHost(s, () => planIntent(id, inputs, recordedZone, observed));
   const lastApply = await applyBundle(ref, planBridge(`${s.hostName}: bridge ${inputs.bridge}`, intent, observed));
   const peers = bfd.length > 0 ? (await readBfdPeers(s, id, inputs)).states : undefined;
-  return { cookie: `0x${intent.cookie.toString(16)}`, ctZone: zone, ofports: Object.fromEntries(ofports), lastApply, ...(peers ? { bfd: peers } : {}) };
+  const connections = await connectionsOf(s, inputs, zone);
+  return {
+    cookie: `0x${intent.cookie.toString(16)}`,
+    ctZone: zone,
+    ofports: Object.fromEntries(ofports),
+    lastApply,
+    ...(peers ? { bfd: peers } : {}),
+    ...(connections ? { connections } : {}),
+  };
 }
 
 export const dsrHypervisorFlowsHandler: ResourceHandler<Inputs, DsrHypervisorFlowsState> = {
@@ -166,7 +183,9 @@ export const dsrHypervisorFlowsHandler: ResourceHandler<Inputs, DsrHypervisorFlo
       const ofports = Object.fromEntries(
         actual.vips.flatMap((v) => v.backends.map((b) => [b.bridgePort, observed.ports.get(b.bridgePort)!] as const)),
       );
-      const { bfd: _, ...kept } = state;
+      const { bfd: _, connections: _c, ...rest } = state;
+      const connections = await connectionsOf(s, inputs, state.ctZone);
+      const kept = { ...rest, ...(connections ? { connections } : {}) };
       const wantedBfd = inputs.gre?.bfd;
       if (!wantedBfd) return { inputs: actual, state: { ...kept, ofports } };
       // A peer whose port is gone or changed reads as not declared, so the diff shows it.

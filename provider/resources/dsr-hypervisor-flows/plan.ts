@@ -36,6 +36,30 @@ export const ENTRY_TABLE = 0;
 /** Where replies come back after conntrack; away from the low tables other pipelines use. */
 export const UNNAT_TABLE = 60;
 
+/**
+ * gre.secondChance, on the hypervisor (with zone Z, GRE port G):
+ *
+ * table 0   from a gateway: G,tun_src=GW,dl_dst=B,VIP          -> ct(table=61,zone=Z,nat)
+ * table 0   handed on:      G,tun_src=PEER,VIP                  -> reg13=1, ct(table=61,zone=Z,nat)
+ * table 61  +est, nw_dst=B:BP (already DNATed)                  -> eth_dst=B, output:B        (300)
+ * table 61  reg13=1 (handed on, not established)                -> drop: never handed on again (250)
+ * table 61  +new, SYN (or any UDP), dl_dst=B, VIP               -> ct(commit,nat(dst=B:BP)), output:B (200)
+ * table 61  +new, tun_id=0 (no previous owner), dl_dst=B, VIP   -> the same commit (190)
+ * table 61  +new, not a SYN, VIP                                -> tun_dst=tun_id, tun_id=0, back out G (180)
+ *
+ * A packet of a connection this hypervisor does not know, that is not a
+ * SYN, goes uncommitted to the hypervisor the key names (the slot's previous
+ * owner), which serves it from its own conntrack or drops it. Userspace
+ * conntrack marks such a mid-stream packet +new, not +inv.
+ */
+export const SECOND_CHANCE_TABLE = 61;
+export const HANDED_ON_PRIORITY = REQUEST_PRIORITY + 1;
+export const ESTABLISHED_PRIORITY = 300;
+export const HANDED_DROP_PRIORITY = 250;
+export const SYN_PRIORITY = 200;
+export const NO_CHANCE_PRIORITY = 190;
+export const HAND_ON_PRIORITY = 180;
+
 /** The resource id: its identity (host, bridge, name). */
 export const dsrId = (i: Pick<Inputs, "host" | "bridge" | "name">) => `dsr-hypervisor-flows/${i.host.connection.host}/${i.bridge}/${i.name}`;
 export const cookieOf = (id: string) => ownerCookie(KIND, id);
@@ -161,6 +185,14 @@ function checkGre(inputs: Inputs): CheckFailure[] {
     failures.push({ property: "gre", reason: "is required in gre mode: give gre.allowedSources, the load balancers whose GRE may be delivered" });
   }
   if ((inputs.mode ?? "mac") !== "gre" && inputs.gre) failures.push({ property: "gre", reason: "is only used in gre mode" });
+  if (inputs.gre?.secondChance && inputs.gre.key !== undefined) {
+    failures.push({ property: "gre.key", reason: "must not be set with gre.secondChance: the gateways' GRE key then carries the previous owner's hypervisor, not a fixed key" });
+  }
+  const handOn = new Map<string, number>();
+  (inputs.gre?.secondChance?.peers ?? []).forEach((peer, i) => {
+    if (handOn.has(peer)) failures.push({ property: `gre.secondChance.peers[${i}]`, reason: `is also gre.secondChance.peers[${handOn.get(peer)}]` });
+    else handOn.set(peer, i);
+  });
   const peers = new Map<string, number>();
   (inputs.gre?.bfd?.peers ?? []).forEach((p, i) => {
     const key = `${p.address}/${p.key}`;
@@ -284,29 +316,69 @@ function forwardFlow(p: Placement): Flow {
  * un-NAT is per connection), and the zone's forward flow.
  */
 export function desiredFlows(inputs: Inputs, p: Placement): Flow[] {
-  const requests: Flow[] = [];
+  // Keyed: a VIP-wide flow or a backend's reply flow is wanted once, however many (VIP, backend)s need it.
+  const requests = new Map<string, Flow>();
   const replies = new Map<string, Flow>();
   inputs.vips.forEach((vip, i) => {
     vip.backends.forEach((b, k) => {
       const flows = backendFlows(inputs, vip, b, p, `vips[${i}].backends[${k}]`);
-      requests.push(...flows.requests);
+      for (const f of flows.requests) requests.set(flowKey(f), f);
       replies.set(flowKey(flows.reply), flows.reply);
     });
   });
-  return [...requests, ...replies.values(), ...zoneFlows(inputs, p), ...bfdDropFlows(p)];
+  return [...requests.values(), ...replies.values(), ...zoneFlows(inputs, p), ...bfdDropFlows(p)];
 }
 
-/** One (VIP, backend)'s request flows (one per allowed source in gre mode) and its backend's reply flow. */
+/** One (VIP, backend)'s request flows (one per allowed source in gre mode, the second-chance pipeline with gre.secondChance) and its backend's reply flow. */
 function backendFlows(inputs: Inputs, vip: DsrVip, b: DsrBackend, p: Placement, at: string) {
-  const requests = (inputs.mode ?? "mac") === "gre"
-    ? inputs.gre!.allowedSources.map((source) => greRequestFlow(inputs, vip, b, source, p, at))
-    : [requestFlow(vip, b, p, at)];
+  const requests = inputs.gre?.secondChance
+    ? secondChanceFlows(inputs, vip, b, p, at)
+    : (inputs.mode ?? "mac") === "gre"
+      ? inputs.gre!.allowedSources.map((source) => greRequestFlow(inputs, vip, b, source, p, at))
+      : [requestFlow(vip, b, p, at)];
   return { requests, reply: replyFlow((vip.protocol ?? "tcp") as Protocol, b, p, at) };
 }
 
-/** The flows the whole zone needs: the un-NAT forward flow, and in gre mode the GRE port's drop flow. */
+/** The flows the whole zone needs: the un-NAT forward flow, in gre mode the GRE port's drop flow, and with second chance the drop of handed-on packets nobody knows. */
 function zoneFlows(inputs: Inputs, p: Placement): Flow[] {
-  return [forwardFlow(p), ...((inputs.mode ?? "mac") === "gre" ? [greDropFlow(p)] : [])];
+  const handedDrop: Flow = { table: SECOND_CHANCE_TABLE, priority: HANDED_DROP_PRIORITY, cookie: p.cookie, match: { ct_zone: p.zone, reg13: 1 }, actions: [{ type: "drop" }] };
+  return [forwardFlow(p), ...((inputs.mode ?? "mac") === "gre" ? [greDropFlow(p)] : []), ...(inputs.gre?.secondChance ? [handedDrop] : [])];
+}
+
+/** The second-chance pipeline's flows for one (VIP, backend); the VIP-wide ones repeat for each backend and are kept once. */
+function secondChanceFlows(inputs: Inputs, vip: DsrVip, b: DsrBackend, p: Placement, at: string): Flow[] {
+  const protocol = (vip.protocol ?? "tcp") as Protocol;
+  const mac = b.mac.toLowerCase();
+  const vipMatch = { protocol, nw_dst: vip.address, tp_dst: vip.port };
+  const lookup = { type: "ct", table: SECOND_CHANCE_TABLE, zone: p.zone, nat: { kind: "existing" } } as const;
+  const commit = { type: "ct", commit: true, zone: p.zone, nat: { kind: "dst", ip: b.address, port: b.port } } as const;
+  const deliverTo = { type: "output", port: ofportOf(p, b, at) } as const;
+  const fresh = { trk: true, new: true };
+  const flow = (table: number, priority: number, match: Flow["match"], actions: Flow["actions"]): Flow => ({ table, priority, cookie: p.cookie, match, actions });
+  const flows: Flow[] = [
+    ...inputs.gre!.allowedSources.map((source) => flow(ENTRY_TABLE, REQUEST_PRIORITY, { ...vipMatch, in_port: greOfportOf(p), tun_src: source, dl_dst: mac }, [lookup])),
+    ...inputs.gre!.secondChance!.peers.map((peer) =>
+      flow(ENTRY_TABLE, HANDED_ON_PRIORITY, { ...vipMatch, in_port: greOfportOf(p), tun_src: peer }, [{ type: "set_field", field: "reg13", value: 1 }, lookup]),
+    ),
+    flow(SECOND_CHANCE_TABLE, ESTABLISHED_PRIORITY, { ct_state: { trk: true, est: true }, ct_zone: p.zone, protocol, nw_dst: b.address, tp_dst: b.port }, [
+      { type: "set_field", field: "eth_dst", value: mac },
+      deliverTo,
+    ]),
+    flow(SECOND_CHANCE_TABLE, SYN_PRIORITY, { ct_state: fresh, ct_zone: p.zone, ...vipMatch, dl_dst: mac, ...(protocol === "tcp" ? { tcp_flags: { syn: true, ack: false } } : {}) }, [commit, deliverTo]),
+  ];
+  if (protocol === "tcp") {
+    flows.push(
+      // Mid-stream with no previous owner to ask: commit, so the backend's reset leaves from the VIP.
+      flow(SECOND_CHANCE_TABLE, NO_CHANCE_PRIORITY, { ct_state: fresh, ct_zone: p.zone, ...vipMatch, tun_id: 0, dl_dst: mac }, [commit, deliverTo]),
+      flow(SECOND_CHANCE_TABLE, HAND_ON_PRIORITY, { ct_state: fresh, ct_zone: p.zone, ...vipMatch }, [
+        { type: "move", src: "NXM_NX_TUN_ID", srcBits: [0, 31], dst: "NXM_NX_TUN_IPV4_DST" },
+        { type: "set_field", field: "tun_id", value: 0 },
+        { type: "set_field", field: "tun_src", value: "0.0.0.0" },
+        { type: "in_port" },
+      ]),
+    );
+  }
+  return flows;
 }
 
 /**
@@ -331,8 +403,10 @@ export function actualInputs(inputs: Inputs, owned: readonly DumpedFlow[], p: Pl
   // gre mode with the GRE port gone: nothing can arrive, whatever flows are left.
   if ((inputs.mode ?? "mac") === "gre" && p.greOfport === undefined) return { ...inputs, vips: [] };
   const candidates = new Map<string, { vip: DsrVip; backends: Map<string, DsrBackend> }>();
+  // The flows that commit a backend's connections: the request flows, or with second chance the SYN flows.
+  const [commitTable, commitPriority] = inputs.gre?.secondChance ? [SECOND_CHANCE_TABLE, SYN_PRIORITY] : [ENTRY_TABLE, REQUEST_PRIORITY];
   for (const f of owned) {
-    if (f.table !== ENTRY_TABLE || f.priority !== REQUEST_PRIORITY) continue;
+    if (f.table !== commitTable || f.priority !== commitPriority) continue;
     const ct = f.actions.find((a) => a.type === "ct");
     const out = f.actions.find((a) => a.type === "output");
     const { protocol, nw_dst, tp_dst } = f.match;

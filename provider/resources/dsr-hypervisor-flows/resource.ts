@@ -26,12 +26,14 @@ export class DsrHypervisorFlows extends pulumi.dynamic.Resource {
   declare readonly lastApply: pulumi.Output<{ messages: number; bytes: number; operations: Record<string, number> }>;
   /** gre.bfd: each peer's ("address/key") BFD session state at the last apply or refresh. */
   declare readonly bfd: pulumi.Output<Record<string, string> | undefined>;
+  /** gre.secondChance: live conntrack entries per backend ("address:port"): a drain is over when its backend reads 0. */
+  declare readonly connections: pulumi.Output<Record<string, number> | undefined>;
 
   constructor(name: string, args: DsrHypervisorFlowsArgs, opts?: pulumi.CustomResourceOptions) {
     super(
       dynamicProvider("DsrHypervisorFlows"),
       name,
-      { ...withSecretCredentials(args), cookie: undefined, ctZone: undefined, ofports: undefined, lastApply: undefined, bfd: undefined },
+      { ...withSecretCredentials(args), cookie: undefined, ctZone: undefined, ofports: undefined, lastApply: undefined, bfd: undefined, connections: undefined },
       resourceOptions(opts),
       "ovslb",
       "DsrHypervisorFlows",

@@ -1,0 +1,155 @@
+import type { DeferredNatBackend, DeferredNatLoadBalancerInputs as Inputs, DeferredNatVip } from "../../model/inputs.generated";
+import type { CheckFailure } from "../../model/validate";
+import type { Flow, MultipathFields } from "../../openflow";
+import { NONE, planSlots, readSlots, recordSlots, type RecordedSlotTable, type SlotTable } from "./slots";
+
+/**
+ * secondChance on the gateways, as pure data. Per VIP, on every gateway:
+ *
+ * table 0   proto,in_port=SEG,nw_dst=VIP,tp_dst=P -> multipath(FIELDS,0,modulo_n,S,0,reg12[0..k-1]), resubmit(,70)
+ * table 70  proto,nw_dst=VIP,tp_dst=P,reg12=s     -> eth_src=GW, eth_dst=OWNER, tun_id=PREVIOUS_HV, output:TUNNEL(OWNER's hv)
+ *
+ * The key carries the tunnel address of the hypervisor of the slot's
+ * previous owner (0: none, or the same hypervisor, whose conntrack already
+ * knows the connection). The gateways stay stateless: no conntrack, no
+ * learned flows; every gateway holds the same table, so a 5-tuple gets the
+ * same owner and previous owner on each.
+ */
+
+export const SLOT_TABLE = 70;
+export const SLOT_PRIORITY = 100;
+/** The most slot flows one load balancer may hold on a gateway. */
+export const MAX_SLOT_FLOWS = 262_144;
+
+type Protocol = DeferredNatVip["protocol"];
+
+/** The multipath field set for the selection fields, or undefined when multipath has none that hashes exactly those. */
+export function multipathFields(fields: readonly string[], protocol: Protocol): MultipathFields | undefined {
+  const set = [...new Set(fields)].sort().join(",");
+  if (set === "ip_dst,ip_src,tp_dst,tp_src") return protocol === "udp" ? "symmetric_l3l4+udp" : "symmetric_l3l4";
+  if (set === "ip_dst,ip_src") return "symmetric_l3";
+  if (set === "ip_src") return "nw_src";
+  if (set === "ip_dst") return "nw_dst";
+  return undefined;
+}
+
+const backendKey = (b: Pick<DeferredNatBackend, "address" | "port">) => `${b.address}:${b.port}`;
+const vipKey = (v: Pick<DeferredNatVip, "protocol" | "address" | "port">) => `${v.protocol}:${v.address}:${v.port}`;
+
+/** Refusals of what secondChance cannot carry. */
+export function checkSecondChance(inputs: Inputs): CheckFailure[] {
+  const failures: CheckFailure[] = [];
+  const fail = (property: string, reason: string) => failures.push({ property, reason });
+  if (!inputs.secondChance) {
+    inputs.vips.forEach((vip, v) =>
+      vip.backends.forEach((b, i) => {
+        if (b.state === "draining") {
+          fail(`vips[${v}].backends[${i}].state`, "draining needs secondChance: a select group cannot keep a backend's established connections while giving it no new ones");
+        }
+      }),
+    );
+    return failures;
+  }
+  inputs.hypervisors.forEach((h, i) => {
+    if ((h.delivery ?? inputs.delivery ?? "mac") !== "gre") {
+      fail(`hypervisors[${i}].delivery`, "must be gre with secondChance: the previous owner's hypervisor travels in the GRE key");
+    }
+  });
+  if (inputs.healthCheck?.bfd) {
+    fail("healthCheck.bfd", "cannot be used with secondChance yet: BFD liveness is the select buckets' watch_port, and second-chance slots are flows, not buckets");
+  }
+  const fields = inputs.selectionFields ?? ["ip_src", "ip_dst", "tp_src", "tp_dst"];
+  if (!multipathFields(fields, "tcp")) {
+    fail("selectionFields", "with secondChance must be all four fields, ip_src and ip_dst, ip_src, or ip_dst: the field sets multipath can hash");
+  }
+  let flows = 0;
+  inputs.vips.forEach((vip, v) => {
+    const weight = vip.backends.filter((b) => b.state !== "draining").reduce((n, b) => n + (b.weight ?? 1), 0);
+    if (vip.backends.length > 0 && weight === 0) fail(`vips[${v}].backends`, "are all draining: a VIP needs an active backend to take new connections");
+    flows += inputs.secondChance!.slots ?? 1024;
+  });
+  if (flows > MAX_SLOT_FLOWS) fail("vips", `need ${flows} slot flows on every gateway; one load balancer holds at most ${MAX_SLOT_FLOWS}`);
+  return failures;
+}
+
+/** What planning every VIP's table found: the tables, the moves, and moves that would take a second chance away. */
+export interface SlotPlans {
+  tables: Record<string, SlotTable>;
+  moves: Record<string, { moved: number; minimum: number }>;
+  unsafe: { vip: string; slots: number }[];
+}
+
+export function planAllSlots(inputs: Inputs, recorded: Readonly<Record<string, RecordedSlotTable>> | undefined): SlotPlans {
+  const plans: SlotPlans = { tables: {}, moves: {}, unsafe: [] };
+  for (const vip of inputs.vips) {
+    const key = vipKey(vip);
+    const before = recorded?.[key] ? readSlots(recorded[key]) : undefined;
+    const backends = vip.backends.map((b) => ({ key: backendKey(b), weight: b.weight ?? 1, state: b.state ?? ("active" as const) }));
+    const plan = planSlots(key, backends, before, { ...(inputs.secondChance?.slots ? { size: inputs.secondChance.slots } : {}), release: inputs.secondChance?.release ?? false });
+    plans.tables[key] = plan.table;
+    plans.moves[key] = { moved: plan.moved, minimum: plan.minimum };
+    if (plan.unsafe > 0) plans.unsafe.push({ vip: key, slots: plan.unsafe });
+  }
+  return plans;
+}
+
+export const recordAllSlots = (tables: Readonly<Record<string, SlotTable>>) => Object.fromEntries(Object.entries(tables).map(([k, t]) => [k, recordSlots(t)]));
+
+/** The refusal for moves that would take second chances away, naming the way out. */
+export function unsafeMovesError(unsafe: SlotPlans["unsafe"]): Error {
+  const list = unsafe.map((u) => `${u.vip} (${u.slots} slots)`).join(", ");
+  return new Error(
+    `secondChance: this change must move slots that moved in an earlier change, while their previous owners may still hold connections: ${list}. ` +
+      "Once the earlier change's connections have ended (or to accept breaking them), apply it with secondChance.release: true",
+  );
+}
+
+const ipToKey = (ip: string) => ip.split(".").reduce((n, o) => n * 256 + Number(o), 0);
+
+export interface SlotGateway {
+  segmentOfport: number;
+  mac: string;
+  /** hypervisor name -> this gateway's tunnel port to it. */
+  tunnelOfports: ReadonlyMap<string, number>;
+}
+
+/** One VIP's flows on one gateway: the entry flow and one flow per owned slot. */
+export function slotFlows(inputs: Inputs, vip: DeferredNatVip, table: SlotTable, gw: SlotGateway, cookie: bigint): Flow[] {
+  const byKey = new Map(vip.backends.map((b) => [backendKey(b), b]));
+  const hypervisorAddress = new Map(inputs.hypervisors.map((h) => [h.name, h.tunnelAddress!]));
+  const bits = Math.log2(table.size);
+  const vipMatch = { protocol: vip.protocol, nw_dst: vip.address, tp_dst: vip.port };
+  const flows: Flow[] = [
+    {
+      table: 0,
+      priority: SLOT_PRIORITY,
+      cookie,
+      match: { ...vipMatch, in_port: gw.segmentOfport },
+      actions: [
+        { type: "multipath", fields: multipathFields(inputs.selectionFields!, vip.protocol)!, basis: 0, links: table.size, dst: "NXM_NX_REG12", bits },
+        { type: "resubmit", table: SLOT_TABLE },
+      ],
+    },
+  ];
+  for (let s = 0; s < table.size; s++) {
+    if (table.owner[s] === NONE) continue;
+    const owner = byKey.get(table.backends[table.owner[s]])!;
+    const previous = table.previous[s] === NONE ? undefined : byKey.get(table.backends[table.previous[s]]);
+    const key = previous && previous.hypervisor !== owner.hypervisor ? ipToKey(hypervisorAddress.get(previous.hypervisor)!) : 0;
+    const tunnel = gw.tunnelOfports.get(owner.hypervisor);
+    if (tunnel === undefined) throw new Error(`hypervisors: the gateway has no working tunnel port to hypervisor ${owner.hypervisor}`);
+    flows.push({
+      table: SLOT_TABLE,
+      priority: SLOT_PRIORITY,
+      cookie,
+      match: { ...vipMatch, reg12: s },
+      actions: [
+        { type: "set_field", field: "eth_src", value: gw.mac.toLowerCase() },
+        { type: "set_field", field: "eth_dst", value: owner.mac.toLowerCase() },
+        { type: "set_field", field: "tun_id", value: key },
+        { type: "output", port: tunnel },
+      ],
+    });
+  }
+  return flows;
+}

@@ -1,0 +1,131 @@
+import { describe, expect, it } from "vitest";
+import { check } from "../../provider/handlers";
+import { planBridge, type ObservedBridge } from "../../provider/engine/plan";
+import type { DeferredNatBackend, DeferredNatLoadBalancerInputs } from "../../provider/model/inputs.generated";
+import { renderBundle, toFlowEntry, type Flow } from "../../provider/openflow";
+import { gatewayIntent, tunnelPorts, withDefaults } from "../../provider/resources/deferred-nat-load-balancer/plan";
+import { SLOT_TABLE, planAllSlots, recordAllSlots } from "../../provider/resources/deferred-nat-load-balancer/second-chance";
+import { actualInputs as dsrActual, cookieOf as dsrCookie, desiredFlows, withDefaults as dsrDefaults } from "../../provider/resources/dsr-hypervisor-flows/plan";
+
+/** secondChance as pure data: the gateways' slot flows, what a change sends, the hypervisors' pipeline, and the refusals. */
+
+const KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJdD7y3aLq454yWBdwLWbieU1ebz9/cu7/QEXn9OIeZJ";
+const conn = (host: string) => ({ host, user: "root", hostKey: KEY, privateKeyPath: "/k" });
+const hvAddress: Record<string, string> = { hv1: "172.16.21.2", hv2: "172.16.22.2", hv3: "172.16.23.2" };
+const backend = (i: number, hypervisor: string, extra: Partial<DeferredNatBackend> = {}): DeferredNatBackend => ({
+  address: `10.0.0.${100 + i}`, port: 8080, mac: `02:00:0a:00:00:${(100 + i).toString(16)}`, hypervisor, ...extra,
+});
+const four = [backend(1, "hv1"), backend(2, "hv1"), backend(3, "hv2"), backend(4, "hv2")];
+
+function lb(backends: DeferredNatBackend[], extra: Partial<DeferredNatLoadBalancerInputs> = {}): DeferredNatLoadBalancerInputs {
+  return withDefaults({
+    name: "sc",
+    delivery: "gre",
+    secondChance: {},
+    gateways: [{ name: "gw1", host: { connection: conn("172.30.0.11") }, bridge: "br-seg", segmentPort: "seg0", mac: "02:00:0a:00:00:0b", tunnelAddress: "172.16.11.2" }],
+    hypervisors: Object.entries(hvAddress).map(([name, tunnelAddress]) => ({ name, tunnelAddress })),
+    vips: [{ address: "10.0.0.196", port: 80, protocol: "tcp", backends }],
+    ...extra,
+  });
+}
+const gw = { segmentOfport: 1, mac: "02:00:0a:00:00:0b", tunnelOfports: new Map([["hv1", 61001], ["hv2", 61002], ["hv3", 61003]]) };
+const NO_IDS = { groupIds: {}, bucketIds: {} };
+const ip = (n: number) => [n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join(".");
+
+function intent(inputs: DeferredNatLoadBalancerInputs, recorded?: Parameters<typeof planAllSlots>[1]) {
+  const slots = planAllSlots(inputs, recorded);
+  return { slots, intent: gatewayIntent(inputs, NO_IDS, gw, slots.tables) };
+}
+const asObserved = (flows: readonly Flow[]): ObservedBridge => ({ ports: new Map(), flows: flows.map((f) => ({ ...f, otherMatch: [], nPackets: 0n, nBytes: 0n })), groups: [] });
+const slotOf = (f: Flow) => f.match.reg12!;
+const action = (f: Flow, field: string) => f.actions.find((a) => a.type === "set_field" && a.field === field) as { value: string | number } | undefined;
+
+describe("secondChance on the gateways", () => {
+  it("holds, per VIP, an entry flow hashing into reg12 and one flow per slot, and no group; tunnels send the key from the flow", () => {
+    const { intent: it_ } = intent(lb(four));
+    expect(it_.groups).toEqual([]);
+    const [entry, ...slots] = it_.flows;
+    expect(renderBundle([{ op: "add-flow", flow: entry }])[0]).toMatch(/multipath\(symmetric_l3l4,0,modulo_n,1024,0,NXM_NX_REG12\[0\.\.9\]\),resubmit\(,70\)$/);
+    expect(slots).toHaveLength(1024);
+    expect(new Set(slots.map(slotOf)).size).toBe(1024);
+    expect(slots.every((f) => f.table === SLOT_TABLE && action(f, "tun_id")!.value === 0)).toBe(true);
+    for (const f of slots) toFlowEntry(f);
+    expect(tunnelPorts(lb(four), lb(four).gateways[0])[0].options).toMatchObject({ in_key: expect.any(String), out_key: "flow" });
+  });
+
+  it("adding a backend modifies exactly the slots it takes, each naming the previous owner's hypervisor in the key (0 when it is the same hypervisor)", () => {
+    const before = intent(lb(four));
+    const after = intent(lb([...four, backend(5, "hv3")]), recordAllSlots(before.slots.tables));
+    const mods = planBridge("gw1", after.intent, asObserved(before.intent.flows));
+    expect(mods.every((m) => m.op === "modify-flow")).toBe(true);
+    expect(mods).toHaveLength(after.slots.moves["tcp:10.0.0.196:80"].moved);
+    expect(after.slots.moves["tcp:10.0.0.196:80"]).toEqual({ moved: 204, minimum: 204 });
+    const owners = new Map(four.map((b) => [b.mac, b.hypervisor]));
+    const beforeBySlot = new Map(before.intent.flows.slice(1).map((f) => [slotOf(f), f]));
+    for (const m of mods) {
+      const f = (m as { flow: Flow }).flow;
+      expect(action(f, "eth_dst")!.value).toBe(backend(5, "hv3").mac);
+      const previousHv = owners.get(String(action(beforeBySlot.get(slotOf(f))!, "eth_dst")!.value))!;
+      expect(ip(Number(action(f, "tun_id")!.value))).toBe(hvAddress[previousHv]);
+    }
+    // The same change on the same table sends nothing.
+    expect(planBridge("gw1", after.intent, asObserved(after.intent.flows))).toEqual([]);
+    // A backend added on hv1: slots taken from hv1's backends carry key 0 (hv1's own conntrack knows them), from hv2's hv2's address.
+    const local = intent(lb([...four, backend(6, "hv1")]), recordAllSlots(before.slots.tables));
+    const keys = new Map<string, Set<number>>();
+    for (const m of planBridge("gw1", local.intent, asObserved(before.intent.flows))) {
+      const f = (m as { flow: Flow }).flow;
+      const previousHv = owners.get(String(action(beforeBySlot.get(slotOf(f))!, "eth_dst")!.value))!;
+      keys.set(previousHv, (keys.get(previousHv) ?? new Set()).add(Number(action(f, "tun_id")!.value)));
+    }
+    expect([...keys.get("hv1")!]).toEqual([0]);
+    expect([...keys.get("hv2")!].map(ip)).toEqual([hvAddress.hv2]);
+  });
+
+  it("check refuses what second chance cannot carry, naming the property", async () => {
+    const failures = async (i: DeferredNatLoadBalancerInputs) => (await check("DeferredNatLoadBalancer", {}, i as unknown as Record<string, unknown>)).failures;
+    const by = async (i: DeferredNatLoadBalancerInputs) => Object.fromEntries((await failures(i)).map((f) => [f.property, f.reason]));
+    expect(await failures(lb(four))).toEqual([]);
+    expect((await by(lb(four, { delivery: "mac" })))["hypervisors[0].delivery"]).toMatch(/must be gre with secondChance/);
+    expect((await by(lb(four, { selectionFields: ["ip_src", "tp_src"] }))).selectionFields).toMatch(/multipath can hash/);
+    expect((await by(lb(four, { healthCheck: { bfd: {} } })))["healthCheck.bfd"]).toMatch(/cannot be used with secondChance/);
+    expect((await by(lb(four.map((b) => ({ ...b, state: "draining" as const })))))["vips[0].backends"]).toMatch(/all draining/);
+    const stateless = { ...lb([backend(1, "hv1", { state: "draining" })]) };
+    delete stateless.secondChance;
+    expect((await by(stateless))["vips[0].backends[0].state"]).toMatch(/draining needs secondChance/);
+  });
+});
+
+describe("secondChance on the hypervisors", () => {
+  const ID = "dsr-hypervisor-flows/172.30.0.21/br-seg/sc";
+  const dsr = () => dsrDefaults({
+    name: "sc",
+    host: { connection: conn("172.30.0.21") },
+    bridge: "br-seg",
+    mode: "gre",
+    gre: { allowedSources: ["172.16.11.2", "172.16.12.2"], secondChance: { peers: ["172.16.22.2", "172.16.23.2"] } },
+    vips: [{ address: "10.0.0.196", port: 80, backends: [{ address: "10.0.0.101", port: 8080, mac: "02:00:0a:00:00:65", bridgePort: "vm1" }, { address: "10.0.0.102", port: 8080, mac: "02:00:0a:00:00:66", bridgePort: "vm2" }] }],
+  });
+  const placement = { cookie: dsrCookie(ID), zone: 77, ofports: new Map([["vm1", 2], ["vm2", 3]]), greOfport: 60001 };
+  const lines = () => desiredFlows(dsr(), placement).map((f) => renderBundle([{ op: "add-flow", flow: f }])[0]);
+
+  it("looks every request up in conntrack first; commits only SYNs (or mid-stream packets with no previous owner); hands the rest to the hypervisor the key names, once; drops what was handed on and is unknown", () => {
+    const all = lines();
+    expect(all.filter((l) => l.includes("table=0,priority=1000,") && l.endsWith("actions=ct(table=61,zone=77,nat)"))).toHaveLength(4);
+    expect(all.filter((l) => l.includes("priority=1001") && l.includes("set_field:0x1->reg13,ct(table=61,zone=77,nat)"))).toHaveLength(2);
+    expect(all).toContain("flow add table=61,priority=250,cookie=0x" + dsrCookie(ID).toString(16) + ",ct_zone=77,reg13=0x1,actions=drop");
+    expect(all.filter((l) => l.includes("tcp_flags=+syn-ack") && l.includes("ct(commit,zone=77,nat(dst=10.0.0.10"))).toHaveLength(2);
+    expect(all.filter((l) => l.includes("tun_id=0,") && l.includes("ct(commit"))).toHaveLength(2);
+    expect(all.filter((l) => l.endsWith("move:NXM_NX_TUN_ID[0..31]->NXM_NX_TUN_IPV4_DST[],set_field:0->tun_id,set_field:0.0.0.0->tun_src,IN_PORT"))).toHaveLength(1);
+    expect(all.filter((l) => l.includes("ct_state=+est+trk"))).toHaveLength(2);
+  });
+
+  it("reads its own flows back as exactly its inputs, and refuses a fixed gre.key with second chance", async () => {
+    const owned = desiredFlows(dsr(), placement).map((f) => ({ ...f, otherMatch: [], nPackets: 0n, nBytes: 0n }));
+    const portNames = new Map([[2, "vm1"], [3, "vm2"]]);
+    expect(dsrActual(dsr(), owned, { ...placement, portNames })).toEqual(dsr());
+    const bad = { ...dsr(), gre: { ...dsr().gre!, key: 5 } };
+    const { failures } = await check("DsrHypervisorFlows", {}, bad as unknown as Record<string, unknown>);
+    expect(failures).toContainEqual({ property: "gre.key", reason: expect.stringMatching(/must not be set with gre.secondChance/) });
+  });
+});
