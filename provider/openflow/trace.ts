@@ -28,6 +28,24 @@ export function chosenBucket(trace: string): number | undefined {
   return used ? Number(used[1]) : undefined;
 }
 
+/** What a second-chance gateway did with a packet: its slot, the key it set (the previous owner's hypervisor, 0 for none), the port it left by. */
+export interface SlotChoice {
+  slot?: number;
+  key?: number;
+  output?: number;
+}
+
+export function slotChoice(trace: string): SlotChoice {
+  const slot = /^Final flow: .*\breg12=(0x[0-9a-f]+|[0-9]+)/m.exec(trace);
+  const keys = [...trace.matchAll(/set_field:(0x[0-9a-f]+|[0-9]+)->tun_id/g)];
+  const outputs = [...trace.matchAll(/^\s+output:([0-9]+)$/gm)];
+  return {
+    ...(slot ? { slot: Number(slot[1]) } : {}),
+    ...(keys.length > 0 ? { key: Number(keys.at(-1)![1]) } : {}),
+    ...(outputs.length > 0 ? { output: Number(outputs.at(-1)![1]) } : {}),
+  };
+}
+
 /**
  * The packet in ofproto/trace's flow syntax. Unlike flow mods, it reads
  * tp_src/tp_dst as TCP fields only ("prerequisites not met" for udp), so they

@@ -1,5 +1,5 @@
 import { OpenFlowValueError, checkUint } from "../openflow/render";
-import { chosenBucket, splitTraces, traceFlow } from "../openflow/trace";
+import { chosenBucket, slotChoice, splitTraces, traceFlow, type SlotChoice } from "../openflow/trace";
 import { Match } from "../openflow/types";
 import { CommandRunner, runChecked } from "./exec";
 
@@ -31,6 +31,16 @@ export async function traceBuckets(
   packets: readonly Match[],
   opts: TraceOptions = {},
 ): Promise<Array<number | undefined>> {
+  return (await traces(runner, bridgeName, packets, opts)).map(chosenBucket);
+}
+
+/** The slot, second-chance key and output each packet gets (secondChance gateways). */
+export async function traceSlots(runner: CommandRunner, bridgeName: string, packets: readonly Match[], opts: TraceOptions = {}): Promise<SlotChoice[]> {
+  return (await traces(runner, bridgeName, packets, opts)).map(slotChoice);
+}
+
+/** Each packet's whole trace, in order. */
+async function traces(runner: CommandRunner, bridgeName: string, packets: readonly Match[], opts: TraceOptions): Promise<string[]> {
   if (typeof bridgeName !== "string" || !BRIDGE_NAME.test(bridgeName)) {
     throw new OpenFlowValueError("bridgeName", `${JSON.stringify(bridgeName)} is not a bridge name`);
   }
@@ -52,11 +62,11 @@ export async function traceBuckets(
       }),
     ),
   );
-  const traces = outputs.flatMap(splitTraces);
-  if (traces.length !== flows.length) {
-    throw new Error(`${runner.hostName}: bridge ${bridgeName}: ${flows.length} packets traced, ${traces.length} traces read`);
+  const each = outputs.flatMap(splitTraces);
+  if (each.length !== flows.length) {
+    throw new Error(`${runner.hostName}: bridge ${bridgeName}: ${flows.length} packets traced, ${each.length} traces read`);
   }
-  return traces.map(chosenBucket);
+  return each;
 }
 
 export { chosenBucket, splitTraces };

@@ -285,6 +285,8 @@ export interface LiveConnections {
   readonly initial: LiveConnection[];
   /** One round: every working connection sends a line and must get its echo within 2 s. */
   round(): Promise<LiveConnection[]>;
+  /** Closes (FIN) the working connections to these backends; they count as closed, not broken. */
+  closeTo(backends: readonly string[]): Promise<number>;
   close(): void;
 }
 
@@ -317,6 +319,12 @@ export async function openLiveConnections(namespace: string, host: string, port:
       });
       await clients.drop(broke);
       return report();
+    },
+    async closeTo(backends) {
+      const ids = state.flatMap((c, i) => (!c.broken && backends.includes(c.backend) ? [i] : []));
+      await clients.drop(ids);
+      for (const i of ids) state[i].broken = "closed";
+      return ids.length;
     },
     close: () => clients.close(),
   };

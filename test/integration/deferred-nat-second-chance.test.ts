@@ -1,0 +1,255 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { readSlots } from "../../provider/resources/deferred-nat-load-balancer/slots";
+import { HANDED_DROP_PRIORITY, HANDED_ON_PRIORITY, HAND_ON_PRIORITY, SECOND_CHANCE_TABLE, cookieOf as dsrCookie, dsrId } from "../../provider/resources/dsr-hypervisor-flows/plan";
+import { parseFlows, type SlotChoice } from "../../provider/openflow";
+import { runChecked } from "../../provider/transport/exec";
+import { traceSlots } from "../../provider/transport/openflow-trace";
+import type { SshSession } from "../../provider/transport/ssh";
+import type { LabBackend, LabInventory } from "../lab/topology";
+import { ProviderDriver, labBackend, labHypervisorFlows, labLoadBalancer } from "../support/deferred-nat";
+import { labSsh, loadInventory, lockLab } from "../support/lab";
+import { connectAndClose, openLiveConnections, times, type LiveConnection, type LiveConnections } from "../support/tcp-clients";
+import { waitUntil } from "../support/wait";
+
+/**
+ * secondChance on the lab, real TCP: 60 long-lived connections over 4
+ * backends survive adding a 5th, draining one, and removing the drained one;
+ * removing one without draining breaks only its own. Gateways stay stateless;
+ * the hypervisor that now owns a slot hands packets of connections it does
+ * not know to the previous owner's hypervisor, once.
+ */
+
+const VIP = "10.0.0.196";
+const NAME = "sc-web";
+const TUPLES = 2000;
+const HVS = ["hv1", "hv2", "hv3"];
+type Props = Record<string, any>;
+type Declared = { backend: LabBackend; state?: "active" | "draining" };
+
+let inv: LabInventory;
+let pool: LabBackend[];
+const ssh: Record<string, SshSession> = {};
+let unlock: (() => void) | undefined;
+const lb = new ProviderDriver("DeferredNatLoadBalancer");
+const hv: Record<string, ProviderDriver> = {};
+let live: LiveConnections | undefined;
+
+const underlay = (host: string) => inv.hosts[host].underlay!.address;
+const vipOf = (backends: LabBackend[]) => [{ address: VIP, port: 80, protocol: "tcp" as const, backends }];
+
+function lbInputs(declared: Declared[]) {
+  const backends = declared.map((d) => ({ ...labBackend(inv, d.backend), ...(d.state ? { state: d.state } : {}) }));
+  const base = labLoadBalancer(inv, NAME, [{ address: VIP, port: 80, protocol: "tcp", backends }], { delivery: "gre", secondChance: {} });
+  return {
+    ...base,
+    gateways: base.gateways.map((g) => ({ ...g, tunnelAddress: underlay(g.name) })),
+    hypervisors: HVS.map((name) => ({ name, tunnelAddress: underlay(name) })),
+  };
+}
+
+function hvInputs(name: string, backends: LabBackend[]) {
+  return {
+    ...labHypervisorFlows(inv, NAME, name, vipOf(backends)),
+    mode: "gre" as const,
+    gre: { allowedSources: ["gw1", "gw2"].map(underlay), secondChance: { peers: HVS.filter((h) => h !== name).map(underlay) } },
+  };
+}
+
+/** The hypervisors first (a draining backend stays on its hypervisor: it still serves), then the gateways. */
+async function apply(declared: Declared[]) {
+  const backends = declared.map((d) => d.backend);
+  for (const name of HVS) {
+    const here = backends.filter((b) => b.hypervisor === name);
+    const driver = (hv[name] ??= new ProviderDriver("DsrHypervisorFlows"));
+    if (here.length > 0) await (driver.id ? driver.update(hvInputs(name, backends)) : driver.create(hvInputs(name, backends)));
+    else if (driver.id) {
+      await driver.delete();
+      driver.id = "";
+    }
+  }
+  await (lb.id ? lb.update(lbInputs(declared)) : lb.create(lbInputs(declared)));
+}
+
+const brokenOf = (round: LiveConnection[]) => round.filter((c) => c.broken && c.broken !== "closed");
+
+/** Fresh connections' backends. */
+const fresh = (count: number) =>
+  connectAndClose(inv.client.namespace, times(VIP, 80, count), { concurrency: 4 }).map((r) => {
+    if (r.error) throw new Error(`connection to ${VIP} failed: ${r.error}`);
+    return r.backend;
+  });
+
+const tuples = (gwSeg: number) =>
+  Array.from({ length: TUPLES }, (_, i) => ({
+    protocol: "tcp" as const, in_port: gwSeg, nw_src: `10.9.${(i >> 8) & 255}.${(i & 255) || 1}`, nw_dst: VIP, tp_src: 1024 + ((i * 7919) % 60000), tp_dst: 80,
+  }));
+
+async function segOfport(gw: string) {
+  return Number((await ssh[gw].run(["ovs-vsctl", "get", "interface", "seg0", "ofport"])).stdout.trim());
+}
+
+/** Every gateway's slot choice for the same 2,000 tuples. */
+async function traceAll(): Promise<SlotChoice[][]> {
+  return Promise.all(["gw1", "gw2"].map(async (g) => traceSlots(ssh[g], "br-seg", tuples(await segOfport(g)))));
+}
+
+/** A hypervisor's owned second-chance flows' packet counts by priority (after a revalidator pass). */
+async function counters(host: string): Promise<Map<number, bigint>> {
+  await runChecked(ssh[host], ["ovs-appctl", "revalidator/wait"]);
+  const cookie = dsrCookie(dsrId(hvInputs(host, pool)));
+  const out = await runChecked(ssh[host], ["ovs-ofctl", "-O", "OpenFlow15", "dump-flows", "br-seg", `cookie=0x${cookie.toString(16)}/-1`]);
+  const n = new Map<number, bigint>();
+  for (const f of parseFlows(out)) {
+    const key = f.table === SECOND_CHANCE_TABLE ? f.priority : f.priority === HANDED_ON_PRIORITY ? -HANDED_ON_PRIORITY : undefined;
+    if (key !== undefined) n.set(key, (n.get(key) ?? 0n) + f.nPackets);
+  }
+  return n;
+}
+
+beforeAll(async () => {
+  inv = loadInventory();
+  pool = HVS.flatMap((h) => inv.backends.filter((b) => b.hypervisor === h).slice(0, h === "hv3" ? 1 : 2));
+  unlock = await lockLab("hv1-gre");
+  for (const h of ["gw1", "gw2", ...HVS]) ssh[h] = await labSsh(inv, h);
+  await lb.purge(lbInputs(pool.map((backend) => ({ backend }))));
+});
+
+afterAll(async () => {
+  live?.close();
+  await lb.delete().catch(() => undefined);
+  for (const d of Object.values(hv)) if (d.id) await d.delete().catch(() => undefined);
+  for (const s of Object.values(ssh)) s.close();
+  unlock?.();
+});
+
+describe("second chance: backend changes break no established connection", () => {
+  const name = (b: LabBackend) => b.name;
+  const four = () => pool.filter((b) => b.hypervisor !== "hv3");
+  const fifth = () => pool.find((b) => b.hypervisor === "hv3")!;
+  let before: SlotChoice[][];
+  let after: SlotChoice[][];
+
+  it("adding a 5th backend breaks none of 60 long-lived connections over 4; new connections reach it; every moved slot names the previous owner's hypervisor on both gateways, and only the minimal slots move", async () => {
+    await apply(four().map((backend) => ({ backend })));
+    before = await traceAll();
+    live = await openLiveConnections(inv.client.namespace, VIP, 80, 60);
+    expect(live.initial.filter((c) => c.broken)).toEqual([]);
+    expect(new Set(live.initial.map((c) => c.backend))).toEqual(new Set(four().map(name)));
+
+    const handOn = await counters("hv3").catch(() => new Map<number, bigint>());
+    await apply(pool.map((backend) => ({ backend })));
+    expect(brokenOf(await live.round())).toEqual([]);
+    expect(brokenOf(await live.round())).toEqual([]);
+    // Some of the 60 now hash to hv3's backend: their packets went there first and were handed on.
+    expect((await counters("hv3")).get(HAND_ON_PRIORITY) ?? 0n).toBeGreaterThan(handOn.get(HAND_ON_PRIORITY) ?? 0n);
+    expect(fresh(40)).toContain(fifth().name);
+
+    after = await traceAll();
+    expect(after[0]).toEqual(after[1]);
+    const table = readSlots(lb.outputs.slotTables[`tcp:${VIP}:80`]);
+    for (const [g, picks] of after.entries()) {
+      picks.forEach((p, i) => {
+        const was = before[g][i];
+        expect(p.slot).toBe(was.slot);
+        if (p.output === was.output && p.key === 0) return;
+        // A moved tuple went to the new backend's hypervisor, with the previous owner's hypervisor in the key.
+        const previous = table.backends[table.previous[p.slot!]];
+        const prevHv = pool.find((b) => `${b.address}:${inv.backendPort}` === previous)!.hypervisor;
+        expect([p.key, table.backends[table.owner[p.slot!]]]).toEqual([ipKey(underlay(prevHv)), `${fifth().address}:${inv.backendPort}`]);
+      });
+    }
+    expect(lb.outputs.slotMoves[`tcp:${VIP}:80`]).toEqual({ moved: 204, minimum: 204 });
+    const movedSlots = new Set(after[0].filter((p, i) => p.key !== before[0][i].key).map((p) => p.slot));
+    expect([...movedSlots].every((s) => table.backends[table.owner[s!]] === `${fifth().address}:${inv.backendPort}`)).toBe(true);
+    console.log(`second chance add: ${after[0].filter((p, i) => p.key !== before[0][i].key).length} of ${TUPLES} tuples moved, in ${movedSlots.size} of the 204 moved slots; 0 of 60 connections broken`);
+  });
+
+  it("a packet of no connection anyone knows, not a SYN, is handed on once and dropped by the previous owner: never bounced back", async () => {
+    const moved = after[0].findIndex((p) => p.key !== 0 && p.key !== undefined);
+    expect(moved).toBeGreaterThanOrEqual(0);
+    const t = tuples(await segOfport("gw1"))[moved];
+    const previousHv = HVS.find((h) => ipKey(underlay(h)) === after[0][moved].key)!;
+    const [ownerBefore, previousBefore] = await Promise.all([counters("hv3"), counters(previousHv)]);
+    // An ACK out of nowhere, from the tuple's source, into the gateway's segment port.
+    const frame = tcpFrame({ srcMac: inv.client.mac, dstMac: inv.hosts.gw1.segment!.mac, src: t.nw_src, dst: VIP, sport: t.tp_src, dport: 80, flags: 0x10 });
+    await runChecked(ssh.gw1, ["ovs-ofctl", "-O", "OpenFlow15", "packet-out", "br-seg", `in_port=${t.in_port},packet=${frame},actions=table`]);
+    await waitUntil(async () => ((await counters(previousHv)).get(HANDED_DROP_PRIORITY) ?? 0n) > (previousBefore.get(HANDED_DROP_PRIORITY) ?? 0n), {
+      what: `${previousHv} dropping the handed-on packet`,
+    });
+    const [ownerAfter, previousAfter] = await Promise.all([counters("hv3"), counters(previousHv)]);
+    const delta = (a: Map<number, bigint>, b: Map<number, bigint>, k: number) => (a.get(k) ?? 0n) - (b.get(k) ?? 0n);
+    expect(delta(ownerAfter, ownerBefore, HAND_ON_PRIORITY)).toBe(1n);
+    expect(delta(previousAfter, previousBefore, HANDED_DROP_PRIORITY)).toBe(1n);
+    // The previous owner handed nothing on, and nothing came back to the owner as handed on.
+    expect(delta(previousAfter, previousBefore, HAND_ON_PRIORITY)).toBe(0n);
+    expect(delta(ownerAfter, ownerBefore, -HANDED_ON_PRIORITY)).toBe(0n);
+  });
+
+  it("draining a backend breaks none; no new connection reaches it (traced and live); its hypervisor reports its live connections", async () => {
+    const drained = four()[0];
+    await apply(pool.map((backend) => ({ backend, ...(backend === drained ? { state: "draining" as const } : {}) })));
+    expect(brokenOf(await live!.round())).toEqual([]);
+    expect(fresh(40)).not.toContain(drained.name);
+    const key = `${drained.address}:${inv.backendPort}`;
+    expect(lb.outputs.slotShares[`tcp:${VIP}:80`][key]).toBeUndefined();
+    const table = readSlots(lb.outputs.slotTables[`tcp:${VIP}:80`]);
+    for (const picks of await traceAll()) expect(picks.every((p) => table.backends[table.owner[p.slot!]] !== key)).toBe(true);
+    const onIt = live!.initial.filter((c) => c.backend === drained.name).length;
+    expect(onIt).toBeGreaterThan(0);
+    expect((await hv[drained.hypervisor].read()).props.connections[key]).toBe(onIt);
+  });
+
+  it("once the drained backend's connections have closed (its count reads 0), removing it breaks none", async () => {
+    const drained = four()[0];
+    const key = `${drained.address}:${inv.backendPort}`;
+    await live!.closeTo([drained.name]);
+    await waitUntil(async () => (await hv[drained.hypervisor].read()).props.connections[key] === 0, { what: `${key}'s connections to end`, timeoutMs: 15_000, intervalMs: 200 });
+    await apply(pool.filter((b) => b !== drained).map((backend) => ({ backend })));
+    expect(brokenOf(await live!.round())).toEqual([]);
+  });
+
+  it("removing a backend without draining breaks only its own connections", async () => {
+    const left = pool.filter((b) => b !== four()[0]);
+    const removed = left.find((b) => b.hypervisor === "hv2")!;
+    const mine = (await live!.round()).filter((c) => !c.broken && c.backend === removed.name);
+    expect(mine.length).toBeGreaterThan(0);
+    await apply(left.filter((b) => b !== removed).map((backend) => ({ backend })));
+    const broken = brokenOf(await live!.round());
+    expect(broken.length).toBeGreaterThan(0);
+    expect(broken.every((c) => c.backend === removed.name)).toBe(true);
+  });
+});
+
+const ipKey = (ip: string) => ip.split(".").reduce((n, o) => n * 256 + Number(o), 0);
+
+/** An Ethernet/IPv4/TCP frame as hex, checksums filled in. */
+function tcpFrame(p: { srcMac: string; dstMac: string; src: string; dst: string; sport: number; dport: number; flags: number }): string {
+  const ip = (a: string) => Buffer.from(a.split(".").map(Number));
+  const sum = (b: Buffer) => {
+    let s = 0;
+    for (let i = 0; i < b.length; i += 2) s += (b[i] << 8) + (b[i + 1] ?? 0);
+    while (s > 0xffff) s = (s & 0xffff) + (s >>> 16);
+    return ~s & 0xffff;
+  };
+  const tcp = Buffer.alloc(20);
+  tcp.writeUInt16BE(p.sport, 0);
+  tcp.writeUInt16BE(p.dport, 2);
+  tcp.writeUInt32BE(12345, 4);
+  tcp.writeUInt32BE(67890, 8);
+  tcp[12] = 5 << 4;
+  tcp[13] = p.flags;
+  tcp.writeUInt16BE(64240, 14);
+  const pseudo = Buffer.concat([ip(p.src), ip(p.dst), Buffer.from([0, 6, 0, 20])]);
+  tcp.writeUInt16BE(sum(Buffer.concat([pseudo, tcp])), 16);
+  const iph = Buffer.alloc(20);
+  iph[0] = 0x45;
+  iph.writeUInt16BE(40, 2);
+  iph[8] = 64;
+  iph[9] = 6;
+  ip(p.src).copy(iph, 12);
+  ip(p.dst).copy(iph, 16);
+  iph.writeUInt16BE(sum(iph), 10);
+  const mac = (m: string) => Buffer.from(m.split(":").map((x) => parseInt(x, 16)));
+  return Buffer.concat([mac(p.dstMac), mac(p.srcMac), Buffer.from([0x08, 0x00]), iph, tcp]).toString("hex");
+}
+
