@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { bfdKeyOf, greKeyOf, tunnelPorts } from "../../provider/resources/deferred-nat-load-balancer/plan";
+import { bfdKeyOf, cookieOf, greKeyOf, tunnelPorts } from "../../provider/resources/deferred-nat-load-balancer/plan";
 import { runChecked } from "../../provider/transport/exec";
 import { traceBuckets } from "../../provider/transport/openflow-trace";
 import type { SshSession } from "../../provider/transport/ssh";
@@ -268,5 +268,21 @@ describe("BFD liveness of the backends' hypervisors (healthCheck.bfd)", () => {
     await applyHypervisor("hv1", pool);
     await negotiated(["hv1"]);
     expect((await read()).stale).toEqual([]);
+  });
+  it("delete leaves nothing behind: no flow with its cookie and no tunnel or BFD port on any gateway, no BFD peer port on the hypervisors", async () => {
+    await lb.delete();
+    lb.id = "";
+    for (const h of ["hv1", "hv2", "hv3"]) {
+      await hv[h].delete();
+      hv[h].id = "";
+    }
+    const cookie = `0x${cookieOf(lbInputs(pool)).toString(16)}/-1`;
+    for (const g of GATEWAYS) {
+      expect((await runChecked(ssh[g], ["ovs-ofctl", "-O", "OpenFlow15", "dump-flows", "br-seg", `cookie=${cookie}`])).split("\n").filter((l) => l.includes("cookie="))).toEqual([]);
+      expect(await runChecked(ssh[g], ["ovs-vsctl", "--bare", "--columns=name", "find", "port", `external_ids:ovslb\\:owner=deferred-nat/${NAME}`])).toBe("");
+    }
+    for (const h of ["hv1", "hv2", "hv3"]) {
+      expect(await runChecked(ssh[h], ["ovs-vsctl", "--bare", "--columns=name", "find", "port", "external_ids:ovslb\\:role=bfd-peer"])).toBe("");
+    }
   });
 });

@@ -141,8 +141,9 @@ async function converge(inputs: Inputs, recorded: RecordedIds, recordedSlots?: D
 async function removeFrom(inputs: Inputs, ids: RecordedIds): Promise<void> {
   await withAllOvsHosts(inputs.gateways.map((g) => g.host), async (sessions) => {
     const reads = await readGateways(inputs, sessions);
+    // Nothing wanted: no VIP, and no BFD port left to guard.
     const none = { ...inputs, vips: [] };
-    await applyBundles(reads.map((r) => ({ ref: r.ref, mods: planGateway(r.where, none, ids, r.port, r.observed) })));
+    await applyBundles(reads.map((r) => ({ ref: r.ref, mods: planGateway(r.where, none, ids, { ...r.port, bfdOfports: new Map() }, r.observed) })));
     await Promise.all(inputs.gateways.map((gw, i) => removeStaleTunnels(sessions[i], inputs, gw, true)));
   });
 }
