@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { check } from "../../provider/handlers";
+import { check, handle } from "../../provider/handlers";
 import { planBridge, type ObservedBridge } from "../../provider/engine/plan";
 import type { DeferredNatBackend, DeferredNatLoadBalancerInputs } from "../../provider/model/inputs.generated";
 import { renderBundle, toFlowEntry, type Flow } from "../../provider/openflow";
@@ -127,5 +127,30 @@ describe("secondChance on the hypervisors", () => {
     const bad = { ...dsr(), gre: { ...dsr().gre!, key: 5 } };
     const { failures } = await check("DsrHypervisorFlows", {}, bad as unknown as Record<string, unknown>);
     expect(failures).toContainEqual({ property: "gre.key", reason: expect.stringMatching(/must not be set with gre.secondChance/) });
+  });
+});
+
+describe("secondChance refusals that need the recorded table", () => {
+  it("update refuses, before touching any host, a change that would move slots whose previous owners may still hold connections, naming the VIP; release lets it through to the hosts", async () => {
+    // 192.0.2.1 is this machine's documentation range: any connection attempt would fail differently (and slowly).
+    const unreachable = (i: DeferredNatLoadBalancerInputs) => ({ ...i, gateways: i.gateways.map((g) => ({ ...g, host: { connection: { ...conn("192.0.2.1"), connectTimeoutMs: 1000 } } })) });
+    const added = intent(lb([...four, backend(5, "hv3")]), recordAllSlots(intent(lb(four)).slots.tables));
+    const olds = { ...unreachable(lb([...four, backend(5, "hv3")])), slotTables: recordAllSlots(added.slots.tables), groupIds: {}, bucketIds: {} };
+    const news = unreachable(lb([...four, backend(5, "hv3"), backend(6, "hv3")]));
+    const started = Date.now();
+    await expect(handle("DeferredNatLoadBalancer", "update", ["deferred-nat/sc", olds, news])).rejects.toThrow(
+      /secondChance: this change must move slots that moved in an earlier change.*tcp:10\.0\.0\.196:80 \(\d+ slots\).*secondChance\.release: true/,
+    );
+    expect(Date.now() - started).toBeLessThan(500);
+    const released = { ...news, secondChance: { release: true } };
+    await expect(handle("DeferredNatLoadBalancer", "update", ["deferred-nat/sc", olds, released])).rejects.not.toThrow(/secondChance: this change/);
+  });
+
+  it("check takes a VIP of more than 1,000 buckets' worth of backends, and refuses weights the slot table cannot share out", async () => {
+    const many = Array.from({ length: 300 }, (_, i) => backend(i, "hv1", { address: `10.1.${i >> 8}.${i & 255}`, mac: `02:00:0b:00:${(i >> 8).toString(16).padStart(2, "0")}:${(i & 255).toString(16).padStart(2, "0")}`, weight: 4 }));
+    expect((await check("DeferredNatLoadBalancer", {}, lb(many) as unknown as Record<string, unknown>)).failures).toEqual([]);
+    const tooMany = lb(many.map((b) => ({ ...b, weight: 64 })), { secondChance: { slots: 65536 } });
+    const { failures } = await check("DeferredNatLoadBalancer", {}, tooMany as unknown as Record<string, unknown>);
+    expect(failures).toContainEqual({ property: "vips[0].backends", reason: expect.stringMatching(/^weigh 19200 in all: 65536 slots give under 16 per unit of weight/) });
   });
 });

@@ -81,7 +81,8 @@ export function checkRules(inputs: Inputs): CheckFailure[] {
   duplicates(inputs.vips.map(vipKey)).forEach((i) => fail(`vips[${i}]`, "is the same address, port and protocol as another VIP"));
   inputs.vips.forEach((vip, v) => {
     const buckets = vip.backends.reduce((n, b) => n + (b.weight ?? 1), 0);
-    if (buckets > MAX_BUCKETS_PER_GROUP) {
+    // secondChance has no group: its own limit is the slot table's (checkSecondChance).
+    if (!inputs.secondChance && buckets > MAX_BUCKETS_PER_GROUP) {
       fail(`vips[${v}].backends`, `needs ${buckets} buckets (one per backend and unit of weight); a group holds at most ${MAX_BUCKETS_PER_GROUP}, the most OVS can send or report in one OpenFlow message`);
     }
     duplicates(vip.backends.map(backendKey)).forEach((b) => fail(`vips[${v}].backends[${b}]`, "is listed twice in this VIP"));

@@ -1,7 +1,7 @@
 import type { DeferredNatBackend, DeferredNatLoadBalancerInputs as Inputs, DeferredNatVip } from "../../model/inputs.generated";
 import type { CheckFailure } from "../../model/validate";
 import type { Flow, MultipathFields } from "../../openflow";
-import { NONE, planSlots, readSlots, recordSlots, type RecordedSlotTable, type SlotTable } from "./slots";
+import { MAX_SLOTS, NONE, planSlots, readSlots, recordSlots, slotCount, type RecordedSlotTable, type SlotTable } from "./slots";
 
 /**
  * secondChance on the gateways, as pure data. Per VIP, on every gateway:
@@ -20,6 +20,8 @@ export const SLOT_TABLE = 70;
 export const SLOT_PRIORITY = 100;
 /** The most slot flows one load balancer may hold on a gateway. */
 export const MAX_SLOT_FLOWS = 262_144;
+/** Below this many slots per unit of weight a share is off by more than about 6%: refused. */
+export const MIN_SLOTS_PER_WEIGHT = 16;
 
 type Protocol = DeferredNatVip["protocol"];
 
@@ -66,7 +68,11 @@ export function checkSecondChance(inputs: Inputs): CheckFailure[] {
   inputs.vips.forEach((vip, v) => {
     const weight = vip.backends.filter((b) => b.state !== "draining").reduce((n, b) => n + (b.weight ?? 1), 0);
     if (vip.backends.length > 0 && weight === 0) fail(`vips[${v}].backends`, "are all draining: a VIP needs an active backend to take new connections");
-    flows += inputs.secondChance!.slots ?? 1024;
+    const size = inputs.secondChance!.slots ?? slotCount(vip.backends.map((b) => ({ key: "", weight: b.weight ?? 1, state: "active" })));
+    if (weight * MIN_SLOTS_PER_WEIGHT > size) {
+      fail(`vips[${v}].backends`, `weigh ${weight} in all: ${size} slots give under ${MIN_SLOTS_PER_WEIGHT} per unit of weight, too few to keep the shares (at most ${size / MIN_SLOTS_PER_WEIGHT} units; give secondChance.slots up to ${MAX_SLOTS})`);
+    }
+    flows += size;
   });
   if (flows > MAX_SLOT_FLOWS) fail("vips", `need ${flows} slot flows on every gateway; one load balancer holds at most ${MAX_SLOT_FLOWS}`);
   return failures;
