@@ -125,6 +125,27 @@ describe("DeferredNatService", () => {
     expect(() => new DeferredNatService("bad", mixed)).toThrow(/healthCheck\.bfd needs gre delivery: hypervisors\[1\] \(hv2\) is reached by mac/);
   });
 
+  it("with secondChance, every hypervisor takes handed-on packets from exactly the other hypervisors and no fixed key; the load balancer gets secondChance; a mac hypervisor is refused", async () => {
+    const { DeferredNatService } = await import("../../components/deferred-nat-service");
+    const sc = args();
+    sc.delivery = "gre";
+    sc.secondChance = {};
+    sc.gateways = [{ ...sc.gateways[0], tunnelAddress: "172.16.11.2" }];
+    sc.hypervisors = sc.hypervisors.map((h, i) => ({ ...h, tunnelAddress: `172.16.2${i + 1}.2` }));
+    new DeferredNatService("web", sc);
+    await programDone();
+    const flows = registered.filter((r) => r.type === "pulumi-nodejs:dynamic/ovslb:DsrHypervisorFlows");
+    expect(flows.length).toBeGreaterThan(0);
+    for (const f of flows) {
+      const own = sc.hypervisors.find((h) => `web-${h.name}` === f.name)!.tunnelAddress;
+      expect(f.inputs.gre.key).toBeUndefined();
+      expect(f.inputs.gre.secondChance.peers).toEqual(sc.hypervisors.map((h) => h.tunnelAddress).filter((a) => a !== own));
+    }
+    expect(registered.find((r) => r.type === "pulumi-nodejs:dynamic/ovslb:DeferredNatLoadBalancer")!.inputs.secondChance).toEqual({});
+    const mixed = { ...sc, hypervisors: [sc.hypervisors[0], { ...sc.hypervisors[1], delivery: "mac" as const }, sc.hypervisors[2]] };
+    expect(() => new DeferredNatService("bad", mixed)).toThrow(/secondChance needs gre delivery: hypervisors\[1\] \(hv2\) is reached by mac/);
+  });
+
   it("refuses two hypervisor entries on one host and bridge (their flows would share one zone and one GRE port) before registering anything", async () => {
     const { DeferredNatService } = await import("../../components/deferred-nat-service");
     const twice = args();
