@@ -341,6 +341,14 @@ export interface DistributorAttachmentInputs {
    * @maxItems 65
    */
   amphorae: DistributorAmphora[];
+  /**
+   * a name of 1-63 lowercase letters, digits and '-', starting with a letter
+   */
+  loadBalancerId?: string;
+  /**
+   * an IPv4 address in dotted-quad form, e.g. 10.0.0.10
+   */
+  nextHop?: string;
 }
 /**
  * an amphora (load-balancer VM) and its role in the cluster

@@ -5,3 +5,4 @@ export * from "./compare";
 export * from "./trace";
 export * from "./ofctl-errors";
 export * from "./conntrack";
+export * from "./ports";

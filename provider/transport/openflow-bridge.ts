@@ -3,6 +3,7 @@ import { CommandResult, CommandRunner } from "./exec";
 import { parseFlows, parseGroups } from "../openflow/parse";
 import { MAX_GROUP_ID, MAX_TABLE, OpenFlowValueError, checkUint, renderBundle, renderCookieMatch } from "../openflow/render";
 import { DumpedFlow, GroupEntry, Modification } from "../openflow/types";
+import { parsePortsDesc, type PortDesc } from "../openflow/ports";
 
 /** A bundle line OVS pointed at: index into the lines sent, and its text. */
 export interface FailingLine {
@@ -84,6 +85,11 @@ export class OpenFlowBridge {
 
   async dumpGroups(): Promise<GroupEntry[]> {
     return parseGroups(await this.ofctl(["--no-names", "dump-groups", this.address]));
+  }
+
+  /** Every OpenFlow port with its LIVE state (what watch_port follows). */
+  async dumpPortsDesc(): Promise<PortDesc[]> {
+    return parsePortsDesc(await this.ofctl(["dump-ports-desc", this.address]));
   }
 
   /** The group, or undefined if the bridge has none with this id. */

@@ -1,5 +1,5 @@
 import schema from "../../../schema/distributor-attachment.json";
-import { applyBundle, observeBridge, type BridgeRef } from "../../engine/bridge";
+import { applyBundle, observeBridge, openflowOf, type BridgeRef } from "../../engine/bridge";
 import { foreignGroupIds, ownedFlows, ownedGroupIds, planBridge, type ApplySummary, type ObservedBridge } from "../../engine/plan";
 import type { DistributorAttachmentInputs } from "../../model/inputs.generated";
 import { OPEN_VSWITCH, OwnedTransaction, Transaction, mutation, ownerMark, ownerOf, where, type BridgeRow } from "../../ovsdb";
@@ -18,6 +18,7 @@ import {
   checkRules,
   planIds,
   readBack,
+  type SlotOccupant,
   withDefaults,
   type ActualDataplane,
   type DataplaneIds,
@@ -45,6 +46,14 @@ export interface DistributorAttachmentState {
   vacantSlots: number[];
   /** What the last apply sent to the bridge. */
   lastApply?: ApplySummary;
+  /** Each served slot's bucket liveness at the last create, update or read: false while its watchPort is not LIVE. */
+  slotLiveness?: Record<string, boolean>;
+}
+
+/** Each slot's bucket liveness: a slot with a watchPort is live while that port is LIVE (what the group sees). */
+async function slotLiveness(ref: BridgeRef, slots: readonly SlotOccupant[]): Promise<Record<string, boolean>> {
+  const live = new Map((await openflowOf(ref).dumpPortsDesc()).map((p) => [p.ofport, p.live]));
+  return Object.fromEntries(slots.map((x) => [String(x.slot), x.watchPort === undefined || live.get(x.watchPort) === true]));
 }
 
 const PROTOCOLS = ["OpenFlow10", "OpenFlow13", "OpenFlow14", "OpenFlow15"] as const;
@@ -193,6 +202,7 @@ async function ensure(
       slots: slots.map((x) => ({ slot: x.slot, bucketId: ids.bucketIds.get(x.slot)!, amphora: x.amphora, mac: x.mac, ...(x.takenOver ? { takenOver: x.takenOver } : {}) })),
       vacantSlots: vacant,
       lastApply,
+      slotLiveness: await slotLiveness(ref, slots),
     };
   } catch (e) {
     // A create that could not program its bridge leaves nothing behind.
@@ -247,7 +257,8 @@ export const distributorAttachmentHandler: ResourceHandler<DistributorAttachment
       };
       const bridge = await observeAttachment({ session: s, bridge: state.bridge }, ids.cookie);
       const found = readBack(d, ids, ownDataplane(d, bridge, ids), state.slots, rows.uplinkPort?.tag[0]);
-      return { inputs: found.inputs, state: { ...state, bridgeUuid: rows.bridge._uuid.id, slots: found.slots } };
+      const liveness = await slotLiveness({ session: s, bridge: state.bridge }, assignSlots(d.amphorae, state.slots).slots);
+      return { inputs: found.inputs, state: { ...state, bridgeUuid: rows.bridge._uuid.id, slots: found.slots, slotLiveness: liveness } };
     });
     return found;
   },

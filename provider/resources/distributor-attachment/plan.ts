@@ -79,6 +79,7 @@ export function checkRules(inputs: DistributorAttachmentInputs): CheckFailure[] 
   if (macs.has(frontendMac)) fail("frontendMac", `is amphorae[${macs.get(frontendMac)}]'s MAC`);
   if (inputs.returnPath === "hairpin" && !inputs.gatewayMac) fail("gatewayMac", "is required when returnPath is hairpin");
   if (inputs.returnPath !== "hairpin" && inputs.gatewayMac) fail("gatewayMac", "is only used when returnPath is hairpin");
+  if (inputs.nextHop && inputs.nextHop === inputs.vip) fail("nextHop", "is the VIP: the router's next hop must be an address of its own");
   return failures;
 }
 
@@ -171,13 +172,15 @@ export function planIds(
   groupTaken: (id: number) => boolean = () => false,
 ): DataplaneIds {
   const id = attachmentId(inputs);
-  const groupId = previous?.groupId ?? derivedId([KIND, id, "group"], MAX_GROUP_ID, groupTaken);
+  // One load balancer on several devices: ids from the load balancer, so every device holds the same group.
+  const source = inputs.loadBalancerId ? ["load-balancer", inputs.loadBalancerId] : [id];
+  const groupId = previous?.groupId ?? derivedId([KIND, ...source, "group"], MAX_GROUP_ID, groupTaken);
   const bucketIds = new Map<number, number>();
   for (const p of previous?.slots ?? []) bucketIds.set(p.slot, p.bucketId);
   const used = new Set(bucketIds.values());
   for (const slot of slots) {
     if (bucketIds.has(slot)) continue;
-    const bucketId = derivedId([KIND, id, "slot", String(slot)], MAX_BUCKET_ID, (b) => used.has(b));
+    const bucketId = derivedId([KIND, ...source, "slot", String(slot)], MAX_BUCKET_ID, (b) => used.has(b));
     bucketIds.set(slot, bucketId);
     used.add(bucketId);
   }
@@ -197,18 +200,21 @@ export function desiredDataplane(inputs: DistributorAttachmentInputs, ids: Datap
   const fe = d.frontendMac!;
   const inPort = FRONTEND_OFPORT;
   const flow = (priority: number, match: Flow["match"], actions: Action[]): Flow => ({ table: 0, priority, cookie: ids.cookie, match, actions });
-  const flows: Flow[] = [
-    // The distributor answers ARP for the VIP with the frontend MAC (amphorae must not).
-    flow(200, { protocol: "arp", in_port: inPort, arp_op: 1, arp_tpa: d.vip }, [
+  // The distributor answers ARP for the VIP (and its next hop) with the frontend MAC (amphorae must not).
+  const arpResponder = (address: string) =>
+    flow(200, { protocol: "arp", in_port: inPort, arp_op: 1, arp_tpa: address }, [
       { type: "move", src: "NXM_OF_ETH_SRC", dst: "NXM_OF_ETH_DST" },
       setMac("eth_src", fe),
       { type: "set_field", field: "arp_op", value: 2 },
       { type: "move", src: "NXM_NX_ARP_SHA", dst: "NXM_NX_ARP_THA" },
       setMac("arp_sha", fe),
       { type: "move", src: "NXM_OF_ARP_SPA", dst: "NXM_OF_ARP_TPA" },
-      { type: "set_field", field: "arp_spa", value: d.vip },
+      { type: "set_field", field: "arp_spa", value: address },
       { type: "in_port" },
-    ]),
+    ]);
+  const flows: Flow[] = [
+    arpResponder(d.vip),
+    ...(d.nextHop ? [arpResponder(d.nextHop)] : []),
     flow(100, { protocol: "ip", in_port: inPort, dl_dst: fe, nw_dst: d.vip }, [{ type: "group", groupId: ids.groupId }]),
     flow(0, {}, [{ type: "drop" }]),
   ];
@@ -298,10 +304,13 @@ export function actualInputs(
     }
   }
   const affinity = actual.group.fields.length === 1 && actual.group.fields[0] === "ip_src" ? "source-ip" : "5-tuple";
-  const arp = actual.flows.find((f) => f.priority === 200 && f.match.protocol === "arp");
+  const arps = actual.flows.filter((f) => f.priority === 200 && f.match.protocol === "arp").map((f) => f.match.arp_tpa);
+  const arp = actual.flows.find((f) => f.priority === 200 && f.match.protocol === "arp" && (f.match.arp_tpa === d.vip || arps.length === 1));
   const hairpin = actual.flows.find((f) => f.priority === 150);
   const gateway = hairpin && bucketMac(hairpin.actions);
   const out: DistributorAttachmentInputs = { ...d, affinity, amphorae, vip: arp?.match.arp_tpa ?? d.vip };
+  // A next hop whose ARP responder is gone reads as none, so the diff shows it.
+  if (d.nextHop && !arps.includes(d.nextHop)) delete out.nextHop;
   if (hairpin && gateway) Object.assign(out, { returnPath: "hairpin", gatewayMac: gateway });
   else {
     out.returnPath = "direct";

@@ -32,6 +32,8 @@ export class DistributorAttachment extends pulumi.dynamic.Resource {
   declare readonly cookie: pulumi.Output<string>;
   declare readonly slots: pulumi.Output<DistributorSlot[]>;
   declare readonly vacantSlots: pulumi.Output<number[]>;
+  /** slot -> its bucket's liveness (false while its watchPort is not LIVE), at the last apply or refresh. */
+  declare readonly slotLiveness: pulumi.Output<Record<string, boolean> | undefined>;
   /** What the last create/update sent to the attachment's bridge: messages, bytes, modifications by kind. */
   declare readonly lastApply: pulumi.Output<{ messages: number; bytes: number; operations: Record<string, number> }>;
 
@@ -42,7 +44,7 @@ export class DistributorAttachment extends pulumi.dynamic.Resource {
       {
         ...withSecretCredentials(args),
         bridge: undefined, bridgeUuid: undefined, frontendPort: undefined, uplinkPort: undefined, frontendOfport: undefined,
-        cookie: undefined, groupId: undefined, slots: undefined, vacantSlots: undefined, lastApply: undefined,
+        cookie: undefined, groupId: undefined, slots: undefined, vacantSlots: undefined, lastApply: undefined, slotLiveness: undefined,
       },
       resourceOptions(opts),
       "ovslb",

@@ -4,6 +4,8 @@ import type { DistributorDeviceInputs } from "../../model/inputs.generated";
 import { bridgeSocket, withOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
 import { OPEN_VSWITCH, OwnedTransaction, Transaction, ownerMark, where, type BridgeRow, type OpenVSwitchRow } from "../../ovsdb";
 import { SshError } from "../../transport/ssh";
+import { ownerCookie } from "../../model/ids";
+import { KIND, attachmentId, attachmentNames } from "../distributor-attachment/plan";
 import { ATTACHED_MARK, DEVICE_MARK, checkRules, deleteRefusal, deviceResourceId, parseOvsVersion, registeredDevice, stringMap, withDefaults } from "./plan";
 
 /** What DistributorDevice observes on every read. */
@@ -14,28 +16,52 @@ export interface DistributorDeviceState {
   openflow15: boolean;
   /** The attachment ids found on the device. */
   attachments: string[];
+  /** Per attachment found: whether its bridge holds its frontend and uplink patch ports and how many of its own flows it carries (0: not programmed). */
+  attachmentHealth?: Record<string, { ports: boolean; flows: number }>;
 }
 
 interface DeviceRows {
   root: Pick<OpenVSwitchRow, "_uuid" | "external_ids" | "ovs_version">;
-  uplink: Pick<BridgeRow, "_uuid" | "name"> | undefined;
+  uplink: Pick<BridgeRow, "_uuid" | "name" | "ports"> | undefined;
   attachments: string[];
+  /** attachment id -> its bridge's name and port names. */
+  bridges: Map<string, { bridge: string; ports: Set<string> }>;
+  uplinkPorts: Set<string>;
 }
 
 async function readRows(s: OvsHostSession, inputs: DistributorDeviceInputs): Promise<DeviceRows> {
   const db = await s.vswitchDb();
   const txn = new Transaction(OPEN_VSWITCH);
   const root = txn.select("Open_vSwitch", [], ["_uuid", "external_ids", "ovs_version"]);
-  const uplink = txn.select("Bridge", [where("name", "==", inputs.uplinkBridge)], ["_uuid", "name"]);
-  const attached = txn.select("Bridge", [where("external_ids", "includes", { [ATTACHED_MARK]: inputs.deviceId })], ["name", "external_ids"]);
+  const uplink = txn.select("Bridge", [where("name", "==", inputs.uplinkBridge)], ["_uuid", "name", "ports"]);
+  const attached = txn.select("Bridge", [where("external_ids", "includes", { [ATTACHED_MARK]: inputs.deviceId })], ["name", "external_ids", "ports"]);
+  const ports = txn.select("Port", [], ["_uuid", "name"]);
   const results = await db.run(txn);
   const rootRow = results.first(root);
   if (!rootRow) throw new Error(`${s.hostName}: the Open_vSwitch database has no root row (is ovs-vswitchd's database initialized?)`);
-  return {
-    root: rootRow,
-    uplink: results.first(uplink),
-    attachments: results.rows(attached).map((r) => stringMap(r.external_ids)["ovslb:attachment"] ?? r.name).sort(),
-  };
+  const portName = new Map(results.rows(ports).map((p) => [p._uuid.id, p.name]));
+  const bridges = new Map(
+    results.rows(attached).map((r) => [
+      stringMap(r.external_ids)["ovslb:attachment"] ?? r.name,
+      { bridge: r.name, ports: new Set(r.ports.map((u) => portName.get(u.id) ?? "")) },
+    ]),
+  );
+  const uplinkRow = results.first(uplink);
+  const uplinkPorts = new Set((uplinkRow?.ports ?? []).map((u) => portName.get(u.id) ?? ""));
+  return { root: rootRow, uplink: uplinkRow, attachments: [...bridges.keys()].sort(), bridges, uplinkPorts };
+}
+
+/** Each attachment's bridge: its two patch ports there, and its own flows (by its cookie) on it. */
+async function attachmentHealth(s: OvsHostSession, inputs: DistributorDeviceInputs, rows: DeviceRows) {
+  const health: Record<string, { ports: boolean; flows: number }> = {};
+  for (const [attachment, b] of rows.bridges) {
+    const names = attachmentNames({ attachmentId: attachment });
+    const cookie = ownerCookie(KIND, attachmentId({ deviceId: inputs.deviceId, attachmentId: attachment }));
+    const dump = await s.ssh.run(["ovs-ofctl", "-O", "OpenFlow15", "dump-flows", bridgeSocket(inputs.host, b.bridge), `cookie=0x${cookie.toString(16)}/-1`]);
+    const flows = dump.exitCode === 0 ? dump.stdout.split("\n").filter((l) => l.includes("cookie=")).length : 0;
+    health[attachment] = { ports: b.ports.has(names.frontendPort) && rows.uplinkPorts.has(names.uplinkPort), flows };
+  }
+  return health;
 }
 
 async function observe(s: OvsHostSession, inputs: DistributorDeviceInputs, rows: DeviceRows): Promise<DistributorDeviceState> {
@@ -45,7 +71,13 @@ async function observe(s: OvsHostSession, inputs: DistributorDeviceInputs, rows:
     ovsVersion = await s.appctl(["version"]).then(parseOvsVersion, () => undefined);
   }
   const probe = await s.ssh.run(["ovs-ofctl", "-O", "OpenFlow15", "show", bridgeSocket(inputs.host, inputs.uplinkBridge)]);
-  return { reachable: true, ...(ovsVersion ? { ovsVersion } : {}), openflow15: probe.exitCode === 0, attachments: rows.attachments };
+  return {
+    reachable: true,
+    ...(ovsVersion ? { ovsVersion } : {}),
+    openflow15: probe.exitCode === 0,
+    attachments: rows.attachments,
+    attachmentHealth: await attachmentHealth(s, inputs, rows),
+  };
 }
 
 export const distributorDeviceHandler: ResourceHandler<DistributorDeviceInputs, DistributorDeviceState> = {

@@ -19,6 +19,8 @@ export class DistributorDevice extends pulumi.dynamic.Resource {
   declare readonly openflow15: pulumi.Output<boolean>;
   /** The attachment ids found on the device at the last read. */
   declare readonly attachments: pulumi.Output<string[]>;
+  /** Per attachment: its patch ports present, and how many of its own flows its bridge carries (0: not programmed). */
+  declare readonly attachmentHealth: pulumi.Output<Record<string, { ports: boolean; flows: number }> | undefined>;
   /** The host argument as given (credentials as secrets), for the device's attachments. */
   readonly hostArgs: DistributorDeviceArgs["host"];
 
@@ -27,7 +29,7 @@ export class DistributorDevice extends pulumi.dynamic.Resource {
     super(
       dynamicProvider("DistributorDevice"),
       name,
-      { ...secretArgs, reachable: undefined, ovsVersion: undefined, openflow15: undefined, attachments: undefined },
+      { ...secretArgs, reachable: undefined, ovsVersion: undefined, openflow15: undefined, attachments: undefined, attachmentHealth: undefined },
       resourceOptions(opts),
       "ovslb",
       "DistributorDevice",
