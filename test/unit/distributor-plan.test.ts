@@ -185,4 +185,34 @@ describe("distributor device and component rules", () => {
     expect(attachments).toHaveLength(1);
     expect(attachments[0].inputs).toMatchObject({ deviceId: "dev", attachmentId: "lb-a", amphorae: [{ name: "a", slot: 1 }, { name: "s", role: "standby" }] });
   });
+
+  it("on several devices: one attachment per device, each with the load balancer's id for its group, its own next hop and frontend MAC; devices on one host or one next hop are refused", async () => {
+    const registered: { type: string; name: string; inputs: Record<string, unknown> }[] = [];
+    pulumi.runtime.setMocks({
+      newResource: (args) => (registered.push({ type: args.type, name: args.name, inputs: args.inputs }), { id: `${args.name}-id`, state: args.inputs }),
+      call: (args) => args.inputs,
+    }, "project", "stack", false);
+    const { ActiveActiveLoadBalancer, DistributorDevice } = await import("../../index");
+    const d1 = new DistributorDevice("d1", { host, deviceId: "d1", uplinkBridge: "br-seg" });
+    const d2 = new DistributorDevice("d2", { host: { ...host, connection: { ...host.connection, host: "172.30.0.32" } }, deviceId: "d2", uplinkBridge: "br-seg" });
+    const amphorae = [
+      { name: "a", mac: "02:00:00:00:00:01", role: "active" as const, hypervisor: "hv1" },
+      { name: "s", mac: "02:00:00:00:00:02", role: "standby" as const, hypervisor: "hv2" },
+    ];
+    expect(() => new ActiveActiveLoadBalancer("same-host", { devices: [{ device: d1, nextHop: "10.0.0.41" }, { device: d1, nextHop: "10.0.0.42" }], loadBalancerId: "lb-x", vip: "10.0.0.100", amphorae }))
+      .toThrow(/devices\[1\] is on the same host .* as devices\[0\]: devices must be on distinct hosts/);
+    expect(() => new ActiveActiveLoadBalancer("same-hop", { devices: [{ device: d1, nextHop: "10.0.0.41" }, { device: d2, nextHop: "10.0.0.41" }], loadBalancerId: "lb-x", vip: "10.0.0.100", amphorae }))
+      .toThrow(/devices\[1\]\.nextHop is also devices\[0\]'s/);
+    new ActiveActiveLoadBalancer("ha", { devices: [{ device: d1, nextHop: "10.0.0.41" }, { device: d2, nextHop: "10.0.0.42" }], loadBalancerId: "lb-ha", vip: "10.0.0.100", amphorae });
+    await pulumi.runtime.disconnect();
+    const attachments = registered.filter((r) => r.type.endsWith("DistributorAttachment"));
+    expect(attachments.map((a) => [a.name, a.inputs.deviceId, a.inputs.loadBalancerId, a.inputs.nextHop])).toEqual([
+      ["ha-attachment-10.0.0.41", "d1", "lb-ha", "10.0.0.41"],
+      ["ha-attachment-10.0.0.42", "d2", "lb-ha", "10.0.0.42"],
+    ]);
+    expect(attachments[0].inputs.frontendMac).not.toBe(attachments[1].inputs.frontendMac);
+    // The same load balancer id gives the same bucket ids on both devices, whatever the attachment's identity.
+    const ids = attachments.map((a) => planIds(a.inputs as never, [1, 2], undefined));
+    expect([...ids[0].bucketIds]).toEqual([...ids[1].bucketIds]);
+  });
 });
