@@ -432,7 +432,7 @@ export class Lab {
    */
   private makeTenantClient(hosts: Record<string, LabHost>) {
     const { namespace: ns, address, mac, vlan } = TENANT_CLIENT;
-    const dist = Object.values(hosts).find((h) => h.role === "distributor")!;
+    const dist = hosts.dist1;
     this.makeNamespace(ns);
     run(["ip", "link", "add", "client2", "netns", dist.namespace, "type", "veth", "peer", "name", "eth0", "netns", ns]);
     inNs(dist.namespace, ["ip", "link", "set", "client2", "up"]);

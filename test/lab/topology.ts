@@ -93,6 +93,8 @@ export const HOSTS: readonly HostPlan[] = [
   host("hv2", "hypervisor", 22),
   host("hv3", "hypervisor", 23),
   host("dist1", "distributor", 31),
+  // A second device: one load balancer on both, with no single point of failure.
+  host("dist2", "distributor", 32),
 ];
 
 export const namespaceOf = (hostOrVm: string) => `${LAB_PREFIX}${hostOrVm}`;

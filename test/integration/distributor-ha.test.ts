@@ -1,0 +1,230 @@
+import { execFileSync } from "node:child_process";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import * as handlers from "../../provider/handlers";
+import { attachmentNames, bucketMac, derivedFrontendMac } from "../../provider/resources/distributor-attachment/plan";
+import { type Match } from "../../provider/openflow";
+import { runChecked } from "../../provider/transport/exec";
+import { OpenFlowBridge } from "../../provider/transport/openflow-bridge";
+import { traceBuckets } from "../../provider/transport/openflow-trace";
+import type { SshSession } from "../../provider/transport/ssh";
+import type { LabBackend, LabInventory } from "../lab/topology";
+import { inNamespace, labSsh, loadInventory, lockLab, sshTo } from "../support/lab";
+import { connectAndClose, openLiveConnections, times, type LiveConnections } from "../support/tcp-clients";
+import { waitUntil } from "../support/wait";
+
+/**
+ * One active/active load balancer on two distributor devices (dist1, dist2)
+ * with no single point of failure. Both hold the same group (ids from the
+ * load balancer), so a 5-tuple picks the same amphora on each. The lab's
+ * client routes the VIP by ECMP via each device's next hop (an address its
+ * attachment answers ARP for) and, with fib_multipath_use_neigh, stops using
+ * a next hop whose neighbour entry fails: a dead device drops out with no
+ * controller involved. Amphorae are hv3's VMs (the VIP on their loopback).
+ */
+
+type Props = Record<string, any>;
+const VIP = "10.0.0.213";
+const LB = "lb-ha";
+const DEVICES = ["dist1", "dist2"] as const;
+const NEXT_HOP: Record<string, string> = { dist1: "10.0.0.41", dist2: "10.0.0.42" };
+/** Neighbour timers of the client (the "router"): a next hop that stops answering fails within about 0.5 s. */
+const NEIGH = { base_reachable_time_ms: "200", delay_first_probe_time: "0", retrans_time_ms: "100", ucast_solicit: "2", mcast_solicit: "0" };
+
+let inv: LabInventory;
+let amp: LabBackend[];
+const ssh: Record<string, SshSession> = {};
+let unlock: (() => void) | undefined;
+const device: Record<string, { id: string; outs: Props }> = {};
+const attachment: Record<string, { id: string; outs: Props }> = {};
+let saved: Record<string, string> = {};
+let live: LiveConnections | undefined;
+
+const hostOf = (d: string) => ({ connection: sshTo(inv, d), ovsRundir: inv.hosts[d].ovsRundir });
+const ofctl = (d: string, bridge: string) => new OpenFlowBridge(ssh[d], `unix:${inv.hosts[d].ovsRundir}/${bridge}.mgmt`);
+
+function attachmentInputs(d: string, roles: ("active" | "standby" | "failed")[] = ["active", "active", "standby"], extra: Props = {}): Props {
+  return {
+    host: hostOf(d),
+    deviceId: d,
+    uplinkBridge: "br-seg",
+    attachmentId: LB,
+    loadBalancerId: LB,
+    nextHop: NEXT_HOP[d],
+    frontendMac: derivedFrontendMac(`${LB}/${NEXT_HOP[d]}`),
+    vip: VIP,
+    amphorae: amp.slice(0, 3).map((b, i) => ({ name: `amp-${i + 1}`, mac: b.mac, role: roles[i], ...(roles[i] === "standby" ? {} : { slot: i + 1 }) })),
+    ...extra,
+  };
+}
+
+async function checked(kind: string, news: Props): Promise<Props> {
+  const { inputs, failures } = await handlers.check(kind, {}, news);
+  expect(failures).toEqual([]);
+  return inputs;
+}
+
+async function apply(d: string, news: Props) {
+  const inputs = await checked("DistributorAttachment", news);
+  if (attachment[d]) attachment[d] = { id: attachment[d].id, outs: (await handlers.update("DistributorAttachment", attachment[d].id, attachment[d].outs, inputs)).outs };
+  else attachment[d] = await handlers.create("DistributorAttachment", inputs);
+}
+
+/** 5-tuples from the client's side into an attachment's frontend port. */
+function packets(count: number, frontendMac: string): Match[] {
+  return Array.from({ length: count }, (_, i) => ({
+    protocol: "tcp" as const, in_port: 1, dl_dst: frontendMac, nw_src: `10.0.${1 + Math.floor(i / 250)}.${(i % 250) + 1}`, nw_dst: VIP, tp_src: 10000 + ((i * 7919) % 50000), tp_dst: 8080,
+  }));
+}
+
+/** The amphora MAC each tuple goes to on a device. */
+async function picks(d: string, count = 2000): Promise<(string | undefined)[]> {
+  const bridge = attachmentNames({ attachmentId: LB }).bridge;
+  const macs = new Map((await ofctl(d, bridge).dumpGroup(attachment[d].outs.groupId))!.buckets.map((b) => [b.bucketId, bucketMac(b.actions)]));
+  const buckets = await traceBuckets(ssh[d], bridge, packets(count, attachment[d].outs.frontendMac), { ovsRundir: inv.hosts[d].ovsRundir });
+  return buckets.map((b) => (b === undefined ? undefined : macs.get(b)));
+}
+
+/** The device the client's route sends a connection's packets through (by its local port). */
+function deviceOf(localPort: number): string {
+  const out = inNamespace(inv.client.namespace, ["ip", "route", "get", VIP, "from", inv.client.address, "ipproto", "tcp", "sport", String(localPort), "dport", "8080"]);
+  const hop = /via (\S+)/.exec(out)?.[1];
+  return Object.keys(NEXT_HOP).find((d) => NEXT_HOP[d] === hop)!;
+}
+
+function amphoraVip(b: LabBackend, on: boolean) {
+  if (on) {
+    for (const [k, v] of [["arp_ignore", "1"], ["arp_announce", "2"]]) inNamespace(b.namespace, ["sysctl", "-q", "-w", `net.ipv4.conf.all.${k}=${v}`]);
+    inNamespace(b.namespace, ["ip", "addr", "replace", `${VIP}/32`, "dev", "lo"]);
+  } else {
+    inNamespace(b.namespace, ["ip", "addr", "flush", "dev", "lo", "to", `${VIP}/32`]);
+    for (const k of ["arp_ignore", "arp_announce"]) inNamespace(b.namespace, ["sysctl", "-q", "-w", `net.ipv4.conf.all.${k}=0`]);
+  }
+}
+
+const sysctl = (key: string, value?: string) =>
+  inNamespace(inv.client.namespace, ["sysctl", "-q", "-n", ...(value === undefined ? [key] : ["-w", `${key}=${value}`])]).trim();
+
+/** The device's segment link, cut or restored at the lab's segment bridge (its cable, in the root namespace). */
+const setLink = async (d: string, up: boolean) => void execFileSync("ip", ["link", "set", `s-${d}`, up ? "up" : "down"]);
+
+beforeAll(async () => {
+  inv = loadInventory();
+  amp = inv.backends.filter((b) => b.hypervisor === "hv3");
+  unlock = await lockLab("distributor");
+  for (const d of DEVICES) ssh[d] = await labSsh(inv, d);
+  for (const b of amp.slice(0, 3)) amphoraVip(b, true);
+  // The client is the router: ECMP over the devices' next hops, skipping a next hop whose neighbour failed.
+  const keys = ["net.ipv4.fib_multipath_use_neigh", ...Object.keys(NEIGH).map((k) => `net.ipv4.neigh.eth0.${k}`)];
+  saved = Object.fromEntries(keys.map((k) => [k, sysctl(k)]));
+  sysctl("net.ipv4.fib_multipath_use_neigh", "1");
+  for (const [k, v] of Object.entries(NEIGH)) sysctl(`net.ipv4.neigh.eth0.${k}`, v);
+  inNamespace(inv.client.namespace, ["ip", "route", "replace", `${VIP}/32`, ...DEVICES.flatMap((d) => ["nexthop", "via", NEXT_HOP[d], "dev", "eth0"])]);
+  for (const d of DEVICES) device[d] = await handlers.create("DistributorDevice", await checked("DistributorDevice", { host: hostOf(d), deviceId: d, uplinkBridge: "br-seg" }));
+});
+
+afterAll(async () => {
+  live?.close();
+  for (const d of DEVICES) await setLink(d, true).catch(() => undefined);
+  for (const d of DEVICES) if (attachment[d]) await handlers.remove("DistributorAttachment", attachment[d].id, attachment[d].outs).catch(() => undefined);
+  for (const d of DEVICES) if (device[d]) await handlers.remove("DistributorDevice", device[d].id, device[d].outs).catch(() => undefined);
+  if (inv) {
+    inNamespace(inv.client.namespace, ["ip", "route", "del", `${VIP}/32`]);
+    for (const [k, v] of Object.entries(saved)) sysctl(k, v);
+    for (const b of amp.slice(0, 3)) amphoraVip(b, false);
+  }
+  for (const s of Object.values(ssh)) s.close();
+  unlock?.();
+});
+
+describe("one load balancer on two distributor devices", () => {
+  it("both devices hold the same group: every one of 2,000 traced tuples picks the same amphora on each, and the standby none", async () => {
+    for (const d of DEVICES) await apply(d, attachmentInputs(d));
+    const [one, two] = await Promise.all(DEVICES.map((d) => picks(d)));
+    expect(one).toEqual(two);
+    expect(new Set(one)).toEqual(new Set([amp[0].mac, amp[1].mac]));
+    for (const d of DEVICES) expect(((await handlers.read("DistributorDevice", device[d].id, device[d].outs)).props as Props).attachmentHealth[LB]).toMatchObject({ ports: true });
+  });
+
+  it("ECMP spreads connections over both devices; each connection answers from the amphora both devices pick", async () => {
+    live = await openLiveConnections(inv.client.namespace, VIP, 8080, 40);
+    expect(live.initial.filter((c) => c.broken)).toEqual([]);
+    const through = new Set(live.initial.map((c) => deviceOf(c.port)));
+    expect(through).toEqual(new Set(DEVICES));
+    expect(new Set(live.initial.map((c) => c.backend))).toEqual(new Set([amp[0].name, amp[1].name]));
+  });
+
+  for (const fault of ["ovs-vswitchd stopped", "link cut"] as const) {
+    it(`${fault} on dist1: new connections succeed through dist2, live ones through dist2 never break, dist1's resume through dist2 on the same amphora; back up, it carries its share again with no connection moving`, async () => {
+      const before = await live!.round();
+      expect(before.filter((c) => c.broken)).toEqual([]);
+      const viaDist1 = before.filter((c) => deviceOf(c.port) === "dist1");
+      expect(viaDist1.length).toBeGreaterThan(0);
+      const pid = Number((await runChecked(ssh.dist1, ["cat", `${inv.hosts.dist1.ovsRundir}/ovs-vswitchd.pid`])).trim());
+      const started = Date.now();
+      if (fault === "ovs-vswitchd stopped") inNamespace(inv.hosts.dist1.namespace, ["kill", "-STOP", String(pid)]);
+      else await setLink("dist1", false);
+      try {
+        // New connections succeed once the client has dropped dist1's next hop.
+        await waitUntil(() => connectAndClose(inv.client.namespace, times(VIP, 8080, 10), { concurrency: 10, greetingTimeoutMs: 400 }).every((r) => !r.error), {
+          what: "new connections through dist2", timeoutMs: 10_000, intervalMs: 20,
+        });
+        console.log(`${fault}: new connections succeed again ${Date.now() - started} ms after the fault`);
+        expect(deviceOf(before[0].port)).toBe("dist2");
+        const during = await live!.round();
+        // Every connection answers, from the amphora it had: dist2 picks what dist1 did.
+        expect(during.filter((c) => c.broken)).toEqual([]);
+      } finally {
+        if (fault === "ovs-vswitchd stopped") inNamespace(inv.hosts.dist1.namespace, ["kill", "-CONT", String(pid)]);
+        else await setLink("dist1", true);
+      }
+      // Back: the client resolves dist1's next hop again and its connections return to it, still to the same amphorae.
+      await waitUntil(() => viaDist1.every((c) => deviceOf(c.port) === "dist1"), { what: "dist1's next hop back", timeoutMs: 10_000, intervalMs: 100 });
+      connectAndClose(inv.client.namespace, times(VIP, 8080, 10), { concurrency: 10 });
+      await apply("dist1", attachmentInputs("dist1"));
+      expect(attachment.dist1.outs.lastApply.messages).toBe(0);
+      expect((await live!.round()).filter((c) => c.broken)).toEqual([]);
+    });
+  }
+
+  it("promotion on both devices: only the failed slot's tuples move, all to the standby, and the devices still agree", async () => {
+    const before = await picks("dist1");
+    for (const d of DEVICES) await apply(d, attachmentInputs(d, ["active", "failed", "standby"]));
+    const [one, two] = await Promise.all(DEVICES.map((d) => picks(d)));
+    expect(one).toEqual(two);
+    one.forEach((mac, i) => {
+      if (before[i] === amp[1].mac) expect(mac).toBe(amp[2].mac);
+      else expect(mac).toBe(before[i]);
+    });
+  });
+
+  it("a slot's watchPort going down shows its bucket not live in ofproto/trace, next to a dump of the group, and in read's slotLiveness; it comes back with the port", async () => {
+    const bridge = attachmentNames({ attachmentId: LB }).bridge;
+    await runChecked(ssh.dist1, ["ovs-vsctl", "--may-exist", "add-port", bridge, "wp-ha", "--", "set", "interface", "wp-ha", "type=internal", "ofport_request=77"]);
+    try {
+      inNamespace(inv.hosts.dist1.namespace, ["ip", "link", "set", "wp-ha", "up"]);
+      const roles = ["active", "failed", "standby"] as const;
+      const watched = attachmentInputs("dist1", [...roles]);
+      watched.amphorae[0].watchPort = 77;
+      await apply("dist1", watched);
+      const group = await runChecked(ssh.dist1, ["ovs-ofctl", "-O", "OpenFlow15", "dump-groups", bridge]);
+      expect(group).toContain("watch_port:77");
+      expect((await picks("dist1", 200)).filter((m) => m === amp[0].mac).length).toBeGreaterThan(0);
+      inNamespace(inv.hosts.dist1.namespace, ["ip", "link", "set", "wp-ha", "down"]);
+      const down = await waitUntil(async () => {
+        const p = packets(1, attachment.dist1.outs.frontendMac)[0];
+        const trace = await runChecked(ssh.dist1, ["ovs-appctl", "ofproto/trace", bridge, `tcp,in_port=1,dl_dst=${p.dl_dst},nw_src=${p.nw_src},nw_dst=${VIP},tcp_src=${p.tp_src},tcp_dst=8080`]);
+        return /not live/.test(trace) ? trace : undefined;
+      }, { what: "the watched bucket not live", timeoutMs: 10_000, intervalMs: 100 });
+      console.log(`group:\n${group.trim()}\ntrace with watch_port 77 down:\n${down.split("\n").filter((l) => /bucket|live|group/.test(l)).join("\n")}`);
+      expect(down).toMatch(/not live/);
+      expect((await picks("dist1", 200)).filter((m) => m === amp[0].mac)).toEqual([]);
+      expect(((await handlers.read("DistributorAttachment", attachment.dist1.id, attachment.dist1.outs)).props as Props).slotLiveness).toEqual({ "1": false, "2": true });
+      inNamespace(inv.hosts.dist1.namespace, ["ip", "link", "set", "wp-ha", "up"]);
+      await waitUntil(async () => (await picks("dist1", 200)).some((m) => m === amp[0].mac), { what: "the bucket live again", timeoutMs: 10_000, intervalMs: 100 });
+      expect(((await handlers.read("DistributorAttachment", attachment.dist1.id, attachment.dist1.outs)).props as Props).slotLiveness).toEqual({ "1": true, "2": true });
+    } finally {
+      await apply("dist1", attachmentInputs("dist1", ["active", "failed", "standby"]));
+      await runChecked(ssh.dist1, ["ovs-vsctl", "--if-exists", "del-port", bridge, "wp-ha"]);
+    }
+  });
+});
