@@ -6,3 +6,4 @@ export * from "./trace";
 export * from "./ofctl-errors";
 export * from "./conntrack";
 export * from "./ports";
+export * from "./packets";

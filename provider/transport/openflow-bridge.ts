@@ -87,6 +87,12 @@ export class OpenFlowBridge {
     return parseGroups(await this.ofctl(["--no-names", "dump-groups", this.address]));
   }
 
+  /** Sends one packet (hex, as packets.ts builds it) out of a port of the bridge. */
+  async packetOut(hex: string, port: number): Promise<void> {
+    if (!/^[0-9a-f]+$/.test(hex)) throw new OpenFlowValueError("packet", "is not hex");
+    await this.ofctl(["packet-out", this.address, `in_port=controller,packet=${hex},actions=output:${checkUint("port", port, 0xfeff, 1)}`]);
+  }
+
   /** Every OpenFlow port with its LIVE state (what watch_port follows). */
   async dumpPortsDesc(): Promise<PortDesc[]> {
     return parsePortsDesc(await this.ofctl(["dump-ports-desc", this.address]));

@@ -16,10 +16,10 @@ import { waitUntil } from "../support/wait";
  * One active/active load balancer on two distributor devices (dist1, dist2)
  * with no single point of failure. Both hold the same group (ids from the
  * load balancer), so a 5-tuple picks the same amphora on each. The lab's
- * client routes the VIP by ECMP via each device's next hop (an address its
- * attachment answers ARP for) and, with fib_multipath_use_neigh, stops using
- * a next hop whose neighbour entry fails: a dead device drops out with no
- * controller involved. Amphorae are hv3's VMs (the VIP on their loopback).
+ * edge router routes the VIP by ECMP via each device's next hop (an address
+ * its attachment answers ARP for) and, with fib_multipath_use_neigh, stops
+ * using a next hop whose neighbour entry fails: a dead device drops out with
+ * no controller involved. Amphorae are hv3's VMs (the VIP on their loopback).
  */
 
 type Props = Record<string, any>;
@@ -27,16 +27,12 @@ const VIP = "10.0.0.213";
 const LB = "lb-ha";
 const DEVICES = ["dist1", "dist2"] as const;
 const NEXT_HOP: Record<string, string> = { dist1: "10.0.0.41", dist2: "10.0.0.42" };
-/** Neighbour timers of the client (the "router"): a next hop that stops answering fails within about 0.5 s. */
-const NEIGH = { base_reachable_time_ms: "200", delay_first_probe_time: "0", retrans_time_ms: "100", ucast_solicit: "2", mcast_solicit: "0" };
-
 let inv: LabInventory;
 let amp: LabBackend[];
 const ssh: Record<string, SshSession> = {};
 let unlock: (() => void) | undefined;
 const device: Record<string, { id: string; outs: Props }> = {};
 const attachment: Record<string, { id: string; outs: Props }> = {};
-let saved: Record<string, string> = {};
 let live: LiveConnections | undefined;
 
 const hostOf = (d: string) => ({ connection: sshTo(inv, d), ovsRundir: inv.hosts[d].ovsRundir });
@@ -84,9 +80,9 @@ async function picks(d: string, count = 2000): Promise<(string | undefined)[]> {
   return buckets.map((b) => (b === undefined ? undefined : macs.get(b)));
 }
 
-/** The device the client's route sends a connection's packets through (by its local port). */
+/** The device the edge router forwards a connection's packets through (by the client's local port). */
 function deviceOf(localPort: number): string {
-  const out = inNamespace(inv.client.namespace, ["ip", "route", "get", VIP, "from", inv.client.address, "ipproto", "tcp", "sport", String(localPort), "dport", "8080"]);
+  const out = inNamespace(edge(), ["ip", "route", "get", VIP, "from", inv.client.address, "iif", "eth0", "ipproto", "tcp", "sport", String(localPort), "dport", "8080"]);
   const hop = /via (\S+)/.exec(out)?.[1];
   return Object.keys(NEXT_HOP).find((d) => NEXT_HOP[d] === hop)!;
 }
@@ -101,8 +97,7 @@ function amphoraVip(b: LabBackend, on: boolean) {
   }
 }
 
-const sysctl = (key: string, value?: string) =>
-  inNamespace(inv.client.namespace, ["sysctl", "-q", "-n", ...(value === undefined ? [key] : ["-w", `${key}=${value}`])]).trim();
+const edge = () => inv.edgeRouter!.namespace;
 
 /** The device's segment link, cut or restored at the lab's segment bridge (its cable, in the root namespace). */
 const setLink = async (d: string, up: boolean) => void execFileSync("ip", ["link", "set", `s-${d}`, up ? "up" : "down"]);
@@ -113,12 +108,9 @@ beforeAll(async () => {
   unlock = await lockLab("distributor");
   for (const d of DEVICES) ssh[d] = await labSsh(inv, d);
   for (const b of amp.slice(0, 3)) amphoraVip(b, true);
-  // The client is the router: ECMP over the devices' next hops, skipping a next hop whose neighbour failed.
-  const keys = ["net.ipv4.fib_multipath_use_neigh", ...Object.keys(NEIGH).map((k) => `net.ipv4.neigh.eth0.${k}`)];
-  saved = Object.fromEntries(keys.map((k) => [k, sysctl(k)]));
-  sysctl("net.ipv4.fib_multipath_use_neigh", "1");
-  for (const [k, v] of Object.entries(NEIGH)) sysctl(`net.ipv4.neigh.eth0.${k}`, v);
-  inNamespace(inv.client.namespace, ["ip", "route", "replace", `${VIP}/32`, ...DEVICES.flatMap((d) => ["nexthop", "via", NEXT_HOP[d], "dev", "eth0"])]);
+  // The client sends the VIP to the edge router, which spreads it by ECMP over the devices' next hops.
+  inNamespace(edge(), ["ip", "route", "replace", `${VIP}/32`, ...DEVICES.flatMap((d) => ["nexthop", "via", NEXT_HOP[d], "dev", "eth0"])]);
+  inNamespace(inv.client.namespace, ["ip", "route", "replace", `${VIP}/32`, "via", inv.edgeRouter!.address, "dev", "eth0"]);
   for (const d of DEVICES) device[d] = await handlers.create("DistributorDevice", await checked("DistributorDevice", { host: hostOf(d), deviceId: d, uplinkBridge: "br-seg" }));
 });
 
@@ -129,7 +121,7 @@ afterAll(async () => {
   for (const d of DEVICES) if (device[d]) await handlers.remove("DistributorDevice", device[d].id, device[d].outs).catch(() => undefined);
   if (inv) {
     inNamespace(inv.client.namespace, ["ip", "route", "del", `${VIP}/32`]);
-    for (const [k, v] of Object.entries(saved)) sysctl(k, v);
+    inNamespace(edge(), ["ip", "route", "del", `${VIP}/32`]);
     for (const b of amp.slice(0, 3)) amphoraVip(b, false);
   }
   for (const s of Object.values(ssh)) s.close();
@@ -177,11 +169,11 @@ describe("one load balancer on two distributor devices", () => {
         if (fault === "ovs-vswitchd stopped") inNamespace(inv.hosts.dist1.namespace, ["kill", "-CONT", String(pid)]);
         else await setLink("dist1", true);
       }
-      // Back: the client resolves dist1's next hop again and its connections return to it, still to the same amphorae.
-      await waitUntil(() => viaDist1.every((c) => deviceOf(c.port) === "dist1"), { what: "dist1's next hop back", timeoutMs: 10_000, intervalMs: 100 });
-      connectAndClose(inv.client.namespace, times(VIP, 8080, 10), { concurrency: 10 });
+      // Back: update sends nothing to the bridge (its flows are intact) and announces the next hop, which the
+      // router takes again; dist1's connections return to it, still to the same amphorae.
       await apply("dist1", attachmentInputs("dist1"));
       expect(attachment.dist1.outs.lastApply.messages).toBe(0);
+      await waitUntil(() => viaDist1.every((c) => deviceOf(c.port) === "dist1"), { what: "dist1's next hop back", timeoutMs: 10_000, intervalMs: 100 });
       expect((await live!.round()).filter((c) => c.broken)).toEqual([]);
     });
   }

@@ -16,6 +16,7 @@ import {
   SEGMENT_BRIDGE,
   SEGMENT_CIDR,
   TENANT_CLIENT,
+  EDGE_ROUTER,
   mgmtAddressOf,
   namespaceOf,
   segmentAddressOf,
@@ -161,6 +162,7 @@ export class Lab {
     this.makeClient(hosts);
     this.makeTenantClient(hosts);
     this.makeL3dsr(hosts);
+    this.makeEdgeRouter();
     const backends = HOSTS.flatMap((h) => h.vms).map((vm) => this.makeVm(vm));
     // One ping across each network warms the ARP caches of OVS and the kernels.
     for (const h of HOSTS.filter((p) => p.role !== "ovn-central")) {
@@ -186,6 +188,7 @@ export class Lab {
       backendPort: BACKEND_PORT,
       client: CLIENT,
       tenantClient: TENANT_CLIENT,
+      edgeRouter: EDGE_ROUTER,
       l3dsr: {
         namespace: L3DSR.namespace,
         segment: { ...L3DSR.segment },
@@ -423,6 +426,27 @@ export class Lab {
     for (const h of Object.values(hosts).filter((x) => x.role === "hypervisor" && x.underlay)) {
       inNs(ns, ["ping", "-c1", "-W2", h.underlay!.address]);
     }
+  }
+
+  /**
+   * The upstream router: forwards on its one segment leg (router on a stick,
+   * so no ICMP redirects), ECMP hashed on L4, a next hop skipped once its
+   * neighbour entry has failed, and neighbour timers that fail a silent next
+   * hop within about half a second. Tests add their routes.
+   */
+  private makeEdgeRouter() {
+    const { namespace: ns, port, address, mac } = EDGE_ROUTER;
+    this.makeNamespace(ns);
+    this.plugIntoRootBridge(SEGMENT_BRIDGE, "s-edge", ns, port);
+    inNs(ns, ["ip", "link", "set", port, "address", mac]);
+    inNs(ns, ["ip", "addr", "add", `${address}/24`, "dev", port]);
+    inNs(ns, ["ip", "link", "set", port, "up"]);
+    inNs(ns, ["ethtool", "-K", port, "tx", "off"]);
+    inNs(ns, ["sysctl", "-q", "-w", "net.ipv4.ip_forward=1", "net.ipv4.conf.all.send_redirects=0", `net.ipv4.conf.${port}.send_redirects=0`,
+      "net.ipv4.fib_multipath_use_neigh=1", "net.ipv4.fib_multipath_hash_policy=1",
+      `net.ipv4.neigh.${port}.base_reachable_time_ms=200`, `net.ipv4.neigh.${port}.delay_first_probe_time=0`,
+      `net.ipv4.neigh.${port}.retrans_time_ms=100`, `net.ipv4.neigh.${port}.ucast_solicit=2`]);
+    inNs(CLIENT.namespace, ["sysctl", "-q", "-w", "net.ipv4.conf.all.accept_redirects=0", "net.ipv4.conf.eth0.accept_redirects=0"]);
   }
 
   /**

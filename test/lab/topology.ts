@@ -56,6 +56,15 @@ export const GATEWAY_VIP_RANGE = "10.0.0.192/28";
  * address. `disallowedAddress` is a second underlay address of its own: GRE
  * sent from it is what an allow list must refuse.
  */
+/**
+ * An upstream router on the segment (a forwarding namespace, no OVS): the
+ * distributor tests route a VIP through it by ECMP over the devices' next
+ * hops, with its neighbour tracking dropping a next hop that stops
+ * answering. A router forwards per packet, unlike a TCP endpoint whose
+ * sockets keep the next hop they started with.
+ */
+export const EDGE_ROUTER = { namespace: "ovslb-edge", port: "eth0", address: "10.0.0.5", mac: "02:00:0a:00:00:05" };
+
 export const L3DSR = {
   namespace: "ovslb-l3dsr",
   segment: { port: "eth0", address: "10.0.0.4", mac: "02:00:0a:00:00:04" },
@@ -120,6 +129,8 @@ export interface LabInventory {
   client: { namespace: string; address: string; mac: string };
   /** Another tenant's client: an access port of VLAN `vlan` on dist1's br-seg (named client2 there). */
   tenantClient?: { namespace: string; address: string; mac: string; vlan: number };
+  /** The upstream router for distributor failover (EDGE_ROUTER). */
+  edgeRouter?: { namespace: string; port: string; address: string; mac: string };
   hosts: Record<string, LabHost>;
   backends: LabBackend[];
   /** The external L3DSR load balancer (absent in inventories written before it existed). */

@@ -1,5 +1,6 @@
 import schema from "../../../schema/distributor-attachment.json";
 import { applyBundle, observeBridge, openflowOf, type BridgeRef } from "../../engine/bridge";
+import { arpAnnouncement } from "../../openflow";
 import { foreignGroupIds, ownedFlows, ownedGroupIds, planBridge, type ApplySummary, type ObservedBridge } from "../../engine/plan";
 import type { DistributorAttachmentInputs } from "../../model/inputs.generated";
 import { OPEN_VSWITCH, OwnedTransaction, Transaction, mutation, ownerMark, ownerOf, where, type BridgeRow } from "../../ovsdb";
@@ -191,6 +192,8 @@ async function ensure(
     const foreign = foreignGroupIds(observed, attachmentIntent(d, kept, []));
     const ids = planIds(d, slots.map((x) => x.slot), previous, (g) => foreign.has(g));
     const lastApply = await applyBundle(ref, planBridge(`${s.hostName}: bridge ${names.bridge}`, attachmentIntent(d, ids, slots), observed));
+    // A router that gave up on this next hop (the device was down) takes it back now, not at its next resolution.
+    if (d.nextHop) await openflowOf(ref).packetOut(arpAnnouncement(d.frontendMac!, d.nextHop), FRONTEND_OFPORT);
     return {
       bridge: names.bridge,
       bridgeUuid: rows.bridge!._uuid.id,
