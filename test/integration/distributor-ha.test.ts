@@ -8,7 +8,7 @@ import { OpenFlowBridge } from "../../provider/transport/openflow-bridge";
 import { traceBuckets } from "../../provider/transport/openflow-trace";
 import type { SshSession } from "../../provider/transport/ssh";
 import type { LabBackend, LabInventory } from "../lab/topology";
-import { inNamespace, labSsh, loadInventory, lockLab, sshTo } from "../support/lab";
+import { inNamespace, labSsh, loadInventory, lockLab, restartVswitchd, sshTo } from "../support/lab";
 import { connectAndClose, openLiveConnections, times, type LiveConnections } from "../support/tcp-clients";
 import { waitUntil } from "../support/wait";
 
@@ -134,7 +134,11 @@ describe("one load balancer on two distributor devices", () => {
     const [one, two] = await Promise.all(DEVICES.map((d) => picks(d)));
     expect(one).toEqual(two);
     expect(new Set(one)).toEqual(new Set([amp[0].mac, amp[1].mac]));
-    for (const d of DEVICES) expect(((await handlers.read("DistributorDevice", device[d].id, device[d].outs)).props as Props).attachmentHealth[LB]).toMatchObject({ ports: true });
+    for (const d of DEVICES) {
+      const health = ((await handlers.read("DistributorDevice", device[d].id, device[d].outs)).props as Props).attachmentHealth[LB];
+      expect(health.ports).toBe(true);
+      expect(health.flows).toBeGreaterThan(0);
+    }
   });
 
   it("ECMP spreads connections over both devices; each connection answers from the amphora both devices pick", async () => {
@@ -145,7 +149,7 @@ describe("one load balancer on two distributor devices", () => {
     expect(new Set(live.initial.map((c) => c.backend))).toEqual(new Set([amp[0].name, amp[1].name]));
   });
 
-  for (const fault of ["ovs-vswitchd stopped", "link cut"] as const) {
+  for (const fault of ["ovs-vswitchd stopped", "link cut", "ovs-vswitchd killed and restarted"] as const) {
     it(`${fault} on dist1: new connections succeed through dist2, live ones through dist2 never break, dist1's resume through dist2 on the same amphora; back up, it carries its share again with no connection moving`, async () => {
       const before = await live!.round();
       expect(before.filter((c) => c.broken)).toEqual([]);
@@ -154,7 +158,8 @@ describe("one load balancer on two distributor devices", () => {
       const pid = Number((await runChecked(ssh.dist1, ["cat", `${inv.hosts.dist1.ovsRundir}/ovs-vswitchd.pid`])).trim());
       const started = Date.now();
       if (fault === "ovs-vswitchd stopped") inNamespace(inv.hosts.dist1.namespace, ["kill", "-STOP", String(pid)]);
-      else await setLink("dist1", false);
+      else if (fault === "link cut") await setLink("dist1", false);
+      else await restartVswitchd(inv.hosts.dist1);
       try {
         // New connections succeed once the client has dropped dist1's next hop.
         await waitUntil(() => connectAndClose(inv.client.namespace, times(VIP, 8080, 10), { concurrency: 10, greetingTimeoutMs: 400 }).every((r) => !r.error), {
@@ -167,12 +172,16 @@ describe("one load balancer on two distributor devices", () => {
         expect(during.filter((c) => c.broken)).toEqual([]);
       } finally {
         if (fault === "ovs-vswitchd stopped") inNamespace(inv.hosts.dist1.namespace, ["kill", "-CONT", String(pid)]);
-        else await setLink("dist1", true);
+        else if (fault === "link cut") await setLink("dist1", true);
       }
-      // Back: update sends nothing to the bridge (its flows are intact) and announces the next hop, which the
+      const restarted = fault === "ovs-vswitchd killed and restarted";
+      // The device's read says what is missing: after a restart its attachment has no flows until the next update.
+      const health = ((await handlers.read("DistributorDevice", device.dist1.id, device.dist1.outs)).props as Props).attachmentHealth[LB];
+      expect(health.flows === 0).toBe(restarted);
+      // Back: update puts back what is missing (nothing, unless restarted) and announces the next hop, which the
       // router takes again; dist1's connections return to it, still to the same amphorae.
       await apply("dist1", attachmentInputs("dist1"));
-      expect(attachment.dist1.outs.lastApply.messages).toBe(0);
+      expect(attachment.dist1.outs.lastApply.messages > 0).toBe(restarted);
       await waitUntil(() => viaDist1.every((c) => deviceOf(c.port) === "dist1"), { what: "dist1's next hop back", timeoutMs: 10_000, intervalMs: 100 });
       expect((await live!.round()).filter((c) => c.broken)).toEqual([]);
     });

@@ -277,10 +277,10 @@ export class Lab {
   }
 
   private startOvs(plan: HostPlan, ns: string, rundir: string): Partial<LabHost> {
+    const dbSock = join(rundir, "db.sock");
     const env = this.daemonEnv(rundir);
     const nsRun = (argv: string[]) => run(["ip", "netns", "exec", ns, ...argv], { env });
     const db = join(rundir, "conf.db");
-    const dbSock = join(rundir, "db.sock");
     run(["ovsdb-tool", "create", db, "/usr/share/openvswitch/vswitch.ovsschema"]);
     this.record("pidFiles", join(rundir, "ovsdb-server.pid"));
     nsRun(["ovsdb-server", db, `--remote=punix:${dbSock}`, "--remote=db:Open_vSwitch,Open_vSwitch,manager_options",
@@ -288,8 +288,7 @@ export class Lab {
       `--log-file=${join(rundir, "ovsdb-server.log")}`]);
     nsRun(["ovs-vsctl", "--no-wait", "init"]);
     this.record("pidFiles", join(rundir, "ovs-vswitchd.pid"));
-    nsRun(["ovs-vswitchd", `unix:${dbSock}`, "--disable-system", `--pidfile=${join(rundir, "ovs-vswitchd.pid")}`,
-      "--detach", "-vconsole:err", `--log-file=${join(rundir, "ovs-vswitchd.log")}`]);
+    nsRun(vswitchdCommand(rundir));
 
     // Underlay: a routed /24 per host, with the address on br-phy (userspace tunnelling).
     const ulRouterSide = `u-${plan.name}`;
@@ -549,4 +548,10 @@ function waitGone(pids: number[], timeoutMs: number) {
   while (pids.some(isAlive) && Date.now() < deadline) {
     execFileSync("sleep", ["0.05"]);
   }
+}
+
+/** How the lab starts a host's ovs-vswitchd (in its namespace, with its run directory as OVS_RUNDIR/DBDIR/LOGDIR): tests restart one the same way. */
+export function vswitchdCommand(rundir: string): string[] {
+  return ["ovs-vswitchd", `unix:${join(rundir, "db.sock")}`, "--disable-system", `--pidfile=${join(rundir, "ovs-vswitchd.pid")}`,
+    "--detach", "-vconsole:err", `--log-file=${join(rundir, "ovs-vswitchd.log")}`];
 }

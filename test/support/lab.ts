@@ -1,7 +1,7 @@
 import { readFileSync, existsSync } from "node:fs";
 import { join } from "node:path";
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
-import { DEFAULT_LAB_DIR } from "../lab/lab";
+import { DEFAULT_LAB_DIR, vswitchdCommand } from "../lab/lab";
 import type { LabHost, LabInventory } from "../lab/topology";
 import { SshSession, type SshConnection } from "../../provider/transport/ssh";
 
@@ -51,6 +51,15 @@ export async function labSsh(inv: LabInventory, host: string | LabHost): Promise
 /** Runs argv inside a lab namespace (VMs and the client are not managed hosts: no SSH there). */
 export function inNamespace(ns: string, argv: string[], input?: string): string {
   return execFileSync("ip", ["netns", "exec", ns, ...argv], { encoding: "utf8", input });
+}
+
+/** Kills a lab host's ovs-vswitchd (SIGKILL: a crash, nothing cleaned up) and starts it again as the lab does; its OpenFlow flows are gone, OVSDB is kept. */
+export async function restartVswitchd(host: LabHost): Promise<void> {
+  const rundir = host.ovsRundir!;
+  const pid = Number(readFileSync(join(rundir, "ovs-vswitchd.pid"), "utf8").trim());
+  process.kill(pid, "SIGKILL");
+  for (let i = 0; i < 200 && existsSync(`/proc/${pid}`) && !readFileSync(`/proc/${pid}/stat`, "utf8").includes(") Z "); i++) await new Promise((r) => setTimeout(r, 10));
+  execFileSync("ip", ["netns", "exec", host.namespace, ...vswitchdCommand(rundir)], { env: { ...process.env, OVS_RUNDIR: rundir, OVS_DBDIR: rundir, OVS_LOGDIR: rundir } });
 }
 
 /** Spawns a long-running process inside a lab namespace. */
