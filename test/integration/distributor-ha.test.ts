@@ -228,4 +228,43 @@ describe("one load balancer on two distributor devices", () => {
       await runChecked(ssh.dist1, ["ovs-vsctl", "--if-exists", "del-port", bridge, "wp-ha"]);
     }
   });
+  it("isolation on both devices: a second tenant with the same VIP, in its own VLAN, on both devices at once; each tenant reaches only its own amphorae, on either device", async () => {
+    const tenant = inv.tenantClient!;
+    const B = "lb-ha-b";
+    const hv3 = await labSsh(inv, "hv3");
+    const b: Record<string, { id: string; outs: Props }> = {};
+    // Tenant B's amphora lives in tenant B's VLAN, with the same VIP on its loopback.
+    await runChecked(hv3, ["ovs-vsctl", "set", "port", amp[3].port, `tag=${tenant.vlan}`]);
+    amphoraVip(amp[3], true);
+    try {
+      for (const d of DEVICES) {
+        const inputs = await checked("DistributorAttachment", {
+          host: hostOf(d), deviceId: d, uplinkBridge: "br-seg", attachmentId: B, loadBalancerId: B, vip: VIP, vlan: tenant.vlan,
+          frontendMac: derivedFrontendMac(`${B}/${d}`), amphorae: [{ name: "amp-b1", mac: amp[3].mac, role: "active", slot: 1 }],
+        });
+        b[d] = await handlers.create("DistributorAttachment", inputs);
+      }
+      // On each device, each tenant's tuples go only to its own amphorae.
+      for (const d of DEVICES) {
+        const tenantA = new Set(await picks(d, 300));
+        expect([...tenantA].every((m) => m === amp[0].mac || m === amp[2].mac)).toBe(true);
+        const bridgeB = attachmentNames({ attachmentId: B }).bridge;
+        const macsB = new Map((await ofctl(d, bridgeB).dumpGroup(b[d].outs.groupId))!.buckets.map((x) => [x.bucketId, bucketMac(x.actions)]));
+        const pickedB = await traceBuckets(ssh[d], bridgeB, packets(300, b[d].outs.frontendMac), { ovsRundir: inv.hosts[d].ovsRundir });
+        expect(new Set(pickedB.map((x) => macsB.get(x!)))).toEqual(new Set([amp[3].mac]));
+      }
+      // Live, at once: tenant A through the edge router and both devices, tenant B from its VLAN.
+      const [ra, rb] = [
+        connectAndClose(inv.client.namespace, times(VIP, 8080, 20), { concurrency: 5 }),
+        connectAndClose(tenant.namespace, times(VIP, 8080, 20), { concurrency: 5 }),
+      ];
+      expect(ra.every((r) => !r.error && (r.backend === amp[0].name || r.backend === amp[2].name))).toBe(true);
+      expect(rb.every((r) => !r.error && r.backend === amp[3].name)).toBe(true);
+    } finally {
+      for (const d of DEVICES) if (b[d]) await handlers.remove("DistributorAttachment", b[d].id, b[d].outs).catch(() => undefined);
+      amphoraVip(amp[3], false);
+      await runChecked(hv3, ["ovs-vsctl", "remove", "port", amp[3].port, "tag", String(tenant.vlan)]);
+      hv3.close();
+    }
+  });
 });
