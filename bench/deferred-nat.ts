@@ -289,7 +289,7 @@ const vipFlow = (gw: Gateway, cookie: bigint, vip: string, groupId: number): Flo
 
 const ipValue = (a: string) => a.split(".").reduce((n, o) => n * 256 + Number(o), 0);
 /** OVN numbers buckets in the order of its backend list; the positional baseline keeps that list sorted by address. */
-const byAddress = (list: readonly DeferredNatBackend[]) => [...list].sort((a, b) => ipValue(a.address) - ipValue(b.address) || a.port - b.port);
+export const byAddress = (list: readonly DeferredNatBackend[]) => [...list].sort((a, b) => ipValue(a.address) - ipValue(b.address) || a.port - b.port);
 const keyOf = (b: DeferredNatBackend) => `${b.address}:${b.port}`;
 
 // ---------------------------------------------------------------- 1. flows moved

@@ -5,6 +5,7 @@ import type { Benchmark, BenchContext, BenchReport } from "./common";
 import { deferredNatBenchmark } from "./deferred-nat";
 import { dsrGreBenchmark } from "./dsr-gre";
 import { livenessBenchmark } from "./liveness";
+import { secondChanceBenchmark } from "./second-chance";
 
 /**
  * `npm run bench -- [NAME ...] [--smoke] [--record | --out DIR] [--list]`:
@@ -21,7 +22,7 @@ import { livenessBenchmark } from "./liveness";
  *
  * Add a benchmark by listing it here.
  */
-const BENCHMARKS: readonly Benchmark[] = [deferredNatBenchmark, dsrGreBenchmark, livenessBenchmark];
+const BENCHMARKS: readonly Benchmark[] = [deferredNatBenchmark, dsrGreBenchmark, livenessBenchmark, secondChanceBenchmark];
 
 /** Compiled to dist/bench/run.js: the tracked results sit next to the sources. */
 const RESULTS = resolve(__dirname, "..", "..", "bench", "results");
