@@ -4,6 +4,7 @@
  * The caller opens the stream; the client owns it from then on.
  */
 import type { Duplex } from "node:stream";
+import { SshSession, type SshConnection } from "./ssh";
 import { type DatabaseSchema, type Row, decodeRow, isRecord, parseDatabaseSchema } from "../ovsdb/encoding";
 import type { ColumnOf, DatabaseModel, RowOf, TableName } from "../ovsdb/model";
 import {
@@ -362,4 +363,19 @@ function readTableUpdates(wire: unknown, schema: DatabaseSchema): TableUpdates {
     }
   }
   return updates;
+}
+
+/** One OVSDB database reached over SSH (its unix socket on the host) for the whole of fn; closed after. */
+export async function withRemoteOvsdb<R>(target: { connection: SshConnection; socket: string }, fn: (db: OvsdbClient) => Promise<R>): Promise<R> {
+  const ssh = await SshSession.connect(target.connection);
+  try {
+    const db = new OvsdbClient(await ssh.openUnixStream(target.socket), { host: ssh.hostName });
+    try {
+      return await fn(db);
+    } finally {
+      db.close();
+    }
+  } finally {
+    ssh.close();
+  }
 }

@@ -1,6 +1,6 @@
 import { isDeepStrictEqual } from "node:util";
 import type { DeferredNatLoadBalancerInputs as Inputs, DeferredNatVip, OvnProbe } from "../../model/inputs.generated";
-import { OvsdbClient } from "../../transport/ovsdb-client";
+import { withRemoteOvsdb, type OvsdbClient } from "../../transport/ovsdb-client";
 import {
   OVN_NORTHBOUND,
   OWNER_KEY,
@@ -16,7 +16,6 @@ import {
   type NamedUuid,
   type Uuid,
 } from "../../ovsdb";
-import { SshSession } from "../../transport/ssh";
 import { backendKey, lbId, withDefaults } from "./plan";
 
 /**
@@ -113,16 +112,7 @@ export function readNbRow(row: Omit<LoadBalancerRead, "_uuid" | "external_ids" |
 
 /** One connection to the NB database for a whole operation; fn gets none when the inputs have no OVN part. */
 export async function withNorthbound<R>(inputs: Inputs, fn: (db: OvsdbClient | undefined) => Promise<R>): Promise<R> {
-  if (!inputs.ovn) return fn(undefined);
-  const nb = inputs.ovn.northbound;
-  const ssh = await SshSession.connect(nb.connection);
-  const db = new OvsdbClient(await ssh.openUnixStream(nb.socket), { host: ssh.hostName });
-  try {
-    return await fn(db);
-  } finally {
-    db.close();
-    ssh.close();
-  }
+  return inputs.ovn ? withRemoteOvsdb(inputs.ovn.northbound, fn) : fn(undefined);
 }
 
 /** `root@172.30.0.10:22: OVN ` for refusals about this database. */

@@ -1,7 +1,6 @@
 import type { DeferredNatLoadBalancerInputs as Inputs } from "../../model/inputs.generated";
 import { OVN_SOUTHBOUND, Transaction, where, type Condition, type ServiceMonitorRow } from "../../ovsdb";
-import { OvsdbClient } from "../../transport/ovsdb-client";
-import { SshSession } from "../../transport/ssh";
+import { withRemoteOvsdb, type OvsdbClient } from "../../transport/ovsdb-client";
 import type { BindingView, MonitorView } from "./health";
 import { withDefaults } from "./plan";
 
@@ -22,15 +21,7 @@ export interface SouthboundView {
 /** One connection to the SB database for a whole operation; fn gets none when the health check does not read it. */
 export async function withSouthbound<R>(inputs: Inputs, fn: (db: OvsdbClient | undefined) => Promise<R>): Promise<R> {
   const sb = inputs.healthCheck?.probe ? inputs.healthCheck.southbound : undefined;
-  if (!sb) return fn(undefined);
-  const ssh = await SshSession.connect(sb.connection);
-  const db = new OvsdbClient(await ssh.openUnixStream(sb.socket), { host: ssh.hostName });
-  try {
-    return await fn(db);
-  } finally {
-    db.close();
-    ssh.close();
-  }
+  return sb ? withRemoteOvsdb(sb, fn) : fn(undefined);
 }
 
 const logicalPortsOf = (inputs: Inputs) => [...new Set(withDefaults(inputs).vips.flatMap((v) => v.backends.flatMap((b) => (b.logicalPort ? [b.logicalPort] : []))))];
