@@ -3,7 +3,7 @@ import { check, handle } from "../../provider/handlers";
 import { planBridge, type ObservedBridge } from "../../provider/engine/plan";
 import type { DeferredNatBackend, DeferredNatLoadBalancerInputs } from "../../provider/model/inputs.generated";
 import { renderBundle, toFlowEntry, type Flow } from "../../provider/openflow";
-import { gatewayIntent, tunnelPorts, withDefaults } from "../../provider/resources/deferred-nat-load-balancer/plan";
+import { actualInputs, gatewayIntent, tunnelPorts, withDefaults } from "../../provider/resources/deferred-nat-load-balancer/plan";
 import { SLOT_TABLE, planAllSlots, recordAllSlots } from "../../provider/resources/deferred-nat-load-balancer/second-chance";
 import { actualInputs as dsrActual, cookieOf as dsrCookie, desiredFlows, withDefaults as dsrDefaults } from "../../provider/resources/dsr-hypervisor-flows/plan";
 
@@ -80,6 +80,19 @@ describe("secondChance on the gateways", () => {
     }
     expect([...keys.get("hv1")!]).toEqual([0]);
     expect([...keys.get("hv2")!].map(ip)).toEqual([hvAddress.hv2]);
+  });
+
+  it("reads its own slot flows back as its inputs; a slot flow deleted by hand reads as its owner missing and says so", () => {
+    const inputs = lb(four);
+    const { slots, intent: it_ } = intent(inputs);
+    const g = { name: "gw1", port: gw, observed: asObserved(it_.flows) };
+    expect(actualInputs(inputs, NO_IDS, [g], slots.tables).inputs).toEqual(inputs);
+    const [entry, first, ...rest] = it_.flows;
+    const owner = String(action(first, "eth_dst")!.value);
+    const cut = actualInputs(inputs, NO_IDS, [{ ...g, observed: asObserved([entry, ...rest]) }], slots.tables);
+    expect(cut.inputs.vips[0].backends.map((b) => b.mac)).toEqual(four.map((b) => b.mac).filter((m) => m !== owner));
+    expect(cut.observations[0].findings).toEqual(["VIP tcp:10.0.0.196:80: 1 slot flows missing or changed"]);
+    expect(actualInputs(inputs, NO_IDS, [{ ...g, observed: asObserved(rest) }], slots.tables).inputs.vips).toEqual([]);
   });
 
   it("check refuses what second chance cannot carry, naming the property", async () => {

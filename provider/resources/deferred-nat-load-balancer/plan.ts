@@ -568,10 +568,10 @@ function actualSlotInputs(
         present = false;
       }
       let missing = 0;
+      const hypervisorOf = new Map(vip.backends.map((b) => [backendKey(b), b.hypervisor]));
       slotFlowsWanted.forEach((f) => {
         const owner = table.backends[table.owner[f.match.reg12!]];
-        const hv = d.vips.find((v) => vipKey(v) === key)!.backends.find((b) => backendKey(b) === owner)!.hypervisor;
-        if (cut.has(hv) || !present_(f)) {
+        if (cut.has(hypervisorOf.get(owner)!) || !present_(f)) {
           missing++;
           wrong.add(owner);
         }
