@@ -3,6 +3,7 @@ import { join, resolve } from "node:path";
 import { parseArgs, UsageError } from "./cli";
 import type { Benchmark, BenchContext, BenchReport } from "./common";
 import { deferredNatBenchmark } from "./deferred-nat";
+import { distributorFailoverBenchmark } from "./distributor-failover";
 import { dsrGreBenchmark } from "./dsr-gre";
 import { livenessBenchmark } from "./liveness";
 import { secondChanceBenchmark } from "./second-chance";
@@ -22,7 +23,7 @@ import { secondChanceBenchmark } from "./second-chance";
  *
  * Add a benchmark by listing it here.
  */
-const BENCHMARKS: readonly Benchmark[] = [deferredNatBenchmark, dsrGreBenchmark, livenessBenchmark, secondChanceBenchmark];
+const BENCHMARKS: readonly Benchmark[] = [deferredNatBenchmark, dsrGreBenchmark, livenessBenchmark, secondChanceBenchmark, distributorFailoverBenchmark];
 
 /** Compiled to dist/bench/run.js: the tracked results sit next to the sources. */
 const RESULTS = resolve(__dirname, "..", "..", "bench", "results");
