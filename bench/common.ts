@@ -2,6 +2,7 @@ import * as os from "node:os";
 import type { CommandResult, CommandRunner, RunOptions } from "../provider/transport/exec";
 import type { Duplex } from "node:stream";
 import { JsonStreamParser } from "../provider/transport/ovsdb-client";
+import { lockLab } from "../test/support/lab";
 
 /**
  * What every benchmark shares: the shape run.ts drives, timing, a note of
@@ -207,5 +208,63 @@ export class UnixctlClient {
 
   close() {
     this.stream.end();
+  }
+}
+
+export interface LabRunOptions {
+  /** Lab locks held for the whole run, taken in this order. */
+  locks: readonly string[];
+  lockTimeoutMs?: number;
+  /** Said when a signal interrupts the run. */
+  interrupted: string;
+  /** Undoes what the run made; returns what it could not undo. Runs on every exit, and on SIGINT/SIGTERM. */
+  teardown: () => Promise<string[]>;
+  /** Closes the run's connections, after a normal teardown. */
+  close: () => void;
+}
+
+/**
+ * A benchmark's run on the lab: takes its locks, runs `body`, and always
+ * tears down what it made; on SIGINT or SIGTERM it tears down, releases the
+ * locks and exits 130. `body` sees whether it has been interrupted.
+ */
+export async function labRun<T>(ctx: BenchContext, opts: LabRunOptions, body: (interrupted: () => boolean) => Promise<T>): Promise<T> {
+  const unlocks: (() => void)[] = [];
+  const release = () => {
+    for (const u of unlocks.splice(0).reverse()) u();
+  };
+  let aborting = false;
+  const onSignal = () => {
+    if (aborting) return;
+    aborting = true;
+    ctx.log(`interrupted: ${opts.interrupted}`);
+    opts.teardown().finally(() => {
+      release();
+      process.exit(130);
+    });
+  };
+  process.once("SIGINT", onSignal);
+  process.once("SIGTERM", onSignal);
+  try {
+    for (const lock of opts.locks) {
+      ctx.log(`waiting for the lab's ${lock} lock`);
+      unlocks.push(await lockLab(lock, opts.lockTimeoutMs));
+    }
+    return await body(() => aborting);
+  } finally {
+    process.removeListener("SIGINT", onSignal);
+    process.removeListener("SIGTERM", onSignal);
+    if (aborting) {
+      // The signal's teardown is under way (it exits when done): a step that failed because of it waits for it too.
+      await opts.teardown();
+    } else {
+      try {
+        const failed = await opts.teardown();
+        if (failed.length > 0) ctx.log(`teardown: ${failed.join("; ")}`);
+      } finally {
+        opts.close();
+        release();
+      }
+    }
   }
 }

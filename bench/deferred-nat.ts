@@ -37,12 +37,14 @@ import {
   fmtInt,
   fmtMs,
   fmtPct,
+  labRun,
   machineNote,
   median,
   timed,
   type BenchContext,
   type BenchReport,
   type Benchmark,
+  type LabRunOptions,
   type WireMessage,
 } from "./common";
 
@@ -776,16 +778,16 @@ export const deferredNatBenchmark: Benchmark = {
     const [small, large] = SIZES.apply;
     const gw = await connectGateway();
     const owned = new Owned();
-    let aborting = false;
-    const onSignal = () => {
-      if (aborting) return;
-      aborting = true;
-      ctx.log("interrupted: removing this run's flows and groups");
-      owned.removeAll(gw).finally(() => process.exit(130));
+    const run: LabRunOptions = {
+      locks: [],
+      interrupted: "removing this run's flows and groups",
+      teardown: async () => (await owned.removeAll(gw), []),
+      close: () => {
+        gw.unixctl.close();
+        gw.ssh.close();
+      },
     };
-    process.once("SIGINT", onSignal);
-    process.once("SIGTERM", onSignal);
-    try {
+    return labRun(ctx, run, async () => {
       const invariants = await acceptanceInvariants(gw.gatewayInput);
       const machine = await machineNote(gw.runner);
       const leftovers = await owned.removeAll(gw);
@@ -883,17 +885,6 @@ export const deferredNatBenchmark: Benchmark = {
         `Machine: ${machine.cpu}, ${machine.memory}, ${machine.kernel}, ${machine.ovs} (userspace datapath), Node ${machine.node}; load average ${machine.load} (${os.cpus().length} cores) as the run started; ${machine.date}.`,
       ].join("\n");
       return { name: "deferred-nat", markdown, data, invariants } satisfies BenchReport;
-    } finally {
-      process.removeListener("SIGINT", onSignal);
-      process.removeListener("SIGTERM", onSignal);
-      if (!aborting) {
-        try {
-          await owned.removeAll(gw);
-        } finally {
-          gw.unixctl.close();
-          gw.ssh.close();
-        }
-      }
-    }
+    });
   },
 };

@@ -11,10 +11,10 @@ import type { SshSession } from "../provider/transport/ssh";
 import { isAlive, readPid, vswitchdCommand } from "../test/lab/lab";
 import type { LabBackend, LabInventory } from "../test/lab/topology";
 import { ProviderDriver } from "../test/support/deferred-nat";
-import { inNamespace, labSsh, loadInventory, lockLab, restartVswitchd, spawnInNamespace, sshTo } from "../test/support/lab";
+import { inNamespace, labSsh, loadInventory, restartVswitchd, spawnInNamespace, sshTo } from "../test/support/lab";
 import { openLiveConnections, type LiveConnections } from "../test/support/tcp-clients";
 import { waitUntil } from "../test/support/wait";
-import { fmtMs, machineNote, median, type BenchContext, type BenchReport, type Benchmark, type Invariant } from "./common";
+import { fmtMs, machineNote, median, type BenchContext, type BenchReport, type Benchmark, type Invariant, labRun, type LabRunOptions } from "./common";
 
 /**
  * Issue 11's benchmark: one load balancer on two distributor devices (dist1,
@@ -767,23 +767,16 @@ export const distributorFailoverBenchmark: Benchmark = {
       pool: [],
     };
     const invariants: Invariant[] = [];
-    const unlocks: Array<() => void> = [];
-    let aborting = false;
-    const onSignal = () => {
-      if (aborting) return;
-      aborting = true;
-      ctx.log("interrupted: repairing dist1 and removing this run's resources");
-      teardown(lab).finally(() => {
-        for (const u of unlocks.reverse()) u();
-        process.exit(130);
-      });
+    const run: LabRunOptions = {
+      locks: ["distributor", "hv1-gre"],
+      lockTimeoutMs: 900_000,
+      interrupted: "repairing dist1 and removing this run's resources",
+      teardown: () => teardown(lab),
+      close: () => {
+        for (const s of Object.values(lab.ssh)) s?.close();
+      },
     };
-    process.once("SIGINT", onSignal);
-    process.once("SIGTERM", onSignal);
-    try {
-      ctx.log("waiting for the lab's distributor and hv1-gre locks");
-      unlocks.push(await lockLab("distributor", 900_000));
-      unlocks.push(await lockLab("hv1-gre", 900_000));
+    return labRun(ctx, run, async (interrupted) => {
       for (const d of DEVICES) lab.ssh[d] = await labSsh(inv, d);
       const machine = await machineNote(lab.ssh.dist1!);
       // Leftovers of an interrupted run.
@@ -832,7 +825,7 @@ export const distributorFailoverBenchmark: Benchmark = {
       const trials: Trial[] = [];
       for (let k = 0; k < sizes.trials; k++) {
         for (const fault of FAULTS) {
-          if (aborting) throw new Error("interrupted");
+          if (interrupted()) throw new Error("interrupted");
           trials.push(await runTrial(lab, ctx, fault, k, lab.live, hashedToVictim));
         }
       }
@@ -868,20 +861,6 @@ export const distributorFailoverBenchmark: Benchmark = {
         trials,
       };
       return { name: "distributor-failover", markdown: markdownOf(rows, sizes, machine, probesPerTrial), data, invariants } satisfies BenchReport;
-    } finally {
-      process.removeListener("SIGINT", onSignal);
-      process.removeListener("SIGTERM", onSignal);
-      if (aborting) {
-        await teardown(lab);
-      } else {
-        try {
-          const failed = await teardown(lab);
-          if (failed.length > 0) ctx.log(`teardown: ${failed.join("; ")}`);
-        } finally {
-          for (const s of Object.values(lab.ssh)) s?.close();
-          for (const u of unlocks.reverse()) u();
-        }
-      }
-    }
+    });
   },
 };

@@ -10,8 +10,8 @@ import type { SshSession } from "../provider/transport/ssh";
 import { encapsulateVip, l3dsrCounters, l3dsrDevice, removeVip, type L3dsrTunnel } from "../test/lab/l3dsr";
 import type { LabBackend, LabInventory } from "../test/lab/topology";
 import { ProviderDriver, labLoadBalancer } from "../test/support/deferred-nat";
-import { inNamespace, labSsh, loadInventory, lockLab, spawnInNamespace, sshTo } from "../test/support/lab";
-import { fmtInt, fmtMs, machineNote, type BenchContext, type BenchReport, type Benchmark, type Invariant } from "./common";
+import { inNamespace, labSsh, loadInventory, spawnInNamespace, sshTo } from "../test/support/lab";
+import { fmtInt, fmtMs, machineNote, type BenchContext, type BenchReport, type Benchmark, type Invariant, labRun, type LabRunOptions } from "./common";
 
 /**
  * Issue 8's benchmark: HTTP requests per second and p50/p99 latency through
@@ -644,23 +644,15 @@ export const dsrGreBenchmark: Benchmark = {
       servers: [],
     };
     const invariants: Invariant[] = [];
-    let unlock: (() => void) | undefined;
-    let aborting = false;
-    const onSignal = () => {
-      if (aborting) return;
-      aborting = true;
-      ctx.log("interrupted: removing this run's resources, flows, tunnel and servers");
-      teardown(lab).finally(() => {
-        unlock?.();
-        process.exit(130);
-      });
+    const run: LabRunOptions = {
+      locks: ["hv1-gre"],
+      interrupted: "removing this run's resources, flows, tunnel and servers",
+      teardown: () => teardown(lab),
+      close: () => {
+        for (const s of Object.values(lab.ssh)) s.close();
+      },
     };
-    process.once("SIGINT", onSignal);
-    process.once("SIGTERM", onSignal);
-    try {
-      // Every GRE user of hv1 (and hv2) takes this lock: a host's datapath holds one flow-based GRE port.
-      ctx.log("waiting for the lab's hv1-gre lock");
-      unlock = await lockLab("hv1-gre");
+    return labRun(ctx, run, async (interrupted) => {
       for (const h of HOSTS) lab.ssh[h] = await labSsh(inv, h);
       const machine = await machineNote(lab.ssh.gw1);
       await purge(lab);
@@ -670,7 +662,7 @@ export const dsrGreBenchmark: Benchmark = {
 
       ctx.log("creating the resources through the provider's handlers");
       for (const r of resources(lab)) {
-        if (aborting) throw new Error("interrupted");
+        if (interrupted()) throw new Error("interrupted");
         lab.creating = r.driver.create(r.inputs);
         await lab.creating;
       }
@@ -701,7 +693,7 @@ export const dsrGreBenchmark: Benchmark = {
       for (let round = 0; round < sizes.rounds; round++) {
         const order = round % 2 === 0 ? PATHS : [...PATHS].reverse();
         for (const path of order) {
-          if (aborting) throw new Error("interrupted");
+          if (interrupted()) throw new Error("interrupted");
           const m = await measure(lab, path, round, sizes, ctx);
           measurements.push(m);
           invariants.push(...pathInvariants(lab, m, sizes));
@@ -743,21 +735,6 @@ export const dsrGreBenchmark: Benchmark = {
         `Machine: ${machine.cpu}, ${machine.memory}, ${machine.kernel}, ${machine.ovs} (userspace datapath), Node ${machine.node}; load average ${machine.load} (${os.cpus().length} cores) as the run started; ${machine.date}.`,
       ].join("\n");
       return { name: "dsr-gre", markdown, data, invariants } satisfies BenchReport;
-    } finally {
-      process.removeListener("SIGINT", onSignal);
-      process.removeListener("SIGTERM", onSignal);
-      if (aborting) {
-        // The signal's teardown is under way (it exits when done): a step that failed because of it waits for it too.
-        await teardown(lab);
-      } else {
-        try {
-          const failed = await teardown(lab);
-          if (failed.length > 0) ctx.log(`teardown: ${failed.join("; ")}`);
-        } finally {
-          for (const s of Object.values(lab.ssh)) s.close();
-          unlock?.();
-        }
-      }
-    }
+    });
   },
 };

@@ -13,9 +13,9 @@ import type { SshSession } from "../provider/transport/ssh";
 import { isAlive, readPid } from "../test/lab/lab";
 import type { LabBackend, LabInventory } from "../test/lab/topology";
 import { ProviderDriver, labBackend, labHypervisorFlows, labLoadBalancer } from "../test/support/deferred-nat";
-import { inNamespace, labSsh, loadInventory, lockLab, spawnInNamespace } from "../test/support/lab";
+import { inNamespace, labSsh, loadInventory, spawnInNamespace } from "../test/support/lab";
 import { waitUntil } from "../test/support/wait";
-import { fmtMs, machineNote, median, UnixctlClient, type BenchContext, type BenchReport, type Benchmark, type Invariant } from "./common";
+import { fmtMs, machineNote, median, UnixctlClient, type BenchContext, type BenchReport, type Benchmark, type Invariant, labRun, type LabRunOptions } from "./common";
 
 /**
  * Issue 9's benchmark: how long a dead hypervisor's backends keep being
@@ -595,22 +595,16 @@ export const livenessBenchmark: Benchmark = {
       checkers: [],
     };
     const invariants: Invariant[] = [];
-    let unlock: (() => void) | undefined;
-    let aborting = false;
-    const onSignal = () => {
-      if (aborting) return;
-      aborting = true;
-      ctx.log("interrupted: repairing hv1 and removing this run's resources");
-      teardown(lab).finally(() => {
-        unlock?.();
-        process.exit(130);
-      });
+    const run: LabRunOptions = {
+      locks: ["hv1-gre"],
+      interrupted: "repairing hv1 and removing this run's resources",
+      teardown: () => teardown(lab),
+      close: () => {
+        for (const u of Object.values(lab.unixctl)) u.close();
+        for (const s of Object.values(lab.ssh)) s.close();
+      },
     };
-    process.once("SIGINT", onSignal);
-    process.once("SIGTERM", onSignal);
-    try {
-      ctx.log("waiting for the lab's hv1-gre lock");
-      unlock = await lockLab("hv1-gre");
+    return labRun(ctx, run, async (interrupted) => {
       for (const h of [...GATEWAYS, ...HYPERVISORS]) lab.ssh[h] = await labSsh(inv, h);
       for (const g of GATEWAYS) {
         const pid = (await runChecked(lab.ssh[g], ["cat", `${inv.hosts[g].ovsRundir}/ovs-vswitchd.pid`])).trim();
@@ -667,7 +661,7 @@ export const livenessBenchmark: Benchmark = {
         const wideBefore = Object.fromEntries(await Promise.all(GATEWAYS.map(async (g) => [g, await traceOn(lab, g, wide)] as const)));
         for (const fault of FAULTS) {
           for (let trial = 0; trial < sizes.trials; trial++) {
-            if (aborting) throw new Error("interrupted");
+            if (interrupted()) throw new Error("interrupted");
             trials.push(await runTrial(lab, ctx, fault, trial, probe, probeExpected, probeVictim, wide, wideBefore, ofHv, underlayCheck, backendCheck, backendTarget.name));
           }
         }
@@ -703,21 +697,6 @@ export const livenessBenchmark: Benchmark = {
         trials,
       };
       return { name: "liveness", markdown: markdownOf(rows, sizes, machine), data, invariants } satisfies BenchReport;
-    } finally {
-      process.removeListener("SIGINT", onSignal);
-      process.removeListener("SIGTERM", onSignal);
-      if (aborting) {
-        await teardown(lab);
-      } else {
-        try {
-          const failed = await teardown(lab);
-          if (failed.length > 0) ctx.log(`teardown: ${failed.join("; ")}`);
-        } finally {
-          for (const u of Object.values(lab.unixctl)) u.close();
-          for (const s of Object.values(lab.ssh)) s.close();
-          unlock?.();
-        }
-      }
-    }
+    });
   },
 };

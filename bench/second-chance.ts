@@ -13,10 +13,10 @@ import type { SshSession } from "../provider/transport/ssh";
 import type { LabBackend, LabInventory } from "../test/lab/topology";
 import { ProviderDriver, labBackend, labHypervisorFlows, labLoadBalancer } from "../test/support/deferred-nat";
 import { connectAndClose, openLiveConnections, times, type LiveConnection, type LiveConnections } from "../test/support/tcp-clients";
-import { inNamespace, labSsh, loadInventory, lockLab, spawnInNamespace, sshTo } from "../test/support/lab";
+import { inNamespace, labSsh, loadInventory, spawnInNamespace, sshTo } from "../test/support/lab";
 import { waitUntil } from "../test/support/wait";
 import { byAddress } from "./deferred-nat";
-import { fmtInt, machineNote, type BenchContext, type BenchReport, type Benchmark, type Invariant } from "./common";
+import { fmtInt, machineNote, type BenchContext, type BenchReport, type Benchmark, type Invariant, labRun, type LabRunOptions } from "./common";
 
 /**
  * Issue 10's benchmark: what a backend change does to established
@@ -912,22 +912,15 @@ export const secondChanceBenchmark: Benchmark = {
       usedPorts: new Set(),
     };
     const invariants: Invariant[] = [];
-    let unlock: (() => void) | undefined;
-    let aborting = false;
-    const onSignal = () => {
-      if (aborting) return;
-      aborting = true;
-      ctx.log("interrupted: removing this run's resources");
-      teardown(lab).finally(() => {
-        unlock?.();
-        process.exit(130);
-      });
+    const run: LabRunOptions = {
+      locks: ["hv1-gre"],
+      interrupted: "removing this run's resources",
+      teardown: () => teardown(lab),
+      close: () => {
+        for (const s of Object.values(lab.ssh)) s.close();
+      },
     };
-    process.once("SIGINT", onSignal);
-    process.once("SIGTERM", onSignal);
-    try {
-      ctx.log("waiting for the lab's hv1-gre lock");
-      unlock = await lockLab("hv1-gre");
+    return labRun(ctx, run, async (interrupted) => {
       await Promise.all([...GATEWAYS, ...HYPERVISORS].map(async (h) => (lab.ssh[h] = await labSsh(inv, h))));
       for (const g of GATEWAYS) lab.segOfport[g] = Number((await runChecked(lab.ssh[g], ["ovs-vsctl", "get", "interface", "seg0", "ofport"])).trim());
       const machine = await machineNote(lab.ssh.gw1);
@@ -945,7 +938,7 @@ export const secondChanceBenchmark: Benchmark = {
 
       const results: ModeResult[] = [];
       for (const m of MODES) {
-        if (aborting) throw new Error("interrupted");
+        if (interrupted()) throw new Error("interrupted");
         results.push(await runMode(lab, m, sizes, ctx, invariants));
         const d0 = Date.now();
         await deleteMode(lab.made.find((x) => x.mode === m)!);
@@ -971,18 +964,6 @@ export const secondChanceBenchmark: Benchmark = {
       };
       const data = { machine, sizes, vip: VIP, names: NAME, backends: lab.pool.map((b) => ({ name: b.name, address: b.address, hypervisor: b.hypervisor })), latencySummary: summary, results };
       return { name: "second-chance", markdown: markdownOf(results, sizes, machine), data, invariants } satisfies BenchReport;
-    } finally {
-      process.removeListener("SIGINT", onSignal);
-      process.removeListener("SIGTERM", onSignal);
-      if (!aborting) {
-        try {
-          const failed = await teardown(lab);
-          if (failed.length > 0) ctx.log(`teardown: ${failed.join("; ")}`);
-        } finally {
-          for (const s of Object.values(lab.ssh)) s.close();
-          unlock?.();
-        }
-      }
-    }
+    });
   },
 };
