@@ -11,7 +11,7 @@ import type { SshSession } from "../provider/transport/ssh";
 import { isAlive, readPid, vswitchdCommand } from "../test/lab/lab";
 import type { LabBackend, LabInventory } from "../test/lab/topology";
 import { ProviderDriver } from "../test/support/deferred-nat";
-import { inNamespace, labSsh, loadInventory, restartVswitchd, spawnInNamespace, sshTo } from "../test/support/lab";
+import { inNamespace, labSsh, loadInventory, restartVswitchd, spawnInNamespace, sshTo, amphoraVip } from "../test/support/lab";
 import { openLiveConnections, type LiveConnections } from "../test/support/tcp-clients";
 import { waitUntil } from "../test/support/wait";
 import { fmtMs, machineNote, median, type BenchContext, type BenchReport, type Benchmark, type Invariant, labRun, type LabRunOptions } from "./common";
@@ -358,16 +358,6 @@ function attachmentInputs(lab: Lab, d: Device) {
 }
 
 const ARP_SYSCTLS = ["arp_ignore", "arp_announce"] as const;
-function amphoraVip(b: LabBackend, on: boolean) {
-  if (on) {
-    for (const [k, v] of [["arp_ignore", "1"], ["arp_announce", "2"]]) inNamespace(b.namespace, ["sysctl", "-q", "-w", `net.ipv4.conf.all.${k}=${v}`]);
-    inNamespace(b.namespace, ["ip", "addr", "replace", `${VIP}/32`, "dev", "lo"]);
-  } else {
-    inNamespace(b.namespace, ["ip", "addr", "flush", "dev", "lo", "to", `${VIP}/32`]);
-    for (const k of ARP_SYSCTLS) inNamespace(b.namespace, ["sysctl", "-q", "-w", `net.ipv4.conf.all.${k}=0`]);
-  }
-}
-
 const rundir = (lab: Lab) => lab.inv.hosts[VICTIM].ovsRundir!;
 const vswitchdPid = (lab: Lab) => readPid(`${rundir(lab)}/ovs-vswitchd.pid`);
 const stopped = (pid: number) => /^State:\s+[Tt]/m.test(readFileSync(`/proc/${pid}/status`, "utf8"));
@@ -401,7 +391,7 @@ function removeNetworkState(lab: Lab) {
   ignore(lab.inv.client.namespace, ["ip", "route", "del", `${VIP}/32`]);
   ignore(edgeNs(lab.inv), ["ip", "route", "del", `${VIP}/32`]);
   for (const d of DEVICES) ignore(edgeNs(lab.inv), ["ip", "neigh", "del", NEXT_HOP[d], "dev", lab.inv.edgeRouter!.port]);
-  for (const b of lab.amphorae) amphoraVip(b, false);
+  for (const b of lab.amphorae) amphoraVip(b, VIP, false);
 }
 
 function teardown(lab: Lab): Promise<string[]> {
@@ -785,7 +775,7 @@ export const distributorFailoverBenchmark: Benchmark = {
       removeNetworkState(lab);
 
       ctx.log(`creating ${LB} on dist1 and dist2 (VIP ${VIP}, next hops ${NEXT_HOP.dist1} and ${NEXT_HOP.dist2}; amphorae ${lab.amphorae.map((b) => b.name).join(", ")})`);
-      for (const b of lab.amphorae) amphoraVip(b, true);
+      for (const b of lab.amphorae) amphoraVip(b, VIP, true);
       inNamespace(edgeNs(inv), ["ip", "route", "replace", `${VIP}/32`, ...DEVICES.flatMap((d) => ["nexthop", "via", NEXT_HOP[d], "dev", inv.edgeRouter!.port])]);
       inNamespace(inv.client.namespace, ["ip", "route", "replace", `${VIP}/32`, "via", inv.edgeRouter!.address, "dev", "eth0"]);
       for (const d of DEVICES) await lab.device[d].create(deviceInputs(lab, d));

@@ -8,7 +8,7 @@ import { OpenFlowBridge } from "../../provider/transport/openflow-bridge";
 import { traceBuckets } from "../../provider/transport/openflow-trace";
 import type { SshSession } from "../../provider/transport/ssh";
 import type { LabBackend, LabInventory } from "../lab/topology";
-import { inNamespace, labSsh, loadInventory, lockLab, restartVswitchd, sshTo } from "../support/lab";
+import { inNamespace, labSsh, loadInventory, lockLab, restartVswitchd, sshTo, amphoraVip } from "../support/lab";
 import { connectAndClose, openLiveConnections, times, type LiveConnections } from "../support/tcp-clients";
 import { waitUntil } from "../support/wait";
 
@@ -87,16 +87,6 @@ async function forwarded(d: string): Promise<bigint> {
   return flows.filter((f) => f.priority === 100 && f.match.nw_dst === VIP).reduce((n, f) => n + f.nPackets, 0n);
 }
 
-function amphoraVip(b: LabBackend, on: boolean) {
-  if (on) {
-    for (const [k, v] of [["arp_ignore", "1"], ["arp_announce", "2"]]) inNamespace(b.namespace, ["sysctl", "-q", "-w", `net.ipv4.conf.all.${k}=${v}`]);
-    inNamespace(b.namespace, ["ip", "addr", "replace", `${VIP}/32`, "dev", "lo"]);
-  } else {
-    inNamespace(b.namespace, ["ip", "addr", "flush", "dev", "lo", "to", `${VIP}/32`]);
-    for (const k of ["arp_ignore", "arp_announce"]) inNamespace(b.namespace, ["sysctl", "-q", "-w", `net.ipv4.conf.all.${k}=0`]);
-  }
-}
-
 const edge = () => inv.edgeRouter!.namespace;
 
 /** The device's segment link, cut or restored at the lab's segment bridge (its cable, in the root namespace). */
@@ -107,7 +97,7 @@ beforeAll(async () => {
   amp = inv.backends.filter((b) => b.hypervisor === "hv3");
   unlock = await lockLab("distributor");
   for (const d of DEVICES) ssh[d] = await labSsh(inv, d);
-  for (const b of amp.slice(0, 3)) amphoraVip(b, true);
+  for (const b of amp.slice(0, 3)) amphoraVip(b, VIP, true);
   // The client sends the VIP to the edge router, which spreads it by ECMP over the devices' next hops.
   inNamespace(edge(), ["ip", "route", "replace", `${VIP}/32`, ...DEVICES.flatMap((d) => ["nexthop", "via", NEXT_HOP[d], "dev", "eth0"])]);
   inNamespace(inv.client.namespace, ["ip", "route", "replace", `${VIP}/32`, "via", inv.edgeRouter!.address, "dev", "eth0"]);
@@ -122,7 +112,7 @@ afterAll(async () => {
   if (inv) {
     inNamespace(inv.client.namespace, ["ip", "route", "del", `${VIP}/32`]);
     inNamespace(edge(), ["ip", "route", "del", `${VIP}/32`]);
-    for (const b of amp.slice(0, 3)) amphoraVip(b, false);
+    for (const b of amp.slice(0, 3)) amphoraVip(b, VIP, false);
   }
   for (const s of Object.values(ssh)) s.close();
   unlock?.();
@@ -240,7 +230,7 @@ describe("one load balancer on two distributor devices", () => {
     const b: Record<string, { id: string; outs: Props }> = {};
     // Tenant B's amphora lives in tenant B's VLAN, with the same VIP on its loopback.
     await runChecked(hv3, ["ovs-vsctl", "set", "port", amp[3].port, `tag=${tenant.vlan}`]);
-    amphoraVip(amp[3], true);
+    amphoraVip(amp[3], VIP, true);
     try {
       for (const d of DEVICES) {
         const inputs = await checked("DistributorAttachment", {
@@ -267,7 +257,7 @@ describe("one load balancer on two distributor devices", () => {
       expect(rb.every((r) => !r.error && r.backend === amp[3].name)).toBe(true);
     } finally {
       for (const d of DEVICES) if (b[d]) await handlers.remove("DistributorAttachment", b[d].id, b[d].outs).catch(() => undefined);
-      amphoraVip(amp[3], false);
+      amphoraVip(amp[3], VIP, false);
       await runChecked(hv3, ["ovs-vsctl", "remove", "port", amp[3].port, "tag", String(tenant.vlan)]);
       hv3.close();
     }

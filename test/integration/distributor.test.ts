@@ -6,7 +6,7 @@ import { OpenFlowBridge } from "../../provider/transport/openflow-bridge";
 import { SshSession } from "../../provider/transport/ssh";
 import { runChecked } from "../../provider/transport/exec";
 import type { LabBackend, LabInventory } from "../lab/topology";
-import { labSsh, inNamespace, loadInventory, lockLab, sshTo } from "../support/lab";
+import { labSsh, inNamespace, loadInventory, lockLab, sshTo, amphoraVip } from "../support/lab";
 import { attachmentNames, bucketMac } from "../../provider/resources/distributor-attachment/plan";
 import { connectAndClose, greetings, holdConnections, type HeldConnections } from "../support/tcp-clients";
 
@@ -80,19 +80,6 @@ function attachmentInputs(over: Props = {}): Props {
   };
 }
 
-/** The amphora's VIP on its loopback; it must not answer ARP for it (the distributor does). */
-function amphoraVip(b: LabBackend, on: boolean) {
-  if (on) {
-    for (const [k, v] of [["arp_ignore", "1"], ["arp_announce", "2"]]) {
-      inNamespace(b.namespace, ["sysctl", "-q", "-w", `net.ipv4.conf.all.${k}=${v}`]);
-    }
-    inNamespace(b.namespace, ["ip", "addr", "replace", `${VIP}/32`, "dev", "lo"]);
-  } else {
-    inNamespace(b.namespace, ["ip", "addr", "flush", "dev", "lo", "to", `${VIP}/32`]);
-    for (const k of ["arp_ignore", "arp_announce"]) inNamespace(b.namespace, ["sysctl", "-q", "-w", `net.ipv4.conf.all.${k}=0`]);
-  }
-}
-
 const byName = (names: string[]) => names.reduce<Record<string, number>>((m, n) => ((m[n] = (m[n] ?? 0) + 1), m), {});
 
 /** 5-tuples from the lab client's side of the segment into the attachment's frontend port. */
@@ -121,7 +108,7 @@ beforeAll(async () => {
   dist1 = await labSsh(inv, "dist1");
   hv3 = await labSsh(inv, "hv3");
   await removeLeftovers();
-  for (const b of Object.values(vm)) amphoraVip(b, true);
+  for (const b of Object.values(vm)) amphoraVip(b, VIP, true);
   // Tenant B's amphora lives in tenant B's VLAN.
   await runChecked(hv3, ["ovs-vsctl", "set", "port", "vm4", `tag=${inv.tenantClient!.vlan}`]);
   inNamespace(inv.client.namespace, ["ip", "neigh", "flush", "all"]);
@@ -135,7 +122,7 @@ afterAll(async () => {
   if (device) await handlers.remove("DistributorDevice", device.id, device.outs).catch(() => undefined);
   await hv3?.run(["ovs-vsctl", "remove", "port", "vm4", "tag", String(inv.tenantClient!.vlan)]);
   for (const b of Object.values(vm ?? {})) {
-    amphoraVip(b, false);
+    amphoraVip(b, VIP, false);
     inNamespace(b.namespace, ["ip", "neigh", "flush", "all"]);
   }
   if (dist1) await removeLeftovers();

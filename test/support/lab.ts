@@ -62,6 +62,20 @@ export async function restartVswitchd(host: LabHost): Promise<void> {
   execFileSync("ip", ["netns", "exec", host.namespace, ...vswitchdCommand(rundir)], { env: { ...process.env, OVS_RUNDIR: rundir, OVS_DBDIR: rundir, OVS_LOGDIR: rundir } });
 }
 
+/**
+ * An amphora's VIP on its loopback (or off again): it serves the VIP but
+ * must not answer ARP for it, which the distributor does.
+ */
+export function amphoraVip(b: { namespace: string }, vip: string, on: boolean): void {
+  if (on) {
+    for (const [k, v] of [["arp_ignore", "1"], ["arp_announce", "2"]]) inNamespace(b.namespace, ["sysctl", "-q", "-w", `net.ipv4.conf.all.${k}=${v}`]);
+    inNamespace(b.namespace, ["ip", "addr", "replace", `${vip}/32`, "dev", "lo"]);
+  } else {
+    inNamespace(b.namespace, ["ip", "addr", "flush", "dev", "lo", "to", `${vip}/32`]);
+    for (const k of ["arp_ignore", "arp_announce"]) inNamespace(b.namespace, ["sysctl", "-q", "-w", `net.ipv4.conf.all.${k}=0`]);
+  }
+}
+
 /** Spawns a long-running process inside a lab namespace. */
 export function spawnInNamespace(ns: string, argv: string[]): ChildProcess {
   const child = spawn("ip", ["netns", "exec", ns, ...argv], { stdio: ["pipe", "pipe", "pipe"] });
