@@ -268,3 +268,18 @@ export async function labRun<T>(ctx: BenchContext, opts: LabRunOptions, body: (i
     }
   }
 }
+
+/** The steps of a teardown, which go on after a failure: each failure is kept as "what: reason". */
+export function teardownSteps(): { failed: string[]; attempt: (what: string, fn: () => unknown) => Promise<void> } {
+  const failed: string[] = [];
+  return {
+    failed,
+    async attempt(what, fn) {
+      try {
+        await fn();
+      } catch (e) {
+        failed.push(`${what}: ${(e as Error).message.slice(0, 200)}`);
+      }
+    },
+  };
+}

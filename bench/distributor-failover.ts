@@ -14,7 +14,7 @@ import { ProviderDriver } from "../test/support/deferred-nat";
 import { inNamespace, labSsh, loadInventory, restartVswitchd, spawnInNamespace, sshTo, amphoraVip } from "../test/support/lab";
 import { openLiveConnections, type LiveConnections } from "../test/support/tcp-clients";
 import { waitUntil } from "../test/support/wait";
-import { fmtMs, machineNote, median, type BenchContext, type BenchReport, type Benchmark, type Invariant, labRun, type LabRunOptions } from "./common";
+import { fmtMs, machineNote, median, type BenchContext, type BenchReport, type Benchmark, type Invariant, labRun, teardownSteps, type LabRunOptions } from "./common";
 
 /**
  * Issue 11's benchmark: one load balancer on two distributor devices (dist1,
@@ -396,14 +396,7 @@ function removeNetworkState(lab: Lab) {
 
 function teardown(lab: Lab): Promise<string[]> {
   lab.tornDown ??= (async () => {
-    const failed: string[] = [];
-    const attempt = async (what: string, fn: () => unknown) => {
-      try {
-        await fn();
-      } catch (e) {
-        failed.push(`${what}: ${(e as Error).message.slice(0, 200)}`);
-      }
-    };
+    const { failed, attempt } = teardownSteps();
     // Repair first: the deletes need dist1's ovs-vswitchd running and reachable.
     await attempt("repair dist1", () => repairAll(lab));
     await attempt("prober", () => lab.prober?.kill());

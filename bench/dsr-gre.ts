@@ -11,7 +11,7 @@ import { encapsulateVip, l3dsrCounters, l3dsrDevice, removeVip, type L3dsrTunnel
 import type { LabBackend, LabInventory } from "../test/lab/topology";
 import { ProviderDriver, labLoadBalancer } from "../test/support/deferred-nat";
 import { inNamespace, labSsh, loadInventory, spawnInNamespace, sshTo } from "../test/support/lab";
-import { fmtInt, fmtMs, machineNote, type BenchContext, type BenchReport, type Benchmark, type Invariant, labRun, type LabRunOptions } from "./common";
+import { fmtInt, fmtMs, machineNote, type BenchContext, type BenchReport, type Benchmark, type Invariant, labRun, teardownSteps, type LabRunOptions } from "./common";
 
 /**
  * Issue 8's benchmark: HTTP requests per second and p50/p99 latency through
@@ -402,14 +402,7 @@ function teardown(lab: Lab): Promise<string[]> {
 
 async function teardownOnce(lab: Lab): Promise<string[]> {
   await lab.creating?.catch(() => undefined);
-  const failed: string[] = [];
-  const attempt = async (what: string, fn: () => Promise<unknown> | unknown) => {
-    try {
-      await fn();
-    } catch (e) {
-      failed.push(`${what}: ${(e as Error).message.slice(0, 200)}`);
-    }
-  };
+  const { failed, attempt } = teardownSteps();
   await attempt("l3dsr tunnel", () => (lab.tunnel ? lab.tunnel.close() : removeVip(lab.inv, VIPS.l3dsr)));
   for (const r of resources(lab).reverse()) {
     // A resource whose create never returned is purged by its inputs (what an interrupted create left).

@@ -15,7 +15,7 @@ import type { LabBackend, LabInventory } from "../test/lab/topology";
 import { ProviderDriver, labBackend, labHypervisorFlows, labLoadBalancer } from "../test/support/deferred-nat";
 import { inNamespace, labSsh, loadInventory, spawnInNamespace } from "../test/support/lab";
 import { waitUntil } from "../test/support/wait";
-import { fmtMs, machineNote, median, UnixctlClient, type BenchContext, type BenchReport, type Benchmark, type Invariant, labRun, type LabRunOptions } from "./common";
+import { fmtMs, machineNote, median, UnixctlClient, type BenchContext, type BenchReport, type Benchmark, type Invariant, labRun, teardownSteps, type LabRunOptions } from "./common";
 
 /**
  * Issue 9's benchmark: how long a dead hypervisor's backends keep being
@@ -236,14 +236,7 @@ function inflict(lab: Lab, fault: FaultKind) {
 
 function teardown(lab: Lab): Promise<string[]> {
   lab.tornDown ??= (async () => {
-    const failed: string[] = [];
-    const attempt = async (what: string, fn: () => unknown) => {
-      try {
-        await fn();
-      } catch (e) {
-        failed.push(`${what}: ${(e as Error).message.slice(0, 200)}`);
-      }
-    };
+    const { failed, attempt } = teardownSteps();
     // Repair first: the hypervisor's delete needs its ovs-vswitchd running.
     await attempt("resume ovs-vswitchd", () => { const pid = vswitchdPid(lab); if (stopped(pid)) process.kill(pid, "SIGCONT"); });
     await attempt("underlay up", () => { if (!underlayUp(VICTIM)) repair(lab, "underlay"); });

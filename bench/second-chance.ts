@@ -16,7 +16,7 @@ import { connectAndClose, openLiveConnections, times, type LiveConnection, type 
 import { inNamespace, labSsh, loadInventory, spawnInNamespace, sshTo } from "../test/support/lab";
 import { waitUntil } from "../test/support/wait";
 import { byAddress } from "./deferred-nat";
-import { fmtInt, machineNote, type BenchContext, type BenchReport, type Benchmark, type Invariant, labRun, type LabRunOptions } from "./common";
+import { fmtInt, machineNote, type BenchContext, type BenchReport, type Benchmark, type Invariant, labRun, teardownSteps, type LabRunOptions } from "./common";
 
 /**
  * Issue 10's benchmark: what a backend change does to established
@@ -329,14 +329,7 @@ async function deleteMode(made: Lab["made"][number]): Promise<void> {
 
 function teardown(lab: Lab): Promise<string[]> {
   lab.tornDown ??= (async () => {
-    const failed: string[] = [];
-    const attempt = async (what: string, fn: () => unknown) => {
-      try {
-        await fn();
-      } catch (e) {
-        failed.push(`${what}: ${(e as Error).message.slice(0, 200)}`);
-      }
-    };
+    const { failed, attempt } = teardownSteps();
     await attempt("live connections", () => lab.live?.close());
     await attempt("timing client", () => lab.timer?.close());
     for (const m of lab.made) await attempt(`delete ${NAME[m.mode]}`, () => deleteMode(m));
