@@ -36,8 +36,8 @@ const OBSERVED: Record<FixtureKind, string[]> = {
   OvsBridge: ["uuid"],
   DsrHypervisorFlows: ["ofports", "lastApply"],
   DeferredNatLoadBalancer: ["lastApply"],
-  DistributorDevice: ["ovsVersion", "attachments"],
-  DistributorAttachment: ["bridgeUuid", "lastApply"],
+  DistributorDevice: ["ovsVersion", "attachments", "attachmentHealth"],
+  DistributorAttachment: ["bridgeUuid", "lastApply", "slotLiveness"],
 };
 
 /** Modules whose observeBundles sees the bundles sent in the plugin's process (whichever this ovslb has). */
