@@ -36,5 +36,7 @@ export async function workingTunnels(s: OvsHostSession, inputs: Inputs, gw: Gate
 /** Removes the load balancer's ports on the gateway that no hypervisor needs any more (all of them when `keepNone`). */
 export async function removeStaleTunnels(s: OvsHostSession, inputs: Inputs, gw: Gateway, keepNone = false): Promise<void> {
   const keep = keepNone ? [] : tunnelPorts(inputs, gw);
-  for (const role of [TUNNEL_ROLE, BFD_ROLE]) await removeTunnelPorts(s, lbId(inputs), gw.bridge, role, hasRole(role), keep);
+  // Both roles in one read and one transaction.
+  const ours = (ids: ReadonlyMap<string, string>) => hasRole(TUNNEL_ROLE)(ids) || hasRole(BFD_ROLE)(ids);
+  await removeTunnelPorts(s, lbId(inputs), gw.bridge, "tunnel and BFD", ours, keep);
 }
