@@ -383,7 +383,8 @@ async function purge(lab: Lab, mode: Mode, snaps: Record<string, Awaited<ReturnT
  * run checks that none is left.
  */
 function serverSockets(lab: Lab, vm: LabBackend, kill: boolean): number[] {
-  const ports = [...lab.usedPorts];
+  // A connection that failed before it was bound has no local port.
+  const ports = [...lab.usedPorts].filter((p) => Number.isInteger(p));
   const found: number[] = [];
   for (let i = 0; i < ports.length; i += 40) {
     const filter = `( sport = :${lab.inv.backendPort} and dst ${lab.inv.client.address} and ( ${ports.slice(i, i + 40).map((p) => `dport = :${p}`).join(" or ")} ) )`;
@@ -746,6 +747,10 @@ async function runMode(lab: Lab, mode: Mode, sizes: Sizes, ctx: BenchContext, in
 
   // 4. Remove one without draining, on a fresh set of connections (in (c) the drain left none working).
   live.close();
+  // The connections earlier steps broke left server sockets behind; a fresh
+  // connection from the same client port would meet one and stall.
+  await new Promise((r) => setTimeout(r, 500));
+  for (const vm of lab.pool) serverSockets(lab, vm, true);
   const fresh = (lab.live = await openLiveConnections(lab.inv.client.namespace, VIP, VPORT, sizes.connections));
   const freshBroken = fresh.initial.filter((c) => c.broken).length;
   invariants.push({ name: `${mode}: ${sizes.connections} fresh connections opened over the 4 backends in force before the last removal`, ok: freshBroken === 0, detail: `${freshBroken} failed` });
