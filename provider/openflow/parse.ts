@@ -1,3 +1,4 @@
+import { StringDecoder } from "node:string_decoder";
 import { PROTOCOLS, renderAction, renderMatchValue } from "./render";
 import { Action, BucketEntry, CT_STATE_FLAGS, DumpedFlow, GroupEntry, GroupType, Match, Protocol, TCP_FLAGS } from "./types";
 
@@ -40,8 +41,45 @@ export function splitTopLevel(text: string): string[] {
 }
 
 /** Reply headers (`OFPST_FLOW reply (OF1.5) (xid=0x2):`, one per multipart reply) and blank lines. */
+const isEntry = (line: string) => line.trim() !== "" && !line.startsWith("OFPST_");
+
 function entryLines(dump: string): string[] {
-  return dump.split("\n").filter((line) => line.trim() !== "" && !line.startsWith("OFPST_"));
+  return dump.split("\n").filter(isEntry);
+}
+
+/**
+ * Dump text arriving in chunks (bytes from an SSH channel), cut into lines
+ * as they complete: only the unfinished last line is kept between chunks,
+ * so a dump of any size is parsed as it arrives and never held whole.
+ */
+export class DumpLineSplitter {
+  private readonly decoder = new StringDecoder("utf8");
+  private rest = "";
+
+  constructor(private readonly onLine: (line: string) => void) {}
+
+  push(chunk: Buffer | string): void {
+    const text = this.rest + (typeof chunk === "string" ? chunk : this.decoder.write(chunk));
+    let start = 0;
+    for (let nl = text.indexOf("\n"); nl >= 0; nl = text.indexOf("\n", start)) {
+      this.onLine(text.slice(start, nl));
+      start = nl + 1;
+    }
+    this.rest = text.slice(start);
+  }
+
+  end(): void {
+    const last = this.rest + this.decoder.end();
+    this.rest = "";
+    if (last !== "") this.onLine(last);
+  }
+}
+
+/** A parser fed a dump chunk by chunk: each entry goes to the callback as soon as its line is complete. */
+export interface DumpStreamParser {
+  push(chunk: Buffer | string): void;
+  /** The last line, once the dump has ended. */
+  end(): void;
 }
 
 function integer(line: string, name: string, text: string | undefined): number {
@@ -194,6 +232,13 @@ export function parseFlows(dump: string): DumpedFlow[] {
   return entryLines(dump).map(parseFlow);
 }
 
+/** parseFlows, streamed: each flow to `onFlow` in the order OVS printed them. */
+export function flowStreamParser(onFlow: (flow: DumpedFlow) => void): DumpStreamParser {
+  return new DumpLineSplitter((line) => {
+    if (isEntry(line)) onFlow(parseFlow(line));
+  });
+}
+
 const GROUP_TYPES: readonly GroupType[] = ["select", "all", "indirect", "ff"];
 
 /** A bucket while its `bucket_id:N`, `weight:N`, `watch_port:N`, `actions=...` tokens are read. */
@@ -281,15 +326,27 @@ function parseGroup(line: string): GroupEntry {
 /** A hex dump line: what ovs-ofctl prints for a reply it could not decode. */
 const HEX_DUMP = /^[0-9a-f]{8}  [0-9a-f]{2} /;
 
+// Seen on OVS 3.1 when a group is too large for one OpenFlow message (over ~1,000 buckets).
+const undecodable = (line: string) =>
+  new OpenFlowParseError(line, "dump-groups printed a reply OVS could not decode (a group too large for one OpenFlow message?); the bridge's groups cannot be read");
+
 /** Parses dump-groups output: one entry per group, in the order OVS printed them. */
 export function parseGroups(dump: string): GroupEntry[] {
   const lines = entryLines(dump);
-  if (lines.some((line) => HEX_DUMP.test(line))) {
-    // Seen on OVS 3.1 when a group is too large for one OpenFlow message (over ~1,000 buckets).
-    throw new OpenFlowParseError(
-      lines.find((line) => HEX_DUMP.test(line))!,
-      "dump-groups printed a reply OVS could not decode (a group too large for one OpenFlow message?); the bridge's groups cannot be read",
-    );
-  }
+  const hex = lines.find((line) => HEX_DUMP.test(line));
+  if (hex !== undefined) throw undecodable(hex);
   return lines.map(parseGroup);
+}
+
+/**
+ * parseGroups, streamed: each group to `onGroup` as its line completes. A
+ * hex dump line fails the parse when it arrives (the groups before it were
+ * already handed on: a caller discards them with the error).
+ */
+export function groupStreamParser(onGroup: (group: GroupEntry) => void): DumpStreamParser {
+  return new DumpLineSplitter((line) => {
+    if (!isEntry(line)) return;
+    if (HEX_DUMP.test(line)) throw undecodable(line);
+    onGroup(parseGroup(line));
+  });
 }

@@ -1,4 +1,4 @@
-import { execFile } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 
 /** What a command printed and how it ended. */
 export interface CommandResult {
@@ -11,6 +11,12 @@ export interface RunOptions {
   /** Fed to the command's standard input: where large or user-derived inputs go. */
   stdin?: string;
   timeoutMs?: number;
+  /**
+   * Standard output as it arrives, instead of in the result (whose stdout is
+   * then ""): large dumps are parsed chunk by chunk and never held whole. A
+   * throw stops the command and fails the run with that error.
+   */
+  onStdout?: (chunk: Buffer) => void;
 }
 
 /**
@@ -50,6 +56,7 @@ export class LocalRunner implements CommandRunner {
   ) {}
 
   run(argv: readonly string[], opts: RunOptions = {}): Promise<CommandResult> {
+    if (opts.onStdout) return this.stream(argv, opts, opts.onStdout);
     return new Promise((resolve, reject) => {
       const child = execFile(
         argv[0],
@@ -67,6 +74,39 @@ export class LocalRunner implements CommandRunner {
       // A command that exits without reading its input closes the pipe: EPIPE then says nothing the exit code does not.
       child.stdin?.on("error", () => undefined);
       child.stdin?.end(opts.stdin ?? "");
+    });
+  }
+
+  private stream(argv: readonly string[], opts: RunOptions, onStdout: (chunk: Buffer) => void): Promise<CommandResult> {
+    return new Promise((resolve, reject) => {
+      const child = spawn(argv[0], argv.slice(1), { env: this.env, stdio: ["pipe", "pipe", "pipe"] });
+      const stderr: Buffer[] = [];
+      let failed: unknown;
+      const timer = setTimeout(() => {
+        failed = new Error(`${this.hostName}: ${argv[0]} timed out`);
+        child.kill();
+      }, opts.timeoutMs ?? 30_000);
+      child.stdout.on("data", (d: Buffer) => {
+        if (failed !== undefined) return;
+        try {
+          onStdout(d);
+        } catch (e) {
+          failed = e;
+          child.kill();
+        }
+      });
+      child.stderr.on("data", (d: Buffer) => stderr.push(d));
+      child.on("error", (e) => {
+        clearTimeout(timer);
+        reject(e);
+      });
+      child.on("close", (code) => {
+        clearTimeout(timer);
+        if (failed !== undefined) reject(failed);
+        else resolve({ stdout: "", stderr: Buffer.concat(stderr).toString("utf8"), exitCode: code ?? -1 });
+      });
+      child.stdin.on("error", () => undefined);
+      child.stdin.end(opts.stdin ?? "");
     });
   }
 }

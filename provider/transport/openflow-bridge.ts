@@ -1,8 +1,8 @@
 import { readOfctlFailure, type OpenFlowErrorCode } from "../openflow/ofctl-errors";
 import { CommandResult, CommandRunner } from "./exec";
-import { parseFlows, parseGroups } from "../openflow/parse";
-import { MAX_GROUP_ID, MAX_TABLE, OpenFlowValueError, checkUint, renderBundle, renderCookieMatch } from "../openflow/render";
-import { DumpedFlow, GroupEntry, Modification } from "../openflow/types";
+import { flowStreamParser, groupStreamParser, type DumpStreamParser } from "../openflow/parse";
+import { MAX_GROUP_ID, MAX_TABLE, OpenFlowValueError, checkUint, renderBundle, renderCookieMatch, renderMatch } from "../openflow/render";
+import { DumpedFlow, GroupEntry, Match, Modification } from "../openflow/types";
 import { parsePortsDesc, type PortDesc } from "../openflow/ports";
 
 /** A bundle line OVS pointed at: index into the lines sent, and its text. */
@@ -43,6 +43,8 @@ export interface FlowFilter {
   cookie: bigint;
   mask: bigint;
   table?: number;
+  /** Only flows whose match has at least these fields with these values (OVS's non-strict match): one flow and any that would clash with it. */
+  match?: Match;
 }
 
 const BRIDGE_ADDRESS = /^unix:\/[A-Za-z0-9_./-]+$/;
@@ -72,19 +74,29 @@ export class OpenFlowBridge {
     return { lines, bytes: Buffer.byteLength(file), messages: lines.length };
   }
 
-  /** Flows with counters; with a filter, only those whose cookie matches cookie/mask (and table). */
-  async dumpFlows(filter?: FlowFilter): Promise<DumpedFlow[]> {
+  /**
+   * Flows with counters; with a filter, only those whose cookie matches
+   * cookie/mask (and table, and match). Parsed as the dump arrives (never
+   * held whole); `onFlow` gets each one instead of the result array.
+   */
+  async dumpFlows(filter?: FlowFilter, onFlow?: (flow: DumpedFlow) => void): Promise<DumpedFlow[]> {
     const args = ["--no-names", "dump-flows", this.address];
     if (filter) {
       const spec = filter.table === undefined ? [] : [`table=${checkUint("filter.table", filter.table, MAX_TABLE)}`];
+      if (filter.match) spec.push(renderMatch(filter.match, "filter.match"));
       spec.push(renderCookieMatch(filter.cookie, filter.mask, "filter.cookie"));
       args.push(spec.join(","));
     }
-    return parseFlows(await this.ofctl(args));
+    const flows: DumpedFlow[] = [];
+    await this.ofctlStream(args, flowStreamParser(onFlow ?? ((f) => flows.push(f))));
+    return flows;
   }
 
-  async dumpGroups(): Promise<GroupEntry[]> {
-    return parseGroups(await this.ofctl(["--no-names", "dump-groups", this.address]));
+  /** Every group, parsed as the dump arrives (never held whole); `onGroup` gets each one instead of the result array. */
+  async dumpGroups(onGroup?: (group: GroupEntry) => void): Promise<GroupEntry[]> {
+    const groups: GroupEntry[] = [];
+    await this.ofctlStream(["--no-names", "dump-groups", this.address], groupStreamParser(onGroup ?? ((g) => groups.push(g))));
+    return groups;
   }
 
   /** Sends one packet (hex, as packets.ts builds it) out of a port of the bridge. */
@@ -101,7 +113,18 @@ export class OpenFlowBridge {
   /** The group, or undefined if the bridge has none with this id. */
   async dumpGroup(groupId: number): Promise<GroupEntry | undefined> {
     const id = checkUint("groupId", groupId, MAX_GROUP_ID);
-    return parseGroups(await this.ofctl(["--no-names", "dump-groups", this.address, `${id}`]))[0];
+    const groups: GroupEntry[] = [];
+    await this.ofctlStream(["--no-names", "dump-groups", this.address, `${id}`], groupStreamParser((g) => groups.push(g)));
+    return groups[0];
+  }
+
+  /** ovs-ofctl with its output fed to `parser` as it arrives. */
+  private async ofctlStream(args: readonly string[], parser: DumpStreamParser): Promise<void> {
+    const result = await this.runner.run([...OFCTL, ...args], { onStdout: (chunk) => parser.push(chunk) });
+    if (result.exitCode !== 0) throw this.failure(result, []);
+    // A runner that does not stream (a test's, a wrapper's) hands the output back whole: parsed all the same.
+    if (result.stdout !== "") parser.push(result.stdout);
+    parser.end();
   }
 
   private async ofctl(args: readonly string[], stdin?: string, lines: readonly string[] = []): Promise<string> {

@@ -131,7 +131,18 @@ export class SshSession implements CommandRunner {
           channel.close();
           reject(new SshError(this.hostName, `${argv[0]} timed out after ${timeoutMs} ms`));
         }, timeoutMs);
-        channel.on("data", (d: Buffer) => stdout.push(d));
+        // onStdout: each chunk as it arrives, never kept (a throw there closes the channel and fails the run).
+        let failed: unknown;
+        channel.on("data", (d: Buffer) => {
+          if (!opts.onStdout) return void stdout.push(d);
+          if (failed !== undefined) return;
+          try {
+            opts.onStdout(d);
+          } catch (e) {
+            failed = e;
+            channel.close();
+          }
+        });
         channel.stderr.on("data", (d: Buffer) => stderr.push(d));
         let exitCode = -1;
         channel.on("exit", (code: number | null) => (exitCode = code ?? -1));
@@ -141,6 +152,7 @@ export class SshSession implements CommandRunner {
         });
         channel.on("close", () => {
           clearTimeout(timer);
+          if (failed !== undefined) return reject(failed);
           resolve({
             stdout: Buffer.concat(stdout).toString("utf8"),
             stderr: Buffer.concat(stderr).toString("utf8"),
