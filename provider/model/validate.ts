@@ -26,9 +26,20 @@ function propertyPath(pointer: string, extra?: string): string {
   const parts = pointer.split("/").slice(1).map((p) => p.replace(/~1/g, "/").replace(/~0/g, "~"));
   if (extra !== undefined) parts.push(extra);
   let path = "";
-  for (const p of parts) path += /^\d+$/.test(p) ? `[${p}]` : path ? `.${p}` : p;
+  for (const p of parts) path = /^\d+$/.test(p) ? `${path}[${p}]` : joinProperty(path, p);
   return path;
 }
+
+/**
+ * `path.key`, or `path["key"]` for a key that is not a plain name (a user's
+ * unknown or map key with `.`, `[`, spaces or control characters), so a
+ * property path always reads back to the property it names.
+ */
+export function joinProperty(path: string, key: string): string {
+  if (!/^[A-Za-z0-9_$:-]+$/.test(key) || /^\d+$/.test(key)) return `${path}[${JSON.stringify(key)}]`;
+  return path ? `${path}.${key}` : key;
+}
+
 
 /** Reasons say what was expected, from the schema's own description; the value itself is never echoed (it may be a secret). */
 function toFailure(e: ErrorObject): CheckFailure {

@@ -140,6 +140,11 @@ export function planSlots(vip: string, backends: readonly SlotBackend[], recorde
     else pending.push(s);
   }
   const takers = [...active].sort((a, b) => a - b);
+  if (takers.length === 0) {
+    // No backend to take them (a VIP with no backends): the slots are empty, so the VIP's packets match no slot flow.
+    for (const s of pending) t.owner[s] = NONE;
+    return { table: compact(t), moved: minimum, minimum, unsafe };
+  }
   let next = 0;
   for (const s of pending) {
     while (need.get(takers[next % takers.length])! <= 0) next++;

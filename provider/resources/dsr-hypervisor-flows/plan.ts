@@ -208,7 +208,8 @@ function checkGre(inputs: Inputs): CheckFailure[] {
     const [address, length] = prefix.split("/");
     const bits = length === undefined ? 32 : Number(length);
     const host = bits === 32 ? 0 : address.split(".").reduce((n, octet) => n * 256 + Number(octet), 0) % 2 ** (32 - bits);
-    if (host !== 0) failures.push({ property: at, reason: `has host bits set: write the prefix as its network address (/${bits})` });
+    if (bits === 0) failures.push({ property: at, reason: "is /0, every source: list the load balancers' own addresses or prefixes (GRE from anywhere else is dropped)" });
+    else if (host !== 0) failures.push({ property: at, reason: `has host bits set: write the prefix as its network address (/${bits})` });
     const key = bits === 32 ? address : prefix;
     if (seen.has(key)) failures.push({ property: at, reason: `is also gre.allowedSources[${seen.get(key)}]` });
     else seen.set(key, i);

@@ -1,5 +1,5 @@
 import type { OvsBridgeInputs } from "../../model/inputs.generated";
-import { checkConnection, type CheckFailure } from "../../model/validate";
+import { checkConnection, joinProperty, type CheckFailure } from "../../model/validate";
 import { OWNER_KEY, ownerOf, type BridgeRow } from "../../ovsdb";
 
 /**
@@ -22,7 +22,7 @@ export function checkRules(inputs: OvsBridgeInputs): CheckFailure[] {
     ...checkConnection(inputs.host.connection, "host.connection"),
     ...Object.keys(inputs.externalIds ?? {})
       .filter((k) => k.startsWith("ovslb:"))
-      .map((k) => ({ property: `externalIds.${k}`, reason: 'keys starting with "ovslb:" are reserved for ownership marks' })),
+      .map((k) => ({ property: joinProperty("externalIds", k), reason: 'keys starting with "ovslb:" are reserved for ownership marks' })),
   ];
 }
 
