@@ -1,7 +1,8 @@
-import type { Modification } from "../openflow";
+import type { DumpedFlow, GroupEntry, Modification } from "../openflow";
 import { OPEN_VSWITCH, Transaction, where } from "../ovsdb";
 import { OpenFlowBridge, type BundleSent, type FlowFilter } from "../transport/openflow-bridge";
 import { bridgeSocket, type OvsHostSession } from "../transport/ovs-host";
+import { mapBounded } from "../transport/ssh";
 import { summarizeApply, type ApplySummary, type ObservedBridge } from "./plan";
 
 /**
@@ -58,9 +59,43 @@ export const openflowOf = (ref: BridgeRef) => new OpenFlowBridge(ref.session.ssh
 export async function observeBridge(ref: BridgeRef, scope: FlowScope, cookie: bigint): Promise<ObservedBridge | undefined> {
   const ports = await bridgePorts(ref.session, ref.bridge);
   if (!ports) return undefined;
+  return { ports, ...(await observeFlowsAndGroups(ref, scope, cookie)) };
+}
+
+/** The flows in scope and every group (the caller has the ports). */
+export async function observeFlowsAndGroups(ref: BridgeRef, scope: FlowScope, cookie: bigint): Promise<Omit<ObservedBridge, "ports">> {
   const of = openflowOf(ref);
   const [groups, ...dumps] = await Promise.all([of.dumpGroups(), ...filtersOf(scope, cookie).map((f) => of.dumpFlows(f))]);
-  return { ports, flows: dumps.flat(), groups };
+  return { flows: dumps.flat(), groups };
+}
+
+/** What a change touches on one bridge: these groups, and the flows these filters select. */
+export interface PartialScope {
+  groupIds: readonly number[];
+  flows: readonly FlowFilter[];
+}
+
+/** Channels one partial observe keeps open at once on a host's connection (sshd allows 10 sessions per connection by default). */
+export const PARTIAL_READ_PARALLELISM = 4;
+
+/**
+ * Only the named groups (`dump-groups BR ID`, one each; a group that does not
+ * exist is simply absent) and the flows the filters select (`dump-flows BR
+ * MATCH`): a change's read costs what the change touches, not what the bridge holds.
+ */
+export async function observePartial(ref: BridgeRef, scope: PartialScope): Promise<Omit<ObservedBridge, "ports">> {
+  const of = openflowOf(ref);
+  const groups: GroupEntry[] = [];
+  const flows: DumpedFlow[] = [];
+  const reads: Array<() => Promise<void>> = [
+    ...scope.groupIds.map((id) => async () => {
+      const g = await of.dumpGroup(id);
+      if (g) groups.push(g);
+    }),
+    ...scope.flows.map((f) => async () => void flows.push(...(await of.dumpFlows(f)))),
+  ];
+  await mapBounded(reads, PARTIAL_READ_PARALLELISM, (read) => read());
+  return { groups, flows };
 }
 
 /** Who wants to see each bundle sent (tests prove incremental applies from it). */

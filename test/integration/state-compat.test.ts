@@ -35,7 +35,7 @@ type Props = Record<string, any>;
 const OBSERVED: Record<FixtureKind, string[]> = {
   OvsBridge: ["uuid"],
   DsrHypervisorFlows: ["ofports", "lastApply"],
-  DeferredNatLoadBalancer: ["lastApply"],
+  DeferredNatLoadBalancer: ["lastApply", "gatewayPorts", "lastRead"],
   DistributorDevice: ["ovsVersion", "attachments", "attachmentHealth"],
   DistributorAttachment: ["bridgeUuid", "lastApply", "slotLiveness"],
 };

@@ -1,8 +1,12 @@
 import schema from "../../../schema/deferred-nat-load-balancer.json";
-import { applyBundles, observeBridge, type BridgeRef } from "../../engine/bridge";
+import { applyBundles, bridgePorts, observeFlowsAndGroups, observePartial, type BridgeRef } from "../../engine/bridge";
 import { ownedGroupIds, ownedFlows, type ApplySummary, type ObservedBridge } from "../../engine/plan";
 import type { DeferredNatLoadBalancerInputs as Inputs } from "../../model/inputs.generated";
-import type { ResourceHandler } from "../../resource-handler";
+import type { DumpedFlow, GroupEntry } from "../../openflow";
+import { PartialApplyError, type ResourceHandler } from "../../resource-handler";
+import { applyBundle } from "../../engine/bridge";
+import type { Modification } from "../../openflow";
+import { OpenFlowError } from "../../transport/openflow-bridge";
 import { withAllOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
 import { applyNorthbound, deleteNorthbound, preflightNorthbound, readNorthbound, withNorthbound } from "./ovn";
 import { assessHealth, monitorsToMarkOffline, type BackendHealth, type BfdView, type StaleBackend } from "./health";
@@ -10,6 +14,7 @@ import { markOffline, readSouthbound, withSouthbound } from "./southbound";
 import { SLOT_TABLE, planAllSlots, recordAllSlots, unsafeMovesError, type SlotPlans } from "./second-chance";
 import { readSlots, shares, type RecordedSlotTable } from "./slots";
 import { ensureTunnels, removeStaleTunnels, workingTunnels } from "./tunnels";
+import { idsOf, planGatewayScoped, recordPorts, samePorts, scopedRead, updateScope, type RecordedPorts, type UpdateScope } from "./scope";
 import {
   actualInputs,
   assignIds,
@@ -21,6 +26,7 @@ import {
   mergeIds,
   planGateway,
   recordedGroups,
+  vipKey,
   withDefaults,
   type GatewayPort,
   type RecordedIds,
@@ -45,37 +51,104 @@ export interface DeferredNatState extends RecordedIds {
   health?: BackendHealth[];
   /** healthCheck: backends OVN reports online that cannot serve (port unbound, or their hypervisor's BFD down on a majority of gateways). */
   stale?: StaleBackend[];
+  /**
+   * Each gateway's OpenFlow port numbers (segment, tunnels, BFD) the last
+   * create or update planned with, by gateway name: while they are the same,
+   * an update reads and plans only the VIPs it changes.
+   */
+  gatewayPorts?: Record<string, RecordedPorts>;
+  /** How the last create or update read the gateways: every group and flow, or only those of the VIPs it changed (and why not, when all). */
+  lastRead?: { scope: "all" | "vips"; vips?: number; reason?: string };
 }
 
 const EMPTY_IDS: RecordedIds = { groupIds: {}, bucketIds: {} };
 const recordedIn = (state: Partial<DeferredNatState>): RecordedIds => ({ groupIds: state.groupIds ?? {}, bucketIds: state.bucketIds ?? {} });
 
-interface GatewayRead {
+interface GatewayPorts {
   ref: BridgeRef;
   name: string;
   where: string;
   port: GatewayPort;
-  observed: ObservedBridge;
+  ports: ReadonlyMap<string, number>;
   /** healthCheck.bfd: this gateway's BFD session toward each hypervisor. */
   bfd: Map<string, BfdView>;
 }
 
-/** Reads each gateway's bridge: its ports (and working tunnel ports), table 0 (every owner's flows, for conflicts) and its groups. */
-async function readGateways(inputs: Inputs, sessions: OvsHostSession[]): Promise<GatewayRead[]> {
-  const cookie = cookieOf(inputs);
+interface GatewayRead extends GatewayPorts {
+  observed: ObservedBridge;
+}
+
+/** Each gateway's ports from OVSDB: the segment port's number, and the working tunnel and BFD ports. */
+function readPorts(inputs: Inputs, sessions: OvsHostSession[]): Promise<GatewayPorts[]> {
   return Promise.all(
     inputs.gateways.map(async (gw, i) => {
       const ref = { session: sessions[i], bridge: gw.bridge };
-      // Every owner's flows in the tables ovslb uses, for conflicts; the slot table too, so a change of mode leaves no slot behind.
-      const observed = await observeBridge(ref, { tables: [0, SLOT_TABLE] }, cookie);
       const where = `${ref.session.hostName} (${gw.name})`;
-      if (!observed) throw new Error(`${where}: bridge ${gw.bridge} does not exist`);
-      const segmentOfport = observed.ports.get(gw.segmentPort);
+      const ports = await bridgePorts(ref.session, gw.bridge);
+      if (!ports) throw new Error(`${where}: bridge ${gw.bridge} does not exist`);
+      const segmentOfport = ports.get(gw.segmentPort);
       if (segmentOfport === undefined) throw new Error(`${where}: gateway ${gw.name} has no port ${gw.segmentPort} with an OpenFlow port number`);
       const { tunnelOfports, bfdOfports, bfd } = await workingTunnels(ref.session, inputs, gw);
-      return { ref, name: gw.name, where, port: { segmentOfport, mac: gw.mac, tunnelOfports, bfdOfports }, observed, bfd };
+      return { ref, name: gw.name, where, port: { segmentOfport, mac: gw.mac, tunnelOfports, bfdOfports }, ports, bfd };
     }),
   );
+}
+
+/** Reads each gateway's bridge: its ports (and working tunnel ports), table 0 (every owner's flows, for conflicts) and its groups. */
+async function readGateways(inputs: Inputs, sessions: OvsHostSession[], known?: GatewayPorts[]): Promise<GatewayRead[]> {
+  const cookie = cookieOf(inputs);
+  const gateways = known ?? (await readPorts(inputs, sessions));
+  return Promise.all(
+    gateways.map(async (g) => {
+      // Every owner's flows in the tables ovslb uses, for conflicts; the slot table too, so a change of mode leaves no slot behind.
+      const seen = await observeFlowsAndGroups(g.ref, { tables: [0, SLOT_TABLE] }, cookie);
+      return { ...g, observed: { ports: g.ports, ...seen } };
+    }),
+  );
+}
+
+/** Rounds of reading the candidate group ids of new VIPs before a scoped update gives up and reads everything. */
+const MAX_ID_ROUNDS = 4;
+
+/**
+ * A scoped update's read: only the groups and flows of the VIPs it touches,
+ * on every gateway. New VIPs' group ids are derived past every recorded id,
+ * then read: one held by someone else is probed past, and read again. The
+ * ids are those of the touched VIPs (and the removed VIPs' recorded ones,
+ * for the plan); undefined when the ids did not settle (read everything).
+ */
+async function readScoped(
+  d: Inputs,
+  scope: Extract<UpdateScope, { kind: "vips" }>,
+  recorded: RecordedIds,
+  gateways: GatewayPorts[],
+): Promise<{ reads: GatewayRead[]; ids: RecordedIds } | undefined> {
+  const keys = new Set([...scope.touched, ...scope.removed]);
+  const touched = new Set(scope.touched);
+  const mine = idsOf(recorded, keys);
+  // Kept VIPs' ids are taken: a new VIP must not derive one of them.
+  const taken = new Set(Object.entries(recorded.groupIds).filter(([k]) => !keys.has(k)).map(([, id]) => id));
+  const inputs = { ...d, vips: d.vips.filter((v) => touched.has(vipKey(v))) };
+  const observed = gateways.map((g) => ({ ports: g.ports, flows: [] as DumpedFlow[], groups: [] as GroupEntry[] }));
+  const readGroups = new Set<number>();
+  for (let round = 0; round < MAX_ID_ROUNDS; round++) {
+    const ids = assignIds(inputs, mine, taken);
+    const want = scopedRead(scope, mergeIds(mine, ids), gateways[0].port);
+    const groupIds = want.groupIds.filter((id) => !readGroups.has(id));
+    groupIds.forEach((id) => readGroups.add(id));
+    await Promise.all(
+      gateways.map(async (g, i) => {
+        const flows = round === 0 ? scopedRead(scope, mine, g.port).flows : [];
+        const seen = await observePartial(g.ref, { groupIds, flows });
+        observed[i].groups.push(...seen.groups);
+        observed[i].flows.push(...seen.flows);
+      }),
+    );
+    const foreign = new Set(gateways.flatMap((_, i) => [...foreignGroupsOn(d, observed[i], mine)]).filter((id) => !taken.has(id)));
+    if (foreign.size === 0) return { reads: gateways.map((g, i) => ({ ...g, observed: observed[i] })), ids };
+    foreign.forEach((id) => taken.add(id));
+  }
+  return undefined;
 }
 
 function slotOutputs(slots: SlotPlans): Pick<DeferredNatState, "slotTables" | "slotShares" | "slotMoves"> {
@@ -108,22 +181,48 @@ async function observeHealth(inputs: Inputs, reads: readonly GatewayRead[], enfo
  * leaves all gateways untouched. Bundles go to all gateways in parallel to
  * keep the window in which they disagree short.
  */
-async function converge(inputs: Inputs, recorded: RecordedIds, recordedSlots?: DeferredNatState["slotTables"]): Promise<DeferredNatState> {
+async function converge(
+  inputs: Inputs,
+  recorded: RecordedIds,
+  recordedSlots?: DeferredNatState["slotTables"],
+  previous?: { inputs: Inputs; state: Partial<DeferredNatState> },
+): Promise<DeferredNatState> {
   const d = withDefaults(inputs);
   // secondChance: the slot tables first, pure, so a change that would take second chances away is refused before any host is touched.
   const slots = d.secondChance ? planAllSlots(d, recordedSlots) : undefined;
   if (slots && slots.unsafe.length > 0) throw unsafeMovesError(slots.unsafe);
+  // An update: what it touches, from the recorded inputs (as applied, or as the last refresh found the hosts) against these.
+  let scope: UpdateScope = previous ? updateScope(withDefaults(previous.inputs), d, { ...recorded, ...previous.state }) : { kind: "all", reason: "create" };
   return withNorthbound(d, (nb) => withAllOvsHosts(d.gateways.map((g) => g.host), async (sessions) => {
     // gre delivery: the tunnel ports first, so the buckets that output to them can be planned.
     await Promise.all(d.gateways.map((gw, i) => ensureTunnels(sessions[i], d, gw, `${sessions[i].hostName} (${gw.name})`)));
-    const reads = await readGateways(d, sessions);
-    const foreign = new Set(reads.flatMap((r) => [...foreignGroupsOn(d, r.observed, recorded)]));
-    // secondChance VIPs have no groups: recorded ones (an earlier mode's) stay owned, so the plan removes them.
-    const ids = slots ? { groupIds: {}, bucketIds: {} } : assignIds(d, recorded, foreign);
-    const marks = mergeIds(recorded, ids);
-    const plans = reads.map((r) => ({ ref: r.ref, mods: planGateway(r.where, d, marks, r.port, r.observed, slots?.tables) }));
+    const gateways = await readPorts(d, sessions);
+    if (scope.kind === "vips" && !gateways.every((g) => samePorts(previous?.state.gatewayPorts?.[g.name], g.port))) {
+      scope = { kind: "all", reason: "a gateway's port numbers changed since the last apply" };
+    }
+    const scoped = scope.kind === "vips" ? await readScoped(d, scope, recorded, gateways) : undefined;
+    if (scope.kind === "vips" && !scoped) scope = { kind: "all", reason: "new VIPs' group ids did not settle in a scoped read" };
+    let reads: GatewayRead[];
+    let ids: RecordedIds;
+    let plans: Array<{ ref: BridgeRef; mods: ReturnType<typeof planGateway> }>;
+    if (scope.kind === "vips" && scoped) {
+      const s = scope;
+      reads = scoped.reads;
+      const marks = mergeIds(idsOf(recorded, [...s.touched, ...s.removed]), scoped.ids);
+      plans = reads.map((r) => ({ ref: r.ref, mods: planGatewayScoped(r.where, d, s, marks, r.port, r.observed) }));
+      // Untouched VIPs keep their recorded ids as they are.
+      const touched = new Set(s.touched);
+      ids = mergeIds(idsOf(recorded, d.vips.map(vipKey).filter((k) => !touched.has(k))), scoped.ids);
+    } else {
+      reads = await readGateways(d, sessions, gateways);
+      const foreign = new Set(reads.flatMap((r) => [...foreignGroupsOn(d, r.observed, recorded)]));
+      // secondChance VIPs have no groups: recorded ones (an earlier mode's) stay owned, so the plan removes them.
+      ids = slots ? { groupIds: {}, bucketIds: {} } : assignIds(d, recorded, foreign);
+      const marks = mergeIds(recorded, ids);
+      plans = reads.map((r) => ({ ref: r.ref, mods: planGateway(r.where, d, marks, r.port, r.observed, slots?.tables) }));
+    }
     if (nb) await preflightNorthbound(d, nb);
-    const sent = await applyBundles(plans);
+    const sent = await applyOrReport(d, reads, plans, mergeIds(recorded, ids), slots);
     await Promise.all(d.gateways.map((gw, i) => removeStaleTunnels(sessions[i], d, gw)));
     if (nb) await applyNorthbound(d, nb);
     return {
@@ -133,8 +232,57 @@ async function converge(inputs: Inputs, recorded: RecordedIds, recordedSlots?: D
       drift: [],
       ...(slots ? slotOutputs(slots) : {}),
       ...(await observeHealth(d, reads, true)),
+      gatewayPorts: Object.fromEntries(reads.map((r) => [r.name, recordPorts(r.port)])),
+      lastRead: scope.kind === "vips" ? { scope: "vips", vips: scope.touched.length + scope.removed.length } : { scope: "all", reason: scope.reason },
     };
   }));
+}
+
+interface Outcome {
+  applied?: ApplySummary;
+  /** OVS answered and refused the bundle: that gateway holds none of it. */
+  refused?: Error;
+  /** The connection was cut or timed out: the gateway holds all of the bundle or none of it, not known which. */
+  unknown?: Error;
+}
+
+/**
+ * Applies each gateway's bundle (all in parallel) and, unless every one was
+ * applied, fails saying which gateways were changed and which were not. When
+ * some were (or may have been), the error carries the state that is true:
+ * every id that may now be on a gateway (`marks`: this change's and the
+ * recorded ones, whose groups an unchanged gateway still holds), lastApply
+ * only where applied, and drift naming the rest; the engine records it and
+ * the next update converges from it.
+ */
+async function applyOrReport(
+  d: Inputs,
+  reads: readonly { name: string; where: string }[],
+  plans: ReadonlyArray<{ ref: BridgeRef; mods: readonly Modification[] }>,
+  marks: RecordedIds,
+  slots: SlotPlans | undefined,
+): Promise<ApplySummary[]> {
+  const outcomes = await Promise.all(
+    plans.map((p) =>
+      applyBundle(p.ref, p.mods).then(
+        (applied): Outcome => ({ applied }),
+        // ovs-ofctl ran to its end and OVS refused: nothing applied. Cut or killed: not known.
+        (e: Error): Outcome => (e instanceof OpenFlowError && !/exited -1/.test(e.message) ? { refused: e } : { unknown: e }),
+      ),
+    ),
+  );
+  if (outcomes.every((o) => o.applied)) return outcomes.map((o) => o.applied!);
+  const changed = reads.filter((_, i) => outcomes[i].applied).map((r) => r.where);
+  const failed = outcomes.flatMap((o, i) => (o.applied ? [] : [`${reads[i].where}: ${o.unknown ? "may or may not have been changed" : "not changed"}: ${(o.unknown ?? o.refused)!.message}`]));
+  const message = `${lbId(d)}: changed ${changed.length > 0 ? changed.join(", ") : "no gateway"}; ${failed.join("; ")}`;
+  if (outcomes.every((o) => o.refused)) throw new Error(message);
+  throw new PartialApplyError<DeferredNatState>(message, lbId(d), {
+    ...marks,
+    cookie: `0x${cookieOf(d).toString(16)}`,
+    lastApply: Object.fromEntries(reads.flatMap((r, i) => (outcomes[i].applied ? [[r.name, outcomes[i].applied!]] : []))),
+    drift: failed,
+    ...(slots ? slotOutputs(slots) : {}),
+  });
 }
 
 /** Removes every flow and group this load balancer owns from the inputs' gateways. Idempotent. */
@@ -179,11 +327,15 @@ export const deferredNatLoadBalancerHandler: ResourceHandler<Inputs, DeferredNat
 
   async update(_id, old, news) {
     const recorded = recordedIn(old.state);
-    const state = await converge(news, recorded, old.state.slotTables);
+    const state = await converge(news, recorded, old.state.slotTables, old);
     // Gateways taken out of the list lose this load balancer's flows and groups.
     const kept = new Set(news.gateways.map((g) => `${g.host.connection.host}/${g.bridge}`));
     const dropped = old.inputs.gateways.filter((g) => !kept.has(`${g.host.connection.host}/${g.bridge}`));
-    if (dropped.length > 0) await removeFrom({ ...old.inputs, gateways: dropped }, recorded);
+    if (dropped.length > 0) await removeFrom({ ...old.inputs, gateways: dropped }, recorded).catch((e: Error) => {
+      // The state must keep those gateways, or the next run would no longer know to clean them.
+      const message = `${lbId(news)}: changed every listed gateway; removing it from ${dropped.map((g) => g.name).join(", ")} failed: ${e.message}`;
+      throw new PartialApplyError(message, lbId(news), { ...state, ...mergeIds(recorded, state), drift: [message] }, { ...news, gateways: [...news.gateways, ...dropped] });
+    });
     if (!news.ovn) await withNorthbound(old.inputs, async (db) => db && deleteNorthbound(old.inputs, db));
     return state;
   },

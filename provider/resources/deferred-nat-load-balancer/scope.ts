@@ -1,0 +1,181 @@
+import { isDeepStrictEqual } from "node:util";
+import type { PartialScope } from "../../engine/bridge";
+import { flowKey, type Flow, type Modification } from "../../openflow";
+import { planBridge, type ObservedBridge } from "../../engine/plan";
+import type { DeferredNatLoadBalancerInputs as Inputs, DeferredNatVip } from "../../model/inputs.generated";
+import { VIP_FLOW_PRIORITY, backendKey, cookieOf, gatewayIntent, vipKey, type GatewayPort, type RecordedIds } from "./plan";
+
+/**
+ * A proportional update: what a change touches, computed from the recorded
+ * inputs (what the last apply put on the hosts, or what the last refresh
+ * found there) against the desired ones, so that an update reads and plans
+ * only the groups and flows of the VIPs that differ. Drift a refresh
+ * recorded shows in the recorded inputs, so those VIPs are touched and
+ * repaired too; a VIP equal on both sides is neither read nor planned.
+ * Anything that is not one VIP's (gateways, hypervisors, selection,
+ * delivery, health checks, the gateways' port numbers) touches every VIP:
+ * then the update reads and plans everything, as before.
+ */
+
+/** One gateway's OpenFlow port numbers as the last apply planned with them (every bucket and flow depends on them). */
+export interface RecordedPorts {
+  segmentOfport: number;
+  tunnelOfports: Record<string, number>;
+  bfdOfports: Record<string, number>;
+}
+
+export const recordPorts = (port: GatewayPort): RecordedPorts => ({
+  segmentOfport: port.segmentOfport,
+  tunnelOfports: Object.fromEntries(port.tunnelOfports ?? []),
+  bfdOfports: Object.fromEntries(port.bfdOfports ?? []),
+});
+
+export const samePorts = (recorded: RecordedPorts | undefined, port: GatewayPort) => !!recorded && isDeepStrictEqual(recorded, recordPorts(port));
+
+export type UpdateScope =
+  | { kind: "all"; reason: string }
+  | {
+      kind: "vips";
+      /** Desired VIPs that are new or differ from their recorded inputs (vipKey). */
+      touched: string[];
+      /** Recorded VIPs no longer desired (vipKey): their group and flow go. */
+      removed: string[];
+    };
+
+/** Past this many VIPs, one dump of everything costs less than a dump per group and per flow. */
+export const MAX_SCOPED_VIPS = 64;
+
+/** What of the recorded state a scoped update needs. */
+export interface RecordedForScope extends RecordedIds {
+  drift?: readonly string[];
+  gatewayPorts?: Record<string, RecordedPorts>;
+}
+
+/**
+ * What an update from `old` (recorded inputs, with defaults) to `news`
+ * (with defaults) touches. Both are compared field by field; backends in
+ * any order (the list is unordered).
+ */
+export function updateScope(old: Inputs, news: Inputs, recorded: RecordedForScope): UpdateScope {
+  if (news.secondChance || old.secondChance) return { kind: "all", reason: "secondChance plans slot tables across the VIP set" };
+  if (!recorded.gatewayPorts) return { kind: "all", reason: "no recorded port numbers (state from an earlier ovslb)" };
+  const { vips: oldVips, ...oldRest } = old;
+  const { vips: newVips, ...newRest } = news;
+  if (!isDeepStrictEqual(oldRest, newRest)) return { kind: "all", reason: "a setting of the whole load balancer changed" };
+  // A finding a refresh recorded names its VIP ("gw1: VIP tcp:10.0.0.1:80: ..."); any other is not one VIP's.
+  const drifted = new Set<string>();
+  for (const finding of recorded.drift ?? []) {
+    const m = / VIP ([a-z]+:[0-9.]+:[0-9]+): /.exec(finding);
+    if (!m) return { kind: "all", reason: `the last read found drift that is not one VIP's (${finding})` };
+    drifted.add(m[1]);
+  }
+  const before = new Map(oldVips.map((v) => [vipKey(v), v]));
+  const touched: string[] = [];
+  for (const vip of newVips) {
+    const key = vipKey(vip);
+    const was = before.get(key);
+    before.delete(key);
+    if (!was || drifted.has(key) || !sameVip(was, vip) || !hasIds(recorded, vip)) touched.push(key);
+  }
+  const removed = [...before.keys()];
+  if (touched.length + removed.length > MAX_SCOPED_VIPS) {
+    return { kind: "all", reason: `${touched.length + removed.length} VIPs change: one full read costs less` };
+  }
+  return { kind: "vips", touched, removed };
+}
+
+/** Every replica of the VIP has a recorded bucket id (else ids must be given, and the VIP is touched). */
+function hasIds(recorded: RecordedIds, vip: DeferredNatVip): boolean {
+  const key = vipKey(vip);
+  const buckets = recorded.bucketIds[key];
+  if (recorded.groupIds[key] === undefined || !buckets) return false;
+  const replicas = vip.backends.reduce((n, b) => n + (b.weight ?? 1), 0);
+  return Object.keys(buckets).length === replicas;
+}
+
+/** Objects whose values are all primitives, compared without a deep walk (a VIP has up to 4,096 backends). */
+function shallowEqual(a: object, b: object): boolean {
+  const ka = Object.keys(a);
+  if (ka.length !== Object.keys(b).length) return false;
+  for (const k of ka) {
+    const x = (a as Record<string, unknown>)[k];
+    const y = (b as Record<string, unknown>)[k];
+    if (x !== y && (typeof x !== "object" || x === null || !isDeepStrictEqual(x, y))) return false;
+  }
+  return true;
+}
+
+function sameVip(a: DeferredNatVip, b: DeferredNatVip): boolean {
+  const { backends: ab, ...ar } = a;
+  const { backends: bb, ...br } = b;
+  if (!shallowEqual(ar, br) || ab.length !== bb.length) return false;
+  if (ab.every((x, i) => shallowEqual(x, bb[i]))) return true;
+  const byKey = new Map(ab.map((x) => [backendKey(x), x]));
+  return bb.every((y) => {
+    const x = byKey.get(backendKey(y));
+    return !!x && shallowEqual(x, y);
+  });
+}
+
+/** The flow of a VIP on one gateway, as desiredDataplane makes it, without its group. */
+const vipFlowMatch = (vip: Pick<DeferredNatVip, "protocol" | "address" | "port">, gw: GatewayPort): Flow["match"] => ({
+  protocol: vip.protocol,
+  in_port: gw.segmentOfport,
+  nw_dst: vip.address,
+  tp_dst: vip.port,
+});
+
+const parseVipKey = (key: string) => {
+  const [protocol, address, port] = key.split(":");
+  return { protocol: protocol as DeferredNatVip["protocol"], address, port: Number(port) };
+};
+
+/**
+ * What a scoped update reads on one gateway: the groups of the touched and
+ * removed VIPs (recorded ids, or the ids just given to new VIPs), and each
+ * such VIP's flow with anything else at its match (everyone's flows whose
+ * match has those fields: a foreign one at the same priority is a conflict).
+ */
+export function scopedRead(scope: Extract<UpdateScope, { kind: "vips" }>, ids: RecordedIds, gw: GatewayPort): PartialScope {
+  const keys = [...scope.touched, ...scope.removed];
+  return {
+    groupIds: [...new Set(keys.flatMap((k) => (ids.groupIds[k] === undefined ? [] : [ids.groupIds[k]])))],
+    flows: keys.map((k) => ({ cookie: 0n, mask: 0n, table: 0, match: vipFlowMatch(parseVipKey(k), gw) })),
+  };
+}
+
+/** The ids of these VIPs only. */
+export function idsOf(ids: RecordedIds, keys: Iterable<string>): RecordedIds {
+  const out: RecordedIds = { groupIds: {}, bucketIds: {} };
+  for (const k of keys) {
+    if (ids.groupIds[k] !== undefined) out.groupIds[k] = ids.groupIds[k];
+    if (ids.bucketIds[k] !== undefined) out.bucketIds[k] = ids.bucketIds[k];
+  }
+  return out;
+}
+
+/**
+ * The bundle for one gateway of a scoped update: the touched VIPs' groups
+ * and flows as desired, the removed VIPs' gone, planned by the bridge engine
+ * against what was read of exactly those (same ownership checks and
+ * refusals as a full plan). `ids` holds the touched and removed VIPs' ids.
+ */
+export function planGatewayScoped(
+  where: string,
+  inputs: Inputs,
+  scope: Extract<UpdateScope, { kind: "vips" }>,
+  ids: RecordedIds,
+  gw: GatewayPort,
+  observed: ObservedBridge,
+): Modification[] {
+  const touched = new Set(scope.touched);
+  const intent = gatewayIntent({ ...inputs, vips: inputs.vips.filter((v) => touched.has(vipKey(v))) }, idsOf(ids, [...scope.touched, ...scope.removed]), gw);
+  const keys = new Set([...scope.touched, ...scope.removed].map((k) => flowKey({ table: 0, priority: VIP_FLOW_PRIORITY, cookie: cookieOf(inputs), match: vipFlowMatch(parseVipKey(k), gw), actions: [] })));
+  return planBridge(
+    where,
+    // The BFD drop flows are the gateway's, not a VIP's: a scoped update leaves them as they are.
+    { ...intent, flows: intent.flows.filter((f) => keys.has(flowKey(f))) },
+    // A dump by match also returns flows more specific than the VIP's: only the VIPs' own keys are planned.
+    { ...observed, flows: observed.flows.filter((f) => keys.has(flowKey(f))) },
+  );
+}
