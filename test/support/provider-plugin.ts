@@ -71,14 +71,30 @@ export async function registeredInputs(type: string, program: () => void): Promi
 /** The provider's methods, as the engine calls them for one resource (its URN). */
 export interface PluginRequests {
   check(olds: Props, news: Props): Promise<{ inputs: Props; failures: { property: string; reason: string }[] }>;
-  diff(id: string, olds: Props, news: Props): Promise<{ changes: "none" | "some" | "unknown"; replaces: string[] }>;
+  diff(id: string, olds: Props, news: Props): Promise<{ changes: "none" | "some" | "unknown"; replaces: string[]; deleteBeforeReplace: boolean }>;
   create(props: Props): Promise<{ id: string; properties: Props }>;
   read(id: string, props: Props, inputs?: Props): Promise<{ id: string; properties: Props; inputs: Props }>;
   update(id: string, olds: Props, news: Props): Promise<{ properties: Props }>;
   delete(id: string, props: Props): Promise<void>;
 }
 
+/**
+ * What a failed create or update carried when the resource was made but not
+ * finished (the SDK's ErrorResourceInitFailed in the gRPC status details):
+ * the engine records this id and these properties as the resource's state.
+ */
+export interface InitFailure {
+  id: string;
+  properties: Props;
+  reasons: string[];
+}
+
+/** A plugin call's error; `initFailed` when the plugin reported a partial state. */
+export type PluginError = Error & { code?: number; details?: string; initFailed?: InitFailure };
+
 export interface PluginCall extends PluginRequests {
+  /** What the plugin answered to Configure: the engine strips secrets from what it sends when false. */
+  acceptsSecrets: boolean;
   /** The same plugin, every call sending `urn` (e.g. one per resource a program registered). */
   at(urn: string): PluginRequests;
   /** Ends the plugin and removes what was made for it. */
@@ -99,13 +115,19 @@ export interface PluginOptions {
    * in a user's project.
    */
   projectRoot?: string;
+  /** The engine address passed as the plugin's argument, as the CLI passes its own (default: none listening). */
+  engine?: string;
+  /** More environment for the plugin process (the CLI gives dynamic providers PULUMI_CONFIG). */
+  env?: Record<string, string>;
+  /** Configure's args, as the engine sends the stack config to a dynamic provider (default: none). */
+  configure?: { args: Props; variables?: Record<string, string> };
 }
 
 const DEFAULT_URN = "urn:pulumi:stack::project::pulumi-nodejs:dynamic/ovslb:Test::t";
 
 /** Starts the dynamic-provider plugin (see PluginOptions for which, and how `ovslb` resolves in it). */
 export async function startProviderPlugin(options: PluginOptions = {}): Promise<PluginCall> {
-  const { urn: defaultUrn = DEFAULT_URN, projectRoot } = options;
+  const { urn: defaultUrn = DEFAULT_URN, projectRoot, engine = "127.0.0.1:1", env: extraEnv = {} } = options;
   // The stubs must share the plugin's SDK's own grpc-js and protobuf instances.
   const sdk = projectRoot ? dirname(require.resolve("@pulumi/pulumi/package.json", { paths: [projectRoot] })) : pulumiDir;
   const fromSdk = (id: string) => require(require.resolve(id, { paths: [sdk] }));
@@ -113,14 +135,15 @@ export async function startProviderPlugin(options: PluginOptions = {}): Promise<
   const structpb = fromSdk("google-protobuf/google/protobuf/struct_pb");
   const providerpb = require(join(sdk, "proto", "provider_pb"));
   const providerGrpc = require(join(sdk, "proto", "provider_grpc_pb"));
+  const statuspb = require(join(sdk, "proto", "status_pb"));
 
   let scratch: string | undefined;
   let child: ChildProcess;
   if (projectRoot) {
     const { NODE_PATH: _ignored, ...env } = process.env;
-    child = spawn(process.execPath, ["./node_modules/@pulumi/pulumi/cmd/dynamic-provider", "127.0.0.1:1"], {
+    child = spawn(process.execPath, ["./node_modules/@pulumi/pulumi/cmd/dynamic-provider", engine], {
       cwd: projectRoot,
-      env,
+      env: { ...env, ...extraEnv },
       stdio: ["ignore", "pipe", "pipe"],
     });
   } else {
@@ -128,8 +151,8 @@ export async function startProviderPlugin(options: PluginOptions = {}): Promise<
     const modules = join(scratch, "node_modules");
     mkdirSync(modules);
     symlinkSync(repoRoot, join(modules, "ovslb"));
-    child = spawn(process.execPath, [join(sdk, "cmd", "dynamic-provider", "index.js"), "127.0.0.1:1"], {
-      env: { ...process.env, NODE_PATH: modules },
+    child = spawn(process.execPath, [join(sdk, "cmd", "dynamic-provider", "index.js"), engine], {
+      env: { ...process.env, ...extraEnv, NODE_PATH: modules },
       stdio: ["ignore", "pipe", "pipe"],
     });
   }
@@ -150,8 +173,26 @@ export async function startProviderPlugin(options: PluginOptions = {}): Promise<
     throw e;
   }
   const client = new providerGrpc.ResourceProviderClient(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
+  // A partial state comes back in the status details (grpc-status-details-bin), as the engine reads it.
+  const initFailure = (err: any): InitFailure | undefined => {
+    const bin = err?.metadata?.get?.("grpc-status-details-bin")?.[0];
+    if (!bin) return undefined;
+    for (const any of statuspb.Status.deserializeBinary(new Uint8Array(bin)).getDetailsList()) {
+      if (!String(any.getTypeUrl()).endsWith("pulumirpc.ErrorResourceInitFailed")) continue;
+      const d = providerpb.ErrorResourceInitFailed.deserializeBinary(any.getValue_asU8());
+      return { id: d.getId(), properties: d.getProperties()?.toJavaScript() ?? {}, reasons: d.getReasonsList() };
+    }
+    return undefined;
+  };
   const unary = <T>(method: string, req: unknown): Promise<T> =>
-    new Promise((res, rej) => client[method](req, (err: Error | null, resp: T) => (err ? rej(err) : res(resp))));
+    new Promise((res, rej) =>
+      client[method](req, (err: PluginError | null, resp: T) => {
+        if (!err) return res(resp);
+        const initFailed = initFailure(err);
+        if (initFailed) err.initFailed = initFailed;
+        rej(err);
+      }),
+    );
   const struct = (o: Props) => structpb.Struct.fromJavaScript(o);
 
   const stop = () => {
@@ -159,11 +200,15 @@ export async function startProviderPlugin(options: PluginOptions = {}): Promise<
     child.kill();
     removeScratch();
   };
+  let acceptsSecrets = false;
   try {
     const configure = new providerpb.ConfigureRequest();
-    configure.setArgs(struct({}));
+    configure.setArgs(struct(options.configure?.args ?? {}));
+    for (const [k, v] of Object.entries(options.configure?.variables ?? {})) configure.getVariablesMap().set(k, v);
     configure.setAcceptsecrets(true);
-    await unary("configure", configure);
+    configure.setAcceptresources(false);
+    const resp = await unary<any>("configure", configure);
+    acceptsSecrets = resp.getAcceptsecrets();
   } catch (e) {
     stop();
     throw e;
@@ -193,6 +238,7 @@ export async function startProviderPlugin(options: PluginOptions = {}): Promise<
       return {
         changes: c === kinds.DIFF_NONE ? "none" : c === kinds.DIFF_SOME ? "some" : "unknown",
         replaces: resp.getReplacesList(),
+        deleteBeforeReplace: resp.getDeletebeforereplace(),
       };
     },
     async create(props) {
@@ -233,5 +279,5 @@ export async function startProviderPlugin(options: PluginOptions = {}): Promise<
     },
   });
 
-  return { ...at(defaultUrn), at, stop };
+  return { ...at(defaultUrn), at, stop, acceptsSecrets };
 }
