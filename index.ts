@@ -15,3 +15,4 @@ export { TransparentDsr, type TransparentDsrArgs, type TransparentDsrHypervisor 
 export { DsrHypervisorFlows, type DsrHypervisorFlowsArgs } from "./provider/resources/dsr-hypervisor-flows/resource";
 export { OvsBridge, type OvsBridgeArgs } from "./provider/resources/ovs-bridge/resource";
 export type { OvsBridgeInputs, OvsHost, SshConnection } from "./provider/model/inputs.generated";
+export { stackHost, stackNorthbound, StackConfigError } from "./provider/resources/stack-config";

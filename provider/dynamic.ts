@@ -35,6 +35,8 @@ export function dynamicProvider(kind: string): pulumi.dynamic.ResourceProvider {
     }
   };
   return {
+    // The stack's config reaches the provider here, once per plugin process; only `ovslb:ssh` is taken.
+    configure: async (req) => handlers().handle(kind, "configure", [req.config.get("ovslb:ssh")]),
     check: (olds, news) => handlers().handle(kind, "check", [olds, news]),
     diff: (id, olds, news) => handlers().handle(kind, "diff", [id, olds, news]),
     create: (inputs) => handlers().handle(kind, "create", [inputs]),

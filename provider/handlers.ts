@@ -1,12 +1,13 @@
 import { isDeepStrictEqual } from "node:util";
-import { canonicalInputs, validateAgainstSchema } from "./model/validate";
-import type { ResourceHandler } from "./resource-handler";
+import { canonicalInputs, dataplaneInputs, mapConnections, validateAgainstSchema, type CheckFailure } from "./model/validate";
+import { PartialApplyError, type ResourceHandler } from "./resource-handler";
 import { deferredNatLoadBalancerHandler } from "./resources/deferred-nat-load-balancer/handler";
 import { distributorAttachmentHandler } from "./resources/distributor-attachment/handler";
 import { distributorDeviceHandler } from "./resources/distributor-device/handler";
 import { dsrHypervisorFlowsHandler } from "./resources/dsr-hypervisor-flows/handler";
 import { ovsBridgeHandler } from "./resources/ovs-bridge/handler";
 import { CREDENTIALS_OUTPUT, liftCredentials, restoreCredentials, type Credentials } from "./secrets";
+import { configureStackSsh, stackSshFailures, withStackSsh } from "./stack-ssh";
 
 /**
  * The implementation behind every dynamic provider: the serialized provider
@@ -28,7 +29,7 @@ const registry: Record<string, ResourceHandler<any, any>> = {
 };
 
 export type ResourceKind = keyof typeof registry;
-export type Method = "check" | "diff" | "create" | "read" | "update" | "delete";
+export type Method = "configure" | "check" | "diff" | "create" | "read" | "update" | "delete";
 
 function handlerFor(kind: string): ResourceHandler<object, object> {
   const handler = registry[kind];
@@ -86,14 +87,46 @@ function redacted(e: unknown, inputs: Props | undefined): Error {
   return err;
 }
 
+/**
+ * The error a create or update throws: a PartialApplyError carries the id and
+ * the outputs to record with it (Pulumi's partial state), so the next run
+ * updates from what is really on the hosts.
+ */
+function failure(e: unknown, inputs: Props, provider: unknown): Error {
+  const err = redacted(e, inputs);
+  if (!(e instanceof PartialApplyError)) return err;
+  const recorded = (e.inputs ?? inputs) as Props;
+  return Object.assign(new Error(err.message), {
+    id: e.id,
+    properties: { ...joinOutputs(recorded, e.state), [PROVIDER_KEY]: provider },
+    reasons: [err.message],
+  });
+}
+
+/**
+ * Refuses inputs before any host is contacted, whoever calls (a caller that
+ * skipped check, state edited by hand): new inputs as check would (schema and
+ * rules); recorded ones by the schema alone, the grammar every value placed
+ * in a flow or command keeps, so a rule added later never blocks a refresh
+ * or a delete.
+ */
+async function refuseUnchecked(kind: string, handler: ResourceHandler<object, object>, inputs: Props, rules: boolean): Promise<void> {
+  const failures: CheckFailure[] = rules ? (await check(kind, {}, inputs)).failures : validateAgainstSchema(handler.schema, inputs);
+  if (failures.length === 0) return;
+  throw new Error(`ovslb: ${kind} inputs refused before contacting any host: ${failures.map((f) => `${f.property}: ${f.reason}`).join("; ")}`);
+}
+
 export async function check(kind: string, _olds: Props, news: Props) {
   const handler = handlerFor(kind);
   const inputs = withoutProvider(news);
   let failures = validateAgainstSchema(handler.schema, inputs).filter(
     (f) => !containsUnknown(valueAt(inputs, f.property)),
   );
+  // A bad `ovslb:ssh` is refused here, by every resource, before any host is reached.
+  failures = [...stackSshFailures(), ...failures];
   if (failures.length === 0 && !containsUnknown(inputs) && handler.checkRules) {
-    failures = handler.checkRules(inputs);
+    // Connections are checked as the transport will use them: with the stack's SSH settings.
+    failures = handler.checkRules(mapConnections(handler.schema, inputs, withStackSsh));
   }
   const checked = failures.length === 0 && !containsUnknown(inputs) ? handler.withDefaults(inputs) : inputs;
   return { inputs: checked, failures };
@@ -117,17 +150,19 @@ export async function diff(kind: string, _id: string, olds: Props, news: Props) 
 export async function create(kind: string, inputs: Props) {
   const handler = handlerFor(kind);
   const clean = withoutProvider(inputs);
+  await refuseUnchecked(kind, handler, clean, true);
   try {
     const { id, state } = await handler.create(clean);
     return { id, outs: joinOutputs(clean, state) };
   } catch (e) {
-    throw redacted(e, clean);
+    throw failure(e, clean, inputs[PROVIDER_KEY]);
   }
 }
 
 export async function read(kind: string, id: string, props: Props) {
   const handler = handlerFor(kind);
   const { inputs, state } = splitOutputs(handler, props);
+  await refuseUnchecked(kind, handler, inputs, false);
   try {
     const actual = await handler.read(id, inputs, state);
     // An empty id tells the engine the resource is gone.
@@ -143,17 +178,27 @@ export async function update(kind: string, id: string, olds: Props, news: Props)
   const handler = handlerFor(kind);
   const old = splitOutputs(handler, olds);
   const clean = withoutProvider(news);
+  await refuseUnchecked(kind, handler, old.inputs, false);
+  await refuseUnchecked(kind, handler, clean, true);
+  // Only how the hosts are reached changed (a rotated key, a new user or
+  // timeout): record it, and send nothing to any host.
+  // Not after a partial apply or a read that found drift: the hosts are not what the recorded inputs say.
+  const drifted = Array.isArray(old.state.drift) && old.state.drift.length > 0;
+  if (!drifted && isDeepStrictEqual(dataplaneInputs(handler.schema, old.inputs), dataplaneInputs(handler.schema, clean))) {
+    return { outs: joinOutputs(clean, old.state) };
+  }
   try {
     const state = await handler.update(id, old, clean);
     return { outs: joinOutputs(clean, state) };
   } catch (e) {
-    throw redacted(e, clean);
+    throw failure(e, clean, news[PROVIDER_KEY]);
   }
 }
 
 export async function remove(kind: string, id: string, props: Props) {
   const handler = handlerFor(kind);
   const { inputs, state } = splitOutputs(handler, props);
+  await refuseUnchecked(kind, handler, inputs, false);
   try {
     await handler.delete(id, inputs, state);
   } catch (e) {
@@ -161,9 +206,16 @@ export async function remove(kind: string, id: string, props: Props) {
   }
 }
 
+/** The stack config the engine hands the provider: `ovslb:ssh` (its JSON text). */
+export async function configure(stackSsh: string | undefined): Promise<void> {
+  configureStackSsh(stackSsh);
+}
+
 /** The one entry point the serialized provider calls. */
 export function handle(kind: string, method: Method, args: unknown[]): Promise<unknown> {
   switch (method) {
+    case "configure":
+      return configure(args[0] as string | undefined);
     case "check":
       return check(kind, args[0] as Props, args[1] as Props);
     case "diff":

@@ -15,3 +15,25 @@ export interface ResourceHandler<I extends object, S extends object> {
   /** Idempotent; removes only what the resource owns. */
   delete(id: string, inputs: I, state: S): Promise<void>;
 }
+
+/**
+ * A create or update that changed some hosts and not others, or cannot tell
+ * whether it did: `state` says only what is true after it (the ids of
+ * anything that may now be on a host, lastApply only where a change was
+ * applied, drift naming the hosts that were not or may not have been). The
+ * engine records `inputs` and `state` as the resource's outputs together with
+ * the error (Pulumi's partial state: ErrorResourceInitFailed) and updates the
+ * resource on the next run, which converges from there.
+ */
+export class PartialApplyError<S extends object = object> extends Error {
+  constructor(
+    message: string,
+    readonly id: string,
+    readonly state: S,
+    /** The inputs to record, when not the ones the call was given (e.g. with gateways still to clean up). */
+    readonly inputs?: object,
+  ) {
+    super(message);
+    this.name = "PartialApplyError";
+  }
+}

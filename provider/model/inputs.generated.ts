@@ -99,9 +99,9 @@ export interface SshConnection {
    */
   port?: number;
   /**
-   * a login name
+   * a login name (required, here or in the stack's ovslb:ssh)
    */
-  user: string;
+  user?: string;
   /**
    * a public host key as in known_hosts, e.g. "ssh-ed25519 AAAA..."
    */

@@ -18,6 +18,14 @@ const ajv = new Ajv({ allErrors: true, verbose: true, strict: true, useDefaults:
  */
 export const UNORDERED = "x-unordered";
 ajv.addKeyword({ keyword: UNORDERED, type: "array", schemaType: "boolean" });
+/**
+ * `"x-reach": true` on an object schema (the SSH connection): how a host is
+ * reached, not what is on it. A change of any of its properties but `host`
+ * (a rotated key, another user, port or timeout) changes nothing on the
+ * host, so update records it and sends nothing (`dataplaneInputs`).
+ */
+export const REACH = "x-reach";
+ajv.addKeyword({ keyword: REACH, type: "object", schemaType: "boolean" });
 ajv.addSchema(common, "common.json");
 const compiled = new Map<object, ValidateFunction>();
 
@@ -39,7 +47,6 @@ export function joinProperty(path: string, key: string): string {
   if (!/^[A-Za-z0-9_$:-]+$/.test(key) || /^\d+$/.test(key)) return `${path}[${JSON.stringify(key)}]`;
   return path ? `${path}.${key}` : key;
 }
-
 
 /** Reasons say what was expected, from the schema's own description; the value itself is never echoed (it may be a secret). */
 function toFailure(e: ErrorObject): CheckFailure {
@@ -88,6 +95,7 @@ export function validateAgainstSchema(schema: object, inputs: unknown): CheckFai
 /** Rules on a connection that JSON Schema draft-07 cannot say plainly. */
 export function checkConnection(c: SshConnection, at: string): CheckFailure[] {
   const failures: CheckFailure[] = [];
+  if (!c.user) failures.push({ property: `${at}.user`, reason: "is required: give it here or in the stack's ovslb:ssh" });
   if (!c.hostKey && !c.knownHosts) {
     failures.push({ property: `${at}.hostKey`, reason: "give hostKey or knownHosts: host keys are always verified" });
   }
@@ -105,6 +113,7 @@ type SchemaNode = {
   properties?: Record<string, SchemaNode>;
   additionalProperties?: boolean | SchemaNode;
   [UNORDERED]?: boolean;
+  [REACH]?: boolean;
 };
 
 const DOCUMENTS: Record<string, object> = { "common.json": common };
@@ -133,12 +142,22 @@ function stableText(v: unknown): string {
   return typeof v === "bigint" ? `"${v.toString()}n"` : (JSON.stringify(v) ?? "null");
 }
 
-function canonicalAt(node: SchemaNode | undefined, doc: object, value: unknown, depth: number): unknown {
+interface Walk {
+  /** Sort the lists the schema marks "x-unordered". */
+  sortSets: boolean;
+  /** Replaces each connection ("x-reach") object. */
+  reach?: (connection: Record<string, unknown>) => unknown;
+}
+
+function walkAt(node: SchemaNode | undefined, doc: object, value: unknown, depth: number, walk: Walk): unknown {
   if (depth > 64) throw new Error("schema: $ref nesting too deep");
   while (node?.$ref) ({ node, doc } = resolveRef(node.$ref, doc));
+  if (walk.reach && node?.[REACH] === true && value && typeof value === "object" && !Array.isArray(value)) {
+    return walk.reach(value as Record<string, unknown>);
+  }
   if (Array.isArray(value)) {
-    const items = value.map((v) => canonicalAt(node?.items, doc, v, depth + 1));
-    if (node?.[UNORDERED] !== true) return items;
+    const items = value.map((v) => walkAt(node?.items, doc, v, depth + 1, walk));
+    if (!walk.sortSets || node?.[UNORDERED] !== true) return items;
     // A set: ordered by each element's whole canonical text, a stable and total key.
     return items.map((v) => [stableText(v), v] as const).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, v]) => v);
   }
@@ -147,7 +166,7 @@ function canonicalAt(node: SchemaNode | undefined, doc: object, value: unknown, 
     for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
       const extra = node?.additionalProperties;
       const sub = node?.properties?.[k] ?? (typeof extra === "object" ? extra : undefined);
-      out[k] = canonicalAt(sub, doc, v, depth + 1);
+      out[k] = walkAt(sub, doc, v, depth + 1, walk);
     }
     return out;
   }
@@ -161,5 +180,19 @@ function canonicalAt(node: SchemaNode | undefined, doc: object, value: unknown, 
  * properties the schema does not know are kept untouched.
  */
 export function canonicalInputs<T>(schema: object, inputs: T): T {
-  return canonicalAt(schema as SchemaNode, schema, inputs, 0) as T;
+  return walkAt(schema as SchemaNode, schema, inputs, 0, { sortSets: true }) as T;
+}
+
+/**
+ * What of `inputs` is on the hosts: canonicalInputs with every connection
+ * ("x-reach") reduced to its host. Two inputs with the same dataplane
+ * inputs differ only in how the hosts are reached.
+ */
+export function dataplaneInputs<T>(schema: object, inputs: T): T {
+  return walkAt(schema as SchemaNode, schema, inputs, 0, { sortSets: true, reach: (c) => ({ host: c.host }) }) as T;
+}
+
+/** `inputs` with every connection ("x-reach") replaced by `f(connection)`; nothing else changed. */
+export function mapConnections<T>(schema: object, inputs: T, f: (connection: SshConnection) => SshConnection): T {
+  return walkAt(schema as SchemaNode, schema, inputs, 0, { sortSets: false, reach: (c) => f(c as unknown as SshConnection) }) as T;
 }

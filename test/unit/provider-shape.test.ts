@@ -36,8 +36,13 @@ describe("check", () => {
 
   it("reports a missing required property by its full path", () => {
     const failures = validateAgainstSchema(bridgeSchema, { host: { connection: { host: "h" } } });
-    expect(failures).toContainEqual({ property: "host.connection.user", reason: "is required" });
     expect(failures).toContainEqual({ property: "name", reason: "is required" });
+  });
+
+  it("requires a login name, which may come from the stack's ovslb:ssh instead", async () => {
+    const { user: _none, ...withoutUser } = inputs().host.connection;
+    const { failures } = await check("OvsBridge", {}, { ...inputs(), host: { connection: withoutUser } });
+    expect(failures).toEqual([{ property: "host.connection.user", reason: "is required: give it here or in the stack's ovslb:ssh" }]);
   });
 
   it("lets values unknown during preview through, and fills defaults once all are known", async () => {
