@@ -1,5 +1,6 @@
 import { readOfctlFailure, type OpenFlowErrorCode } from "../openflow/ofctl-errors";
 import { CommandResult, CommandRunner } from "./exec";
+import { SshConnectionLostError, SshError } from "./ssh";
 import { flowStreamParser, groupStreamParser, type DumpStreamParser } from "../openflow/parse";
 import { MAX_GROUP_ID, MAX_TABLE, OpenFlowValueError, checkUint, renderBundle, renderCookieMatch, renderMatch } from "../openflow/render";
 import { DumpedFlow, GroupEntry, Match, Modification } from "../openflow/types";
@@ -47,6 +48,24 @@ export interface FlowFilter {
   match?: Match;
 }
 
+/**
+ * ovs-ofctl commits whatever bundle file it reads, so a stream cut at a line
+ * boundary (the connection dropped mid-send) would commit a prefix. The host
+ * keeps the file until it has every byte the provider sent ($1), and only
+ * then hands it to ovs-ofctl ("$@" after the count: its fixed argv). No
+ * value reaches this script as shell text: the count and argv are arguments.
+ */
+const INCOMPLETE = 97;
+const WHOLE_BUNDLE = [
+  "f=$(mktemp) || exit 1",
+  "trap 'rm -f \"$f\"' EXIT",
+  "n=$1; shift",
+  "cat >\"$f\"",
+  "got=$(wc -c <\"$f\")",
+  `[ "$got" -eq "$n" ] || { echo "bundle arrived incomplete ($got of $n bytes)" >&2; exit ${INCOMPLETE}; }`,
+  "\"$@\" - <\"$f\"",
+].join("\n");
+
 const BRIDGE_ADDRESS = /^unix:\/[A-Za-z0-9_./-]+$/;
 const OFCTL = ["ovs-ofctl", "-O", "OpenFlow15"] as const;
 
@@ -63,15 +82,27 @@ export class OpenFlowBridge {
 
   /**
    * Sends all modifications as one atomic, ordered bundle (`ovs-ofctl bundle
-   * BR -`, file on stdin): either every line takes effect or none does.
+   * BR -`, file on stdin, staged whole on the host first: WHOLE_BUNDLE):
+   * either every line takes effect or none does.
    * Values are validated before anything is sent; nothing is sent for no mods.
    */
   async applyBundle(mods: readonly Modification[]): Promise<BundleSent> {
     const lines = renderBundle(mods);
     if (lines.length === 0) return { lines, bytes: 0, messages: 0 };
     const file = `${lines.join("\n")}\n`;
-    await this.ofctl(["bundle", this.address, "-"], file, lines);
-    return { lines, bytes: Buffer.byteLength(file), messages: lines.length };
+    const bytes = Buffer.byteLength(file);
+    let result: CommandResult;
+    try {
+      result = await this.runner.run(["sh", "-c", WHOLE_BUNDLE, "ovslb-bundle", String(bytes), ...OFCTL, "bundle", this.address], { stdin: file });
+    } catch (e) {
+      if (!(e instanceof SshConnectionLostError)) throw e;
+      throw new SshError(this.runner.hostName, `bridge ${this.address}: connection lost while the bundle was sent or applied; OVS applies a bundle whole or not at all, and which of the two is unknown until the next read`);
+    }
+    if (result.exitCode === INCOMPLETE) {
+      throw new OpenFlowError("OFCTL_FAILED", this.runner.hostName, this.address, `bundle not applied: ${result.stderr.trim()}`);
+    }
+    if (result.exitCode !== 0) throw this.failure(result, lines);
+    return { lines, bytes, messages: lines.length };
   }
 
   /**

@@ -4,6 +4,7 @@ import { Client, type ClientChannel, type ConnectConfig } from "ssh2";
 import type { CommandResult, CommandRunner, RunOptions } from "./exec";
 import type { SshConnection } from "../model/inputs.generated";
 import { hostKeyAlgorithmsFor, keyMatches, parsePublicKey, trustedKeysFor, type TrustedKey } from "./known-hosts";
+import { withStackSsh } from "../stack-ssh";
 
 export type { SshConnection };
 
@@ -18,6 +19,14 @@ export class HostKeyMismatchError extends SshError {
   constructor(hostName: string) {
     super(hostName, "host key verification failed: the key the host presented is not the pinned or known key; refusing to connect");
     this.name = "HostKeyMismatchError";
+  }
+}
+
+/** The connection closed while a command ran: the command may have finished on the host or not. */
+export class SshConnectionLostError extends SshError {
+  constructor(hostName: string, readonly program: string) {
+    super(hostName, `connection lost while ${program} ran: whether it finished on the host is unknown`);
+    this.name = "SshConnectionLostError";
   }
 }
 
@@ -68,10 +77,16 @@ export class SshSession implements CommandRunner {
     client.on("close", () => (this.closed = true));
   }
 
-  static async connect(c: SshConnection): Promise<SshSession> {
+  /** Connects with the stack's `ovslb:ssh` settings under the declared ones (provider/stack-ssh.ts). */
+  static connect(declared: SshConnection): Promise<SshSession> {
+    return SshSession.open(withStackSsh(declared));
+  }
+
+  /** `c` already carries the stack's settings, its jump host too. */
+  private static async open(c: SshConnection): Promise<SshSession> {
     const hostName = describeHost(c);
     const keys = trustedKeys(c);
-    const jump = c.jumpHost ? await SshSession.connect(c.jumpHost) : undefined;
+    const jump = c.jumpHost ? await SshSession.open(c.jumpHost) : undefined;
     try {
       const sock = jump ? await jump.forwardTcp(c.host, c.port ?? 22) : undefined;
       const client = new Client();
@@ -128,8 +143,16 @@ export class SshSession implements CommandRunner {
         const stdout: Buffer[] = [];
         const stderr: Buffer[] = [];
         const timer = setTimeout(() => {
-          channel.close();
-          reject(new SshError(this.hostName, `${argv[0]} timed out after ${timeoutMs} ms`));
+          // Abandoned: the process is killed on the host (OpenSSH delivers the signal) rather than left behind,
+          // and a host that does not answer loses the whole connection, so no channel or socket lingers.
+          try {
+            channel.signal("KILL");
+            channel.close();
+          } catch {
+            /* the channel is gone already */
+          }
+          this.abandon();
+          reject(new SshError(this.hostName, `${argv[0]} timed out after ${timeoutMs} ms (commandTimeoutMs); abandoned`));
         }, timeoutMs);
         // onStdout: each chunk as it arrives, never kept (a throw there closes the channel and fails the run).
         let failed: unknown;
@@ -145,7 +168,11 @@ export class SshSession implements CommandRunner {
         });
         channel.stderr.on("data", (d: Buffer) => stderr.push(d));
         let exitCode = -1;
-        channel.on("exit", (code: number | null) => (exitCode = code ?? -1));
+        let exited = false;
+        channel.on("exit", (code: number | null) => {
+          exited = true;
+          exitCode = code ?? -1;
+        });
         channel.on("error", (e: Error) => {
           clearTimeout(timer);
           reject(new SshError(this.hostName, `${argv[0]}: ${e.message}`));
@@ -153,6 +180,8 @@ export class SshSession implements CommandRunner {
         channel.on("close", () => {
           clearTimeout(timer);
           if (failed !== undefined) return reject(failed);
+          // No exit status: the connection died under the command (e.g. sshd killed), which may or may not have run to its end.
+          if (!exited) return reject(new SshConnectionLostError(this.hostName, argv[0]));
           resolve({
             stdout: Buffer.concat(stdout).toString("utf8"),
             stderr: Buffer.concat(stderr).toString("utf8"),
@@ -186,6 +215,15 @@ export class SshSession implements CommandRunner {
 
   close(): void {
     this.client.end();
+    // A host that stopped answering never finishes the goodbye: drop the socket rather than keep it half-open.
+    if (!this.closed) setTimeout(() => this.client.destroy(), 1_000).unref();
+    this.jump?.close();
+  }
+
+  /** Drops the connection at once (a hung host): every open channel fails. */
+  private abandon(): void {
+    this.closed = true;
+    this.client.destroy();
     this.jump?.close();
   }
 }
