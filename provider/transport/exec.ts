@@ -26,6 +26,8 @@ export interface RunOptions {
 export interface CommandRunner {
   /** A name for the host, used in error messages. */
   readonly hostName: string;
+  /** How long a command may run (the connection's commandTimeoutMs), for programs that can also bound themselves. */
+  readonly commandTimeoutMs?: number;
   run(argv: readonly string[], opts?: RunOptions): Promise<CommandResult>;
 }
 

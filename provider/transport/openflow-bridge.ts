@@ -93,7 +93,7 @@ export class OpenFlowBridge {
     const bytes = Buffer.byteLength(file);
     let result: CommandResult;
     try {
-      result = await this.runner.run(["sh", "-c", WHOLE_BUNDLE, "ovslb-bundle", String(bytes), ...OFCTL, "bundle", this.address], { stdin: file });
+      result = await this.runner.run(["sh", "-c", WHOLE_BUNDLE, "ovslb-bundle", String(bytes), ...this.ofctlArgv(), "bundle", this.address], { stdin: file });
     } catch (e) {
       if (!(e instanceof SshConnectionLostError)) throw e;
       throw new SshError(this.runner.hostName, `bridge ${this.address}: connection lost while the bundle was sent or applied; OVS applies a bundle whole or not at all, and which of the two is unknown until the next read`);
@@ -151,15 +151,25 @@ export class OpenFlowBridge {
 
   /** ovs-ofctl with its output fed to `parser` as it arrives. */
   private async ofctlStream(args: readonly string[], parser: DumpStreamParser): Promise<void> {
-    const result = await this.runner.run([...OFCTL, ...args], { onStdout: (chunk) => parser.push(chunk) });
+    const result = await this.runner.run([...this.ofctlArgv(), ...args], { onStdout: (chunk) => parser.push(chunk) });
     if (result.exitCode !== 0) throw this.failure(result, []);
     // A runner that does not stream (a test's, a wrapper's) hands the output back whole: parsed all the same.
     if (result.stdout !== "") parser.push(result.stdout);
     parser.end();
   }
 
+  /**
+   * ovs-ofctl, bounded by the connection's command timeout (--timeout, in
+   * whole seconds, just after it): one blocked on a hung ovs-vswitchd exits
+   * by itself, even once the provider has given up and gone.
+   */
+  private ofctlArgv(): string[] {
+    const ms = this.runner.commandTimeoutMs;
+    return ms === undefined ? [...OFCTL] : [...OFCTL, `--timeout=${Math.ceil(ms / 1000)}`];
+  }
+
   private async ofctl(args: readonly string[], stdin?: string, lines: readonly string[] = []): Promise<string> {
-    const result = await this.runner.run([...OFCTL, ...args], stdin === undefined ? {} : { stdin });
+    const result = await this.runner.run([...this.ofctlArgv(), ...args], stdin === undefined ? {} : { stdin });
     if (result.exitCode !== 0) throw this.failure(result, lines);
     return result.stdout;
   }

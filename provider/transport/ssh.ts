@@ -111,7 +111,8 @@ export class SshSession implements CommandRunner {
       if (c.agent) config.agent = c.agent;
       await new Promise<void>((resolve, reject) => {
         client.once("ready", () => resolve());
-        client.once("error", (err: Error) => {
+        // `on`, not `once`: a connection given up on (readyTimeout) can still report its end later.
+        client.on("error", (err: Error) => {
           // ssh2's own message is generic; say which host and why, never echoing key material.
           if (keyRejected) reject(new HostKeyMismatchError(hostName));
           else reject(new SshError(hostName, `connect failed: ${err.message}`));
@@ -122,6 +123,9 @@ export class SshSession implements CommandRunner {
           // e.g. a key that cannot be parsed or needs a passphrase
           reject(new SshError(hostName, `connect failed: ${(err as Error).message}`));
         }
+      }).catch((e) => {
+        client.destroy();
+        throw e;
       });
       // Later errors (e.g. a dropped connection) surface through the open channels.
       client.on("error", () => undefined);
@@ -132,10 +136,14 @@ export class SshSession implements CommandRunner {
     }
   }
 
+  get commandTimeoutMs(): number {
+    return this.connection.commandTimeoutMs ?? 60_000;
+  }
+
   /** Runs argv on the host; every element reaches the program as one word. */
   run(argv: readonly string[], opts: RunOptions = {}): Promise<CommandResult> {
     const command = quoteArgv(argv);
-    const timeoutMs = opts.timeoutMs ?? this.connection.commandTimeoutMs ?? 60_000;
+    const timeoutMs = opts.timeoutMs ?? this.commandTimeoutMs;
     return new Promise((resolve, reject) => {
       if (this.closed) return reject(new SshError(this.hostName, "connection is closed"));
       this.client.exec(command, (err: Error | undefined, channel: ClientChannel) => {
