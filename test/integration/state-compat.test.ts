@@ -33,11 +33,11 @@ type Props = Record<string, any>;
 
 /** Outputs a host assigns or observes (row uuids, ofports, what an apply sent): not derived, so not part of the contract. */
 const OBSERVED: Record<FixtureKind, string[]> = {
-  OvsBridge: ["uuid"],
-  DsrHypervisorFlows: ["ofports", "lastApply"],
-  DeferredNatLoadBalancer: ["lastApply", "gatewayPorts", "lastRead"],
-  DistributorDevice: ["ovsVersion", "attachments", "attachmentHealth"],
-  DistributorAttachment: ["bridgeUuid", "lastApply", "slotLiveness"],
+  OvsBridge: ["uuid", "ovsVersions"],
+  DsrHypervisorFlows: ["ofports", "lastApply", "ovsVersions"],
+  DeferredNatLoadBalancer: ["lastApply", "gatewayPorts", "lastRead", "ovsVersions"],
+  DistributorDevice: ["ovsVersion", "attachments", "attachmentHealth", "ovsVersions"],
+  DistributorAttachment: ["bridgeUuid", "lastApply", "slotLiveness", "ovsVersions"],
 };
 
 /** Modules whose observeBundles sees the bundles sent in the plugin's process (whichever this ovslb has). */

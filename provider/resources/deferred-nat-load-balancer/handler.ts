@@ -1,3 +1,5 @@
+import { observeOvsVersion, readOvsVersion } from "../../engine/ovs-version";
+import { versionRefusal, type HostOvsVersion } from "../../model/ovs-versions";
 import schema from "../../../schema/deferred-nat-load-balancer.json";
 import { applyBundles, bridgePorts, observeFlowsAndGroups, observePartial, type BridgeRef } from "../../engine/bridge";
 import { ownedGroupIds, ownedFlows, type ApplySummary, type ObservedBridge } from "../../engine/plan";
@@ -34,6 +36,8 @@ import {
 
 /** What DeferredNatLoadBalancer records besides its inputs. */
 export interface DeferredNatState extends RecordedIds {
+  /** At the last read: each gateway's Open vSwitch version and the known issues it has (provider/model/ovs-versions.ts), by host. */
+  ovsVersions?: Record<string, HostOvsVersion>;
   /** The cookie on every flow it owns, as hex. */
   cookie: string;
   /** What the last create/update sent to each gateway: OpenFlow messages, bytes and operations by kind. */
@@ -181,6 +185,23 @@ async function observeHealth(inputs: Inputs, reads: readonly GatewayRead[], enfo
  * leaves all gateways untouched. Bundles go to all gateways in parallel to
  * keep the window in which they disagree short.
  */
+/**
+ * A feature broken on a gateway's Open vSwitch is refused there, naming the
+ * gateway, its version and the fixed releases, before any gateway is changed.
+ * ovslb changes a group only by inserting and removing buckets, so a dp_hash
+ * group would hit the dp_hash bug on every change (check refuses dp_hash
+ * anyway; this holds whatever check says).
+ */
+async function refuseBrokenOvs(d: Inputs, sessions: readonly OvsHostSession[]): Promise<void> {
+  if (d.selectionMethod !== "dp_hash") return;
+  const versions = await Promise.all(sessions.map(readOvsVersion));
+  const refusals = sessions.flatMap((s, i) => {
+    const why = versionRefusal(versions[i], { dpHashBucketChanges: true });
+    return why ? [`${s.hostName} (${d.gateways[i].name}): ${why}`] : [];
+  });
+  if (refusals.length > 0) throw new Error(`${lbId(d)}: selectionMethod dp_hash refused: ${refusals.join("; ")}`);
+}
+
 async function converge(
   inputs: Inputs,
   recorded: RecordedIds,
@@ -194,6 +215,7 @@ async function converge(
   // An update: what it touches, from the recorded inputs (as applied, or as the last refresh found the hosts) against these.
   let scope: UpdateScope = previous ? updateScope(withDefaults(previous.inputs), d, { ...recorded, ...previous.state }) : { kind: "all", reason: "create" };
   return withNorthbound(d, (nb) => withAllOvsHosts(d.gateways.map((g) => g.host), async (sessions) => {
+    await refuseBrokenOvs(d, sessions);
     // gre delivery: the tunnel ports first, so the buckets that output to them can be planned.
     await Promise.all(d.gateways.map((gw, i) => ensureTunnels(sessions[i], d, gw, `${sessions[i].hostName} (${gw.name})`)));
     const gateways = await readPorts(d, sessions);
@@ -321,7 +343,8 @@ export const deferredNatLoadBalancerHandler: ResourceHandler<Inputs, DeferredNat
       // A northbound row that differs reads as no OVN part, so the diff shows it and update rewrites it.
       if (nb.findings.length > 0) delete actual.ovn;
       const { health: _h, stale: _s, bfdKey: _k, ...kept } = state;
-      return { inputs: actual, state: { ...kept, drift, ...(await observeHealth(d, reads, false)) } };
+      const ovsVersions = Object.assign({}, ...(await Promise.all(sessions.map(observeOvsVersion))));
+      return { inputs: actual, state: { ...kept, drift, ...(await observeHealth(d, reads, false)), ovsVersions } };
     });
   },
 

@@ -1,3 +1,5 @@
+import { observeOvsVersion } from "../../engine/ovs-version";
+import type { HostOvsVersion } from "../../model/ovs-versions";
 import schema from "../../../schema/distributor-attachment.json";
 import { applyBundle, observeBridge, openflowOf, type BridgeRef } from "../../engine/bridge";
 import { arpAnnouncement } from "../../openflow";
@@ -49,6 +51,8 @@ export interface DistributorAttachmentState {
   lastApply?: ApplySummary;
   /** Each served slot's bucket liveness at the last create, update or read: false while its watchPort is not LIVE. */
   slotLiveness?: Record<string, boolean>;
+  /** At the last read: the host's Open vSwitch version and the known issues it has (provider/model/ovs-versions.ts). */
+  ovsVersions?: Record<string, HostOvsVersion>;
 }
 
 /** Each slot's bucket liveness: a slot with a watchPort is live while that port is LIVE (what the group sees). */
@@ -261,7 +265,7 @@ export const distributorAttachmentHandler: ResourceHandler<DistributorAttachment
       const bridge = await observeAttachment({ session: s, bridge: state.bridge }, ids.cookie);
       const found = readBack(d, ids, ownDataplane(d, bridge, ids), state.slots, rows.uplinkPort?.tag[0]);
       const liveness = await slotLiveness({ session: s, bridge: state.bridge }, assignSlots(d.amphorae, state.slots).slots);
-      return { inputs: found.inputs, state: { ...state, bridgeUuid: rows.bridge._uuid.id, slots: found.slots, slotLiveness: liveness } };
+      return { inputs: found.inputs, state: { ...state, bridgeUuid: rows.bridge._uuid.id, slots: found.slots, slotLiveness: liveness, ovsVersions: await observeOvsVersion(s) } };
     });
     return found;
   },

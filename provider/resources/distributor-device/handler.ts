@@ -1,3 +1,4 @@
+import { describeVersion, type HostOvsVersion } from "../../model/ovs-versions";
 import schema from "../../../schema/distributor-device.json";
 import type { ResourceHandler } from "../../resource-handler";
 import type { DistributorDeviceInputs } from "../../model/inputs.generated";
@@ -12,6 +13,8 @@ import { ATTACHED_MARK, DEVICE_MARK, checkRules, deleteRefusal, deviceResourceId
 export interface DistributorDeviceState {
   reachable: boolean;
   ovsVersion?: string;
+  /** The same, with the known issues it has (provider/model/ovs-versions.ts), by host, as every resource reads it. */
+  ovsVersions?: Record<string, HostOvsVersion>;
   /** Whether the uplink bridge speaks OpenFlow 1.5 (bucket ids, selection methods). */
   openflow15: boolean;
   /** The attachment ids found on the device. */
@@ -74,6 +77,7 @@ async function observe(s: OvsHostSession, inputs: DistributorDeviceInputs, rows:
   return {
     reachable: true,
     ...(ovsVersion ? { ovsVersion } : {}),
+    ovsVersions: { [inputs.host.connection.host]: describeVersion(ovsVersion) },
     openflow15: probe.exitCode === 0,
     attachments: rows.attachments,
     attachmentHealth: await attachmentHealth(s, inputs, rows),

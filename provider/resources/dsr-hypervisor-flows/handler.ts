@@ -1,3 +1,5 @@
+import { observeOvsVersion } from "../../engine/ovs-version";
+import type { HostOvsVersion } from "../../model/ovs-versions";
 import schema from "../../../schema/dsr-hypervisor-flows.json";
 import { applyBundle, observeBridge, observeBundles as observeAllBundles, type BridgeRef } from "../../engine/bridge";
 import { ownedFlows, planBridge, type ApplySummary } from "../../engine/plan";
@@ -40,6 +42,8 @@ export interface DsrHypervisorFlowsState {
   bfd?: Record<string, string>;
   /** gre.secondChance: live conntrack entries per backend ("address:port") in the zone, at the last create, update or read: a drain is over at 0. */
   connections?: Record<string, number>;
+  /** At the last read: the host's Open vSwitch version and the known issues it has (provider/model/ovs-versions.ts). */
+  ovsVersions?: Record<string, HostOvsVersion>;
 }
 
 /** gre.secondChance: each declared backend's live connections in the zone. */
@@ -185,7 +189,7 @@ export const dsrHypervisorFlowsHandler: ResourceHandler<Inputs, DsrHypervisorFlo
       );
       const { bfd: _, connections: _c, ...rest } = state;
       const connections = await connectionsOf(s, inputs, state.ctZone);
-      const kept = { ...rest, ...(connections ? { connections } : {}) };
+      const kept = { ...rest, ...(connections ? { connections } : {}), ovsVersions: await observeOvsVersion(s) };
       const wantedBfd = inputs.gre?.bfd;
       if (!wantedBfd) return { inputs: actual, state: { ...kept, ofports } };
       // A peer whose port is gone or changed reads as not declared, so the diff shows it.

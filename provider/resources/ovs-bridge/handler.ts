@@ -1,3 +1,5 @@
+import { observeOvsVersion } from "../../engine/ovs-version";
+import type { HostOvsVersion } from "../../model/ovs-versions";
 import schema from "../../../schema/ovs-bridge.json";
 import type { ResourceHandler } from "../../resource-handler";
 import type { OvsBridgeInputs } from "../../model/inputs.generated";
@@ -10,6 +12,8 @@ export interface OvsBridgeState {
   uuid: string;
   /** The bridge's OpenFlow management socket (unix:...mgmt). */
   managementSocket: string;
+  /** At the last read: the host's Open vSwitch version and the known issues it has (provider/model/ovs-versions.ts). */
+  ovsVersions?: Record<string, HostOvsVersion>;
 }
 
 async function selectBridge(s: OvsHostSession, name: string): Promise<BridgeRead | undefined> {
@@ -89,7 +93,7 @@ export const ovsBridgeHandler: ResourceHandler<OvsBridgeInputs, OvsBridgeState> 
       if (!row || ownerOf(row) !== bridgeId(inputs)) return undefined;
       return {
         inputs: actualInputs(inputs, row),
-        state: { uuid: row._uuid.id, managementSocket: bridgeSocket(inputs.host, inputs.name) },
+        state: { uuid: row._uuid.id, managementSocket: bridgeSocket(inputs.host, inputs.name), ovsVersions: await observeOvsVersion(s) },
       };
     });
     return found;

@@ -1,0 +1,23 @@
+import { OPEN_VSWITCH, Transaction } from "../ovsdb";
+import { describeVersion, type HostOvsVersion } from "../model/ovs-versions";
+import { parseOvsVersion } from "../resources/distributor-device/plan";
+import type { OvsHostSession } from "../transport/ovs-host";
+
+/**
+ * The host's Open vSwitch version: the root row's ovs_version, which
+ * distribution start-up scripts fill, else what the running ovs-vswitchd
+ * says (`ovs-appctl version`). Undefined when neither tells.
+ */
+export async function readOvsVersion(s: OvsHostSession): Promise<string | undefined> {
+  const db = await s.vswitchDb();
+  const txn = new Transaction(OPEN_VSWITCH);
+  const root = txn.select("Open_vSwitch", [], ["ovs_version"]);
+  const recorded = (await db.run(txn)).first(root)?.ovs_version[0];
+  if (recorded) return recorded;
+  return s.appctl(["version"]).then(parseOvsVersion, () => undefined);
+}
+
+/** What read reports of each host it read: `ovsVersions`, by host. */
+export async function observeOvsVersion(s: OvsHostSession): Promise<Record<string, HostOvsVersion>> {
+  return { [s.host.connection.host]: describeVersion(await readOvsVersion(s)) };
+}
