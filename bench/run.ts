@@ -6,6 +6,8 @@ import { deferredNatBenchmark } from "./deferred-nat";
 import { distributorFailoverBenchmark } from "./distributor-failover";
 import { dsrGreBenchmark } from "./dsr-gre";
 import { livenessBenchmark } from "./liveness";
+import { peerCommandBenchmark } from "./peer-command";
+import { scaleFanoutBenchmark } from "./scale-fanout";
 import { secondChanceBenchmark } from "./second-chance";
 
 /**
@@ -23,7 +25,7 @@ import { secondChanceBenchmark } from "./second-chance";
  *
  * Add a benchmark by listing it here.
  */
-const BENCHMARKS: readonly Benchmark[] = [deferredNatBenchmark, dsrGreBenchmark, livenessBenchmark, secondChanceBenchmark, distributorFailoverBenchmark];
+const BENCHMARKS: readonly Benchmark[] = [deferredNatBenchmark, dsrGreBenchmark, livenessBenchmark, secondChanceBenchmark, distributorFailoverBenchmark, scaleFanoutBenchmark, peerCommandBenchmark];
 
 /** Compiled to dist/bench/run.js: the tracked results sit next to the sources. */
 const RESULTS = resolve(__dirname, "..", "..", "bench", "results");

@@ -65,13 +65,22 @@ export class OvsHostSession {
 }
 
 /**
- * Opens a session to every host (bounded parallelism), runs fn with all of
- * them, and closes them all afterwards: for resources that read every host
- * before they plan and change any.
+ * How many SSH connections withAllOvsHosts opens at once: 16, so a resource
+ * of up to 16 gateways connects in one wave (a larger fleet in waves of
+ * 16, which bounds the handshakes this process runs at once). Once every
+ * host is connected, the reads, plans and bundles go to all hosts together,
+ * so the bundles commit close together (bench/scale-fanout.ts measures it).
+ */
+export const HOST_CONNECT_PARALLELISM = 16;
+
+/**
+ * Opens a session to every host (at most HOST_CONNECT_PARALLELISM at a
+ * time), runs fn with all of them, and closes them all afterwards: for
+ * resources that read every host before they plan and change any.
  */
 export async function withAllOvsHosts<R>(hosts: readonly OvsHost[], fn: (sessions: OvsHostSession[]) => Promise<R>): Promise<R> {
   // Every connect settles before anything is closed or thrown, so none leaks.
-  const opened = await mapBounded(hosts, 8, (h) =>
+  const opened = await mapBounded(hosts, HOST_CONNECT_PARALLELISM, (h) =>
     SshSession.connect(h.connection).then(
       (ssh) => ({ session: new OvsHostSession(h, ssh) }),
       (error: unknown) => ({ error }),

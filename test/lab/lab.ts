@@ -52,6 +52,9 @@ const REQUIRED_PACKAGES: Record<string, string> = {
 /** Where test/lab/l3dsr.ts keeps its encapsulators' pid files and logs, under the lab directory. */
 export const L3DSR_RUN_SUBDIR = "l3dsr";
 
+/** Which of the lab's networks a host joins: all of them, or the management network only (ExtraHosts). */
+type HostNetworks = "lab" | "management";
+
 interface LabState {
   namespaces: string[];
   /** Links in the root namespace. */
@@ -86,7 +89,7 @@ function which(cmd: string): boolean {
 
 export class Lab {
   readonly dir: string;
-  private state: LabState = { namespaces: [], rootLinks: [], pidFiles: [] };
+  protected state: LabState = { namespaces: [], rootLinks: [], pidFiles: [] };
 
   constructor(dir = process.env.OVSLB_LAB_DIR ?? DEFAULT_LAB_DIR) {
     this.dir = resolve(dir);
@@ -95,7 +98,7 @@ export class Lab {
   get inventoryPath() {
     return join(this.dir, "inventory.json");
   }
-  private get statePath() {
+  protected get statePath() {
     return join(this.dir, "state.json");
   }
 
@@ -104,7 +107,7 @@ export class Lab {
     return this.state;
   }
 
-  private record(kind: keyof LabState, item: string) {
+  protected record(kind: keyof LabState, item: string) {
     if (!this.state[kind].includes(item)) this.state[kind].push(item);
     writeFileSync(this.statePath, JSON.stringify(this.state, null, 2));
   }
@@ -248,7 +251,12 @@ export class Lab {
     run(["ip", "link", "set", outer, "master", bridge, "up"]);
   }
 
-  private makeHost(plan: HostPlan): LabHost {
+  /**
+   * One host: namespace, management leg, daemons, sshd. "lab" hosts also get
+   * their underlay and segment legs; "management" hosts (ExtraHosts) only the
+   * management leg, with br-seg holding an internal port seg0.
+   */
+  protected makeHost(plan: HostPlan, networks: HostNetworks = "lab"): LabHost {
     const ns = namespaceOf(plan.name);
     const hostDir = join(this.dir, "hosts", plan.name);
     const rundir = join(hostDir, "run");
@@ -266,7 +274,7 @@ export class Lab {
     if (plan.role === "ovn-central") {
       host.ovn = this.startOvnCentral(ns, address, rundir);
     } else {
-      Object.assign(host, this.startOvs(plan, ns, rundir));
+      Object.assign(host, this.startOvs(plan, ns, rundir, networks));
     }
     host.hostKey = this.startSshd(plan, ns, address, hostDir);
     return host;
@@ -276,7 +284,7 @@ export class Lab {
     return { ...process.env, OVS_RUNDIR: rundir, OVS_DBDIR: rundir, OVS_LOGDIR: rundir, OVN_RUNDIR: rundir };
   }
 
-  private startOvs(plan: HostPlan, ns: string, rundir: string): Partial<LabHost> {
+  private startOvs(plan: HostPlan, ns: string, rundir: string, networks: HostNetworks): Partial<LabHost> {
     const dbSock = join(rundir, "db.sock");
     const env = this.daemonEnv(rundir);
     const nsRun = (argv: string[]) => run(["ip", "netns", "exec", ns, ...argv], { env });
@@ -289,6 +297,13 @@ export class Lab {
     nsRun(["ovs-vsctl", "--no-wait", "init"]);
     this.record("pidFiles", join(rundir, "ovs-vswitchd.pid"));
     nsRun(vswitchdCommand(rundir));
+    if (networks === "management") {
+      // No leg on the lab's networks: the bridge and its port exist for OpenFlow only.
+      nsRun(["ovs-vsctl", "--may-exist", "add-br", "br-seg", "--", "set", "bridge", "br-seg", "datapath_type=netdev",
+        "protocols=OpenFlow10,OpenFlow13,OpenFlow14,OpenFlow15", `other_config:hwaddr=${segmentMacOf(plan)}`,
+        "--", "--may-exist", "add-port", "br-seg", "seg0", "--", "set", "interface", "seg0", "type=internal"]);
+      return { ovsRundir: rundir, dbSock };
+    }
 
     // Underlay: a routed /24 per host, with the address on br-phy (userspace tunnelling).
     const ulRouterSide = `u-${plan.name}`;
@@ -503,6 +518,50 @@ export class Lab {
 
 function macForUnderlay(plan: HostPlan): string {
   return `02:00:ac:10:${plan.index.toString(16).padStart(2, "0")}:02`;
+}
+
+/**
+ * More OVS hosts beside the running lab, for a benchmark that needs more
+ * than the lab's topology has (e.g. 16 gateways): each is built as the lab
+ * builds its hosts (its own namespace, ovsdb-server, ovs-vswitchd and sshd,
+ * taking the lab's client key), but on the management network only, so the
+ * lab's segment and underlay never see them. They are recorded in their own
+ * directory's state.json, never the lab's: `remove` takes away exactly them
+ * (and whatever an interrupted earlier run left there), never the lab.
+ */
+export class ExtraHosts extends Lab {
+  constructor(
+    dir: string,
+    private readonly inventory: LabInventory,
+  ) {
+    super(dir);
+  }
+
+  override up(): LabInventory {
+    throw new Error("ExtraHosts: start() adds hosts beside a lab; the lab itself is brought up with `npm run lab -- up`");
+  }
+
+  /** Builds the hosts, one after another; management addresses must not be the lab's. */
+  start(plans: readonly HostPlan[]): Record<string, LabHost> {
+    const taken = new Set([MGMT_GATEWAY, ...Object.values(this.inventory.hosts).map((h) => h.address)]);
+    for (const p of plans) {
+      if (taken.has(mgmtAddressOf(p))) throw new Error(`lab: extra host ${p.name}: management address ${mgmtAddressOf(p)} is taken`);
+      if (this.inventory.hosts[p.name]) throw new Error(`lab: extra host ${p.name}: the lab has a host of that name`);
+    }
+    if (!existsSync(`/sys/class/net/${MGMT_BRIDGE}`)) throw new Error(`lab: no ${MGMT_BRIDGE}: is the lab up?`);
+    this.remove();
+    mkdirSync(this.dir, { recursive: true, mode: 0o755 });
+    this.state = { namespaces: [], rootLinks: [], pidFiles: [] };
+    writeFileSync(this.statePath, JSON.stringify(this.state));
+    writeFileSync(join(this.dir, "authorized_keys"), `${this.inventory.clientPublicKey}\n`, { mode: 0o644 });
+    mkdirSync("/run/sshd", { recursive: true, mode: 0o755 });
+    return Object.fromEntries(plans.map((p) => [p.name, this.makeHost(p, "management")]));
+  }
+
+  /** Stops and removes every host start() made (by pid, link and namespace recorded in this directory). */
+  remove(): void {
+    this.down();
+  }
 }
 
 /** The pid a pid file holds, if it holds one. */
