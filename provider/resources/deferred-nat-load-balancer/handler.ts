@@ -214,7 +214,7 @@ async function converge(
   if (slots && slots.unsafe.length > 0) throw unsafeMovesError(slots.unsafe);
   // An update: what it touches, from the recorded inputs (as applied, or as the last refresh found the hosts) against these.
   let scope: UpdateScope = previous ? updateScope(withDefaults(previous.inputs), d, { ...recorded, ...previous.state }) : { kind: "all", reason: "create" };
-  return withNorthbound(d, (nb) => withAllOvsHosts(d.gateways.map((g) => g.host), async (sessions) => {
+  return saysUnchanged(d, () => withNorthbound(d, (nb) => withAllOvsHosts(d.gateways.map((g) => g.host), async (sessions) => {
     await refuseBrokenOvs(d, sessions);
     // gre delivery: the tunnel ports first, so the buckets that output to them can be planned.
     await Promise.all(d.gateways.map((gw, i) => ensureTunnels(sessions[i], d, gw, `${sessions[i].hostName} (${gw.name})`)));
@@ -257,7 +257,20 @@ async function converge(
       gatewayPorts: Object.fromEntries(reads.map((r) => [r.name, recordPorts(r.port)])),
       lastRead: scope.kind === "vips" ? { scope: "vips", vips: scope.touched.length + scope.removed.length } : { scope: "all", reason: scope.reason },
     };
-  }));
+  })));
+}
+
+/**
+ * A failure before any bundle was sent (a gateway unreachable, a bridge
+ * missing, a refusal while planning) changed no gateway's flows or groups:
+ * the error says so. Past that point applyOrReport says what changed.
+ */
+function saysUnchanged<R>(d: Inputs, fn: () => Promise<R>): Promise<R> {
+  return fn().catch((e: unknown) => {
+    if (e instanceof PartialApplyError || !(e instanceof Error) || e.message.startsWith(lbId(d))) throw e;
+    e.message = `${lbId(d)}: no gateway's flows or groups were changed: ${e.message}`;
+    throw e;
+  });
 }
 
 interface Outcome {
