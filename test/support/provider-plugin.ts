@@ -99,6 +99,8 @@ export interface PluginCall extends PluginRequests {
   at(urn: string): PluginRequests;
   /** Ends the plugin and removes what was made for it. */
   stop(): void;
+  /** Everything the plugin process has printed so far (the engine would log it). */
+  logs(): { stdout: string; stderr: string };
 }
 
 export interface PluginOptions {
@@ -161,7 +163,9 @@ export async function startProviderPlugin(options: PluginOptions = {}): Promise<
     scratch = undefined;
   };
   let stderr = "";
+  let stdout = "";
   child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
+  child.stdout!.on("data", (d: Buffer) => (stdout += d.toString()));
   let port: string;
   try {
     port = await new Promise<string>((resolvePort, reject) => {
@@ -279,5 +283,5 @@ export async function startProviderPlugin(options: PluginOptions = {}): Promise<
     },
   });
 
-  return { ...at(defaultUrn), at, stop, acceptsSecrets };
+  return { ...at(defaultUrn), at, stop, acceptsSecrets, logs: () => ({ stdout, stderr }) };
 }
