@@ -77,10 +77,6 @@ export function withSlots(amphorae: readonly ActiveActiveAmphora[]): Distributor
   });
 }
 
-/**
- * An Octavia-style active/active load balancer: N active amphorae plus one
- * standby behind one VIP, attached to a distributor device.
- */
 /** Several devices: each distinct (no two next hops, no two hosts alike), so no device is a single point of failure. */
 export function deviceViolations(devices: readonly ActiveActiveDevice[]): string[] {
   const problems: string[] = [];

@@ -1,4 +1,5 @@
 import { Lab } from "./lab";
+import { writeLabStackConfigs } from "./stack-config";
 
 /** npm run lab -- up|down|status */
 function main(argv: string[]): number {
@@ -8,6 +9,8 @@ function main(argv: string[]): number {
       const wasUp = lab.status().up;
       const inventory = lab.up();
       console.log(wasUp ? `lab already up; inventory: ${lab.inventoryPath}` : `lab up in ${inventory.upSeconds.toFixed(2)} s; inventory: ${lab.inventoryPath}`);
+      const written = writeLabStackConfigs(inventory);
+      console.log(`the lab's stack config (stack "lab"): ${written.length} Pulumi.lab.yaml files, for the root project and the examples`);
       return 0;
     }
     case "down":

@@ -1,0 +1,180 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parseGroups } from "../../provider/openflow";
+import { runChecked } from "../../provider/transport/exec";
+import { Harness, type Result } from "../harness/engine";
+import { encapsulateVip, removeVip } from "../lab/l3dsr";
+import { repoRoot, writeLabStackConfigs } from "../lab/stack-config";
+import type { LabInventory } from "../lab/topology";
+import { amphoraVip, inNamespace, labSsh, loadInventory, lockLab } from "../support/lab";
+import { connectAndClose, times } from "../support/tcp-clients";
+import { waitUntil } from "../support/wait";
+
+/**
+ * Every example, run as `pulumi up -s lab` runs it (the real program through
+ * the SDK's program runner and the real dynamic-provider plugin, test/harness),
+ * with the stack config `npm run lab -- up` writes (Pulumi.lab.yaml: hosts in
+ * ovslb:hosts, the login in ovslb:ssh), and the traffic it promises checked
+ * from the lab's client. Then a second preview shows no changes, and destroy
+ * leaves nothing. What the network provides around ovslb (the router's ECMP
+ * route, the amphorae's VIP, the external L3DSR balancer) the test sets up.
+ */
+
+const root = repoRoot();
+let inv: LabInventory;
+let scratch: string;
+
+const open = (dir: string) => Harness.open({ cwd: join(root, dir), stack: "lab", statePath: join(scratch, `${dir.replace(/\W/g, "_")}.json`) });
+const nameOf = (address: string) => inv.backends.find((b) => b.address === address)!.name;
+/** Backend name -> connections it answered, from `count` connections to vip:port. */
+function answered(vip: string, port: number, count: number): Record<string, number> {
+  const seen: Record<string, number> = {};
+  for (const c of connectAndClose(inv.client.namespace, times(vip, port, count), { concurrency: 8 })) {
+    const who = c.error ? `error:${c.error}` : c.backend;
+    seen[who] = (seen[who] ?? 0) + 1;
+  }
+  return seen;
+}
+const opsOf = (r: Result) => r.steps.filter((s) => s.custom).map((s) => `${s.op} ${s.type.split(":").at(-1)}`).sort();
+
+beforeAll(() => {
+  inv = loadInventory();
+  writeLabStackConfigs(inv, root);
+  scratch = mkdtempSync(join(tmpdir(), "ovslb-examples-"));
+});
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+describe("the quick start (root Pulumi.yaml): a deferred-NAT service", () => {
+  let stack: Harness;
+  afterAll(async () => void (await stack?.destroy().catch(() => undefined)));
+
+  it("up creates the gateways' groups and the hypervisors' flows, and the VIP answers from all three backends", async () => {
+    stack = await open(".");
+    const up = await stack.up();
+    expect(opsOf(up)).toEqual(["create DeferredNatLoadBalancer", "create DsrHypervisorFlows", "create DsrHypervisorFlows"]);
+    const seen = answered("10.0.0.200", 80, 30);
+    expect(Object.keys(seen).sort()).toEqual(["hv1-vm1", "hv1-vm2", "hv2-vm1"]);
+    expect(Object.values(seen).reduce((a, b) => a + b, 0)).toBe(30);
+    // Read again as `pulumi preview --refresh --expect-no-changes` does in a pipeline: nothing drifted, nothing to do.
+    await stack.preview({ refresh: true, expectNoChanges: true });
+  });
+
+  it("destroy removes the groups from every gateway", async () => {
+    const groupIds = Object.values((await stack.preview()).outputs.groupIds as Record<string, number>);
+    expect(groupIds.length).toBe(1);
+    const destroyed = await stack.destroy();
+    expect(opsOf(destroyed)).toEqual(["delete DeferredNatLoadBalancer", "delete DsrHypervisorFlows", "delete DsrHypervisorFlows"]);
+    for (const gw of ["gw1", "gw2"]) {
+      const ssh = await labSsh(inv, gw);
+      const groups = parseGroups(await runChecked(ssh, ["ovs-ofctl", "-O", "OpenFlow15", "dump-groups", "br-seg"]));
+      ssh.close();
+      expect(groups.map((g) => g.groupId).filter((id) => groupIds.includes(id))).toEqual([]);
+    }
+  });
+});
+
+describe("examples/deferred-nat-health: GRE delivery with BFD liveness", () => {
+  let stack: Harness;
+  let unlock: (() => void) | undefined;
+  beforeAll(async () => void (unlock = await lockLab("hv1-gre")));
+  afterAll(async () => {
+    await stack?.destroy().catch(() => undefined);
+    unlock?.();
+  });
+
+  it("up: every gateway's BFD session to each hypervisor comes up (read back by refresh), none is stale, and the VIP answers from all four backends", async () => {
+    stack = await open("examples/deferred-nat-health");
+    const up = await stack.up();
+    expect(opsOf(up)).toEqual(["create DeferredNatLoadBalancer", "create DsrHypervisorFlows", "create DsrHypervisorFlows"]);
+    let health: { backend: string; bfd: Record<string, string> }[] = [];
+    await waitUntil(async () => {
+      await stack.refresh();
+      health = (await stack.preview()).outputs.health as typeof health;
+      return health.length === 4 && health.every((h) => h.bfd.gw1 === "up" && h.bfd.gw2 === "up");
+    }, { timeoutMs: 20_000, intervalMs: 500, what: "BFD up on both gateways toward both hypervisors" });
+    expect((await stack.preview()).outputs.stale).toEqual([]);
+    const seen = answered("10.0.0.202", 80, 40);
+    expect(Object.keys(seen).sort()).toEqual(["hv1-vm1", "hv1-vm2", "hv2-vm1", "hv2-vm2"]);
+    expect(health.map((h) => nameOf(h.backend.split(":")[0])).sort()).toEqual(["hv1-vm1", "hv1-vm2", "hv2-vm1", "hv2-vm2"]);
+  });
+
+  it("a second preview shows no changes; destroy deletes all", async () => {
+    await stack.preview({ expectNoChanges: true });
+    const destroyed = await stack.destroy();
+    expect(opsOf(destroyed).every((s) => s.startsWith("delete"))).toBe(true);
+    expect(stack.resources().filter((r) => r.custom)).toEqual([]);
+  });
+});
+
+describe("examples/active-active: one load balancer on two distributor devices", () => {
+  const VIP = "10.0.0.215";
+  const NEXT_HOPS = ["10.0.0.45", "10.0.0.46"];
+  let stack: Harness;
+  let unlock: (() => void) | undefined;
+  const amphorae = () => inv.backends.filter((b) => b.hypervisor === "hv3").slice(0, 3);
+  beforeAll(async () => {
+    unlock = await lockLab("distributor");
+    // The network's part: amphorae serve the VIP on their loopback; the edge router spreads it over both devices.
+    for (const b of amphorae()) amphoraVip(b, VIP, true);
+    inNamespace(inv.edgeRouter!.namespace, ["ip", "route", "replace", `${VIP}/32`, ...NEXT_HOPS.flatMap((h) => ["nexthop", "via", h, "dev", "eth0"])]);
+    inNamespace(inv.client.namespace, ["ip", "route", "replace", `${VIP}/32`, "via", inv.edgeRouter!.address, "dev", "eth0"]);
+  });
+  afterAll(async () => {
+    await stack?.destroy().catch(() => undefined);
+    inNamespace(inv.client.namespace, ["ip", "route", "del", `${VIP}/32`]);
+    inNamespace(inv.edgeRouter!.namespace, ["ip", "route", "del", `${VIP}/32`]);
+    for (const b of amphorae()) amphoraVip(b, VIP, false);
+    unlock?.();
+  });
+
+  it("up: two devices, one attachment on each holding the same group; connections reach the two active amphorae, never the standby", async () => {
+    stack = await open("examples/active-active");
+    const up = await stack.up();
+    expect(opsOf(up)).toEqual(["create DistributorAttachment", "create DistributorAttachment", "create DistributorDevice", "create DistributorDevice"]);
+    const attachments = up.resources.filter((r) => r.type.endsWith(":DistributorAttachment"));
+    expect(new Set(attachments.map((a) => a.outputs.groupId)).size).toBe(1);
+    expect(attachments.map((a) => a.parent)).toEqual(attachments.map(() => up.resources.find((r) => r.type === "ovslb:index:ActiveActiveLoadBalancer")!.urn));
+    const seen = answered(VIP, 8080, 40);
+    const [a1, a2] = amphorae();
+    expect(Object.keys(seen).sort()).toEqual([a1.name, a2.name].sort());
+  });
+
+  it("a second preview shows no changes; destroy deletes all", async () => {
+    await stack.preview({ expectNoChanges: true });
+    await stack.destroy();
+    expect(stack.resources().filter((r) => r.custom)).toEqual([]);
+  });
+});
+
+describe("examples/transparent-dsr: behind an external L3DSR load balancer", () => {
+  const VIP = "10.0.0.185";
+  let stack: Harness;
+  let unlock: (() => void) | undefined;
+  beforeAll(async () => void (unlock = await lockLab("hv1-gre")));
+  afterAll(async () => {
+    await stack?.destroy().catch(() => undefined);
+    removeVip(inv, VIP);
+    unlock?.();
+  });
+
+  it("up: the balancer's GRE reaches the server its inner frame names, which answers the client directly", async () => {
+    stack = await open("examples/transparent-dsr");
+    const up = await stack.up();
+    expect(opsOf(up)).toEqual(["create DsrHypervisorFlows"]);
+    const server = inv.backends.find((b) => b.name === "hv1-vm2")!;
+    const tunnel = encapsulateVip(inv, { vip: VIP, hypervisor: "hv1", key: 48, innerMac: server.mac });
+    try {
+      expect(answered(VIP, 80, 10)).toEqual({ "hv1-vm2": 10 });
+    } finally {
+      tunnel.close();
+    }
+  });
+
+  it("a second preview shows no changes; destroy deletes all", async () => {
+    await stack.preview({ expectNoChanges: true });
+    await stack.destroy();
+    expect(stack.resources().filter((r) => r.custom)).toEqual([]);
+  });
+});
