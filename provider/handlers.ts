@@ -206,8 +206,8 @@ export async function remove(kind: string, id: string, props: Props) {
   }
 }
 
-/** The stack config the engine hands the provider: `ovslb:ssh` (its JSON text). */
-export async function configure(stackSsh: string | undefined): Promise<void> {
+/** The stack config the engine hands the provider: `ovslb:ssh`. */
+export async function configure(stackSsh: unknown): Promise<void> {
   configureStackSsh(stackSsh);
 }
 
@@ -215,7 +215,7 @@ export async function configure(stackSsh: string | undefined): Promise<void> {
 export function handle(kind: string, method: Method, args: unknown[]): Promise<unknown> {
   switch (method) {
     case "configure":
-      return configure(args[0] as string | undefined);
+      return configure(args[0]);
     case "check":
       return check(kind, args[0] as Props, args[1] as Props);
     case "diff":

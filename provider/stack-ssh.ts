@@ -40,15 +40,23 @@ export function checkSshDefaults(value: unknown): CheckFailure[] {
   }));
 }
 
-/** Takes the stack's `ovslb:ssh` (the JSON text config holds, or undefined); a bad value is reported by every check. */
-export function configureStackSsh(text: string | undefined): void {
+/**
+ * Takes the stack's `ovslb:ssh` as the engine sends it (JSON text, or the
+ * object itself; undefined when unset). A bad value is reported by every check.
+ */
+export function configureStackSsh(raw: unknown): void {
   defaults = undefined;
   failures = [];
-  if (text === undefined || text === "") return;
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch {
+  if (raw === undefined || raw === null || raw === "") return;
+  let value: unknown = raw;
+  if (typeof raw === "string") {
+    try {
+      value = JSON.parse(raw);
+    } catch {
+      value = undefined;
+    }
+  }
+  if (value === null || typeof value !== "object" || Array.isArray(value)) {
     failures = [{ property: STACK_SSH_KEY, reason: "must be an object (set it with `pulumi config set --path ovslb:ssh.user NAME`)" }];
     return;
   }

@@ -4,6 +4,8 @@ import { dirname, join, resolve } from "node:path";
 import { runProgram, urnOf, type Registration } from "../support/project";
 import { startProviderPlugin, type PluginCall } from "../support/provider-plugin";
 import { loadFixture } from "../support/state-fixtures";
+import { loadInventory } from "../support/lab";
+import { configEnv, labStackConfig } from "../lab/stack-config";
 
 /**
  * The repository's own Pulumi project (Pulumi.yaml at the repo root): the
@@ -27,7 +29,9 @@ beforeAll(async () => {
   const pulumiDir = dirname(require.resolve("@pulumi/pulumi/package.json"));
   const yaml = require(require.resolve("js-yaml", { paths: [pulumiDir] }));
   project = yaml.load(readFileSync(join(root, "Pulumi.yaml"), "utf8"));
-  plugin = await startProviderPlugin({ projectRoot: root });
+  // The engine hands a dynamic provider the whole stack config (Configure), values as the CLI holds them.
+  const config = labStackConfig(loadInventory(), ".");
+  plugin = await startProviderPlugin({ projectRoot: root, configure: { args: JSON.parse(configEnv(config).PULUMI_CONFIG) } });
 });
 
 afterAll(() => plugin?.stop());
@@ -40,7 +44,8 @@ describe("Pulumi.yaml at the repository root", () => {
   });
 
   it("its program loads in the project root and declares the lab's deferred-NAT service", async () => {
-    registered = await runProgram(root, project.main);
+    // The stack config `npm run lab -- up` writes as Pulumi.lab.yaml.
+    registered = await runProgram(root, project.main, configEnv(labStackConfig(loadInventory(), ".")), project.name);
     const kinds = registered.filter((r) => r.type.startsWith(DYNAMIC)).map((r) => r.type.slice(DYNAMIC.length));
     expect(kinds).toContain("DeferredNatLoadBalancer");
     expect(kinds.filter((k) => k === "DsrHypervisorFlows").length).toBeGreaterThan(0);

@@ -79,3 +79,8 @@ export function writeLabStackConfigs(inv: LabInventory, root = repoRoot()): stri
   }
   return written;
 }
+
+/** Stack config as the CLI hands it to a program: PULUMI_CONFIG, every value a string (objects as JSON). */
+export function configEnv(config: StackConfig): { PULUMI_CONFIG: string } {
+  return { PULUMI_CONFIG: JSON.stringify(Object.fromEntries(Object.entries(config).map(([k, v]) => [k, typeof v === "string" ? v : JSON.stringify(v)]))) };
+}

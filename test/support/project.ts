@@ -26,15 +26,16 @@ export interface Registration {
  * `main`) under pulumi.runtime.setMocks, with the project's own
  * @pulumi/pulumi, in a child process whose working directory is the project
  * root. Returns every resource it registered, once the runtime has drained its registrations.
+ * `projectName` is the namespace of the program's own config keys (Pulumi.yaml's name).
  */
-export function runProgram(projectRoot: string, program: string, env: Record<string, string> = {}): Promise<Registration[]> {
+export function runProgram(projectRoot: string, program: string, env: Record<string, string> = {}, projectName = "project"): Promise<Registration[]> {
   const script = `
 const pulumi = require(require.resolve("@pulumi/pulumi", { paths: [process.cwd()] }));
 const seen = [];
 pulumi.runtime.setMocks({
   newResource(a) { seen.push({ type: a.type, name: a.name, inputs: a.inputs }); return { id: a.name + "-id", state: a.inputs }; },
   call: (a) => a.inputs,
-}, "project", "stack", false);
+}, ${JSON.stringify(projectName)}, "stack", false);
 // As the language host runs a program (and as examples/local-engine.ts does): inside the root stack
 // resource, done when the runtime's queue of registrations has drained (disconnect awaits it).
 pulumi.runtime
