@@ -30,6 +30,14 @@ export class SshConnectionLostError extends SshError {
   }
 }
 
+/** The host offers none of the key types pinned or known for it: a server that offers only another (e.g. weaker) type is refused, never accepted on a key it cannot be checked against. */
+export class HostKeyTypeError extends SshError {
+  constructor(hostName: string, types: readonly string[]) {
+    super(hostName, `host key verification failed: the host offers no key of the pinned or known types (${types.join(", ")}); refusing to connect (a server offering only another key type is not the pinned host, or a downgrade)`);
+    this.name = "HostKeyTypeError";
+  }
+}
+
 export const describeHost = (c: SshConnection) => `${c.user}@${c.host}:${c.port ?? 22}`;
 
 /**
@@ -115,6 +123,7 @@ export class SshSession implements CommandRunner {
         client.on("error", (err: Error) => {
           // ssh2's own message is generic; say which host and why, never echoing key material.
           if (keyRejected) reject(new HostKeyMismatchError(hostName));
+          else if (/no matching host key format/.test(err.message)) reject(new HostKeyTypeError(hostName, [...new Set(keys.map((k) => k.type))]));
           else reject(new SshError(hostName, `connect failed: ${err.message}`));
         });
         try {
