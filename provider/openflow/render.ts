@@ -399,8 +399,19 @@ function hashFields(fields: readonly HashField[], path: string): HashField[] {
   return HASH_FIELDS.filter((field) => fields.includes(field));
 }
 
+/** A group's text once rendered: a plan validates each group (toGroupEntry) and the bundle renders it again (100,000 buckets at scale). Groups are never modified in place. */
+const renderedGroups = new WeakMap<Group, string>();
+
 function groupText(group: Group, path: string): string {
   if (typeof group !== "object" || group === null) refuse(path, group, "a group");
+  const known = renderedGroups.get(group);
+  if (known !== undefined) return known;
+  const text = groupTextOf(group, path);
+  renderedGroups.set(group, text);
+  return text;
+}
+
+function groupTextOf(group: Group, path: string): string {
   const parts = [`group_id=${checkUint(join(path, "groupId"), group.groupId, MAX_GROUP_ID)}`, `type=${group.type}`];
   switch (group.type) {
     case "select":
@@ -433,11 +444,11 @@ export function toGroupEntry(group: Group, path = "group"): GroupEntry {
     groupId: group.groupId,
     type: group.type,
     ...(select ? { selectionMethod: "hash", fields: hashFields(group.fields, join(path, "fields")) } : { fields: [] }),
-    buckets: group.buckets.map((bucket, i) => ({
+    buckets: group.buckets.map((bucket) => ({
       bucketId: bucket.bucketId,
       weight: select ? (bucket as SelectBucket).weight : 0,
       ...(bucket.watchPort === undefined ? {} : { watchPort: bucket.watchPort }),
-      actions: (renderActions(bucket.actions, `${path}.buckets[${i}].actions`), bucket.actions),
+      actions: bucket.actions, // validated by groupText, under the same path
     })),
   };
 }

@@ -12,6 +12,7 @@ import {
   type RecordedIds,
 } from "../../provider/resources/deferred-nat-load-balancer/plan";
 import {
+  COMPARED_BACKEND_FIELDS,
   MAX_SCOPED_VIPS,
   idsOf,
   planGatewayScoped,
@@ -186,5 +187,21 @@ describe("drift a refresh recorded is touched and repaired (against a gateway re
 
   it("a finding that is not one VIP's reads everything", () => {
     expect(updateScope(refreshed.inputs, inputs, { ...state, drift: ["northbound: load balancer row differs"] }).kind).toBe("all");
+  });
+});
+
+describe("what a scoped update compares", () => {
+  it("every backend property the schema has", async () => {
+    const schema = (await import("../../schema/deferred-nat-load-balancer.json")).default;
+    expect(Object.keys(schema.properties.vips.items.properties.backends.items.properties).sort()).toEqual([...COMPARED_BACKEND_FIELDS].sort());
+  });
+
+  it("a changed MAC, weight or state touches the VIP", () => {
+    const old = big(3);
+    const state = { ...assignIds(old, { groupIds: {}, bucketIds: {} }, new Set()), gatewayPorts: { gw1: recordPorts(port) } };
+    for (const change of [{ mac: "02:ff:00:00:00:01" }, { weight: 2 }, { state: "draining" as const }]) {
+      const news = { ...old, vips: old.vips.map((v, i) => (i === 3 ? { ...v, backends: [{ ...v.backends[0], ...change }, ...v.backends.slice(1)] } : v)) };
+      expect(updateScope(old, news, state)).toEqual({ kind: "vips", touched: [vipKey(old.vips[3])], removed: [] });
+    }
   });
 });

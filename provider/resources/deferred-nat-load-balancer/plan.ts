@@ -61,9 +61,14 @@ export function withDefaults(inputs: Inputs): Inputs {
     selectionFields: [...DEFAULT_SELECTION_FIELDS],
     delivery: "mac",
     ...inputs,
-    vips: inputs.vips.map((v) => ({ ...v, backends: v.backends.map((b) => ({ weight: 1, ...b, mac: b.mac.toLowerCase() })) })),
+    // A VIP already defaulted is kept as it is, not copied (plans default their inputs again; 100,000 backends add up).
+    vips: inputs.vips.map((v) =>
+      v.backends.every(isDefaulted) ? v : { ...v, backends: v.backends.map((b) => (isDefaulted(b) ? b : { weight: 1, ...b, mac: b.mac.toLowerCase() })) },
+    ),
   };
 }
+
+const isDefaulted = (b: DeferredNatBackend) => b.weight !== undefined && !/[A-F]/.test(b.mac);
 
 export function checkRules(inputs: Inputs): CheckFailure[] {
   const failures: CheckFailure[] = [];
@@ -185,16 +190,20 @@ export function assignIds(inputs: Inputs, recorded: RecordedIds, foreignGroupIds
     const kept = recorded.bucketIds[key] ?? {};
     const ids: Record<string, number> = {};
     const used = new Set<number>();
-    const replicas = vip.backends.flatMap((b) => Array.from({ length: b.weight ?? 1 }, (_, r) => ({ b, r })));
-    for (const { b, r } of replicas) {
-      const id = kept[replicaKey(b, r)];
-      if (id !== undefined) {
-        ids[replicaKey(b, r)] = id;
-        used.add(id);
+    const fresh: string[] = [];
+    for (const b of vip.backends) {
+      for (let r = 0; r < (b.weight ?? 1); r++) {
+        const rk = replicaKey(b, r);
+        const id = kept[rk];
+        if (id === undefined) fresh.push(rk);
+        else {
+          ids[rk] = id;
+          used.add(id);
+        }
       }
     }
-    for (const { b, r } of replicas) {
-      const rk = replicaKey(b, r);
+    // New replicas after every kept one, in order, so a new id never takes a kept one's.
+    for (const rk of fresh) {
       if (ids[rk] !== undefined) continue;
       ids[rk] = derivedId([rk], MAX_BUCKET_ID, (id) => used.has(id));
       used.add(ids[rk]);
@@ -314,23 +323,38 @@ export interface VipDataplane {
 export function desiredDataplane(inputs: Inputs, ids: RecordedIds, gw: GatewayPort): VipDataplane[] {
   const d = withDefaults(inputs);
   const cookie = cookieOf(d);
+  const bfd = !!d.healthCheck?.bfd;
+  // Actions are never modified in place: the gateway's own are shared by all its buckets.
+  const ethSrc: Action = { type: "set_field", field: "eth_src", value: gw.mac.toLowerCase() };
+  // Per hypervisor, once: how its backends are reached (a plan makes 100,000 buckets).
+  const outOf = new Map<string, Action>();
+  const out = (hv: string): Action => {
+    let a = outOf.get(hv);
+    if (!a) outOf.set(hv, (a = deliveryOf(d, hv) === "gre" ? { type: "output", port: tunnelOfport(gw, hv) } : { type: "in_port" }));
+    return a;
+  };
   return d.vips.map((vip) => {
     const key = vipKey(vip);
     const groupId = ids.groupIds[key];
-    const buckets: SelectBucket[] = vip.backends.flatMap((b) =>
-      Array.from({ length: b.weight ?? 1 }, (_, r) => ({
-        bucketId: ids.bucketIds[key][replicaKey(b, r)],
-        weight: BUCKET_WEIGHT,
+    const bucketIds = ids.bucketIds[key];
+    const buckets: SelectBucket[] = [];
+    for (const b of vip.backends) {
+      for (let r = 0; r < (b.weight ?? 1); r++) {
+        const bucket: SelectBucket = {
+          bucketId: bucketIds[replicaKey(b, r)],
+          weight: BUCKET_WEIGHT,
+          // ip.dst stays the VIP: back out onto the segment by MAC, or into the tunnel to the backend's hypervisor.
+          actions: [
+            ethSrc,
+            { type: "set_field", field: "eth_dst", value: b.mac.toLowerCase() },
+            out(b.hypervisor),
+          ] as Action[],
+        };
         // Live only while the gateway's BFD session to the backend's hypervisor forwards.
-        ...(d.healthCheck?.bfd ? { watchPort: bfdOfport(gw, b.hypervisor) } : {}),
-        // ip.dst stays the VIP: back out onto the segment by MAC, or into the tunnel to the backend's hypervisor.
-        actions: [
-          { type: "set_field", field: "eth_src", value: gw.mac.toLowerCase() },
-          { type: "set_field", field: "eth_dst", value: b.mac.toLowerCase() },
-          deliveryOf(d, b.hypervisor) === "gre" ? { type: "output", port: tunnelOfport(gw, b.hypervisor) } : { type: "in_port" },
-        ] as Action[],
-      })),
-    );
+        if (bfd) bucket.watchPort = bfdOfport(gw, b.hypervisor);
+        buckets.push(bucket);
+      }
+    }
     return {
       vip,
       group: {
