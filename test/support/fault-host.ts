@@ -157,9 +157,10 @@ export class FaultHost {
         signal(pid, "SIGKILL");
       }
     }
-    // Session processes of the sshd and anything they run.
+    // The sshd's sessions and any ovs-ofctl. Nothing else: a login shell's own startup (e.g. a
+    // pyenv rehash holding its lock in root's home) killed midway would leave that lock for every later login.
     if (existsSync(`/run/netns/${this.namespace}`)) {
-      for (const pid of this.processes("")) {
+      for (const pid of [...this.processes("sshd: "), ...this.processes("ovs-ofctl")]) {
         signal(pid, "SIGCONT");
         signal(pid, "SIGKILL");
       }

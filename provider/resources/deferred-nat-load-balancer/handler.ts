@@ -268,10 +268,19 @@ async function converge(
 function saysUnchanged<R>(d: Inputs, fn: () => Promise<R>): Promise<R> {
   return fn().catch((e: unknown) => {
     if (e instanceof PartialApplyError || !(e instanceof Error) || e.message.startsWith(lbId(d))) throw e;
+    // Every bundle was applied and a later step failed (stale tunnels, the northbound, health): the state must say what the gateways hold.
+    const applied = appliedEverywhere.get(d);
+    if (applied) {
+      const message = `${lbId(d)}: changed every gateway (${Object.keys(applied.lastApply).join(", ")}), then failed: ${e.message}`;
+      throw new PartialApplyError(message, lbId(d), { ...applied, drift: [message] });
+    }
     e.message = `${lbId(d)}: no gateway's flows or groups were changed: ${e.message}`;
     throw e;
   });
 }
+
+/** Set by applyOrReport once every gateway took its bundle: what is true from then on. */
+const appliedEverywhere = new WeakMap<Inputs, DeferredNatState>();
 
 interface Outcome {
   applied?: ApplySummary;
@@ -306,18 +315,22 @@ async function applyOrReport(
       ),
     ),
   );
-  if (outcomes.every((o) => o.applied)) return outcomes.map((o) => o.applied!);
+  const state = (drift: string[]): DeferredNatState => ({
+    ...marks,
+    cookie: `0x${cookieOf(d).toString(16)}`,
+    lastApply: Object.fromEntries(reads.flatMap((r, i) => (outcomes[i].applied ? [[r.name, outcomes[i].applied!]] : []))),
+    drift,
+    ...(slots ? slotOutputs(slots) : {}),
+  });
+  if (outcomes.every((o) => o.applied)) {
+    appliedEverywhere.set(d, state([]));
+    return outcomes.map((o) => o.applied!);
+  }
   const changed = reads.filter((_, i) => outcomes[i].applied).map((r) => r.where);
   const failed = outcomes.flatMap((o, i) => (o.applied ? [] : [`${reads[i].where}: ${o.unknown ? "may or may not have been changed" : "not changed"}: ${(o.unknown ?? o.refused)!.message}`]));
   const message = `${lbId(d)}: changed ${changed.length > 0 ? changed.join(", ") : "no gateway"}; ${failed.join("; ")}`;
   if (outcomes.every((o) => o.refused)) throw new Error(message);
-  throw new PartialApplyError<DeferredNatState>(message, lbId(d), {
-    ...marks,
-    cookie: `0x${cookieOf(d).toString(16)}`,
-    lastApply: Object.fromEntries(reads.flatMap((r, i) => (outcomes[i].applied ? [[r.name, outcomes[i].applied!]] : []))),
-    drift: failed,
-    ...(slots ? slotOutputs(slots) : {}),
-  });
+  throw new PartialApplyError<DeferredNatState>(message, lbId(d), state(failed));
 }
 
 /** Removes every flow and group this load balancer owns from the inputs' gateways. Idempotent. */
