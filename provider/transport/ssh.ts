@@ -214,7 +214,11 @@ export class SshSession implements CommandRunner {
   openUnixStream(socketPath: string): Promise<Duplex> {
     return new Promise((resolve, reject) => {
       this.client.openssh_forwardOutStreamLocal(socketPath, (err: Error | undefined, channel: ClientChannel) => {
-        if (err) reject(new SshError(this.hostName, `cannot open ${socketPath}: ${err.message}`));
+        // sshd says only "open failed": name the two causes (it connects as the login user).
+        const why = /open failed/.test(err?.message ?? "")
+          ? " (the socket is missing, or the login user has no permission on it: it needs write access to the socket and search access to its directory; see README, Least privilege)"
+          : "";
+        if (err) reject(new SshError(this.hostName, `cannot open ${socketPath}: ${err.message}${why}`));
         else resolve(channel);
       });
     });
