@@ -32,7 +32,7 @@ import { fmtMs, labRun, machineNote, median, teardownSteps, type BenchContext, t
  * The lab has two gateways, so the run makes its own: 16 hosts (4 in
  * smoke) built as the lab builds its hosts (ExtraHosts in test/lab/lab.ts:
  * namespace, ovsdb-server, userspace ovs-vswitchd, sshd; management network
- * only), removed at the end, also on failure or Ctrl-C. The bundles carry
+ * only; a login shell that reads no ~/.bashrc), removed at the end, also on failure or Ctrl-C. The bundles carry
  * no traffic. Nothing of the lab's own hosts is touched; the run holds its
  * own lock (`scale-fanout`) so that two runs never build the same hosts.
  */
@@ -48,9 +48,10 @@ export const SMOKE: Sizes = { gateways: [1, 2, 4], rounds: 2 };
 const HOSTS_DIR = "/run/ovslb-bench-fanout";
 /** Management addresses 172.30.0.151-166: the lab's hosts are .10-.32. */
 const FIRST_INDEX = 151;
-const VIP = "10.0.0.241";
+/** One VIP per gateway count (10.0.0.241-245): all the load balancers stand at once, their rounds interleaved. */
+const vipOf = (count: number) => `10.0.0.${241 + Math.log2(count)}`;
 const VPORT = 80;
-const KEY = vipKey({ protocol: "tcp", address: VIP, port: VPORT });
+const keyOf = (count: number) => vipKey({ protocol: "tcp", address: vipOf(count), port: VPORT });
 const BACKENDS = 8;
 const LOCK = "scale-fanout";
 const nameOf = (n: number) => `bench-fanout-${n}`;
@@ -77,7 +78,7 @@ function inputs(inv: LabInventory, hosts: Record<string, LabHost>, gws: readonly
       mac: segmentMacOf(p),
     })),
     hypervisors: [{ name: "hv1" }],
-    vips: [{ address: VIP, port: VPORT, protocol: "tcp", backends: Array.from({ length: backends }, (_, i) => backend(i + 1)) }],
+    vips: [{ address: vipOf(gws.length), port: VPORT, protocol: "tcp", backends: Array.from({ length: backends }, (_, i) => backend(i + 1)) }],
   } as Inputs;
 }
 
@@ -153,6 +154,8 @@ interface Change {
   commits: number;
   /** CPU the provider's own process used for the update (the part a fleet of real hosts does not share). */
   providerCpuMs: number;
+  /** The machine's CPU busy during the update, as a fraction of both cores. */
+  machineBusy: number;
   /** Flow and group mods sent to each gateway (lastApply). */
   messages: number[];
 }
@@ -160,68 +163,84 @@ interface Change {
 interface CountResult {
   gateways: number;
   changes: Change[];
-  /** The machine's CPU busy over the timed updates, as a fraction of both cores. */
+  /** The machine's CPU busy during the updates, as a fraction of both cores (median). */
   cpuBusy: number;
   identicalGroups: boolean;
   groupDump: string;
 }
 
-async function runCount(ctx: BenchContext, inv: LabInventory, hosts: Record<string, LabHost>, count: number, sizes: Sizes, made: ProviderDriver[]): Promise<CountResult> {
+/** One add or one remove on the load balancer of `count` gateways, timed. */
+async function change(inv: LabInventory, hosts: Record<string, LabHost>, lb: ProviderDriver, count: number, kind: Change["kind"]): Promise<Change> {
   const gws = plans(count);
-  const lb = new ProviderDriver("DeferredNatLoadBalancer");
-  made.push(lb);
-  await lb.create(inputs(inv, hosts, gws, BACKENDS));
-  const changes: Change[] = [];
-  const cpu0 = machineCpu();
-  for (let r = 0; r < sizes.rounds; r++) {
-    for (const kind of ["add", "remove"] as const) {
-      const marks = gws.map((p) => statSync(logPath(hosts[p.name])).size);
-      const returned: number[] = [];
-      const cpuStart = process.cpuUsage();
-      const stop = observeBundles(() => returned.push(performance.timeOrigin + performance.now()));
-      const start = performance.timeOrigin + performance.now();
-      try {
-        await lb.update(inputs(inv, hosts, gws, kind === "add" ? BACKENDS + 1 : BACKENDS));
-      } finally {
-        stop();
-      }
-      const wallMs = performance.timeOrigin + performance.now() - start;
-      const cpu = process.cpuUsage(cpuStart);
-      // ovs-vswitchd logs the reply just after sending it: a loaded machine may run ovs-ofctl's exit first.
-      let commits: number[] = [];
-      for (let tries = 0; tries < 20; tries++) {
-        commits = gws.flatMap((p, i) => commitReplies(logSince(hosts[p.name], marks[i])));
-        if (commits.length >= gws.length) break;
-        await new Promise((r) => setTimeout(r, 50));
-      }
-      const lastApply = lb.outputs.lastApply as Record<string, { messages: number }>;
-      changes.push({
-        kind,
-        wallMs,
-        windowMs: commits.length > 0 ? Math.max(...commits) - Math.min(...commits) : NaN,
-        clientWindowMs: returned.length > 0 ? Math.max(...returned) - Math.min(...returned) : NaN,
-        firstCommitMs: commits.length > 0 ? Math.min(...commits) - start : NaN,
-        commits: commits.length,
-        providerCpuMs: (cpu.user + cpu.system) / 1000,
-        messages: gws.map((p) => lastApply[p.name]?.messages ?? -1),
-      });
-    }
+  const marks = gws.map((p) => statSync(logPath(hosts[p.name])).size);
+  const returned: number[] = [];
+  const cpuStart = process.cpuUsage();
+  const machine0 = machineCpu();
+  const stop = observeBundles(() => returned.push(performance.timeOrigin + performance.now()));
+  const start = performance.timeOrigin + performance.now();
+  try {
+    await lb.update(inputs(inv, hosts, gws, kind === "add" ? BACKENDS + 1 : BACKENDS));
+  } finally {
+    stop();
   }
-  const cpu1 = machineCpu();
-  // Every gateway holds the same group (same ids, buckets, fields; each its own eth_src): one dump each.
-  const dumps = gws.map((p) => daemon(hosts[p.name], ["ovs-ofctl", "-O", "OpenFlow15", "--no-names", "dump-groups", "br-seg", String(lb.outputs.groupIds[KEY])]).replace(/\(xid=0x[0-9a-f]+\)/, "").split(segmentMacOf(p)).join("GATEWAY-MAC").trim());
-  const result = {
-    gateways: count,
-    changes,
-    cpuBusy: (cpu1.busy - cpu0.busy) / Math.max(1, cpu1.total - cpu0.total),
-    identicalGroups: dumps.every((d) => d === dumps[0]) && dumps[0].includes("bucket=bucket_id:"),
-    groupDump: dumps[0],
+  const wallMs = performance.timeOrigin + performance.now() - start;
+  const cpu = process.cpuUsage(cpuStart);
+  const machine1 = machineCpu();
+  // ovs-vswitchd logs the reply just after sending it: a loaded machine may run ovs-ofctl's exit first.
+  let commits: number[] = [];
+  for (let tries = 0; tries < 20; tries++) {
+    commits = gws.flatMap((p, i) => commitReplies(logSince(hosts[p.name], marks[i])));
+    if (commits.length >= gws.length) break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  const lastApply = lb.outputs.lastApply as Record<string, { messages: number }>;
+  return {
+    kind,
+    wallMs,
+    windowMs: commits.length > 0 ? Math.max(...commits) - Math.min(...commits) : NaN,
+    clientWindowMs: returned.length > 0 ? Math.max(...returned) - Math.min(...returned) : NaN,
+    firstCommitMs: commits.length > 0 ? Math.min(...commits) - start : NaN,
+    commits: commits.length,
+    providerCpuMs: (cpu.user + cpu.system) / 1000,
+    machineBusy: (machine1.busy - machine0.busy) / Math.max(1, machine1.total - machine0.total),
+    messages: gws.map((p) => lastApply[p.name]?.messages ?? -1),
   };
-  await lb.delete();
-  lb.id = "";
-  const walls = changes.map((c) => c.wallMs);
-  ctx.log(`${count} gateways: update median ${fmtMs(median(walls))}, window median ${fmtMs(median(changes.map((c) => c.windowMs)))}`);
-  return result;
+}
+
+/** Every gateway count's load balancer at once; each round adds and removes a backend on each, in turn, so the machine's load falls on every count alike. */
+async function runCounts(ctx: BenchContext, inv: LabInventory, hosts: Record<string, LabHost>, sizes: Sizes, made: ProviderDriver[]): Promise<CountResult[]> {
+  const lbs = new Map<number, ProviderDriver>();
+  for (const count of sizes.gateways) {
+    const lb = new ProviderDriver("DeferredNatLoadBalancer");
+    made.push(lb);
+    await lb.create(inputs(inv, hosts, plans(count), BACKENDS));
+    lbs.set(count, lb);
+  }
+  const changes = new Map<number, Change[]>(sizes.gateways.map((c) => [c, []]));
+  for (let r = 0; r < sizes.rounds; r++) {
+    for (const count of sizes.gateways) {
+      for (const kind of ["add", "remove"] as const) changes.get(count)!.push(await change(inv, hosts, lbs.get(count)!, count, kind));
+    }
+    ctx.log(`round ${r + 1}: ${sizes.gateways.map((c) => `${c} gateways ${fmtMs(changes.get(c)!.at(-1)!.wallMs)}`).join(", ")}`);
+  }
+  const results: CountResult[] = [];
+  for (const count of sizes.gateways) {
+    const lb = lbs.get(count)!;
+    const gws = plans(count);
+    // Every gateway holds the same group (same ids, buckets, fields; each its own eth_src): one dump each.
+    const dumps = gws.map((p) => daemon(hosts[p.name], ["ovs-ofctl", "-O", "OpenFlow15", "--no-names", "dump-groups", "br-seg", String(lb.outputs.groupIds[keyOf(count)])]).replace(/\(xid=0x[0-9a-f]+\)/, "").split(segmentMacOf(p)).join("GATEWAY-MAC").trim());
+    const cs = changes.get(count)!;
+    results.push({
+      gateways: count,
+      changes: cs,
+      cpuBusy: median(cs.map((c) => c.machineBusy)),
+      identicalGroups: dumps.every((d) => d === dumps[0]) && dumps[0].includes("bucket=bucket_id:"),
+      groupDump: dumps[0],
+    });
+    await lb.delete();
+    lb.id = "";
+  }
+  return results;
 }
 
 // ---------------------------------------------------------------- the run
@@ -260,7 +279,7 @@ async function run(ctx: BenchContext): Promise<BenchReport> {
   const sizes = ctx.smoke ? SMOKE : FULL;
   const inv = loadInventory();
   const maxCount = Math.max(...sizes.gateways);
-  const extra = new ExtraHosts(HOSTS_DIR, inv);
+  const extra = new ExtraHosts(HOSTS_DIR, inv, { quietLoginShell: true });
   const made: ProviderDriver[] = [];
   let hosts: Record<string, LabHost> = {};
   let torn: Promise<string[]> | undefined;
@@ -275,7 +294,7 @@ async function run(ctx: BenchContext): Promise<BenchReport> {
   const results: CountResult[] = [];
   let load: Load | undefined;
   let left: string[] = [];
-  const execTrueMs: number[] = [];
+  const execTrueMs: Record<string, number[]> = {};
   const machine = await machineNote(new LocalRunner());
 
   await labRun(ctx, { locks: [LOCK], interrupted: "removing the extra gateway hosts", teardown, close: () => undefined }, async (interrupted) => {
@@ -286,25 +305,27 @@ async function run(ctx: BenchContext): Promise<BenchReport> {
     ctx.log(`${maxCount} extra gateway hosts up in ${startSeconds.toFixed(1)} s`);
     for (const h of Object.values(hosts)) {
       daemon(h, ["ovs-appctl", "vlog/set", "vconn:file:dbg"]);
+      // vconn rate-limits its message log (a burst of 200): every commit must be seen.
+      daemon(h, ["ovs-appctl", "vlog/disable-rate-limit", "vconn"]);
       daemon(h, ["ovs-appctl", "vlog/set", "PATTERN:file:%D{%Y-%m-%dT%H:%M:%S.######Z}|%05N|%c|%p|%m"]);
     }
     const idle = await measureIdle(Object.values(hosts), ctx.smoke ? 2 : 5);
-    // What one SSH command costs on these hosts, before ovslb does anything: an exec of `true`, one after another.
-    const ssh = await SshSession.connect(sshTo(inv, hosts.fan1));
-    try {
-      for (let i = 0; i < 5; i++) {
-        const t = performance.now();
-        await ssh.run(["true"]);
-        execTrueMs.push(performance.now() - t);
+    // What one SSH command costs, before ovslb does anything: an exec of `true`, one after another, on fan1 and on the lab's gw1 (whose login shell reads root's .bashrc).
+    for (const [where, h] of [["fan1", hosts.fan1], ["gw1", inv.hosts.gw1]] as const) {
+      const ssh = await SshSession.connect(sshTo(inv, h));
+      try {
+        for (let i = 0; i < 5; i++) {
+          const t = performance.now();
+          await ssh.run(["true"]);
+          (execTrueMs[where] ??= []).push(performance.now() - t);
+        }
+      } finally {
+        ssh.close();
       }
-    } finally {
-      ssh.close();
     }
     load = { idle, loadBefore, loadAfterHosts: os.loadavg().map((l) => l.toFixed(2)).join(" "), loadAtEnd: "", startSeconds };
-    for (const count of sizes.gateways) {
-      if (interrupted()) return;
-      results.push(await runCount(ctx, inv, hosts, count, sizes, made));
-    }
+    if (interrupted()) return;
+    results.push(...(await runCounts(ctx, inv, hosts, sizes, made)));
     load.loadAtEnd = os.loadavg().map((l) => l.toFixed(2)).join(" ");
     // Nothing of the load balancers is left on any host.
     for (const h of Object.values(hosts)) {
@@ -346,7 +367,7 @@ async function run(ctx: BenchContext): Promise<BenchReport> {
   const lines: string[] = [
     `Machine: ${machine.cpu}, ${machine.memory}, ${machine.kernel}, ${machine.ovs}, Node ${machine.node}; load average ${load?.loadBefore ?? "?"} before the run, ${load?.loadAfterHosts ?? "?"} with the extra hosts up, ${load?.loadAtEnd ?? "?"} at the end.`,
     "",
-    `One backend added to, then removed from, one VIP of ${BACKENDS} backends (mac delivery), ${sizes.rounds} times per gateway count, through the provider's handler (check + update).`,
+    `One backend added to, then removed from, one VIP of ${BACKENDS} backends (mac delivery), ${sizes.rounds} times per gateway count, through the provider's handler (check + update); one load balancer per gateway count (VIPs 10.0.0.241-245), all standing at once, their updates taking turns round by round so the machine's load falls on every count alike.`,
     `Parallelism: the provider connects to at most ${HOST_CONNECT_PARALLELISM} gateways at once (\`HOST_CONNECT_PARALLELISM\`) and reads, plans and applies every gateway together once connected.`,
     "",
     "| Gateways | Update wall, median (add / remove) | Worst | vs 1 gateway | Commit window, median | Worst | Window from the provider's side, median | First commit after the update's start, median | Provider's own CPU per update, median | Machine CPU busy during the updates |",
@@ -356,7 +377,13 @@ async function run(ctx: BenchContext): Promise<BenchReport> {
     "",
     "Commit window: from the first to the last COMMIT_REPLY the gateways' ovs-vswitchd sent, from their own logs (vconn debug, microsecond timestamps; all hosts are processes on this machine, one clock). From the provider's side: from the first to the last `ovs-ofctl bundle` returning over SSH.",
   ];
-  if (execTrueMs.length > 0) lines.push("", `One SSH command (an exec of \`true\` on fan1, one after another, 5 times): median ${fmtMs(median(execTrueMs))}.`);
+  if (execTrueMs.fan1 && execTrueMs.gw1) {
+    lines.push(
+      "",
+      `The extra hosts' sshd gives the login shell no ~/.bashrc (\`quietLoginShell\`): this machine's root .bashrc runs \`pyenv init\` in every SSH command, which no real gateway pays and which, 16 hosts on 2 cores, would be most of what is measured. One SSH command (an exec of \`true\`, 5 in a row, median): ${fmtMs(median(execTrueMs.fan1))} on fan1, ${fmtMs(median(execTrueMs.gw1))} on the lab's gw1 (with the .bashrc). ` +
+        "Each update runs 4 commands per gateway (dump-groups and two dump-flows together, then the bundle) and 3 OVSDB reads over a stream-local channel; on real hosts each gateway's share runs on its own CPU, here all 16 share the 2 cores, which the provider's own CPU (its column) does not.",
+    );
+  }
   if (load) {
     lines.push(
       "",

@@ -1,5 +1,6 @@
 import { execFileSync, spawn } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync, chmodSync, openSync } from "node:fs";
+import { homedir } from "node:os";
 import { join, resolve } from "node:path";
 import {
   BACKEND_PORT,
@@ -387,9 +388,14 @@ export class Lab {
     const configPath = join(hostDir, "sshd_config");
     writeFileSync(configPath, config);
     this.record("pidFiles", pidFile);
-    inNs(ns, ["/usr/sbin/sshd", "-f", configPath, "-E", join(hostDir, "sshd.log")]);
+    inNs(ns, this.sshdCommand(configPath, join(hostDir, "sshd.log")));
     const pub = readFileSync(`${hostKey}.pub`, "utf8").trim().split(" ");
     return `${pub[0]} ${pub[1]}`;
+  }
+
+  /** How a host's sshd is started (ExtraHosts may wrap it). */
+  protected sshdCommand(configPath: string, logPath: string): string[] {
+    return ["/usr/sbin/sshd", "-f", configPath, "-E", logPath];
   }
 
   private makeClient(hosts: Record<string, LabHost>) {
@@ -533,8 +539,25 @@ export class ExtraHosts extends Lab {
   constructor(
     dir: string,
     private readonly inventory: LabInventory,
+    private readonly opts: {
+      /**
+       * The login shell reads no ~/.bashrc: every SSH command runs through
+       * the user's shell, and this machine's root .bashrc (pyenv init) costs
+       * ~100 ms of CPU per command, which no real gateway pays. sshd runs in a
+       * private mount namespace with /dev/null bound over the file; the
+       * file itself is untouched.
+       */
+      quietLoginShell?: boolean;
+    } = {},
   ) {
     super(dir);
+  }
+
+  protected override sshdCommand(configPath: string, logPath: string): string[] {
+    const bashrc = join(homedir(), ".bashrc");
+    if (!this.opts.quietLoginShell || !existsSync(bashrc)) return super.sshdCommand(configPath, logPath);
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", 'mount --bind /dev/null "$1" && exec "$2" -f "$3" -E "$4"', "sh",
+      bashrc, "/usr/sbin/sshd", configPath, logPath];
   }
 
   override up(): LabInventory {
@@ -555,6 +578,8 @@ export class ExtraHosts extends Lab {
     writeFileSync(this.statePath, JSON.stringify(this.state));
     writeFileSync(join(this.dir, "authorized_keys"), `${this.inventory.clientPublicKey}\n`, { mode: 0o644 });
     mkdirSync("/run/sshd", { recursive: true, mode: 0o755 });
+    // An earlier host of the same address left its MAC in the root namespace's neighbour table: connects would go there until it expires.
+    for (const p of plans) run(["ip", "neigh", "flush", "to", mgmtAddressOf(p), "dev", MGMT_BRIDGE]);
     return Object.fromEntries(plans.map((p) => [p.name, this.makeHost(p, "management")]));
   }
 
