@@ -33,8 +33,8 @@
  *   alias specs, deletedWith, parameterization), so the SDK sends what this
  *   engine handles;
  * - sends every `pulumi-nodejs:dynamic...` resource to the real
- *   dynamic-provider plugin (started in the project root as the CLI starts
- *   pulumi-resource-pulumi-nodejs, configured with the whole stack config):
+ *   dynamic-provider plugin (started in the program's directory as the CLI
+ *   starts pulumi-resource-pulumi-nodejs, configured with the whole stack config):
  *   check, then diff against the recorded outputs, then create, update,
  *   replace (create-before-delete, or delete-before-replace when asked) or
  *   nothing; preview calls only check and diff and answers unknowns;
@@ -77,7 +77,10 @@ export interface Step {
   /** refresh: the output paths whose value the host read back differently. */
   changedPaths?: string[];
   deleteBeforeReplace?: boolean;
-  error?: string;
+  /** What the program registered (create, update, replace, same): its parent, dependencies and, plain, the inputs as checked. */
+  parent?: string;
+  dependencies?: string[];
+  inputs?: Props;
 }
 
 export interface ResourceView {
@@ -157,6 +160,11 @@ interface Project {
 }
 
 const STACK_TYPE = "pulumi:pulumi:Stack";
+const t0 = Date.now();
+/** OVSLB_HARNESS_DEBUG=1: what the engine does, with times, on stderr. */
+const debug = (msg: string) => {
+  if (process.env.OVSLB_HARNESS_DEBUG) process.stderr.write(`harness +${Date.now() - t0} ms: ${msg}\n`);
+};
 const DYNAMIC = /^pulumi-nodejs:dynamic(\/[^:]*)?:/;
 const SUPPORTED_FEATURES = new Set(["secrets"]);
 
@@ -425,8 +433,10 @@ class Deployment {
       // The engine gives a dynamic provider the whole stack config, namespaces kept, secrets marked.
       const args: Props = {};
       for (const [k, v] of Object.entries(config.values)) args[k] = config.secretKeys.includes(k) ? secret(v) : v;
+      debug("plugin starting");
       this.plugin = startProviderPlugin({
-        projectRoot: this.h.project.root,
+        // Where the CLI runs plugins: the program's directory (its pwd), as it runs the program.
+        programDirectory: pwdAndEntry(this.h.project).pwd,
         engine: this.address,
         env: this.env(),
         configure: { args, variables: config.values },
@@ -539,7 +549,9 @@ class Deployment {
     });
     child.stdout!.on("data", (b: Buffer) => (this.stdout += b.toString()));
     child.stderr!.on("data", (b: Buffer) => (this.stderr += b.toString()));
+    debug(`program started`);
     const code = await new Promise<number | null>((res) => child.once("exit", (c) => res(c)));
+    debug(`program exited ${code}`);
     if (code !== 0) {
       this.failed = true;
       if (!this.diagnostics.some((x) => x.severity === "error")) this.error(`the program exited ${code}: ${this.stderr.trim().slice(-2000)}`);
@@ -554,6 +566,7 @@ class Deployment {
     const parent: string = req.getParent();
     const custom: boolean = req.getCustom();
     const urn = this.urnOf(type, name, parent);
+    debug(`register ${urn}`);
     try {
       if (this.registered.has(urn)) throw new Error(`Duplicate resource URN '${urn}'; try giving it a unique name`);
       if (req.getRemote()) throw new Error(`${urn}: remote (multi-language) components are not supported by the ovslb test harness`);
@@ -581,7 +594,7 @@ class Deployment {
         entry.outputs = old && !old.pendingDelete ? old.outputs : {};
         if (type === STACK_TYPE && !this.rootUrn) this.rootUrn = urn;
         this.registered.set(urn, entry);
-        this.steps.push({ urn, type, op: old ? "same" : "create", custom: false, keys: [] });
+        this.steps.push({ urn, type, op: old ? "same" : "create", custom: false, keys: [], parent: entry.parent, dependencies: entry.dependencies, inputs: plain(inputs) });
         resp.setObject(this.struct({}));
         return resp;
       }
@@ -602,6 +615,7 @@ class Deployment {
   /** One custom resource: check, diff, then the operation (or, in preview, what it would be). */
   private async step(entry: StateResource, req: any): Promise<StateResource> {
     const plugin = await this.startPlugin();
+    debug(`step ${entry.urn}`);
     const at = plugin.at(entry.urn);
     const toPlugin = (v: Props) => (plugin.acceptsSecrets ? v : plain(v));
     const old = this.old.get(entry.urn);
@@ -609,6 +623,7 @@ class Deployment {
     let news = entry.inputs;
     for (const k of req.getIgnorechangesList() as string[]) if (prior && k in prior.inputs) news = { ...news, [k]: prior.inputs[k] };
     const checked = await at.check(prior ? toPlugin(prior.inputs) : {}, toPlugin(news));
+    debug(`checked ${entry.urn}`);
     if (checked.failures.length) {
       throw new Error(`check failed:\n${checked.failures.map((f) => `    ${f.property}: ${f.reason}`).join("\n")}`);
     }
@@ -616,7 +631,7 @@ class Deployment {
     entry.inputs = inputs;
     const additional = entry.additionalSecretOutputs ?? [];
     const outputsOf = (props: Props) => markOutputs(props, inputs, additional, plugin.acceptsSecrets);
-    const step: Step = { urn: entry.urn, type: entry.type, op: "create", custom: true, keys: [] };
+    const step: Step = { urn: entry.urn, type: entry.type, op: "create", custom: true, keys: [], parent: entry.parent, dependencies: entry.dependencies, inputs: plain(inputs) };
     const record = (r: StateResource) => {
       this.registered.set(r.urn, r);
       this.persist();
@@ -761,8 +776,11 @@ class Deployment {
         continue;
       }
       const plugin = await this.startPlugin();
+      debug("plugin up");
       const toPlugin = (v: Props) => (plugin.acceptsSecrets ? v : plain(v));
+      debug(`read ${r.urn}`);
       const got = await plugin.at(r.urn).read(r.id, toPlugin(r.outputs), toPlugin(r.inputs));
+      debug(`read done ${r.urn}`);
       if (!got.id) {
         this.steps.push({ urn: r.urn, type: r.type, op: "delete", custom: true, keys: [] });
         continue;

@@ -117,6 +117,14 @@ export interface PluginOptions {
    * in a user's project.
    */
   projectRoot?: string;
+  /**
+   * Instead of projectRoot: the program's directory (the CLI's pwd, which is
+   * Pulumi.yaml's `main` directory, or the project root without one). The
+   * plugin runs there as the CLI's current pulumi-resource-pulumi-nodejs
+   * runs it: the dynamic-provider script node resolves from that directory,
+   * with it as the working directory, no NODE_PATH.
+   */
+  programDirectory?: string;
   /** The engine address passed as the plugin's argument, as the CLI passes its own (default: none listening). */
   engine?: string;
   /** More environment for the plugin process (the CLI gives dynamic providers PULUMI_CONFIG). */
@@ -129,9 +137,10 @@ const DEFAULT_URN = "urn:pulumi:stack::project::pulumi-nodejs:dynamic/ovslb:Test
 
 /** Starts the dynamic-provider plugin (see PluginOptions for which, and how `ovslb` resolves in it). */
 export async function startProviderPlugin(options: PluginOptions = {}): Promise<PluginCall> {
-  const { urn: defaultUrn = DEFAULT_URN, projectRoot, engine = "127.0.0.1:1", env: extraEnv = {} } = options;
+  const { urn: defaultUrn = DEFAULT_URN, projectRoot, programDirectory, engine = "127.0.0.1:1", env: extraEnv = {} } = options;
   // The stubs must share the plugin's SDK's own grpc-js and protobuf instances.
-  const sdk = projectRoot ? dirname(require.resolve("@pulumi/pulumi/package.json", { paths: [projectRoot] })) : pulumiDir;
+  const from = programDirectory ?? projectRoot;
+  const sdk = from ? dirname(require.resolve("@pulumi/pulumi/package.json", { paths: [from] })) : pulumiDir;
   const fromSdk = (id: string) => require(require.resolve(id, { paths: [sdk] }));
   const grpc = fromSdk("@grpc/grpc-js");
   const structpb = fromSdk("google-protobuf/google/protobuf/struct_pb");
@@ -141,7 +150,11 @@ export async function startProviderPlugin(options: PluginOptions = {}): Promise<
 
   let scratch: string | undefined;
   let child: ChildProcess;
-  if (projectRoot) {
+  if (programDirectory) {
+    const { NODE_PATH: _ignored, ...env } = process.env;
+    const script = require.resolve("@pulumi/pulumi/cmd/dynamic-provider", { paths: [programDirectory] });
+    child = spawn(process.execPath, [script, engine], { cwd: programDirectory, env: { ...env, ...extraEnv }, stdio: ["ignore", "pipe", "pipe"] });
+  } else if (projectRoot) {
     const { NODE_PATH: _ignored, ...env } = process.env;
     child = spawn(process.execPath, ["./node_modules/@pulumi/pulumi/cmd/dynamic-provider", engine], {
       cwd: projectRoot,
@@ -171,6 +184,8 @@ export async function startProviderPlugin(options: PluginOptions = {}): Promise<
     port = await new Promise<string>((resolvePort, reject) => {
       child.stdout!.once("data", (d: Buffer) => resolvePort(d.toString().trim()));
       child.once("exit", (code) => reject(new Error(`plugin exited ${code}: ${stderr}`)));
+      // A plugin that never says its port is an error, not a hang.
+      setTimeout(() => reject(new Error(`plugin printed no port in 60 s: ${stderr}`)), 60_000).unref();
     });
   } catch (e) {
     removeScratch();
@@ -188,9 +203,9 @@ export async function startProviderPlugin(options: PluginOptions = {}): Promise<
     }
     return undefined;
   };
-  const unary = <T>(method: string, req: unknown): Promise<T> =>
+  const unary = <T>(method: string, req: unknown, timeoutMs?: number): Promise<T> =>
     new Promise((res, rej) =>
-      client[method](req, (err: PluginError | null, resp: T) => {
+      client[method](req, ...(timeoutMs ? [{ deadline: Date.now() + timeoutMs }] : []), (err: PluginError | null, resp: T) => {
         if (!err) return res(resp);
         const initFailed = initFailure(err);
         if (initFailed) err.initFailed = initFailed;
@@ -211,7 +226,7 @@ export async function startProviderPlugin(options: PluginOptions = {}): Promise<
     for (const [k, v] of Object.entries(options.configure?.variables ?? {})) configure.getVariablesMap().set(k, v);
     configure.setAcceptsecrets(true);
     configure.setAcceptresources(false);
-    const resp = await unary<any>("configure", configure);
+    const resp = await unary<any>("configure", configure, 60_000);
     acceptsSecrets = resp.getAcceptsecrets();
   } catch (e) {
     stop();
