@@ -24,10 +24,42 @@ export class OpenFlowParseError extends Error {
 
 /** Splits at commas outside parentheses: `ct(commit,zone=1),output:1` is two actions. */
 export function splitTopLevel(text: string): string[] {
+  // Jumps from comma to comma (a group line holds up to 1,000 buckets); a stray ")" takes the character walk below.
   const parts: string[] = [];
-  let depth = 0;
   let start = 0;
-  for (let i = 0; i < text.length; i++) {
+  let at = 0;
+  // The next "(" and ")" at or after `at`, searched again only once passed (each search may scan to the end).
+  let open = text.indexOf("(");
+  let close = text.indexOf(")");
+  for (;;) {
+    const comma = text.indexOf(",", at);
+    if (open !== -1 && open < at) open = text.indexOf("(", at);
+    if (close !== -1 && close < at) close = text.indexOf(")", at);
+    if (close !== -1 && (comma === -1 || close < comma) && (open === -1 || close < open)) return splitByWalk(text, parts, start, at);
+    if (open !== -1 && (comma === -1 || open < comma)) {
+      let depth = 1;
+      let i = open + 1;
+      for (; i < text.length && depth > 0; i++) {
+        const c = text.charCodeAt(i);
+        if (c === 40) depth++;
+        else if (c === 41) depth--;
+      }
+      if (depth > 0) return splitByWalk(text, parts, start, at);
+      at = i;
+      continue;
+    }
+    if (comma === -1) break;
+    if (comma > start) parts.push(text.slice(start, comma));
+    start = at = comma + 1;
+  }
+  if (start < text.length) parts.push(text.slice(start));
+  return parts;
+}
+
+/** The character walk, from `from` at depth 0 (parts before `start` already cut). */
+function splitByWalk(text: string, parts: string[], start: number, from: number): string[] {
+  let depth = 0;
+  for (let i = from; i < text.length; i++) {
     const c = text[i];
     if (c === "(") depth++;
     else if (c === ")") depth--;
@@ -158,6 +190,11 @@ const SET_FIELD_NUMBERS = new Set(["arp_op", "tcp_src", "tcp_dst", "udp_src", "u
 
 function actionCandidate(text: string): Action | undefined {
   let m: RegExpExecArray | null;
+  // The most common in a dump first (every bucket has set_fields); the patterns exclude one another.
+  if (text.startsWith("set_field:") && (m = /^set_field:(.+)->(\w+)$/.exec(text))) {
+    const value = SET_FIELD_NUMBERS.has(m[2]) ? (INT.test(m[1]) ? Number(m[1]) : m[1]) : m[1];
+    return { type: "set_field", field: m[2], value } as Action;
+  }
   if (text === "IN_PORT") return { type: "in_port" };
   if (text === "drop") return { type: "drop" };
   if ((m = /^output:([0-9]+)$/.exec(text))) return { type: "output", port: Number(m[1]) };
@@ -170,16 +207,21 @@ function actionCandidate(text: string): Action | undefined {
   if ((m = /^multipath\(([\w+]+),([0-9]+),modulo_n,([0-9]+),0,(\w+)\[0\.\.([0-9]+)\]\)$/.exec(text))) {
     return { type: "multipath", fields: m[1], basis: Number(m[2]), links: Number(m[3]), dst: m[4], bits: Number(m[5]) + 1 } as Action;
   }
-  if ((m = /^set_field:(.+)->(\w+)$/.exec(text))) {
-    const value = SET_FIELD_NUMBERS.has(m[2]) ? (INT.test(m[1]) ? Number(m[1]) : m[1]) : m[1];
-    return { type: "set_field", field: m[2], value } as Action;
-  }
   if ((m = /^ct\((.*)\)$/.exec(text))) return ctAction(splitTopLevel(m[1]));
   return undefined;
 }
 
+/** `set_field:MAC->eth_src` (or eth_dst) as OVS prints it: what every bucket holds, read without the round trip (it renders back to itself). */
+const SET_MAC = /^set_field:([0-9a-f]{2}(?::[0-9a-f]{2}){5})->(eth_src|eth_dst)$/;
+
 /** One action as OVS printed it, typed when it is one ovslb writes and renders back to exactly this text. */
 export function parseAction(text: string): Action {
+  const mac = SET_MAC.exec(text);
+  if (mac) return { type: "set_field", field: mac[2], value: mac[1] } as Action;
+  return parseActionText(text);
+}
+
+function parseActionText(text: string): Action {
   const candidate = actionCandidate(text);
   if (candidate) {
     try {
@@ -263,14 +305,15 @@ function parseGroup(line: string): GroupEntry {
   let selectionMethodParam: bigint | undefined;
   let fields: string[] = [];
   const drafts: BucketDraft[] = [];
+  let bucket: BucketDraft | undefined;
   let inActions = false;
 
   for (const token of splitTopLevel(line.trim())) {
-    if (token.startsWith("bucket=")) {
-      drafts.push({ actions: [] });
+    const starts = token.startsWith("bucket=");
+    if (starts) {
+      drafts.push((bucket = { actions: [] }));
       inActions = false;
     }
-    const bucket = drafts.at(-1);
     if (!bucket) {
       const [name, value] = keyValue(token, "=");
       if (token.startsWith("fields(") && token.endsWith(")")) fields = splitTopLevel(token.slice("fields(".length, -1));
@@ -282,14 +325,14 @@ function parseGroup(line: string): GroupEntry {
       else throw new OpenFlowParseError(line, `unexpected ${JSON.stringify(token)}`);
       continue;
     }
-    const param = token.startsWith("bucket=") ? token.slice("bucket=".length) : token;
+    const param = starts ? token.slice("bucket=".length) : token;
     if (inActions) {
       bucket.actions.push(param);
       continue;
     }
     if (param.startsWith("actions=")) {
       inActions = true;
-      bucket.actions.push(...splitTopLevel(param.slice("actions=".length)));
+      for (const a of splitTopLevel(param.slice("actions=".length))) bucket.actions.push(a);
       continue;
     }
     const [name, value] = keyValue(param, ":");
@@ -303,24 +346,20 @@ function parseGroup(line: string): GroupEntry {
   if (groupId === undefined) throw new OpenFlowParseError(line, "no group_id");
   if (type === undefined) throw new OpenFlowParseError(line, "no type");
   const defaultWeight = type === "select" ? 1 : 0;
-  const buckets = drafts.map((draft): BucketEntry => {
+  const buckets: BucketEntry[] = [];
+  for (const draft of drafts) {
     if (draft.bucketId === undefined) throw new OpenFlowParseError(line, "a bucket without bucket_id (not dumped with OpenFlow 1.5?)");
-    return {
-      bucketId: draft.bucketId,
-      weight: draft.weight ?? defaultWeight,
-      ...(draft.watchPort === undefined ? {} : { watchPort: draft.watchPort }),
-      ...(draft.watchGroup === undefined ? {} : { watchGroup: draft.watchGroup }),
-      actions: draft.actions.map(parseAction),
-    };
-  });
-  return {
-    groupId,
-    type,
-    ...(selectionMethod === undefined ? {} : { selectionMethod }),
-    ...(selectionMethodParam === undefined ? {} : { selectionMethodParam }),
-    fields,
-    buckets,
-  };
+    // Built field by field, optional ones only when printed (a dump holds up to a million buckets).
+    const entry: { -readonly [K in keyof BucketEntry]: BucketEntry[K] } = { bucketId: draft.bucketId, weight: draft.weight ?? defaultWeight, actions: [] };
+    if (draft.watchPort !== undefined) entry.watchPort = draft.watchPort;
+    if (draft.watchGroup !== undefined) entry.watchGroup = draft.watchGroup;
+    entry.actions = draft.actions.map(parseAction);
+    buckets.push(entry);
+  }
+  const group: { -readonly [K in keyof GroupEntry]: GroupEntry[K] } = { groupId, type, fields, buckets };
+  if (selectionMethod !== undefined) group.selectionMethod = selectionMethod;
+  if (selectionMethodParam !== undefined) group.selectionMethodParam = selectionMethodParam;
+  return group;
 }
 
 /** A hex dump line: what ovs-ofctl prints for a reply it could not decode. */
