@@ -8,6 +8,8 @@ import { dsrGreBenchmark } from "./dsr-gre";
 import { livenessBenchmark } from "./liveness";
 import { peerCommandBenchmark } from "./peer-command";
 import { scaleFanoutBenchmark } from "./scale-fanout";
+import { scalePlanningBenchmark } from "./scale-planning";
+import { scaleReadingBenchmark } from "./scale-reading";
 import { secondChanceBenchmark } from "./second-chance";
 
 /**
@@ -25,7 +27,7 @@ import { secondChanceBenchmark } from "./second-chance";
  *
  * Add a benchmark by listing it here.
  */
-const BENCHMARKS: readonly Benchmark[] = [deferredNatBenchmark, dsrGreBenchmark, livenessBenchmark, secondChanceBenchmark, distributorFailoverBenchmark, scaleFanoutBenchmark, peerCommandBenchmark];
+const BENCHMARKS: readonly Benchmark[] = [deferredNatBenchmark, dsrGreBenchmark, livenessBenchmark, secondChanceBenchmark, distributorFailoverBenchmark, scaleFanoutBenchmark, peerCommandBenchmark, scalePlanningBenchmark, scaleReadingBenchmark];
 
 /** Compiled to dist/bench/run.js: the tracked results sit next to the sources. */
 const RESULTS = resolve(__dirname, "..", "..", "bench", "results");
