@@ -60,6 +60,8 @@ describe.each(KINDS)("fuzzed %s inputs", (kind: Kind) => {
             expect(f.reason).not.toContain(SECRET_PASSPHRASE);
             expect(f.reason).not.toContain("OPENSSH PRIVATE KEY");
             expect(f.reason).not.toContain(SECRET_KEY.split("\n")[1].slice(0, 32));
+            // Nor any hostile value: reasons say what was expected, not what was given.
+            for (const given of ["actions=drop", "$(reboot)", "rm -rf", "`id`", "priority=65535", "../../etc"]) expect(f.reason).not.toContain(given);
           }
           return;
         }
