@@ -106,12 +106,13 @@ function failure(e: unknown, inputs: Props, provider: unknown): Error {
 /**
  * Refuses inputs before any host is contacted, whoever calls (a caller that
  * skipped check, state edited by hand): new inputs as check would (schema and
- * rules); recorded ones by the schema alone, the grammar every value placed
- * in a flow or command keeps, so a rule added later never blocks a refresh
- * or a delete.
+ * rules); recorded ones by the schema's grammar alone (every value placed
+ * in a flow or command well formed, though a read may have recorded less
+ * than the schema asks for), so a rule added later never blocks a refresh,
+ * a repair or a delete.
  */
 async function refuseUnchecked(kind: string, handler: ResourceHandler<object, object>, inputs: Props, rules: boolean): Promise<void> {
-  const failures: CheckFailure[] = rules ? (await check(kind, {}, inputs)).failures : validateAgainstSchema(handler.schema, inputs);
+  const failures: CheckFailure[] = rules ? (await check(kind, {}, inputs)).failures : validateAgainstSchema(handler.schema, inputs, true);
   if (failures.length === 0) return;
   throw new Error(`ovslb: ${kind} inputs refused before contacting any host: ${failures.map((f) => `${f.property}: ${f.reason}`).join("; ")}`);
 }

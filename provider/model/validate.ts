@@ -76,15 +76,23 @@ function toFailure(e: ErrorObject): CheckFailure {
   }
 }
 
-/** Validates inputs against a resource schema; one failure per problem, deduplicated. */
-export function validateAgainstSchema(schema: object, inputs: unknown): CheckFailure[] {
+/** Keywords about how much is declared, not about what a value is: a read back from a host that holds less keeps the grammar. */
+const COUNTS = new Set(["required", "minItems", "minProperties"]);
+
+/**
+ * Validates inputs against a resource schema; one failure per problem,
+ * deduplicated. `grammarOnly`: every value present must be well formed, but
+ * nothing need be present (recorded inputs a read wrote, e.g. no VIP left on
+ * a gateway whose ovs-vswitchd restarted).
+ */
+export function validateAgainstSchema(schema: object, inputs: unknown, grammarOnly = false): CheckFailure[] {
   let validate = compiled.get(schema);
   if (!validate) {
     validate = ajv.compile(schema);
     compiled.set(schema, validate);
   }
   if (validate(inputs)) return [];
-  const failures = (validate.errors ?? []).filter((e) => e.keyword !== "if").map(toFailure);
+  const failures = (validate.errors ?? []).filter((e) => e.keyword !== "if" && !(grammarOnly && COUNTS.has(e.keyword))).map(toFailure);
   const seen = new Set<string>();
   return failures.filter((f) => {
     const key = `${f.property}\0${f.reason}`;
