@@ -1,4 +1,5 @@
 import { Harness, HarnessError, type Result, type Step } from "./engine";
+import { UNKNOWN } from "./state";
 
 /**
  * node dist/test/harness/cli.js up|preview|refresh|destroy [--cwd DIR]
@@ -32,7 +33,7 @@ export function summary(r: Result): string {
   const outs = Object.entries(r.outputs);
   if (outs.length && r.kind !== "destroy") {
     lines.push("Outputs:");
-    for (const [k, v] of outs) lines.push(`    ${k}: ${JSON.stringify(v)}`);
+    for (const [k, v] of outs) lines.push(`    ${k}: ${JSON.stringify(v, (_k, x) => (x === UNKNOWN ? "[unknown]" : x))}`);
   }
   return lines.join("\n");
 }

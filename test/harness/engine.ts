@@ -328,6 +328,11 @@ export class Harness {
     return this.store.path;
   }
 
+  /** A stack config value as the program sees it (a key without ":" is the project's). */
+  configValue(key: string): string | undefined {
+    return this.config.values[key.includes(":") ? key : `${this.project.name}:${key}`];
+  }
+
   /** The recorded resources. */
   resources(): ResourceView[] {
     return this.store.load(this.project.name, this.stack).resources.map(view);

@@ -36,7 +36,7 @@ pulumi.runtime.setMocks({
   newResource(a) { seen.push({ type: a.type, name: a.name, inputs: a.inputs }); return { id: a.name + "-id", state: a.inputs }; },
   call: (a) => a.inputs,
 }, ${JSON.stringify(projectName)}, "stack", false);
-// As the language host runs a program (and as examples/local-engine.ts does): inside the root stack
+// As the language host runs a program: inside the root stack
 // resource, done when the runtime's queue of registrations has drained (disconnect awaits it).
 pulumi.runtime
   .runInPulumiStack(async () => require(require("node:path").resolve(${JSON.stringify(program)})))

@@ -42,7 +42,7 @@ export function unwrapSecrets(v: any, secretPaths: string[] = [], path = ""): an
  * serialized provider text). The program runs as the language host runs one
  * (inside the root stack resource), and is done when the runtime's queue of
  * registrations, and anything they started, has drained (disconnect awaits
- * it), as in examples/local-engine.ts. Each call sets fresh mocks, so it can
+ * it). Each call sets fresh mocks, so it can
  * be called again after a disconnect.
  */
 export async function registeredInputs(type: string, program: () => void): Promise<Props> {
