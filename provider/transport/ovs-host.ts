@@ -88,8 +88,10 @@ export async function withAllOvsHosts<R>(hosts: readonly OvsHost[], fn: (session
   );
   const sessions = opened.flatMap((o) => ("session" in o ? [o.session] : []));
   try {
-    const failed = opened.find((o) => "error" in o);
-    if (failed && "error" in failed) throw failed.error;
+    // Every host that could not be reached, named (each error starts with its host), before anything is changed.
+    const failed = opened.flatMap((o) => ("error" in o ? [o.error] : []));
+    if (failed.length === 1) throw failed[0];
+    if (failed.length > 1) throw new Error(`${failed.length} of ${hosts.length} hosts unreachable: ${failed.map((e) => (e as Error).message ?? String(e)).join("; ")}`);
     return await fn(sessions);
   } finally {
     for (const s of sessions) s.close();

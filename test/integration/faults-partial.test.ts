@@ -49,7 +49,7 @@ afterAll(() => {
 });
 
 describe("two gateways, one failing", () => {
-  it("one unreachable (its sshd gone): nothing is changed anywhere, and the error says so naming it", async () => {
+  it("one unreachable (its sshd gone), then both: nothing is changed anywhere, and the error says so naming each", async () => {
     const before = hosts[0].dataplane();
     await hosts[1].kill("sshd");
     try {
@@ -58,8 +58,12 @@ describe("two gateways, one failing", () => {
       // Nothing to record: the engine keeps no resource.
       expect(err.initFailed).toBeUndefined();
       expect(hosts[0].dataplane()).toEqual(before);
+      // Both gone: both named.
+      await hosts[0].kill("sshd");
+      const both = await failure(plugin.create(inputs));
+      expect(both.message).toMatch(/no gateway's flows or groups were changed: 2 of 2 hosts unreachable: root@172\.31\.203\.2:22: connect failed: .*; root@172\.31\.204\.2:22: connect failed/);
     } finally {
-      hosts[1].startSshd();
+      for (const h of hosts) if (h.processes("sshd").length === 0) h.startSshd();
     }
   });
 

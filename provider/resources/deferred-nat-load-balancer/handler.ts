@@ -376,14 +376,17 @@ export const deferredNatLoadBalancerHandler: ResourceHandler<Inputs, DeferredNat
 
   async update(_id, old, news) {
     const recorded = recordedIn(old.state);
-    const state = await converge(news, recorded, old.state.slotTables, old);
     // Gateways taken out of the list lose this load balancer's flows and groups.
     const kept = new Set(news.gateways.map((g) => `${g.host.connection.host}/${g.bridge}`));
     const dropped = old.inputs.gateways.filter((g) => !kept.has(`${g.host.connection.host}/${g.bridge}`));
+    // Until they are cleaned, a partial state keeps them in the recorded inputs, or the next run would no longer know to.
+    const pending = { ...news, gateways: [...news.gateways, ...dropped] };
+    const state = await converge(news, recorded, old.state.slotTables, old).catch((e: unknown) => {
+      throw e instanceof PartialApplyError && dropped.length > 0 ? new PartialApplyError(e.message, e.id, e.state, pending) : e;
+    });
     if (dropped.length > 0) await removeFrom({ ...old.inputs, gateways: dropped }, recorded).catch((e: Error) => {
-      // The state must keep those gateways, or the next run would no longer know to clean them.
       const message = `${lbId(news)}: changed every listed gateway; removing it from ${dropped.map((g) => g.name).join(", ")} failed: ${e.message}`;
-      throw new PartialApplyError(message, lbId(news), { ...state, ...mergeIds(recorded, state), drift: [message] }, { ...news, gateways: [...news.gateways, ...dropped] });
+      throw new PartialApplyError(message, lbId(news), { ...state, ...mergeIds(recorded, state), drift: [message] }, pending);
     });
     if (!news.ovn) await withNorthbound(old.inputs, async (db) => db && deleteNorthbound(old.inputs, db));
     return state;
