@@ -14,5 +14,6 @@ export { ActiveActiveLoadBalancer, type ActiveActiveLoadBalancerArgs } from "./c
 export { TransparentDsr, type TransparentDsrArgs, type TransparentDsrHypervisor } from "./components/transparent-dsr";
 export { DsrHypervisorFlows, type DsrHypervisorFlowsArgs } from "./provider/resources/dsr-hypervisor-flows/resource";
 export { OvsBridge, type OvsBridgeArgs } from "./provider/resources/ovs-bridge/resource";
-export type { OvsBridgeInputs, OvsHost, SshConnection } from "./provider/model/inputs.generated";
+// Every input type, generated from schema/ (the one source of truth for inputs), for the API reference and for typed programs.
+export type * from "./provider/model/inputs.generated";
 export { stackHost, stackNorthbound, StackConfigError } from "./provider/resources/stack-config";
