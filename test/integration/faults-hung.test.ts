@@ -63,6 +63,31 @@ describe("hung hosts", () => {
     }, { what: "no ovs-ofctl, sshd session or socket left", timeoutMs: 5_000 });
   });
 
+  it("the connection's sshd session stopped mid-operation: abandoned after commandTimeoutMs, the connection dropped, nothing left once it runs again", async () => {
+    process.kill(host.pid("ovs-vswitchd"), "SIGCONT");
+    const lb = new ProviderDriver("DeferredNatLoadBalancer");
+    const before = leftovers();
+    // Once the provider's commands run, the sessions serving its connection stop answering.
+    const watch = setInterval(() => {
+      if (host.processes("ovs-ofctl").length === 0) return;
+      clearInterval(watch);
+      host.processes("sshd: root").forEach(stop);
+    }, 1);
+    try {
+      await expect(lb.create(inputs({ commandTimeoutMs: 1_500 }))).rejects.toThrow(/root@172\.31\.207\.2:22: .*timed out after 1500 ms \(commandTimeoutMs\); abandoned/);
+    } finally {
+      clearInterval(watch);
+    }
+    expect(openSockets()).toBeLessThanOrEqual(before.sockets);
+    for (const pid of stopped.splice(0)) process.kill(pid, "SIGCONT");
+    // Running again, the session finds its connection gone and ends; its commands end by their own --timeout.
+    await waitUntil(() => {
+      const now = leftovers();
+      return now.sessions === before.sessions && now.ofctl === 0;
+    }, { what: "the stopped session and its commands to end", timeoutMs: 5_000 });
+    await lb.purge(inputs({}));
+  });
+
   it("once ovs-vswitchd runs again, create succeeds", async () => {
     process.kill(host.pid("ovs-vswitchd"), "SIGCONT");
     const lb = new ProviderDriver("DeferredNatLoadBalancer");
