@@ -33,7 +33,8 @@ export class OvsHostSession {
   /** The host's Open_vSwitch database, through a stream-local channel to its db.sock. */
   async vswitchDb(): Promise<OvsdbClient> {
     if (!this.db) {
-      this.db = new OvsdbClient(await this.ssh.openUnixStream(`${ovsRundirOf(this.host)}/db.sock`), { host: this.hostName });
+      // A request waits no longer than a command may run on this host (commandTimeoutMs).
+      this.db = new OvsdbClient(await this.ssh.openUnixStream(`${ovsRundirOf(this.host)}/db.sock`), { host: this.hostName, requestTimeoutMs: this.ssh.connection.commandTimeoutMs });
     }
     return this.db;
   }

@@ -369,7 +369,7 @@ function readTableUpdates(wire: unknown, schema: DatabaseSchema): TableUpdates {
 export async function withRemoteOvsdb<R>(target: { connection: SshConnection; socket: string }, fn: (db: OvsdbClient) => Promise<R>): Promise<R> {
   const ssh = await SshSession.connect(target.connection);
   try {
-    const db = new OvsdbClient(await ssh.openUnixStream(target.socket), { host: ssh.hostName });
+    const db = new OvsdbClient(await ssh.openUnixStream(target.socket), { host: ssh.hostName, requestTimeoutMs: ssh.connection.commandTimeoutMs });
     try {
       return await fn(db);
     } finally {

@@ -63,6 +63,18 @@ describe("hung hosts", () => {
     }, { what: "no ovs-ofctl, sshd session or socket left", timeoutMs: 5_000 });
   });
 
+  it("ovsdb-server stopped: an OVSDB request is abandoned after commandTimeoutMs, naming the host, and the connection closed", async () => {
+    process.kill(host.pid("ovs-vswitchd"), "SIGCONT");
+    const lb = new ProviderDriver("DeferredNatLoadBalancer");
+    const before = leftovers();
+    stop(host.pid("ovsdb-server"));
+    await expect(lb.create(inputs({ commandTimeoutMs: 1_500 }))).rejects.toThrow(/root@172\.31\.207\.2:22: Open_vSwitch: .*timed out after 1500 ms/);
+    await waitUntil(() => {
+      const now = leftovers();
+      return now.sessions === before.sessions && now.sockets <= before.sockets;
+    }, { what: "no sshd session or socket left", timeoutMs: 5_000 });
+  });
+
   it("the connection's sshd session stopped mid-operation: abandoned after commandTimeoutMs, the connection dropped, nothing left once it runs again", async () => {
     process.kill(host.pid("ovs-vswitchd"), "SIGCONT");
     const lb = new ProviderDriver("DeferredNatLoadBalancer");
