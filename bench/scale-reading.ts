@@ -92,6 +92,12 @@ async function writeDumps(dir: string, size: { groups: number; buckets: number }
 
 declare const gc: () => void;
 
+/** What the transport did: every chunk kept, concatenated, decoded, then parsed whole (the text goes out of scope with this call). */
+function parseBuffered(file: string, kind: "groups" | "flows"): unknown[] {
+  const text = readFileSync(file).toString("utf8");
+  return kind === "groups" ? parseGroups(text) : parseFlows(text);
+}
+
 async function measureChild(mode: "buffered" | "streamed" | "folded", kind: "groups" | "flows", file: string): Promise<Figures> {
   const rssBeforeMiB = process.memoryUsage().rss / 2 ** 20;
   const cpu0 = process.cpuUsage();
@@ -104,9 +110,7 @@ async function measureChild(mode: "buffered" | "streamed" | "folded", kind: "gro
     buckets += e.buckets?.length ?? 0;
   };
   if (mode === "buffered") {
-    // What the transport did: every chunk kept, concatenated, decoded, then parsed whole.
-    const text = readFileSync(file).toString("utf8");
-    result = kind === "groups" ? parseGroups(text) : parseFlows(text);
+    result = parseBuffered(file, kind);
     result.forEach((e) => count(e as { buckets?: readonly unknown[] }));
   } else {
     const keep = mode === "streamed";

@@ -298,7 +298,31 @@ interface BucketDraft {
  * A single hash field prints as `fields=ip_src`. Weights equal to the type's
  * default (1 in select groups, 0 elsewhere) are not printed.
  */
-function parseGroup(line: string): GroupEntry {
+/**
+ * The actions of one dump, by text: a dump repeats the same few (every bucket
+ * of a gateway sets the gateway's MAC), so each is parsed once and shared
+ * (parsed actions are never modified). Each is parsed from its own copy of
+ * the text, so what the result keeps does not hold the dump's text alive (a
+ * substring would keep the whole line, or chunk, it was cut from). Bounded:
+ * emptied when full.
+ */
+class ActionCache {
+  private readonly byText = new Map<string, Action>();
+
+  parse(text: string): Action {
+    let action = this.byText.get(text);
+    if (action === undefined) {
+      if (this.byText.size >= MAX_CACHED_ACTIONS) this.byText.clear();
+      // " " + text is a new string; slicing it flattens that copy alone.
+      const own = (" " + text).slice(1);
+      this.byText.set(own, (action = parseAction(own)));
+    }
+    return action;
+  }
+}
+const MAX_CACHED_ACTIONS = 1 << 17;
+
+function parseGroup(line: string, actions: ActionCache): GroupEntry {
   let groupId: number | undefined;
   let type: GroupType | undefined;
   let selectionMethod: string | undefined;
@@ -353,7 +377,7 @@ function parseGroup(line: string): GroupEntry {
     const entry: { -readonly [K in keyof BucketEntry]: BucketEntry[K] } = { bucketId: draft.bucketId, weight: draft.weight ?? defaultWeight, actions: [] };
     if (draft.watchPort !== undefined) entry.watchPort = draft.watchPort;
     if (draft.watchGroup !== undefined) entry.watchGroup = draft.watchGroup;
-    entry.actions = draft.actions.map(parseAction);
+    entry.actions = draft.actions.map((a) => actions.parse(a));
     buckets.push(entry);
   }
   const group: { -readonly [K in keyof GroupEntry]: GroupEntry[K] } = { groupId, type, fields, buckets };
@@ -374,7 +398,8 @@ export function parseGroups(dump: string): GroupEntry[] {
   const lines = entryLines(dump);
   const hex = lines.find((line) => HEX_DUMP.test(line));
   if (hex !== undefined) throw undecodable(hex);
-  return lines.map(parseGroup);
+  const actions = new ActionCache();
+  return lines.map((line) => parseGroup(line, actions));
 }
 
 /**
@@ -383,9 +408,10 @@ export function parseGroups(dump: string): GroupEntry[] {
  * already handed on: a caller discards them with the error).
  */
 export function groupStreamParser(onGroup: (group: GroupEntry) => void): DumpStreamParser {
+  const actions = new ActionCache();
   return new DumpLineSplitter((line) => {
     if (!isEntry(line)) return;
     if (HEX_DUMP.test(line)) throw undecodable(line);
-    onGroup(parseGroup(line));
+    onGroup(parseGroup(line, actions));
   });
 }
