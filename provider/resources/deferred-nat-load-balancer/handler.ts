@@ -1,12 +1,11 @@
 import { observeOvsVersion, readOvsVersion } from "../../engine/ovs-version";
 import { versionRefusal, type HostOvsVersion } from "../../model/ovs-versions";
 import schema from "../../../schema/deferred-nat-load-balancer.json";
-import { applyBundles, bridgePorts, observeFlowsAndGroups, observePartial, type BridgeRef } from "../../engine/bridge";
+import { applyBundle, bridgePorts, observeFlowsAndGroups, observePartial, type BridgeRef } from "../../engine/bridge";
 import { ownedGroupIds, ownedFlows, type ApplySummary, type ObservedBridge } from "../../engine/plan";
 import type { DeferredNatLoadBalancerInputs as Inputs } from "../../model/inputs.generated";
 import type { DumpedFlow, GroupEntry } from "../../openflow";
 import { PartialApplyError, type ResourceHandler } from "../../resource-handler";
-import { applyBundle } from "../../engine/bridge";
 import type { Modification } from "../../openflow";
 import { OpenFlowError } from "../../transport/openflow-bridge";
 import { withAllOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
@@ -306,15 +305,7 @@ async function applyOrReport(
   marks: RecordedIds,
   slots: SlotPlans | undefined,
 ): Promise<ApplySummary[]> {
-  const outcomes = await Promise.all(
-    plans.map((p) =>
-      applyBundle(p.ref, p.mods).then(
-        (applied): Outcome => ({ applied }),
-        // ovs-ofctl ran to its end and OVS refused: nothing applied. Cut or killed: not known.
-        (e: Error): Outcome => (e instanceof OpenFlowError && !/exited -1/.test(e.message) ? { refused: e } : { unknown: e }),
-      ),
-    ),
-  );
+  const outcomes = await applyEach(plans);
   const state = (drift: string[]): DeferredNatState => ({
     ...marks,
     cookie: `0x${cookieOf(d).toString(16)}`,
@@ -326,11 +317,29 @@ async function applyOrReport(
     appliedEverywhere.set(d, state([]));
     return outcomes.map((o) => o.applied!);
   }
-  const changed = reads.filter((_, i) => outcomes[i].applied).map((r) => r.where);
-  const failed = outcomes.flatMap((o, i) => (o.applied ? [] : [`${reads[i].where}: ${o.unknown ? "may or may not have been changed" : "not changed"}: ${(o.unknown ?? o.refused)!.message}`]));
-  const message = `${lbId(d)}: changed ${changed.length > 0 ? changed.join(", ") : "no gateway"}; ${failed.join("; ")}`;
+  const { message, failed } = describeOutcomes(lbId(d), reads, outcomes);
   if (outcomes.every((o) => o.refused)) throw new Error(message);
   throw new PartialApplyError<DeferredNatState>(message, lbId(d), state(failed));
+}
+
+/** Each gateway's bundle, all in parallel, and whether it was applied, refused, or may have been. */
+function applyEach(plans: ReadonlyArray<{ ref: BridgeRef; mods: readonly Modification[] }>): Promise<Outcome[]> {
+  return Promise.all(
+    plans.map((p) =>
+      applyBundle(p.ref, p.mods).then(
+        (applied): Outcome => ({ applied }),
+        // ovs-ofctl ran to its end and OVS refused: nothing applied. Cut or killed: not known.
+        (e: Error): Outcome => (e instanceof OpenFlowError && !/exited -1/.test(e.message) ? { refused: e } : { unknown: e }),
+      ),
+    ),
+  );
+}
+
+/** "ID: changed A, B; C: not changed: why; D: may or may not have been changed: why", and the failures alone. */
+function describeOutcomes(id: string, reads: readonly { where: string }[], outcomes: readonly Outcome[]): { message: string; failed: string[] } {
+  const changed = reads.filter((_, i) => outcomes[i].applied).map((r) => r.where);
+  const failed = outcomes.flatMap((o, i) => (o.applied ? [] : [`${reads[i].where}: ${o.unknown ? "may or may not have been changed" : "not changed"}: ${(o.unknown ?? o.refused)!.message}`]));
+  return { message: `${id}: changed ${changed.length > 0 ? changed.join(", ") : "no gateway"}; ${failed.join("; ")}`, failed };
 }
 
 /** Removes every flow and group this load balancer owns from the inputs' gateways. Idempotent. */
@@ -339,7 +348,9 @@ async function removeFrom(inputs: Inputs, ids: RecordedIds): Promise<void> {
     const reads = await readGateways(inputs, sessions);
     // Nothing wanted: no VIP, and no BFD port left to guard.
     const none = { ...inputs, vips: [] };
-    await applyBundles(reads.map((r) => ({ ref: r.ref, mods: planGateway(r.where, none, ids, { ...r.port, bfdOfports: new Map() }, r.observed) })));
+    const outcomes = await applyEach(reads.map((r) => ({ ref: r.ref, mods: planGateway(r.where, none, ids, { ...r.port, bfdOfports: new Map() }, r.observed) })));
+    // The state still claims every gateway, so a retry removes the rest: the error says where it is done.
+    if (!outcomes.every((o) => o.applied)) throw new Error(`removing ${describeOutcomes(lbId(inputs), reads, outcomes).message}`);
     await Promise.all(inputs.gateways.map((gw, i) => removeStaleTunnels(sessions[i], inputs, gw, true)));
   });
 }
