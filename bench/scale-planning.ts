@@ -197,7 +197,11 @@ async function labScenario(name: string, size: { vips: number; backends: number 
   const { gatewayPorts: _p, ...stripped } = saved.state;
   const old = { inputs: saved.inputs, state: full ? (stripped as DeferredNatState) : saved.state };
   // Warm: this process has already updated the resource once (nothing changed, nothing sent), as a provider that handled another resource first.
-  if (warm) await handler.update(saved.id, { inputs: saved.inputs, state: saved.state }, saved.inputs);
+  if (warm) {
+    // Copies: a provider gets fresh objects in every call, so nothing of this warm-up is reused but the compiled code.
+    const copy = JSON.parse(JSON.stringify(saved)) as Saved;
+    await handler.update(copy.id, { inputs: copy.inputs, state: copy.state }, JSON.parse(JSON.stringify(saved.inputs)));
+  }
   const { value, figures } = await measure(() => handler.update(saved.id, old, news));
   writeFileSync(file, JSON.stringify({ id: saved.id, inputs: news, state: value }));
   return { ...figures, detail: { operations: value.lastApply[GATEWAY].operations, bytes: value.lastApply[GATEWAY].bytes, lastRead: value.lastRead } };

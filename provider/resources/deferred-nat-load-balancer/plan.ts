@@ -61,14 +61,20 @@ export function withDefaults(inputs: Inputs): Inputs {
     selectionFields: [...DEFAULT_SELECTION_FIELDS],
     delivery: "mac",
     ...inputs,
-    // A VIP already defaulted is kept as it is, not copied (plans default their inputs again; 100,000 backends add up).
-    vips: inputs.vips.map((v) =>
-      v.backends.every(isDefaulted) ? v : { ...v, backends: v.backends.map((b) => (isDefaulted(b) ? b : { weight: 1, ...b, mac: b.mac.toLowerCase() })) },
-    ),
+    // A VIP already defaulted is kept as it is, not copied nor scanned again (plans default their inputs again; 100,000 backends add up).
+    vips: inputs.vips.map((v) => {
+      if (defaultedVips.has(v)) return v;
+      const out = v.backends.every(isDefaulted) ? v : { ...v, backends: v.backends.map((b) => (isDefaulted(b) ? b : { weight: 1, ...b, mac: b.mac.toLowerCase() })) };
+      defaultedVips.add(out);
+      return out;
+    }),
   };
 }
 
-const isDefaulted = (b: DeferredNatBackend) => b.weight !== undefined && !/[A-F]/.test(b.mac);
+/** VIPs withDefaults returned (inputs are never modified in place). */
+const defaultedVips = new WeakSet<DeferredNatVip>();
+// toLowerCase returns the very string when nothing changes: no copy for a MAC already in lower case.
+const isDefaulted = (b: DeferredNatBackend) => b.weight !== undefined && b.mac === b.mac.toLowerCase();
 
 export function checkRules(inputs: Inputs): CheckFailure[] {
   const failures: CheckFailure[] = [];
