@@ -72,9 +72,11 @@ describe("a scoped update at the largest VIP set: one added backend among 1,024 
 
   it("touches that VIP only", () => {
     expect(updateScope(old, news, state)).toEqual({ kind: "vips", touched: [key], removed: [] });
-    // Backends are unordered: the same set reversed touches nothing.
+    // Backends are unordered: the same set reversed touches nothing, and an update that touches nothing reads everything (a repair).
     const reversed = { ...old, vips: old.vips.map((v) => ({ ...v, backends: [...v.backends].reverse() })) };
-    expect(updateScope(old, reversed, state)).toEqual({ kind: "vips", touched: [], removed: [] });
+    expect(updateScope(old, reversed, state)).toEqual({ kind: "all", reason: "no VIP differs from the recorded inputs: everything is read and repaired" });
+    const reorderedNews = { ...news, vips: news.vips.map((v) => ({ ...v, backends: [...v.backends].reverse() })) };
+    expect(updateScope(old, reorderedNews, state)).toEqual({ kind: "vips", touched: [key], removed: [] });
   });
 
   it("reads only that VIP's group (by id) and its flow (by match), nothing of the other 1,023", () => {

@@ -78,6 +78,8 @@ export function updateScope(old: Inputs, news: Inputs, recorded: RecordedForScop
     if (!was || drifted.has(key) || !sameVip(was, vip) || !hasIds(recorded, vip)) touched.push(key);
   }
   const removed = [...before.keys()];
+  // The engine calls update only for a change: one that changes no VIP and no setting is a request to converge, so it reads everything.
+  if (touched.length + removed.length === 0) return { kind: "all", reason: "no VIP differs from the recorded inputs: everything is read and repaired" };
   if (touched.length + removed.length > MAX_SCOPED_VIPS) {
     return { kind: "all", reason: `${touched.length + removed.length} VIPs change: one full read costs less` };
   }
