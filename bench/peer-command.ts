@@ -109,6 +109,41 @@ async function countingSshBytes<T>(fn: () => Promise<T>): Promise<{ value: T; se
 }
 
 /**
+ * The OpenFlow messages in `strace -f -e trace=sendto -xx -s 8` output: one
+ * per write that starts a message (a header whose length says more follows
+ * is continued by the same process's next writes on that socket); writes to
+ * fds 0-2 are not sockets. The other lines are kept (the command's stderr).
+ */
+export function openFlowWrites(stderr: string): { messages: number; bytes: number; kept: string[] } {
+  let messages = 0;
+  let bytes = 0;
+  const kept: string[] = [];
+  // Per process and socket: bytes still owed to a message whose header said more than one write carried.
+  const owed = new Map<string, number>();
+  for (const line of stderr.split("\n")) {
+    const m = /^(?:\[pid\s+(\d+)\]\s+)?sendto\((\d+), "((?:\\x[0-9a-f]{2})*)"(?:\.\.\.)?, \d+, .*\) = (-?\d+)/.exec(line);
+    if (!m) {
+      if (!/^(?:\[pid\s+\d+\]\s+)?sendto\(/.test(line) && !/^\[pid\s+\d+\]\s+\+\+\+ /.test(line)) kept.push(line);
+      continue;
+    }
+    const sent = Number(m[4]);
+    if (Number(m[2]) <= 2 || sent <= 0) continue;
+    const key = `${m[1] ?? ""}/${m[2]}`;
+    const rest = owed.get(key) ?? 0;
+    bytes += sent;
+    if (rest > 0) {
+      owed.set(key, Math.max(0, rest - sent));
+      continue;
+    }
+    const head = Buffer.from(m[3].replace(/\\x/g, ""), "hex");
+    if (head.length < 4) continue;
+    messages++;
+    owed.set(key, Math.max(0, head.readUInt16BE(2) - sent));
+  }
+  return { messages, bytes, kept };
+}
+
+/**
  * OpenFlow messages ovs-ofctl wrote to ovs-vswitchd, exactly: while `fn`
  * runs, every SSH command of this process that runs ovs-ofctl (directly or
  * through sh) runs under `strace -f -e trace=sendto` on the host, and each
@@ -126,30 +161,10 @@ async function countingOpenFlow<T>(fn: () => Promise<T>): Promise<{ value: T; me
     if (!ofctl) return original.call(this, argv, opts);
     commands++;
     const r = await original.call(this, ["strace", "-f", "-qq", "-e", "trace=sendto", "-e", "signal=none", "-xx", "-s", "8", "--", ...argv], opts);
-    const kept: string[] = [];
-    // Per process and socket: bytes still owed to a message whose header said more than one write carried.
-    const owed = new Map<string, number>();
-    for (const line of r.stderr.split("\n")) {
-      const m = /^(?:\[pid\s+(\d+)\]\s+)?sendto\((\d+), "((?:\\x[0-9a-f]{2})*)"(?:\.\.\.)?, \d+, .*\) = (-?\d+)/.exec(line);
-      if (!m) {
-        if (!/^(?:\[pid\s+\d+\]\s+)?sendto\(/.test(line) && !/^\[pid\s+\d+\]\s+\+\+\+ /.test(line)) kept.push(line);
-        continue;
-      }
-      const sent = Number(m[4]);
-      if (Number(m[2]) <= 2 || sent <= 0) continue;
-      const key = `${m[1] ?? ""}/${m[2]}`;
-      const rest = owed.get(key) ?? 0;
-      bytes += sent;
-      if (rest > 0) {
-        owed.set(key, Math.max(0, rest - sent));
-        continue;
-      }
-      const head = Buffer.from(m[3].replace(/\\x/g, ""), "hex");
-      if (head.length < 4) continue;
-      messages++;
-      owed.set(key, Math.max(0, head.readUInt16BE(2) - sent));
-    }
-    return { ...r, stderr: kept.join("\n") };
+    const w = openFlowWrites(r.stderr);
+    messages += w.messages;
+    bytes += w.bytes;
+    return { ...r, stderr: w.kept.join("\n") };
   };
   try {
     return { value: await fn(), messages, bytes, commands };
