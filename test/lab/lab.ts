@@ -560,6 +560,9 @@ export class ExtraHosts extends Lab {
       bashrc, "/usr/sbin/sshd", configPath, logPath];
   }
 
+  /** Management addresses of the hosts start() made in this process. */
+  private started: string[] = [];
+
   override up(): LabInventory {
     throw new Error("ExtraHosts: start() adds hosts beside a lab; the lab itself is brought up with `npm run lab -- up`");
   }
@@ -580,12 +583,17 @@ export class ExtraHosts extends Lab {
     mkdirSync("/run/sshd", { recursive: true, mode: 0o755 });
     // An earlier host of the same address left its MAC in the root namespace's neighbour table: connects would go there until it expires.
     for (const p of plans) run(["ip", "neigh", "flush", "to", mgmtAddressOf(p), "dev", MGMT_BRIDGE]);
+    this.started = plans.map(mgmtAddressOf);
     return Object.fromEntries(plans.map((p) => [p.name, this.makeHost(p, "management")]));
   }
 
   /** Stops and removes every host start() made (by pid, link and namespace recorded in this directory). */
   remove(): void {
     this.down();
+    // Their neighbour entries go too (an interrupted run's are flushed by the next start).
+    for (const address of this.started.splice(0)) {
+      if (existsSync(`/sys/class/net/${MGMT_BRIDGE}`)) run(["ip", "neigh", "flush", "to", address, "dev", MGMT_BRIDGE]);
+    }
   }
 }
 
