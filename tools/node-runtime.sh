@@ -13,7 +13,9 @@
 #   3. it runs there, on each Node asked for: the unit project, and the
 #      engine-boundary tests (the real dynamic-provider plugin over gRPC with
 #      serialized providers: *-grpc, state-compat, nested-dependency,
-#      pulumi-project, npm-workspace), which need the lab and so root.
+#      pulumi-project, npm-workspace; and the test harness, which runs real
+#      programs through the SDK's program runner: harness, harness-engine,
+#      harness-components), which need the lab and so root.
 #
 # Usage: tools/node-runtime.sh [--node MAJOR|X.Y.Z]... [--sdk SPEC] [--keep] [unit|boundary|all]
 #   --node  22 (default), 24, or an exact version; repeat it for several
@@ -168,7 +170,8 @@ for i in "${!node_versions[@]}"; do
   if [ "$what" != unit ]; then
     t=$(date +%s)
     # Filters on file names: every *-grpc test, and the project/state ones that drive the plugin.
-    "${vitest[@]}" --project integration grpc.test.ts state-compat.test.ts nested-dependency.test.ts pulumi-project.test.ts npm-workspace.test.ts
+    "${vitest[@]}" --project integration grpc.test.ts state-compat.test.ts nested-dependency.test.ts pulumi-project.test.ts npm-workspace.test.ts \
+      harness.test.ts harness-engine.test.ts harness-components.test.ts
     say "engine-boundary tests on Node $node_seen took $(elapsed "$t") s"
   fi
   say "Node $node_seen with @pulumi/pulumi $sdk_seen: $what passed"

@@ -45,7 +45,7 @@
  *   first; records a partial failure (ErrorResourceInitFailed) with its id.
  * What it does not do is listed in test/harness/README.md.
  */
-import { spawn } from "node:child_process";
+import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, resolve } from "node:path";
 import { startProviderPlugin, type PluginCall, type PluginError } from "../support/provider-plugin";
@@ -383,6 +383,7 @@ class Deployment {
   readonly steps: Step[] = [];
   readonly diagnostics: Diagnostic[] = [];
   failed = false;
+  private program?: ChildProcess;
   private stdout = "";
   private stderr = "";
   /** Registered this run, in registration order. */
@@ -460,7 +461,10 @@ class Deployment {
     const server = new grpc.Server({ "grpc.max_receive_message_length": 400 * 1024 * 1024 });
     const unary = (f: (req: any) => Promise<any>) => (call: any, cb: any) =>
       f(call.request).then(
-        (r) => cb(null, r),
+        (r) => {
+          debug(`answered ${f.name || "call"}`);
+          cb(null, r);
+        },
         (e: any) => cb({ code: e?.grpcCode ?? grpc.status.UNKNOWN, details: e instanceof Error ? e.message : String(e) }),
       );
     const unimplemented = (what: string) => async () => {
@@ -483,6 +487,7 @@ class Deployment {
     });
     server.addService(engineGrpc.EngineService, {
       log: unary(async (req) => {
+        debug(`log ${req.getSeverity()} ${req.getMessage().slice(0, 300)}`);
         const sev = (["debug", "info", "warning", "error"] as const)[req.getSeverity()] ?? "info";
         if (sev !== "debug") this.diagnostics.push({ severity: sev, message: req.getMessage(), urn: req.getUrn() || undefined });
         return new this.pb.empty.Empty();
@@ -552,8 +557,12 @@ class Deployment {
       env: { ...process.env, ...this.env(), PULUMI_NODEJS_TYPESCRIPT: String(ts !== false) },
       stdio: ["ignore", "pipe", "pipe"],
     });
+    this.program = child;
     child.stdout!.on("data", (b: Buffer) => (this.stdout += b.toString()));
-    child.stderr!.on("data", (b: Buffer) => (this.stderr += b.toString()));
+    child.stderr!.on("data", (b: Buffer) => {
+      this.stderr += b.toString();
+      debug(`program stderr: ${b.toString().trimEnd()}`);
+    });
     debug(`program started`);
     const code = await new Promise<number | null>((res) => child.once("exit", (c) => res(c)));
     debug(`program exited ${code}`);
@@ -612,7 +621,12 @@ class Deployment {
     } catch (e) {
       this.failed = true;
       const message = e instanceof Error ? e.message : String(e);
+      debug(`failed ${urn}: ${message.slice(0, 200)}`);
       this.error(message.startsWith(urn) ? message : `${urn}: ${message}`, urn);
+      // As the engine cancels a deployment whose step failed: the program is ended (it may
+      // wait forever on outputs that will never resolve), after a moment to log its own errors.
+      const program = this.program;
+      setTimeout(() => program?.exitCode === null && program.kill("SIGTERM"), 2000).unref();
       throw e;
     }
   }
@@ -645,7 +659,8 @@ class Deployment {
 
     const create = async (): Promise<StateResource> => {
       try {
-        const made = await at.create(toPlugin(inputs));
+        debug(`create ${entry.urn}`);
+      const made = await at.create(toPlugin(inputs));
         return { ...entry, id: made.id, outputs: outputsOf(made.properties) };
       } catch (e) {
         this.partial(entry, e as PluginError, outputsOf, record);

@@ -207,8 +207,13 @@ export async function startProviderPlugin(options: PluginOptions = {}): Promise<
     new Promise((res, rej) =>
       client[method](req, ...(timeoutMs ? [{ deadline: Date.now() + timeoutMs }] : []), (err: PluginError | null, resp: T) => {
         if (!err) return res(resp);
-        const initFailed = initFailure(err);
-        if (initFailed) err.initFailed = initFailed;
+        try {
+          const initFailed = initFailure(err);
+          if (initFailed) err.initFailed = initFailed;
+        } catch (e) {
+          // Never leave the call unsettled: the error stands without its details.
+          err.message += ` (its status details did not parse: ${(e as Error).message})`;
+        }
         rej(err);
       }),
     );
