@@ -21,3 +21,11 @@ export async function readOvsVersion(s: OvsHostSession): Promise<string | undefi
 export async function observeOvsVersion(s: OvsHostSession): Promise<Record<string, HostOvsVersion>> {
   return { [s.host.connection.host]: describeVersion(await readOvsVersion(s)) };
 }
+
+/**
+ * `state` with the host's `ovsVersions`, as every apply reports it: the same
+ * observation read makes, so a refresh right after an apply reads no change.
+ */
+export async function withOvsVersion<S extends object>(s: OvsHostSession, state: S): Promise<S & { ovsVersions: Record<string, HostOvsVersion> }> {
+  return { ...state, ovsVersions: await observeOvsVersion(s) };
+}

@@ -71,7 +71,7 @@ describe("DeferredNatLoadBalancer through the dynamic-provider plugin", () => {
     expect((await plugin.diff(created.id, read.properties, inputs)).changes).toBe("none");
     const more = structuredClone(inputs);
     more.vips[0].backends.push(labBackend(inv, inv.backends[2]));
-    expect(await plugin.diff(created.id, read.properties, more)).toEqual({ changes: "some", replaces: [] });
+    expect(await plugin.diff(created.id, read.properties, more)).toEqual({ changes: "some", replaces: [], deleteBeforeReplace: false });
     expect((await plugin.diff(created.id, read.properties, { ...inputs, name: "other" })).replaces).toEqual(["name"]);
     await plugin.delete(created.id, read.properties);
     expect((await plugin.read(created.id, read.properties)).id).toBe("");

@@ -91,7 +91,7 @@ describe("ovslb as a package of the npm workspace the program is in", () => {
     const read = await at.read(created.id, created.properties);
     expect(read.id).toBe(created.id);
     expect((read.inputs as Props).externalIds).toEqual({ purpose: "npm-workspace-test" });
-    expect(await at.diff(created.id, created.properties, checked.inputs)).toEqual({ changes: "none", replaces: [] });
+    expect(await at.diff(created.id, created.properties, checked.inputs)).toEqual({ changes: "none", replaces: [], deleteBeforeReplace: false });
     await at.delete(created.id, created.properties);
     expect(bridgesOnHv3()).not.toContain(BRIDGE);
     expect((await at.read(created.id, created.properties)).id).toBe("");

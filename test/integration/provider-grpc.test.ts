@@ -134,9 +134,9 @@ describe("OvsBridge through the dynamic-provider plugin over gRPC", () => {
   it("diff: none for the same inputs, an update for a setting, a replace for identity", async () => {
     expect((await plugin.diff(id, outputs, program)).changes).toBe("none");
     const standalone = { ...program, failMode: "standalone" };
-    expect(await plugin.diff(id, outputs, standalone)).toEqual({ changes: "some", replaces: [] });
+    expect(await plugin.diff(id, outputs, standalone)).toEqual({ changes: "some", replaces: [], deleteBeforeReplace: false });
     const renamed = { ...program, name: "br-other" };
-    expect(await plugin.diff(id, outputs, renamed)).toEqual({ changes: "some", replaces: ["name"] });
+    expect(await plugin.diff(id, outputs, renamed)).toEqual({ changes: "some", replaces: ["name"], deleteBeforeReplace: true });
   });
 
   it("read reflects the host, so a hand edit shows as drift", async () => {

@@ -188,12 +188,12 @@ describe("state written by ovslb 6c13b74 works with this ovslb, through the plug
       expect(read.inputs).toEqual(f.inputs);
       if (kind === "DeferredNatLoadBalancer") expect(read.properties.drift).toEqual([]);
 
-      expect(await plugin.diff(f.id, f.outputs, f.inputs)).toEqual({ changes: "none", replaces: [] });
+      expect(await plugin.diff(f.id, f.outputs, f.inputs)).toEqual({ changes: "none", replaces: [], deleteBeforeReplace: false });
 
       // After an upgrade: the program's inputs carry this ovslb's text, the state the old one.
       const upgraded = { ...f.inputs, __provider: currentText[kind] };
       expect(currentText[kind]).not.toBe(f.inputs.__provider);
-      expect(await plugin.diff(f.id, f.outputs, upgraded)).toEqual({ changes: "none", replaces: [] });
+      expect(await plugin.diff(f.id, f.outputs, upgraded)).toEqual({ changes: "none", replaces: [], deleteBeforeReplace: false });
       const reread = await plugin.read(f.id, { ...f.outputs, __provider: currentText[kind] });
       expect(reread.inputs).toEqual(upgraded);
 

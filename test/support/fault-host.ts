@@ -96,13 +96,24 @@ export class FaultHost {
     this.ns(vswitchdCommand(this.rundir));
   }
 
+  /** Its own copy of the lab's authorized_keys (the lab client's key), which authorize() rewrites. */
+  get authorizedKeysFile(): string {
+    return join(this.dir, "authorized_keys");
+  }
+
+  /** The public keys that may log in from now on (sshd reads the file at every login). */
+  authorize(publicKeys: string[]): void {
+    writeFileSync(this.authorizedKeysFile, `${publicKeys.join("\n")}\n`);
+  }
+
   startSshd(): void {
+    if (!existsSync(this.authorizedKeysFile)) this.authorize([this.inv.clientPublicKey]);
     const config = [
       `ListenAddress ${this.address}`,
       "Port 22",
       `HostKey ${join(this.inv.labDir, "hosts", "gw1", "ssh_host_ed25519_key")}`,
       `PidFile ${join(this.dir, "sshd.pid")}`,
-      `AuthorizedKeysFile ${join(this.inv.labDir, "authorized_keys")}`,
+      `AuthorizedKeysFile ${this.authorizedKeysFile}`,
       "AllowUsers root",
       "PermitRootLogin prohibit-password",
       "PubkeyAuthentication yes",

@@ -1,4 +1,4 @@
-import { observeOvsVersion } from "../../engine/ovs-version";
+import { observeOvsVersion, withOvsVersion } from "../../engine/ovs-version";
 import type { HostOvsVersion } from "../../model/ovs-versions";
 import schema from "../../../schema/distributor-attachment.json";
 import { applyBundle, observeBridge, openflowOf, type BridgeRef } from "../../engine/bridge";
@@ -248,7 +248,7 @@ export const distributorAttachmentHandler: ResourceHandler<DistributorAttachment
   }),
 
   async create(inputs) {
-    const [state] = await withOvsHosts([inputs.host], (s) => ensure(s, inputs, undefined));
+    const [state] = await withOvsHosts([inputs.host], async (s) => withOvsVersion(s, await ensure(s, inputs, undefined)));
     return { id: attachmentId(inputs), state };
   },
 
@@ -271,7 +271,7 @@ export const distributorAttachmentHandler: ResourceHandler<DistributorAttachment
   },
 
   async update(_id, old, news) {
-    const [state] = await withOvsHosts([news.host], (s) => ensure(s, news, old.state));
+    const [state] = await withOvsHosts([news.host], async (s) => withOvsVersion(s, await ensure(s, news, old.state)));
     return state;
   },
 

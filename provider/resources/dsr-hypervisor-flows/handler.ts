@@ -1,4 +1,4 @@
-import { observeOvsVersion } from "../../engine/ovs-version";
+import { observeOvsVersion, withOvsVersion } from "../../engine/ovs-version";
 import type { HostOvsVersion } from "../../model/ovs-versions";
 import schema from "../../../schema/dsr-hypervisor-flows.json";
 import { applyBundle, observeBridge, observeBundles as observeAllBundles, type BridgeRef } from "../../engine/bridge";
@@ -168,7 +168,7 @@ export const dsrHypervisorFlowsHandler: ResourceHandler<Inputs, DsrHypervisorFlo
 
   async create(inputs) {
     const id = dsrId(inputs);
-    const [state] = await withOvsHosts([inputs.host], (s) => converge(s, id, inputs, undefined));
+    const [state] = await withOvsHosts([inputs.host], async (s) => withOvsVersion(s, await converge(s, id, inputs, undefined)));
     return { id, state };
   },
 
@@ -210,7 +210,7 @@ export const dsrHypervisorFlowsHandler: ResourceHandler<Inputs, DsrHypervisorFlo
       // Out of gre mode, or onto another GRE port: the old port goes once no flow uses it.
       const oldPort = old.inputs.mode === "gre" ? old.inputs.gre?.port : undefined;
       if (oldPort && (news.mode !== "gre" || news.gre?.port !== oldPort)) await removeGrePort(s, id, news.bridge, oldPort);
-      return converged;
+      return withOvsVersion(s, converged);
     });
     return state;
   },

@@ -1,4 +1,4 @@
-import { observeOvsVersion } from "../../engine/ovs-version";
+import { observeOvsVersion, withOvsVersion } from "../../engine/ovs-version";
 import type { HostOvsVersion } from "../../model/ovs-versions";
 import schema from "../../../schema/ovs-bridge.json";
 import type { ResourceHandler } from "../../resource-handler";
@@ -83,7 +83,7 @@ export const ovsBridgeHandler: ResourceHandler<OvsBridgeInputs, OvsBridgeState> 
   identity: (i) => ({ "host.connection.host": i.host.connection.host, name: i.name }),
 
   async create(inputs) {
-    const [state] = await withOvsHosts([inputs.host], (s) => ensure(s, inputs, []));
+    const [state] = await withOvsHosts([inputs.host], async (s) => withOvsVersion(s, await ensure(s, inputs, [])));
     return { id: bridgeId(inputs), state };
   },
 
@@ -101,7 +101,7 @@ export const ovsBridgeHandler: ResourceHandler<OvsBridgeInputs, OvsBridgeState> 
 
   async update(_id, old, news) {
     const previousKeys = Object.keys(old.inputs.externalIds ?? {});
-    const [state] = await withOvsHosts([news.host], (s) => ensure(s, news, previousKeys));
+    const [state] = await withOvsHosts([news.host], async (s) => withOvsVersion(s, await ensure(s, news, previousKeys)));
     return state;
   },
 
