@@ -86,7 +86,7 @@ describe("components through the harness (preview)", () => {
   });
 
   it("TransparentDsr: one gre DsrHypervisorFlows per hypervisor with backends, the balancer's GRE settings on each", async () => {
-    const loadBalancer = { allowedSources: [inv.l3dsr.underlay.address], key: 4242 };
+    const loadBalancer = { allowedSources: [inv.l3dsr!.underlay.address], key: 4242 };
     const args = {
       loadBalancer,
       hypervisors: ["hv1", "hv2"].map((h) => ({ name: h, host: host(h), bridge: "br-phy" })),
