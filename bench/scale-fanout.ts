@@ -290,7 +290,7 @@ async function run(ctx: BenchContext): Promise<BenchReport> {
   const sizes = ctx.smoke ? SMOKE : FULL;
   const inv = loadInventory();
   const maxCount = Math.max(...sizes.gateways);
-  const extra = new ExtraHosts(HOSTS_DIR, inv, { quietLoginShell: true });
+  const extra = new ExtraHosts(HOSTS_DIR, inv);
   const made: ProviderDriver[] = [];
   let hosts: Record<string, LabHost> = {};
   let torn: Promise<string[]> | undefined;
@@ -391,7 +391,7 @@ async function run(ctx: BenchContext): Promise<BenchReport> {
   if (execTrueMs.fan1 && execTrueMs.gw1) {
     lines.push(
       "",
-      `The extra hosts' sshd gives the login shell no ~/.bashrc (\`quietLoginShell\`): this machine's root .bashrc runs \`pyenv init\` in every SSH command, which no real gateway pays and which, 16 hosts on 2 cores, would be most of what is measured. One SSH command (an exec of \`true\`, 5 in a row, median): ${fmtMs(median(execTrueMs.fan1))} on fan1, ${fmtMs(median(execTrueMs.gw1))} on the lab's gw1 (with the .bashrc). ` +
+      `The lab's sshd gives the login shell no ~/.bashrc (test/lab/lab.ts sshdCommand): this machine's root .bashrc runs \`pyenv init\` in every SSH command, which no real gateway pays and which, 16 hosts on 2 cores, would be most of what is measured. One SSH command (an exec of \`true\`, 5 in a row, median): ${fmtMs(median(execTrueMs.fan1))} on fan1, ${fmtMs(median(execTrueMs.gw1))} on the lab's gw1. ` +
         `Each update ran ${results[0] ? median(results[0].changes.map((c) => c.commandsPerGateway)) : "?"} SSH commands per gateway (its reads of the VIP's group and flows, then the bundle) besides its OVSDB reads over a stream-local channel; on real hosts each gateway's share runs on its own CPU, here all 16 share the 2 cores, which the provider's own CPU (its column) does not.`,
     );
   }

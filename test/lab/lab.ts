@@ -393,9 +393,18 @@ export class Lab {
     return `${pub[0]} ${pub[1]}`;
   }
 
-  /** How a host's sshd is started (ExtraHosts may wrap it). */
+  /**
+   * How a host's sshd is started. Its login shell reads no ~/.bashrc: every
+   * SSH command runs through the user's shell, and a machine's own root
+   * .bashrc (here `pyenv init`, ~0.4 s per command) is nothing an OVS host
+   * of the lab would run. sshd runs in a private mount namespace with
+   * /dev/null bound over the file; the file itself is untouched.
+   */
   protected sshdCommand(configPath: string, logPath: string): string[] {
-    return ["/usr/sbin/sshd", "-f", configPath, "-E", logPath];
+    const bashrc = join(homedir(), ".bashrc");
+    if (!existsSync(bashrc)) return ["/usr/sbin/sshd", "-f", configPath, "-E", logPath];
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", 'mount --bind /dev/null "$1" && exec "$2" -f "$3" -E "$4"', "sh",
+      bashrc, "/usr/sbin/sshd", configPath, logPath];
   }
 
   private makeClient(hosts: Record<string, LabHost>) {
@@ -539,25 +548,8 @@ export class ExtraHosts extends Lab {
   constructor(
     dir: string,
     private readonly inventory: LabInventory,
-    private readonly opts: {
-      /**
-       * The login shell reads no ~/.bashrc: every SSH command runs through
-       * the user's shell, and this machine's root .bashrc (pyenv init) costs
-       * ~100 ms of CPU per command, which no real gateway pays. sshd runs in a
-       * private mount namespace with /dev/null bound over the file; the
-       * file itself is untouched.
-       */
-      quietLoginShell?: boolean;
-    } = {},
   ) {
     super(dir);
-  }
-
-  protected override sshdCommand(configPath: string, logPath: string): string[] {
-    const bashrc = join(homedir(), ".bashrc");
-    if (!this.opts.quietLoginShell || !existsSync(bashrc)) return super.sshdCommand(configPath, logPath);
-    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", 'mount --bind /dev/null "$1" && exec "$2" -f "$3" -E "$4"', "sh",
-      bashrc, "/usr/sbin/sshd", configPath, logPath];
   }
 
   /** Management addresses of the hosts start() made in this process. */
