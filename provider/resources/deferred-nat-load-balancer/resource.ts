@@ -35,12 +35,16 @@ export class DeferredNatLoadBalancer extends pulumi.dynamic.Resource {
   declare readonly health: pulumi.Output<BackendHealth[] | undefined>;
   /** healthCheck: backends OVN reports online that cannot serve, with the reason. */
   declare readonly stale: pulumi.Output<StaleBackend[] | undefined>;
+  /** Each gateway's OpenFlow port numbers the last apply planned with; while they hold, an update reads only the VIPs it changes. */
+  declare readonly gatewayPorts: pulumi.Output<Record<string, { segmentOfport: number; tunnelOfports: Record<string, number>; bfdOfports: Record<string, number> }> | undefined>;
+  /** How the last create or update read the gateways: "vips" (only the VIPs it changed, how many) or "all" (and why). */
+  declare readonly lastRead: pulumi.Output<{ scope: "all" | "vips"; vips?: number; reason?: string } | undefined>;
 
   constructor(name: string, args: DeferredNatLoadBalancerArgs, opts?: pulumi.CustomResourceOptions) {
     super(
       dynamicProvider("DeferredNatLoadBalancer"),
       name,
-      { ...withSecretCredentials(args), groupIds: undefined, bucketIds: undefined, cookie: undefined, lastApply: undefined, drift: undefined, bfdKey: undefined, health: undefined, stale: undefined, slotTables: undefined, slotShares: undefined, slotMoves: undefined },
+      { ...withSecretCredentials(args), groupIds: undefined, bucketIds: undefined, cookie: undefined, lastApply: undefined, drift: undefined, bfdKey: undefined, health: undefined, stale: undefined, slotTables: undefined, slotShares: undefined, slotMoves: undefined, gatewayPorts: undefined, lastRead: undefined },
       resourceOptions(opts),
       "ovslb",
       "DeferredNatLoadBalancer",
