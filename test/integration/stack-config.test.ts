@@ -66,7 +66,7 @@ describe("ovslb:ssh, a secret login given once for the stack", () => {
     const state = readFileSync(stack.statePath, "utf8");
     expect(body(keyA.private).length).toBeGreaterThan(40);
     for (let i = 0; i + 32 <= body(keyA.private).length; i += 16) expect(state).not.toContain(body(keyA.private).slice(i, i + 32));
-  });
+  }, 120_000);
 
   it("rotating it changes no resource and logs in nowhere; the next refresh and update use the new key (the old one is already revoked)", async () => {
     host.authorize([keyA.public, keyB.public]);
@@ -83,7 +83,7 @@ describe("ovslb:ssh, a secret login given once for the stack", () => {
     expect(refreshed.steps.filter((s) => s.custom).map((s) => s.op)).toEqual(["same"]);
     expect(logins()).toBe(before + 1);
     await stack.preview({ refresh: true, expectNoChanges: true });
-  });
+  }, 240_000);
 
   it("a bad ovslb:ssh is refused at check, naming its key and never its value, before any login", async () => {
     const before = logins();
@@ -96,11 +96,11 @@ describe("ovslb:ssh, a secret login given once for the stack", () => {
     expect(text).not.toContain("70000");
     expect(text).not.toContain(body(keyB.private).slice(0, 32));
     expect(logins()).toBe(before);
-  });
+  }, 120_000);
 
   it("without a key anywhere, check says where to give one", async () => {
     const stack = await open({ user: "root" });
     const error = await stack.preview().then(() => undefined, (e: unknown) => e);
     expect((error as HarnessError).result.diagnostics.map((d) => d.message).join("\n")).toMatch(/host\.connection\.privateKey: give privateKey, privateKeyPath or agent/);
-  });
+  }, 120_000);
 });
