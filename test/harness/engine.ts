@@ -48,7 +48,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, resolve } from "node:path";
-import { startProviderPlugin, type PluginCall, type PluginError } from "../support/provider-plugin";
+import { EXIT_WITH_PARENT, startProviderPlugin, type PluginCall, type PluginError } from "../support/provider-plugin";
 import {
   StateStore,
   UNKNOWN,
@@ -540,6 +540,7 @@ class Deployment {
     const { pwd, entry } = pwdAndEntry(this.h.project);
     const ts = this.h.project.runtime.options?.typescript;
     const args = [
+      EXIT_WITH_PARENT,
       join(sdk, "cmd", "run"),
       "--monitor", this.address,
       "--engine", this.address,

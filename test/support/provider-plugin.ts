@@ -20,6 +20,15 @@ type Props = Record<string, any>;
 const SECRET_SIG = "4dabf18193072939515e22adb298388d";
 
 /**
+ * A Node option that makes a child exit once its parent is gone (a test
+ * run killed by a timeout would otherwise leave plugins and programs behind,
+ * retrying their connections forever): it polls its parent id, unref'd.
+ */
+export const EXIT_WITH_PARENT = `--import=data:text/javascript,${encodeURIComponent(
+  "const p=process.ppid;setInterval(()=>{if(process.ppid!==p)process.exit(1)},1000).unref();",
+)}`;
+
+/**
  * What the engine sends a provider that does not accept secrets: the
  * registered inputs with secret wrappers removed. `secretPaths` collects
  * where the wrappers were.
@@ -153,10 +162,10 @@ export async function startProviderPlugin(options: PluginOptions = {}): Promise<
   if (programDirectory) {
     const { NODE_PATH: _ignored, ...env } = process.env;
     const script = require.resolve("@pulumi/pulumi/cmd/dynamic-provider", { paths: [programDirectory] });
-    child = spawn(process.execPath, [script, engine], { cwd: programDirectory, env: { ...env, ...extraEnv }, stdio: ["ignore", "pipe", "pipe"] });
+    child = spawn(process.execPath, [EXIT_WITH_PARENT, script, engine], { cwd: programDirectory, env: { ...env, ...extraEnv }, stdio: ["ignore", "pipe", "pipe"] });
   } else if (projectRoot) {
     const { NODE_PATH: _ignored, ...env } = process.env;
-    child = spawn(process.execPath, ["./node_modules/@pulumi/pulumi/cmd/dynamic-provider", engine], {
+    child = spawn(process.execPath, [EXIT_WITH_PARENT, "./node_modules/@pulumi/pulumi/cmd/dynamic-provider", engine], {
       cwd: projectRoot,
       env: { ...env, ...extraEnv },
       stdio: ["ignore", "pipe", "pipe"],
@@ -166,7 +175,7 @@ export async function startProviderPlugin(options: PluginOptions = {}): Promise<
     const modules = join(scratch, "node_modules");
     mkdirSync(modules);
     symlinkSync(repoRoot, join(modules, "ovslb"));
-    child = spawn(process.execPath, [join(sdk, "cmd", "dynamic-provider", "index.js"), engine], {
+    child = spawn(process.execPath, [EXIT_WITH_PARENT, join(sdk, "cmd", "dynamic-provider", "index.js"), engine], {
       env: { ...process.env, ...extraEnv, NODE_PATH: modules },
       stdio: ["ignore", "pipe", "pipe"],
     });
