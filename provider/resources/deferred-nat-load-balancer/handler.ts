@@ -254,6 +254,8 @@ async function converge(
       ...(slots ? slotOutputs(slots) : {}),
       ...(await observeHealth(d, reads, true)),
       gatewayPorts: Object.fromEntries(reads.map((r) => [r.name, recordPorts(r.port)])),
+      // As read reports them, so a refresh right after an apply reads no change.
+      ovsVersions: Object.assign({}, ...(await Promise.all(sessions.map(observeOvsVersion)))),
       lastRead: scope.kind === "vips" ? { scope: "vips", vips: scope.touched.length + scope.removed.length } : { scope: "all", reason: scope.reason },
     };
   })));
