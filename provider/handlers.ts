@@ -184,8 +184,10 @@ export async function update(kind: string, id: string, olds: Props, news: Props)
   // Only how the hosts are reached changed (a rotated key, a new user or
   // timeout): record it, and send nothing to any host.
   // Not after a partial apply or a read that found drift: the hosts are not what the recorded inputs say.
+  // (Identical inputs are no such change: an update the engine would not ask for, so it is done in full.)
   const drifted = Array.isArray(old.state.drift) && old.state.drift.length > 0;
-  if (!drifted && isDeepStrictEqual(dataplaneInputs(handler.schema, old.inputs), dataplaneInputs(handler.schema, clean))) {
+  const identical = isDeepStrictEqual(canonicalInputs(handler.schema, old.inputs), canonicalInputs(handler.schema, clean));
+  if (!drifted && !identical && isDeepStrictEqual(dataplaneInputs(handler.schema, old.inputs), dataplaneInputs(handler.schema, clean))) {
     return { outs: joinOutputs(clean, old.state) };
   }
   try {

@@ -79,7 +79,7 @@ function startSshd(types: string[]) {
 const publicKey = (type: string) => readFileSync(join(dir, `host_${type}.pub`), "utf8").trim().split(" ").slice(0, 2).join(" ");
 
 /** OvsBridge inputs for hv1 with this connection. */
-const bridgeOn = (connection: Record<string, unknown>) => ({ host: { connection, ovsRundir: inv.hosts.hv1.ovsRundir! }, name: BRIDGE });
+const bridgeOn = (connection: object) => ({ host: { connection, ovsRundir: inv.hosts.hv1.ovsRundir! }, name: BRIDGE });
 
 async function bridges(): Promise<string> {
   const s = await labSsh(inv, "hv1");
