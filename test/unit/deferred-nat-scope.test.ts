@@ -189,6 +189,10 @@ describe("drift a refresh recorded is touched and repaired (against a gateway re
 
   it("a finding that is not one VIP's reads everything", () => {
     expect(updateScope(refreshed.inputs, inputs, { ...state, drift: ["northbound: load balancer row differs"] }).kind).toBe("all");
+    // A gateway's BFD or tunnel port serves every VIP (its drop flows are no VIP's): a restarted ovs-vswitchd lost them.
+    const bfd = `gw2: VIP ${TCP}: BFD port to hypervisor hv1 missing, changed, or not dropping data`;
+    expect(updateScope(refreshed.inputs, inputs, { ...state, drift: [bfd] }).kind).toBe("all");
+    expect(updateScope(refreshed.inputs, inputs, { ...state, drift: [`gw1: VIP ${TCP}: tunnel port to hypervisor hv2 missing or changed`] }).kind).toBe("all");
   });
 });
 

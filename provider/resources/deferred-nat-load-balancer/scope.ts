@@ -62,11 +62,12 @@ export function updateScope(old: Inputs, news: Inputs, recorded: RecordedForScop
   const { vips: oldVips, ...oldRest } = old;
   const { vips: newVips, ...newRest } = news;
   if (!isDeepStrictEqual(oldRest, newRest)) return { kind: "all", reason: "a setting of the whole load balancer changed" };
-  // A finding a refresh recorded names its VIP ("gw1: VIP tcp:10.0.0.1:80: ..."); any other is not one VIP's.
+  // A finding a refresh recorded names its VIP ("gw1: VIP tcp:10.0.0.1:80: ..."); any other is not one VIP's,
+  // and neither is a gateway's tunnel or BFD port (its BFD drop flows serve every VIP).
   const drifted = new Set<string>();
   for (const finding of recorded.drift ?? []) {
     const m = / VIP ([a-z]+:[0-9.]+:[0-9]+): /.exec(finding);
-    if (!m) return { kind: "all", reason: `the last read found drift that is not one VIP's (${finding})` };
+    if (!m || / port to hypervisor /.test(finding)) return { kind: "all", reason: `the last read found drift that is not one VIP's (${finding})` };
     drifted.add(m[1]);
   }
   const before = new Map(oldVips.map((v) => [vipKey(v), v]));
