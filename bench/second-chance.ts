@@ -752,8 +752,12 @@ async function runMode(lab: Lab, mode: Mode, sizes: Sizes, ctx: BenchContext, in
   await new Promise((r) => setTimeout(r, 500));
   for (const vm of lab.pool) serverSockets(lab, vm, true);
   const fresh = (lab.live = await openLiveConnections(lab.inv.client.namespace, VIP, VPORT, sizes.connections));
-  const freshBroken = fresh.initial.filter((c) => c.broken).length;
-  invariants.push({ name: `${mode}: ${sizes.connections} fresh connections opened over the 4 backends in force before the last removal`, ok: freshBroken === 0, detail: `${freshBroken} failed` });
+  const failedFresh = fresh.initial.filter((c) => c.broken);
+  invariants.push({
+    name: `${mode}: ${sizes.connections} fresh connections opened over the 4 backends in force before the last removal`,
+    ok: failedFresh.length === 0,
+    detail: `${failedFresh.length} failed${failedFresh.length ? `: ${failedFresh.map((c) => `:${c.port} ${c.broken}`).join(", ")}` : ""}`,
+  });
   swap(fresh);
   for (const p of ports) lab.usedPorts.add(p);
   const left = [...four, fifth].filter((b) => b !== drained && b !== removed);

@@ -296,11 +296,12 @@ export interface LiveConnections {
  * is reset) counts as broken from then on, and is closed.
  */
 export async function openLiveConnections(namespace: string, host: string, port: number, count: number): Promise<LiveConnections> {
-  const clients = await TcpClients.open(namespace, times(host, port, count), { concurrency: 1 });
+  // A set up to be watched, not a measurement: a greeting may take a retransmitted SYN or two on a loaded machine.
+  const clients = await TcpClients.open(namespace, times(host, port, count), { concurrency: 1, greetingTimeoutMs: 6000 });
   const state: LiveConnection[] = clients.connections.map((c) => ({
     port: c.localPort,
     backend: c.backend,
-    broken: c.error || !c.backend ? "no greeting" : "",
+    broken: c.error ? `no greeting: ${c.error}` : c.backend ? "" : "no greeting",
   }));
   const report = () => state.map((c) => ({ ...c }));
   let round = 0;
