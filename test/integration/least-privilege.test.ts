@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { execFileSync } from "node:child_process";
-import { chmodSync, readdirSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { handle } from "../../provider/handlers";
 import type { LabInventory } from "../lab/topology";
@@ -25,33 +25,11 @@ const BRIDGE = "br-lp";
 
 /** The fault host, with an sshd that lets only the unprivileged user in. */
 class UnprivilegedHost extends FaultHost {
-  constructor(
-    private readonly lab: LabInventory,
-    tag: string,
-    subnet: number,
-  ) {
-    super(lab, tag, subnet);
-  }
+  protected override readonly sshUser = USER;
 
-  override startSshd(): void {
-    const config = [
-      `ListenAddress ${this.address}`,
-      "Port 22",
-      `HostKey ${join(this.lab.labDir, "hosts", "gw1", "ssh_host_ed25519_key")}`,
-      `PidFile ${join(this.dir, "sshd.pid")}`,
-      `AuthorizedKeysFile ${join(this.lab.labDir, "authorized_keys")}`,
-      `AllowUsers ${USER}`,
-      "PubkeyAuthentication yes",
-      "PasswordAuthentication no",
-      "KbdInteractiveAuthentication no",
-      "UsePAM no",
-      "StrictModes no",
-      "AllowStreamLocalForwarding yes",
-      "MaxSessions 64",
-      "",
-    ].join("\n");
-    writeFileSync(join(this.dir, "sshd_config"), config);
-    execFileSync("ip", ["netns", "exec", this.namespace, "/usr/sbin/sshd", "-f", join(this.dir, "sshd_config"), "-E", join(this.dir, "sshd.log")]);
+  // The lab's own authorized_keys: the user reads it itself, and can (this host's copy lives in a root-only directory).
+  override get authorizedKeysFile(): string {
+    return join(loadInventory().labDir, "authorized_keys");
   }
 }
 

@@ -88,6 +88,32 @@ function which(cmd: string): boolean {
   }
 }
 
+/**
+ * The sshd_config of a lab host (and of a test's own hosts): key
+ * authentication only, for one user, with stream-local forwarding (OVSDB's
+ * db.sock) and enough sessions for concurrent channels.
+ */
+export function sshdConfig(o: { address: string; hostKey: string; pidFile: string; authorizedKeys: string; user: string }): string {
+  return [
+    `ListenAddress ${o.address}`,
+    "Port 22",
+    `HostKey ${o.hostKey}`,
+    `PidFile ${o.pidFile}`,
+    `AuthorizedKeysFile ${o.authorizedKeys}`,
+    `AllowUsers ${o.user}`,
+    "PermitRootLogin prohibit-password",
+    "PubkeyAuthentication yes",
+    "PasswordAuthentication no",
+    "KbdInteractiveAuthentication no",
+    "UsePAM no",
+    "StrictModes no",
+    "AllowStreamLocalForwarding yes",
+    "MaxSessions 64",
+    "PermitUserEnvironment no",
+    "",
+  ].join("\n");
+}
+
 export class Lab {
   readonly dir: string;
   protected state: LabState = { namespaces: [], rootLinks: [], pidFiles: [] };
@@ -367,24 +393,7 @@ export class Lab {
     // No SetEnv: a command finds the host's daemons only through the run
     // directory it names itself (the inventory's ovsRundir / ovn.rundir), as
     // the provider must on a real host, so one that forgets it fails here too.
-    const config = [
-      `ListenAddress ${address}`,
-      "Port 22",
-      `HostKey ${hostKey}`,
-      `PidFile ${pidFile}`,
-      `AuthorizedKeysFile ${join(this.dir, "authorized_keys")}`,
-      `AllowUsers ${SSH_USER}`,
-      "PermitRootLogin prohibit-password",
-      "PubkeyAuthentication yes",
-      "PasswordAuthentication no",
-      "KbdInteractiveAuthentication no",
-      "UsePAM no",
-      "StrictModes no",
-      "AllowStreamLocalForwarding yes",
-      "MaxSessions 64",
-      "PermitUserEnvironment no",
-      "",
-    ].join("\n");
+    const config = sshdConfig({ address, hostKey, pidFile, authorizedKeys: join(this.dir, "authorized_keys"), user: SSH_USER });
     const configPath = join(hostDir, "sshd_config");
     writeFileSync(configPath, config);
     this.record("pidFiles", pidFile);

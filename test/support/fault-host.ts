@@ -1,7 +1,7 @@
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { vswitchdCommand } from "../lab/lab";
+import { sshdConfig, vswitchdCommand } from "../lab/lab";
 import type { LabInventory } from "../lab/topology";
 import type { OvsHost } from "../../provider/model/inputs.generated";
 import type { SshConnection } from "../../provider/transport/ssh";
@@ -20,6 +20,8 @@ export class FaultHost {
   readonly dir: string;
   readonly rundir: string;
   readonly bridge = "br-flt";
+  /** The one user its sshd lets in. */
+  protected readonly sshUser: string = "root";
   readonly segmentPort = "fseg0";
   private readonly veth: string;
 
@@ -108,23 +110,13 @@ export class FaultHost {
 
   startSshd(): void {
     if (!existsSync(this.authorizedKeysFile)) this.authorize([this.inv.clientPublicKey]);
-    const config = [
-      `ListenAddress ${this.address}`,
-      "Port 22",
-      `HostKey ${join(this.inv.labDir, "hosts", "gw1", "ssh_host_ed25519_key")}`,
-      `PidFile ${join(this.dir, "sshd.pid")}`,
-      `AuthorizedKeysFile ${this.authorizedKeysFile}`,
-      "AllowUsers root",
-      "PermitRootLogin prohibit-password",
-      "PubkeyAuthentication yes",
-      "PasswordAuthentication no",
-      "KbdInteractiveAuthentication no",
-      "UsePAM no",
-      "StrictModes no",
-      "AllowStreamLocalForwarding yes",
-      "MaxSessions 64",
-      "",
-    ].join("\n");
+    const config = sshdConfig({
+      address: this.address,
+      hostKey: join(this.inv.labDir, "hosts", "gw1", "ssh_host_ed25519_key"),
+      pidFile: join(this.dir, "sshd.pid"),
+      authorizedKeys: this.authorizedKeysFile,
+      user: this.sshUser,
+    });
     writeFileSync(join(this.dir, "sshd_config"), config);
     this.ns(["/usr/sbin/sshd", "-f", join(this.dir, "sshd_config"), "-E", join(this.dir, "sshd.log")]);
   }
