@@ -58,6 +58,20 @@ export async function timed<T>(fn: () => Promise<T>): Promise<{ value: T; ms: nu
   return { value, ms: Number(process.hrtime.bigint() - start) / 1e6 };
 }
 
+/** A measuring child process's end: its figures as one JSON line on stdout, or the error on stderr and exit 1. */
+export function childResult<T>(run: Promise<T>): void {
+  run.then(
+    (f) => {
+      process.stdout.write(`${JSON.stringify(f)}\n`);
+      process.exit(0);
+    },
+    (e: unknown) => {
+      process.stderr.write(`${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
+      process.exit(1);
+    },
+  );
+}
+
 export const fmtInt = (n: number) => n.toLocaleString("en-US");
 export const fmtPct = (part: number, whole: number) => `${((100 * part) / whole).toFixed(1)}%`;
 export const fmtMs = (ms: number) => (ms >= 100 ? `${Math.round(ms)} ms` : `${ms.toFixed(1)} ms`);

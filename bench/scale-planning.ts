@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import * as os from "node:os";
 import { join } from "node:path";
 import type { Benchmark, BenchContext, Invariant } from "./common";
-import { fmtInt, fmtMs, labRun, machineNote, median, teardownSteps } from "./common";
+import { childResult, fmtInt, fmtMs, labRun, machineNote, median, teardownSteps } from "./common";
 import type { DeferredNatBackend, DeferredNatLoadBalancerInputs as Inputs } from "../provider/model/inputs.generated";
 import { parseFlows, parseGroups, renderBundle, type Modification } from "../provider/openflow";
 import { deferredNatLoadBalancerHandler as handler, type DeferredNatState } from "../provider/resources/deferred-nat-load-balancer/handler";
@@ -220,16 +220,7 @@ function child(ctx: BenchContext, scenario: string, size: { vips: number; backen
 if (process.argv[2] === "--child") {
   const { scenario, size, file, full, warm } = JSON.parse(process.argv[3]);
   const run = scenario.startsWith("lab-") ? labScenario(scenario, size, file, full, warm) : pureScenario(scenario, size);
-  run.then(
-    (f) => {
-      process.stdout.write(`${JSON.stringify(f)}\n`);
-      process.exit(0);
-    },
-    (e: unknown) => {
-      process.stderr.write(`${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
-      process.exit(1);
-    },
-  );
+  childResult(run);
 }
 
 // ---------------------------------------------------------------- the run

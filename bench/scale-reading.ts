@@ -3,7 +3,7 @@ import { createReadStream, createWriteStream, mkdtempSync, readFileSync, rmSync,
 import * as os from "node:os";
 import { join } from "node:path";
 import type { Benchmark, BenchContext, Invariant } from "./common";
-import { fmtInt, fmtMs, median } from "./common";
+import { childResult, fmtInt, fmtMs, median } from "./common";
 import { flowStreamParser, groupStreamParser, parseFlows, parseGroups, type DumpStreamParser } from "../provider/openflow";
 
 /**
@@ -139,16 +139,7 @@ async function measureChild(mode: "buffered" | "streamed" | "folded", kind: "gro
 
 if (process.argv[2] === "--child") {
   const { mode, kind, file } = JSON.parse(process.argv[3]);
-  measureChild(mode, kind, file).then(
-    (f) => {
-      process.stdout.write(`${JSON.stringify(f)}\n`);
-      process.exit(0);
-    },
-    (e: unknown) => {
-      process.stderr.write(`${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
-      process.exit(1);
-    },
-  );
+  childResult(measureChild(mode, kind, file));
 }
 
 // ---------------------------------------------------------------- the run
