@@ -155,46 +155,52 @@ export class SshSession implements CommandRunner {
     const timeoutMs = opts.timeoutMs ?? this.commandTimeoutMs;
     return new Promise((resolve, reject) => {
       if (this.closed) return reject(new SshError(this.hostName, "connection is closed"));
-      this.client.exec(command, (err: Error | undefined, channel: ClientChannel) => {
-        if (err) return reject(new SshError(this.hostName, `exec ${argv[0]} failed: ${err.message}`));
+      let channel: ClientChannel | undefined;
+      // The bound covers opening the channel too: a host that stops answering before it opens would hold the caller forever.
+      const timer = setTimeout(() => {
+        // Abandoned: the process is killed on the host (OpenSSH delivers the signal) rather than left behind,
+        // and a host that does not answer loses the whole connection, so no channel or socket lingers.
+        try {
+          channel?.signal("KILL");
+          channel?.close();
+        } catch {
+          /* the channel is gone already */
+        }
+        this.abandon();
+        reject(new SshError(this.hostName, `${argv[0]} timed out after ${timeoutMs} ms (commandTimeoutMs); abandoned`));
+      }, timeoutMs);
+      this.client.exec(command, (err: Error | undefined, opened: ClientChannel) => {
+        if (err) {
+          clearTimeout(timer);
+          return reject(new SshError(this.hostName, `exec ${argv[0]} failed: ${err.message}`));
+        }
+        channel = opened;
         const stdout: Buffer[] = [];
         const stderr: Buffer[] = [];
-        const timer = setTimeout(() => {
-          // Abandoned: the process is killed on the host (OpenSSH delivers the signal) rather than left behind,
-          // and a host that does not answer loses the whole connection, so no channel or socket lingers.
-          try {
-            channel.signal("KILL");
-            channel.close();
-          } catch {
-            /* the channel is gone already */
-          }
-          this.abandon();
-          reject(new SshError(this.hostName, `${argv[0]} timed out after ${timeoutMs} ms (commandTimeoutMs); abandoned`));
-        }, timeoutMs);
         // onStdout: each chunk as it arrives, never kept (a throw there closes the channel and fails the run).
         let failed: unknown;
-        channel.on("data", (d: Buffer) => {
+        opened.on("data", (d: Buffer) => {
           if (!opts.onStdout) return void stdout.push(d);
           if (failed !== undefined) return;
           try {
             opts.onStdout(d);
           } catch (e) {
             failed = e;
-            channel.close();
+            opened.close();
           }
         });
-        channel.stderr.on("data", (d: Buffer) => stderr.push(d));
+        opened.stderr.on("data", (d: Buffer) => stderr.push(d));
         let exitCode = -1;
         let exited = false;
-        channel.on("exit", (code: number | null) => {
+        opened.on("exit", (code: number | null) => {
           exited = true;
           exitCode = code ?? -1;
         });
-        channel.on("error", (e: Error) => {
+        opened.on("error", (e: Error) => {
           clearTimeout(timer);
           reject(new SshError(this.hostName, `${argv[0]}: ${e.message}`));
         });
-        channel.on("close", () => {
+        opened.on("close", () => {
           clearTimeout(timer);
           if (failed !== undefined) return reject(failed);
           // No exit status: the connection died under the command (e.g. sshd killed), which may or may not have run to its end.
@@ -205,30 +211,44 @@ export class SshSession implements CommandRunner {
             exitCode,
           });
         });
-        channel.end(opts.stdin ?? "");
+        opened.end(opts.stdin ?? "");
       });
     });
   }
 
   /** A channel to a unix socket on the host (OpenSSH streamlocal), e.g. OVSDB's db.sock. */
   openUnixStream(socketPath: string): Promise<Duplex> {
-    return new Promise((resolve, reject) => {
-      this.client.openssh_forwardOutStreamLocal(socketPath, (err: Error | undefined, channel: ClientChannel) => {
-        // sshd says only "open failed": name the two causes (it connects as the login user).
-        const why = /open failed/.test(err?.message ?? "")
-          ? " (the socket is missing, or the login user has no permission on it: it needs write access to the socket and search access to its directory; see README, Least privilege)"
-          : "";
-        if (err) reject(new SshError(this.hostName, `cannot open ${socketPath}: ${err.message}${why}`));
-        else resolve(channel);
-      });
+    return this.openChannel(`opening ${socketPath}`, (done) => this.client.openssh_forwardOutStreamLocal(socketPath, done), (err) => {
+      // sshd says only "open failed": name the two causes (it connects as the login user).
+      const why = /open failed/.test(err.message)
+        ? " (the socket is missing, or the login user has no permission on it: it needs write access to the socket and search access to its directory; see README, Least privilege)"
+        : "";
+      return `cannot open ${socketPath}: ${err.message}${why}`;
     });
   }
 
   /** A TCP channel from the host to host:port (direct-tcpip): jump hosts and OVN NB over TCP. */
   forwardTcp(host: string, port: number): Promise<Duplex> {
+    return this.openChannel(`reaching ${host}:${port}`, (done) => this.client.forwardOut("127.0.0.1", 0, host, port, done),
+      (err) => `cannot reach ${host}:${port} through this host: ${err.message}`);
+  }
+
+  /** Opens a channel within commandTimeoutMs; a host that does not answer in time loses the whole connection. */
+  private openChannel(
+    what: string,
+    open: (done: (err: Error | undefined, channel: ClientChannel) => void) => void,
+    failure: (err: Error) => string,
+  ): Promise<ClientChannel> {
+    const timeoutMs = this.commandTimeoutMs;
     return new Promise((resolve, reject) => {
-      this.client.forwardOut("127.0.0.1", 0, host, port, (err: Error | undefined, channel: ClientChannel) => {
-        if (err) reject(new SshError(this.hostName, `cannot reach ${host}:${port} through this host: ${err.message}`));
+      if (this.closed) return reject(new SshError(this.hostName, "connection is closed"));
+      const timer = setTimeout(() => {
+        this.abandon();
+        reject(new SshError(this.hostName, `${what} timed out after ${timeoutMs} ms (commandTimeoutMs); abandoned`));
+      }, timeoutMs);
+      open((err, channel) => {
+        clearTimeout(timer);
+        if (err) reject(new SshError(this.hostName, failure(err)));
         else resolve(channel);
       });
     });

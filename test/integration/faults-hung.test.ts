@@ -4,6 +4,7 @@ import { FaultHost, openSockets } from "../support/fault-host";
 import { faultLoadBalancer } from "../support/fault-lb";
 import { loadInventory } from "../support/lab";
 import { waitUntil } from "../support/wait";
+import { SshSession } from "../../provider/transport/ssh";
 
 /**
  * Hung hosts, on a host of this test's own: its sshd or ovs-vswitchd
@@ -36,9 +37,22 @@ function stop(pid: number): void {
 /** What a leak would leave: sockets of this process, and session processes and ovs-ofctl on the host. */
 const leftovers = () => ({ sockets: openSockets(), sessions: host.processes("sshd: root").length, ofctl: host.processes("ovs-ofctl").length });
 
+/**
+ * Waits until nothing of earlier operations is left on the host (a session
+ * of a connection just closed may take a moment to exit) and this process
+ * holds no more sockets than `sockets`; fails naming what is left.
+ */
+function nothingLeft(what: string, sockets = Number.POSITIVE_INFINITY) {
+  return waitUntil(() => {
+    const now = leftovers();
+    if (now.sessions === 0 && now.ofctl === 0 && now.sockets <= sockets) return now;
+    throw new Error(JSON.stringify(now));
+  }, { what, timeoutMs: 6_000 });
+}
+
 describe("hung hosts", () => {
   it("sshd stopped: connecting is abandoned after connectTimeoutMs, naming the host, and leaks no socket", async () => {
-    const before = leftovers();
+    const before = await nothingLeft("the host to be idle");
     stop(host.pid("sshd"));
     const lb = new ProviderDriver("DeferredNatLoadBalancer");
     const started = Date.now();
@@ -50,54 +64,68 @@ describe("hung hosts", () => {
   it("ovs-vswitchd stopped: a command is abandoned after commandTimeoutMs; the ovs-ofctl it ran exits by its own --timeout and the connection is closed", async () => {
     const lb = new ProviderDriver("DeferredNatLoadBalancer");
     await lb.purge(inputs({}));
-    const before = leftovers();
-    expect(before.ofctl).toBe(0);
+    const before = await nothingLeft("the host to be idle");
     stop(host.pid("ovs-vswitchd"));
     const started = Date.now();
     await expect(lb.create(inputs({ commandTimeoutMs: 1_500 }))).rejects.toThrow(/root@172\.31\.207\.2:22: ovs-ofctl timed out after 1500 ms \(commandTimeoutMs\); abandoned/);
     expect(Date.now() - started).toBeLessThan(10_000);
     // While ovs-vswitchd is still stopped: nothing of the abandoned operation remains.
-    await waitUntil(() => {
-      const now = leftovers();
-      return now.ofctl === 0 && now.sessions === before.sessions && now.sockets <= before.sockets;
-    }, { what: "no ovs-ofctl, sshd session or socket left", timeoutMs: 5_000 });
+    await nothingLeft("no ovs-ofctl, sshd session or socket left", before.sockets);
   });
 
   it("ovsdb-server stopped: an OVSDB request is abandoned after commandTimeoutMs, naming the host, and the connection closed", async () => {
     process.kill(host.pid("ovs-vswitchd"), "SIGCONT");
     const lb = new ProviderDriver("DeferredNatLoadBalancer");
-    const before = leftovers();
+    const before = await nothingLeft("the host to be idle");
     stop(host.pid("ovsdb-server"));
     await expect(lb.create(inputs({ commandTimeoutMs: 1_500 }))).rejects.toThrow(/root@172\.31\.207\.2:22: Open_vSwitch: .*timed out after 1500 ms/);
-    await waitUntil(() => {
-      const now = leftovers();
-      return now.sessions === before.sessions && now.sockets <= before.sockets;
-    }, { what: "no sshd session or socket left", timeoutMs: 5_000 });
+    await nothingLeft("no sshd session or socket left", before.sockets);
   });
 
   it("the connection's sshd session stopped mid-operation: abandoned after commandTimeoutMs, the connection dropped, nothing left once it runs again", async () => {
     process.kill(host.pid("ovs-vswitchd"), "SIGCONT");
     const lb = new ProviderDriver("DeferredNatLoadBalancer");
-    const before = leftovers();
-    // Once the provider's commands run, the sessions serving its connection stop answering.
+    const before = await nothingLeft("the host to be idle");
+    // Once the provider's commands run, the sessions serving its connection stop answering. ovs-vswitchd is
+    // held meanwhile so that its first ovs-ofctl waits to be seen, however slow this machine; it runs on once
+    // the sessions are stopped, so only they hold the operation.
+    const vswitchd = host.pid("ovs-vswitchd");
+    process.kill(vswitchd, "SIGSTOP");
     const watch = setInterval(() => {
       if (host.processes("ovs-ofctl").length === 0) return;
       clearInterval(watch);
       host.processes("sshd: root").forEach(stop);
+      process.kill(vswitchd, "SIGCONT");
     }, 1);
     try {
       await expect(lb.create(inputs({ commandTimeoutMs: 1_500 }))).rejects.toThrow(/root@172\.31\.207\.2:22: .*timed out after 1500 ms \(commandTimeoutMs\); abandoned/);
     } finally {
       clearInterval(watch);
+      process.kill(vswitchd, "SIGCONT");
     }
     expect(openSockets()).toBeLessThanOrEqual(before.sockets);
     for (const pid of stopped.splice(0)) process.kill(pid, "SIGCONT");
     // Running again, the session finds its connection gone and ends; its commands end by their own --timeout.
-    await waitUntil(() => {
-      const now = leftovers();
-      return now.sessions === before.sessions && now.ofctl === 0;
-    }, { what: "the stopped session and its commands to end", timeoutMs: 5_000 });
+    await nothingLeft("the stopped session and its commands to end");
     await lb.purge(inputs({}));
+  });
+
+  it("the session stopped once logged in, before a channel opens: a command, and a socket channel, are abandoned after commandTimeoutMs", async () => {
+    process.kill(host.pid("ovs-vswitchd"), "SIGCONT");
+    const before = await nothingLeft("the host to be idle");
+    for (const open of [
+      (s: SshSession) => s.run(["ovs-vsctl", "--version"]),
+      (s: SshSession) => s.openUnixStream(`${host.rundir}/db.sock`),
+    ]) {
+      const session = await SshSession.connect({ ...host.connection, commandTimeoutMs: 1_000 });
+      await waitUntil(() => host.processes("sshd: root").length > 0, { what: "the connection's session on the host" });
+      host.processes("sshd: root").forEach(stop);
+      const started = Date.now();
+      await expect(open(session)).rejects.toThrow(/root@172\.31\.207\.2:22: .*timed out after 1000 ms \(commandTimeoutMs\); abandoned/);
+      expect(Date.now() - started).toBeLessThan(5_000);
+      for (const pid of stopped.splice(0)) process.kill(pid, "SIGCONT");
+      await nothingLeft("the abandoned connection's session to end", before.sockets);
+    }
   });
 
   it("once ovs-vswitchd runs again, create succeeds", async () => {
