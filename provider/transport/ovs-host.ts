@@ -1,3 +1,4 @@
+import { hash } from "node:crypto";
 import type { OvsHost } from "../model/inputs.generated";
 import { OPEN_VSWITCH, Transaction, mutation, type TransactionResults } from "../ovsdb";
 import { runChecked } from "./exec";
@@ -59,10 +60,53 @@ export class OvsHostSession {
     throw new Error(`${this.hostName}: ovs-vswitchd did not apply configuration ${next} within ${timeoutMs / 1000} s`);
   }
 
+  /**
+   * Claims `lock` on this host's ovsdb-server for as long as the session
+   * lasts, or fails naming the host: another operation holds it.
+   */
+  async claim(lock: OperationLock): Promise<void> {
+    if (!(await (await this.vswitchDb()).tryLock(lock.name))) {
+      throw new OperationInProgressError(`${this.hostName}: another operation on ${lock.resource} is in progress (it holds ovsdb lock ${lock.name} there)`);
+    }
+  }
+
   close() {
     this.db?.close();
     this.ssh.close();
   }
+}
+
+/**
+ * The lock an operation that changes a resource holds on each of its hosts
+ * (on their ovsdb-server, so it dies with the connection of whoever took
+ * it): two changes of one resource at once cannot interleave; the second
+ * is refused before it reads or writes anything.
+ */
+export interface OperationLock {
+  /** The resource id, for errors. */
+  resource: string;
+  /** An OVSDB id ([A-Za-z_][A-Za-z0-9_]*), derived from the resource id. */
+  name: string;
+}
+
+export const operationLock = (resourceId: string): OperationLock => ({
+  resource: resourceId,
+  name: `ovslb_${hash("sha256", resourceId, "hex").slice(0, 24)}`,
+});
+
+/** Another change of the same resource holds its lock on a host: nothing was read or changed. */
+export class OperationInProgressError extends Error {
+  override name = "OperationInProgressError";
+}
+
+/** Claims the lock on every session at once; fails naming every host where another operation holds it. */
+async function claimAll(sessions: readonly OvsHostSession[], lock: OperationLock): Promise<void> {
+  const held = (await Promise.allSettled(sessions.map((s) => s.claim(lock)))).flatMap((r) => (r.status === "rejected" ? [r.reason as Error] : []));
+  if (held.length === 0) return;
+  // A host that failed otherwise (its ovsdb-server gone) says so first.
+  const other = held.find((e) => !(e instanceof OperationInProgressError));
+  if (other) throw other;
+  throw new OperationInProgressError(`${held.map((e) => e.message).join("; ")}: nothing was changed; run again once it has ended`);
 }
 
 /**
@@ -79,7 +123,7 @@ export const HOST_CONNECT_PARALLELISM = 16;
  * time), runs fn with all of them, and closes them all afterwards: for
  * resources that read every host before they plan and change any.
  */
-export async function withAllOvsHosts<R>(hosts: readonly OvsHost[], fn: (sessions: OvsHostSession[]) => Promise<R>): Promise<R> {
+export async function withAllOvsHosts<R>(hosts: readonly OvsHost[], fn: (sessions: OvsHostSession[]) => Promise<R>, lock?: OperationLock): Promise<R> {
   // Every connect settles before anything is closed or thrown, so none leaks.
   const opened = await mapBounded(hosts, HOST_CONNECT_PARALLELISM, (h) =>
     SshSession.connect(h.connection).then(
@@ -93,17 +137,19 @@ export async function withAllOvsHosts<R>(hosts: readonly OvsHost[], fn: (session
     const failed = opened.flatMap((o) => ("error" in o ? [o.error] : []));
     if (failed.length === 1) throw failed[0];
     if (failed.length > 1) throw new Error(`${failed.length} of ${hosts.length} hosts unreachable: ${failed.map((e) => (e as Error).message ?? String(e)).join("; ")}`);
+    if (lock) await claimAll(sessions, lock);
     return await fn(sessions);
   } finally {
     for (const s of sessions) s.close();
   }
 }
 
-/** Runs fn with one session per host (bounded parallelism), closing them all afterwards. */
-export function withOvsHosts<R>(hosts: readonly OvsHost[], fn: (s: OvsHostSession, index: number) => Promise<R>): Promise<R[]> {
+/** Runs fn with one session per host (bounded parallelism), closing them all afterwards; with `lock`, each session claims it first. */
+export function withOvsHosts<R>(hosts: readonly OvsHost[], fn: (s: OvsHostSession, index: number) => Promise<R>, lock?: OperationLock): Promise<R[]> {
   return withSessions(hosts.map((h) => h.connection), async (ssh, i) => {
     const session = new OvsHostSession(hosts[i], ssh);
     try {
+      if (lock) await claimAll([session], lock);
       return await fn(session, i);
     } finally {
       session.close();

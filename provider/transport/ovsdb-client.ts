@@ -231,6 +231,23 @@ export class OvsdbClient {
   }
 
   /**
+   * Takes the server's lock `name` (RFC 7047 4.1.8) if no other client holds
+   * it, and says whether it did. Never waits: a lock held elsewhere is left
+   * at once (`unlock` takes the request off the server's queue). A lock lives
+   * as long as this connection, so a client that dies releases it.
+   */
+  async tryLock(name: string): Promise<boolean> {
+    const reply = await this.request("lock", [name]);
+    if (isRecord(reply) && reply.locked === true) return true;
+    await this.unlock(name);
+    return false;
+  }
+
+  async unlock(name: string): Promise<void> {
+    await this.request("unlock", [name]);
+  }
+
+  /**
    * Starts monitor `id` and returns the initial rows. `onUpdate` gets every
    * later change; it is registered before the request is sent, since an
    * update may follow the reply in the same read.

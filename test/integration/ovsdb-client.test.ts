@@ -173,6 +173,26 @@ describe("OvsdbClient against ovsdb-server", () => {
     await expect(client.echo()).resolves.toBeUndefined();
   });
 
+  it("a lock is held by one client at a time, refused at once to another (which leaves the queue), and freed when its holder goes", async () => {
+    const holder = open();
+    const other = new OvsdbClient(connect(sandbox.dbSock), { host: SANDBOX_HOST });
+    onTestFinished(() => other.close());
+    expect(await holder.tryLock("ovslb_test")).toBe(true);
+    expect(await other.tryLock("ovslb_test")).toBe(false);
+    expect(await other.tryLock("ovslb_other")).toBe(true);
+    holder.close();
+    // Had the refused request stayed queued, the freed lock would go to `other`, and `third` could never take it.
+    const third = new OvsdbClient(connect(sandbox.dbSock), { host: SANDBOX_HOST });
+    onTestFinished(() => third.close());
+    let taken = false;
+    for (const deadline = Date.now() + 5_000; !taken && Date.now() < deadline; ) {
+      taken = await third.tryLock("ovslb_test");
+      if (!taken) await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(taken).toBe(true);
+    expect(await other.tryLock("ovslb_test")).toBe(false);
+  });
+
   it("an owned transaction commits only while its row is still owned as read", async () => {
     open();
     onTestFinished(() => runChecked(sandbox.runner, ["ovs-vsctl", "--no-wait", "--if-exists", "del-br", "br-own"]).then(() => undefined));

@@ -1,5 +1,6 @@
 import { describe, it, expect } from "vitest";
 import { COOKIE_TAG, MAX_BUCKET_ID, derivedId, interfaceName, ownerCookie } from "../../provider/model/ids";
+import { operationLock } from "../../provider/transport/ovs-host";
 
 describe("deterministic ids", () => {
   it("cookies carry the ovslb tag and differ per resource", () => {
@@ -31,5 +32,15 @@ describe("deterministic ids", () => {
     expect(n.length).toBeLessThanOrEqual(15);
     expect(interfaceName("lbfe-", "tenant-b/lb-1")).not.toBe(n);
     expect(() => interfaceName("much-too-long-", "x")).toThrow(/no room/);
+  });
+});
+
+describe("operation locks", () => {
+  it("are OVSDB ids (what ovsdb-server accepts as a lock name), one per resource id, the same every time", () => {
+    const ids = ["deferred-nat/web", "dsr-hypervisor-flows/10.0.0.1/br-int/web", "deferred-nat/ünïcode lb", ""];
+    const names = ids.map((id) => operationLock(id).name);
+    for (const n of names) expect(n).toMatch(/^[A-Za-z_][A-Za-z0-9_]*$/);
+    expect(new Set(names).size).toBe(ids.length);
+    expect(operationLock("deferred-nat/web")).toEqual({ resource: "deferred-nat/web", name: names[0] });
   });
 });

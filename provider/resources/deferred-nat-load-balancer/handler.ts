@@ -8,7 +8,7 @@ import type { DumpedFlow, GroupEntry } from "../../openflow";
 import { PartialApplyError, type ResourceHandler } from "../../resource-handler";
 import type { Modification } from "../../openflow";
 import { OpenFlowError } from "../../transport/openflow-bridge";
-import { withAllOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
+import { operationLock, withAllOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
 import { applyNorthbound, deleteNorthbound, preflightNorthbound, readNorthbound, withNorthbound } from "./ovn";
 import { assessHealth, monitorsToMarkOffline, type BackendHealth, type BfdView, type StaleBackend } from "./health";
 import { markOffline, readSouthbound, withSouthbound } from "./southbound";
@@ -258,7 +258,7 @@ async function converge(
       ovsVersions: Object.assign({}, ...(await Promise.all(sessions.map(observeOvsVersion)))),
       lastRead: scope.kind === "vips" ? { scope: "vips", vips: scope.touched.length + scope.removed.length } : { scope: "all", reason: scope.reason },
     };
-  })));
+  }, operationLock(lbId(d)))));
 }
 
 /**
@@ -354,7 +354,7 @@ async function removeFrom(inputs: Inputs, ids: RecordedIds): Promise<void> {
     // The state still claims every gateway, so a retry removes the rest: the error says where it is done.
     if (!outcomes.every((o) => o.applied)) throw new Error(`removing ${describeOutcomes(lbId(inputs), reads, outcomes).message}`);
     await Promise.all(inputs.gateways.map((gw, i) => removeStaleTunnels(sessions[i], inputs, gw, true)));
-  });
+  }, operationLock(lbId(inputs)));
 }
 
 export const deferredNatLoadBalancerHandler: ResourceHandler<Inputs, DeferredNatState> = {

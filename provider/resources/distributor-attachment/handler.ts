@@ -7,7 +7,7 @@ import { foreignGroupIds, ownedFlows, ownedGroupIds, planBridge, type ApplySumma
 import type { DistributorAttachmentInputs } from "../../model/inputs.generated";
 import { OPEN_VSWITCH, OwnedTransaction, Transaction, mutation, ownerMark, ownerOf, where, type BridgeRow } from "../../ovsdb";
 import type { ResourceHandler } from "../../resource-handler";
-import { withOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
+import { operationLock, withOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
 import type { OvsdbClient } from "../../transport/ovsdb-client";
 import { registeredDevice } from "../distributor-device/plan";
 import {
@@ -248,7 +248,7 @@ export const distributorAttachmentHandler: ResourceHandler<DistributorAttachment
   }),
 
   async create(inputs) {
-    const [state] = await withOvsHosts([inputs.host], async (s) => withOvsVersion(s, await ensure(s, inputs, undefined)));
+    const [state] = await withOvsHosts([inputs.host], async (s) => withOvsVersion(s, await ensure(s, inputs, undefined)), operationLock(attachmentId(inputs)));
     return { id: attachmentId(inputs), state };
   },
 
@@ -271,11 +271,11 @@ export const distributorAttachmentHandler: ResourceHandler<DistributorAttachment
   },
 
   async update(_id, old, news) {
-    const [state] = await withOvsHosts([news.host], async (s) => withOvsVersion(s, await ensure(s, news, old.state)));
+    const [state] = await withOvsHosts([news.host], async (s) => withOvsVersion(s, await ensure(s, news, old.state)), operationLock(attachmentId(news)));
     return state;
   },
 
   async delete(_id, inputs) {
-    await withOvsHosts([inputs.host], async (s) => removeRows(s, await s.vswitchDb(), withDefaults(inputs)));
+    await withOvsHosts([inputs.host], async (s) => removeRows(s, await s.vswitchDb(), withDefaults(inputs)), operationLock(attachmentId(inputs)));
   },
 };

@@ -2,7 +2,7 @@ import { describeVersion, type HostOvsVersion } from "../../model/ovs-versions";
 import schema from "../../../schema/distributor-device.json";
 import type { ResourceHandler } from "../../resource-handler";
 import type { DistributorDeviceInputs } from "../../model/inputs.generated";
-import { bridgeSocket, withOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
+import { bridgeSocket, operationLock, withOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
 import { OPEN_VSWITCH, OwnedTransaction, Transaction, ownerMark, where, type BridgeRow, type OpenVSwitchRow } from "../../ovsdb";
 import { SshError } from "../../transport/ssh";
 import { ownerCookie } from "../../model/ids";
@@ -107,7 +107,7 @@ export const distributorDeviceHandler: ResourceHandler<DistributorDeviceInputs, 
         await db.run(txn);
       }
       return observe(s, inputs, rows);
-    });
+    }, operationLock(deviceResourceId(inputs)));
     return { id: deviceResourceId(inputs), state };
   },
 
@@ -131,7 +131,7 @@ export const distributorDeviceHandler: ResourceHandler<DistributorDeviceInputs, 
       const rows = await readRows(s, news);
       if (!rows.uplink) throw new Error(`${s.hostName}: uplink bridge ${news.uplinkBridge} does not exist on the device`);
       return observe(s, news, rows);
-    });
+    }, operationLock(deviceResourceId(news)));
     return state;
   },
 
@@ -148,6 +148,6 @@ export const distributorDeviceHandler: ResourceHandler<DistributorDeviceInputs, 
       txn.requireAbsent("Bridge", [where("external_ids", "includes", { [ATTACHED_MARK]: inputs.deviceId })]);
       txn.removeMark("Open_vSwitch", rows.root);
       await db.run(txn);
-    });
+    }, operationLock(deviceResourceId(inputs)));
   },
 };

@@ -6,7 +6,7 @@ import { ownedFlows, planBridge, type ApplySummary } from "../../engine/plan";
 import type { DsrHypervisorFlowsInputs } from "../../model/inputs.generated";
 import type { ResourceHandler } from "../../resource-handler";
 import { OPEN_VSWITCH, OwnedTransaction, Transaction, describeOwner, mutation, ownerMark, where } from "../../ovsdb";
-import { withOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
+import { operationLock, withOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
 import { ensureTunnelPorts, readTunnelPorts, removeTunnelPorts } from "../../engine/tunnel-ports";
 import {
   BFD_PEER_ROLE,
@@ -168,7 +168,7 @@ export const dsrHypervisorFlowsHandler: ResourceHandler<Inputs, DsrHypervisorFlo
 
   async create(inputs) {
     const id = dsrId(inputs);
-    const [state] = await withOvsHosts([inputs.host], async (s) => withOvsVersion(s, await converge(s, id, inputs, undefined)));
+    const [state] = await withOvsHosts([inputs.host], async (s) => withOvsVersion(s, await converge(s, id, inputs, undefined)), operationLock(id));
     return { id, state };
   },
 
@@ -211,7 +211,7 @@ export const dsrHypervisorFlowsHandler: ResourceHandler<Inputs, DsrHypervisorFlo
       const oldPort = old.inputs.mode === "gre" ? old.inputs.gre?.port : undefined;
       if (oldPort && (news.mode !== "gre" || news.gre?.port !== oldPort)) await removeGrePort(s, id, news.bridge, oldPort);
       return withOvsVersion(s, converged);
-    });
+    }, operationLock(dsrId(news)));
     return state;
   },
 
@@ -228,6 +228,6 @@ export const dsrHypervisorFlowsHandler: ResourceHandler<Inputs, DsrHypervisorFlo
       }
       if (inputs.mode === "gre" && observed) await removeGrePort(s, id, inputs.bridge, inputs.gre!.port!);
       await removeTunnelPorts(s, id, inputs.bridge, BFD_PEER_ROLE, isBfdPeer, []);
-    });
+    }, operationLock(dsrId(inputs)));
   },
 };

@@ -3,7 +3,7 @@ import type { HostOvsVersion } from "../../model/ovs-versions";
 import schema from "../../../schema/ovs-bridge.json";
 import type { ResourceHandler } from "../../resource-handler";
 import type { OvsBridgeInputs } from "../../model/inputs.generated";
-import { bridgeSocket, withOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
+import { bridgeSocket, operationLock, withOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
 import { OPEN_VSWITCH, OwnedTransaction, Transaction, describeOwner, mutation, ownerMark, where, type BridgeRow, type Condition } from "../../ovsdb";
 import { BRIDGE_COLUMNS, actualInputs, bridgeId, checkRules, desiredColumns, ownerOf, withDefaults, type BridgeRead } from "./plan";
 
@@ -83,7 +83,7 @@ export const ovsBridgeHandler: ResourceHandler<OvsBridgeInputs, OvsBridgeState> 
   identity: (i) => ({ "host.connection.host": i.host.connection.host, name: i.name }),
 
   async create(inputs) {
-    const [state] = await withOvsHosts([inputs.host], async (s) => withOvsVersion(s, await ensure(s, inputs, [])));
+    const [state] = await withOvsHosts([inputs.host], async (s) => withOvsVersion(s, await ensure(s, inputs, [])), operationLock(bridgeId(inputs)));
     return { id: bridgeId(inputs), state };
   },
 
@@ -101,7 +101,7 @@ export const ovsBridgeHandler: ResourceHandler<OvsBridgeInputs, OvsBridgeState> 
 
   async update(_id, old, news) {
     const previousKeys = Object.keys(old.inputs.externalIds ?? {});
-    const [state] = await withOvsHosts([news.host], async (s) => withOvsVersion(s, await ensure(s, news, previousKeys)));
+    const [state] = await withOvsHosts([news.host], async (s) => withOvsVersion(s, await ensure(s, news, previousKeys)), operationLock(bridgeId(news)));
     return state;
   },
 
@@ -115,6 +115,6 @@ export const ovsBridgeHandler: ResourceHandler<OvsBridgeInputs, OvsBridgeState> 
       // Bridges are not a root table: dropping the reference deletes the row, its ports and interfaces.
       txn.mutate("Open_vSwitch", [], [mutation("bridges", "delete", [row._uuid])]);
       await db.run(txn);
-    });
+    }, operationLock(bridgeId(inputs)));
   },
 };
