@@ -7,7 +7,7 @@ import { traceSlots } from "../../provider/transport/openflow-trace";
 import type { SshSession } from "../../provider/transport/ssh";
 import type { LabBackend, LabInventory } from "../lab/topology";
 import { ProviderDriver, labBackend, labHypervisorFlows, labLoadBalancer } from "../support/deferred-nat";
-import { labSsh, loadInventory, lockLab } from "../support/lab";
+import { inNamespace, labSsh, loadInventory, lockLab } from "../support/lab";
 import { connectAndClose, openLiveConnections, times, type LiveConnection, type LiveConnections } from "../support/tcp-clients";
 import { waitUntil } from "../support/wait";
 
@@ -218,7 +218,50 @@ describe("second chance: backend changes break no established connection", () =>
     expect(broken.length).toBeGreaterThan(0);
     expect(broken.every((c) => c.backend === removed.name)).toBe(true);
   });
+
+  it("a new connection from the client port of one its backend still holds (its socket and conntrack entry left behind) opens: what conntrack finds invalid still reaches the backend, whose TCP sorts it out", async () => {
+    // One connection from a fixed client port; its reset never arrives (the gateways drop it for the while),
+    // so its backend keeps an ESTABLISHED socket and its hypervisor an ESTABLISHED conntrack entry.
+    const port = 47_000 + Math.floor(Math.random() * 1_000);
+    for (const gw of ["gw1", "gw2"]) {
+      await runChecked(ssh[gw], ["ovs-ofctl", "-O", "OpenFlow15", "add-flow", "br-seg",
+        `table=0,priority=65000,cookie=${RST_DROP_COOKIE},tcp,nw_dst=${VIP},tp_dst=80,tp_src=${port},tcp_flags=+rst,actions=drop`]);
+    }
+    const first = connectFrom(port, "reset");
+    expect(first).toMatch(/^hv\d-vm\d$/);
+    const vm = inv.backends.find((b) => b.name === first)!;
+    const stale = () => inNamespace(vm.namespace, ["ss", "-tnH", "state", "established", `( sport = :${inv.backendPort} and dport = :${port} )`]).trim();
+    await waitUntil(() => stale() !== "", { what: `${first}'s socket of client port ${port}` });
+    for (const gw of ["gw1", "gw2"]) await runChecked(ssh[gw], ["ovs-ofctl", "del-flows", "br-seg", `cookie=${RST_DROP_COOKIE}/-1`]);
+    expect(stale()).not.toBe("");
+    // The new SYN is out of window for the stale entry (+inv); dropped, it and every retry would go unanswered.
+    // Delivered, the backend's TCP clears the stale socket with the client; the same 5-tuple, the same backend.
+    expect(connectFrom(port, "close")).toBe(first);
+    await waitUntil(() => stale() === "", { what: `${first}'s socket of client port ${port} to close` });
+  });
 });
+
+const RST_DROP_COOKIE = "0x7e57";
+
+/**
+ * One connection from the client's port `port` to the VIP: its greeting's backend name, "timeout" after 8 s, or
+ * "error:CODE". It ends with a reset ("reset": SO_LINGER 0) or a FIN ("close").
+ */
+function connectFrom(port: number, end: "reset" | "close"): string {
+  const script = String.raw`
+    const net = require("node:net");
+    const [host, port, localPort, end] = process.argv.slice(1);
+    const s = net.connect({ host, port: Number(port), localPort: Number(localPort) });
+    const done = (what) => { console.log(what); setTimeout(() => process.exit(0), 200); };
+    const timer = setTimeout(() => { s.destroy(); done("timeout"); }, 8000);
+    s.on("error", (e) => { clearTimeout(timer); done("error:" + e.code); });
+    s.once("data", (d) => {
+      clearTimeout(timer);
+      if (end === "reset") s.resetAndDestroy(); else s.end();
+      done(String(d).split(" ")[0]);
+    });`;
+  return inNamespace(inv.client.namespace, ["node", "-e", script, VIP, "80", String(port), end]).trim();
+}
 
 const ipKey = (ip: string) => ip.split(".").reduce((n, o) => n * 256 + Number(o), 0);
 

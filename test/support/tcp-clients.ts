@@ -28,7 +28,7 @@ const net = require("node:net");
 const readline = require("node:readline");
 const conns = [];
 function connection(target) {
-  const c = { sock: net.connect(target), buf: "", lines: [], waiter: undefined, failed: "" };
+  const c = { sock: net.connect(target), buf: "", lines: [], waiter: undefined, failed: "", port: undefined };
   c.sock.setNoDelay(true);
   const wake = (v) => { const w = c.waiter; c.waiter = undefined; if (w) w(v); return !!w; };
   c.sock.on("data", (d) => {
@@ -53,6 +53,8 @@ function readLine(c, timeoutMs) {
     const timer = setTimeout(() => {
       c.waiter = undefined;
       c.failed = "timeout";
+      // Bound while the SYN is out; kept, as a destroyed socket no longer says.
+      c.port = c.sock.localPort;
       c.sock.destroy();
       resolve({ failed: "timeout" });
     }, timeoutMs);
@@ -69,7 +71,7 @@ async function open(cmd) {
       return {
         greeting: r.line ?? "",
         error: r.failed,
-        localPort: c.sock.localPort,
+        localPort: c.sock.localPort ?? c.port,
         remote: c.sock.remoteAddress === undefined ? "" : c.sock.remoteAddress + ":" + c.sock.remotePort,
       };
     });

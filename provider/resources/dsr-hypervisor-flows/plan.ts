@@ -41,7 +41,7 @@ export const UNNAT_TABLE = 60;
  *
  * table 0   from a gateway: G,tun_src=GW,dl_dst=B,VIP          -> ct(table=61,zone=Z,nat)
  * table 0   handed on:      G,tun_src=PEER,VIP                  -> reg13=1, ct(table=61,zone=Z,nat)
- * table 61  +est, nw_dst=B:BP (already DNATed)                  -> eth_dst=B, output:B        (300)
+ * table 61  nw_dst=B:BP (conntrack knows it and DNATed it)     -> eth_dst=B, output:B        (300)
  * table 61  reg13=1 (handed on, not established)                -> drop: never handed on again (250)
  * table 61  +new, SYN (or any UDP), dl_dst=B, VIP               -> ct(commit,nat(dst=B:BP)), output:B (200)
  * table 61  +new, tun_id=0 (no previous owner), dl_dst=B, VIP   -> the same commit (190)
@@ -51,10 +51,17 @@ export const UNNAT_TABLE = 60;
  * SYN, goes uncommitted to the hypervisor the key names (the slot's previous
  * owner), which serves it from its own conntrack or drops it. Userspace
  * conntrack marks such a mid-stream packet +new, not +inv.
+ *
+ * A packet of a connection conntrack knows goes to its backend whatever its
+ * state, +inv included, as it would reach a host with no load balancer in
+ * front: the client's reset after a challenge ACK (a new connection from
+ * the client port of one the backend still holds) is out of window for the
+ * new entry, and dropping it would leave the stale socket, and every retry
+ * of the new connection, stuck.
  */
 export const SECOND_CHANCE_TABLE = 61;
 export const HANDED_ON_PRIORITY = REQUEST_PRIORITY + 1;
-export const ESTABLISHED_PRIORITY = 300;
+export const KNOWN_PRIORITY = 300;
 export const HANDED_DROP_PRIORITY = 250;
 export const SYN_PRIORITY = 200;
 export const NO_CHANCE_PRIORITY = 190;
@@ -361,7 +368,7 @@ function secondChanceFlows(inputs: Inputs, vip: DsrVip, b: DsrBackend, p: Placem
     ...inputs.gre!.secondChance!.peers.map((peer) =>
       flow(ENTRY_TABLE, HANDED_ON_PRIORITY, { ...vipMatch, in_port: greOfportOf(p), tun_src: peer }, [{ type: "set_field", field: "reg13", value: 1 }, lookup]),
     ),
-    flow(SECOND_CHANCE_TABLE, ESTABLISHED_PRIORITY, { ct_state: { trk: true, est: true }, ct_zone: p.zone, protocol, nw_dst: b.address, tp_dst: b.port }, [
+    flow(SECOND_CHANCE_TABLE, KNOWN_PRIORITY, { ct_state: { trk: true }, ct_zone: p.zone, protocol, nw_dst: b.address, tp_dst: b.port }, [
       { type: "set_field", field: "eth_dst", value: mac },
       deliverTo,
     ]),
