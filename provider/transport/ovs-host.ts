@@ -99,9 +99,14 @@ export class OperationInProgressError extends Error {
   override name = "OperationInProgressError";
 }
 
-/** Claims the lock on every session at once; fails naming every host where another operation holds it. */
+/**
+ * Claims the lock on every host at once (once per ovsdb-server: two gateways
+ * may be two bridges of one host); fails naming every host where another
+ * operation holds it.
+ */
 async function claimAll(sessions: readonly OvsHostSession[], lock: OperationLock): Promise<void> {
-  const held = (await Promise.allSettled(sessions.map((s) => s.claim(lock)))).flatMap((r) => (r.status === "rejected" ? [r.reason as Error] : []));
+  const servers = new Map(sessions.map((s) => [`${s.host.connection.host}:${s.host.connection.port ?? 22}:${ovsRundirOf(s.host)}`, s]));
+  const held = (await Promise.allSettled([...servers.values()].map((s) => s.claim(lock)))).flatMap((r) => (r.status === "rejected" ? [r.reason as Error] : []));
   if (held.length === 0) return;
   // A host that failed otherwise (its ovsdb-server gone) says so first.
   const other = held.find((e) => !(e instanceof OperationInProgressError));

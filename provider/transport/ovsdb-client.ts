@@ -289,8 +289,10 @@ export class OvsdbClient {
   }
 
   private request(method: string, params: unknown[]): Promise<unknown> {
-    const db = method === "list_dbs" || method === "echo" || typeof params[0] !== "string" ? undefined : params[0];
-    const what = method === "transact" ? describeTransact(params.slice(1) as Operation[]) : undefined;
+    // Locks are the server's, not a database's: their one parameter is the lock's name.
+    const lock = method === "lock" || method === "unlock";
+    const db = method === "list_dbs" || method === "echo" || lock || typeof params[0] !== "string" ? undefined : params[0];
+    const what = method === "transact" ? describeTransact(params.slice(1) as Operation[]) : lock ? String(params[0]) : undefined;
     if (this.failure) return Promise.reject(new OvsdbNoReplyError(method, "connection is closed", this.failure, this.host, db, what));
     const id = this.nextId++;
     return new Promise((resolve, reject) => {

@@ -88,6 +88,19 @@ describe("concurrent writers", () => {
     expect(groupCount()).toBe(0);
   });
 
+  it("a load balancer whose two gateways are two bridges of one host takes that host's lock once, not against itself", async () => {
+    host.vsctl("--may-exist", "add-br", "br-flt2", "--", "set", "bridge", "br-flt2", "datapath_type=netdev",
+      "--", "--may-exist", "add-port", "br-flt2", "fseg2", "--", "set", "interface", "fseg2", "type=internal");
+    const one = lbInputs([1, 2]);
+    const two = { ...one, gateways: [...one.gateways, { ...one.gateways[0], name: "g2", bridge: "br-flt2", segmentPort: "fseg2", mac: "02:00:0f:00:00:02" }] };
+    const lb = new ProviderDriver("DeferredNatLoadBalancer");
+    await lb.purge(two);
+    await lb.create(two);
+    expect(Object.keys(lb.outputs.lastApply).sort()).toEqual(["g1", "g2"]);
+    await lb.delete();
+    host.vsctl("--if-exists", "del-br", "br-flt2");
+  });
+
   it("an outside writer deletes an owned group between read and write: the bundle is refused whole (unknown group), and update restores it", async () => {
     const lb = new ProviderDriver("DeferredNatLoadBalancer");
     await lb.purge(lbInputs([1, 2], 2));
