@@ -227,12 +227,18 @@ describe("second chance: backend changes break no established connection", () =>
       await runChecked(ssh[gw], ["ovs-ofctl", "-O", "OpenFlow15", "add-flow", "br-seg",
         `table=0,priority=65000,cookie=${RST_DROP_COOKIE},tcp,nw_dst=${VIP},tp_dst=80,tp_src=${port},tcp_flags=+rst,actions=drop`]);
     }
-    const first = connectFrom(port, "reset");
-    expect(first).toMatch(/^hv\d-vm\d$/);
-    const vm = inv.backends.find((b) => b.name === first)!;
-    const stale = () => inNamespace(vm.namespace, ["ss", "-tnH", "state", "established", `( sport = :${inv.backendPort} and dport = :${port} )`]).trim();
-    await waitUntil(() => stale() !== "", { what: `${first}'s socket of client port ${port}` });
-    for (const gw of ["gw1", "gw2"]) await runChecked(ssh[gw], ["ovs-ofctl", "del-flows", "br-seg", `cookie=${RST_DROP_COOKIE}/-1`]);
+    const dropRstOff = () => Promise.all(["gw1", "gw2"].map((gw) => runChecked(ssh[gw], ["ovs-ofctl", "del-flows", "br-seg", `cookie=${RST_DROP_COOKIE}/-1`])));
+    let first: string;
+    let stale: () => string;
+    try {
+      first = connectFrom(port, "reset");
+      expect(first).toMatch(/^hv\d-vm\d$/);
+      const vm = inv.backends.find((b) => b.name === first)!;
+      stale = () => inNamespace(vm.namespace, ["ss", "-tnH", "state", "established", `( sport = :${inv.backendPort} and dport = :${port} )`]).trim();
+      await waitUntil(() => stale() !== "", { what: `${first}'s socket of client port ${port}` });
+    } finally {
+      await dropRstOff();
+    }
     expect(stale()).not.toBe("");
     // The new SYN is out of window for the stale entry (+inv); dropped, it and every retry would go unanswered.
     // Delivered, the backend's TCP clears the stale socket with the client; the same 5-tuple, the same backend.
