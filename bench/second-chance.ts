@@ -401,15 +401,14 @@ async function whereItWent(lab: Lab, ports: readonly number[]): Promise<string> 
   const known = ports.filter((p) => Number.isInteger(p));
   if (known.length === 0) return "no local port known";
   const slots = await traceSlots(lab.ssh.gw1, "br-seg", known.map((p) => tupleOf(lab, p)));
-  const said = await Promise.all(known.map(async (port, i) => {
-    const ct = await Promise.all(HYPERVISORS.map(async (h) => {
-      const dump = await runChecked(lab.ssh[h], ["ovs-appctl", "dpctl/dump-conntrack"]);
-      return dump.split("\n").filter((l) => l.includes(`sport=${port},`)).map((l) => `${h}: ${l.trim()}`);
-    }));
+  // One conntrack dump per hypervisor, for all the ports.
+  const entries = (await Promise.all(HYPERVISORS.map(async (h) =>
+    (await runChecked(lab.ssh[h], ["ovs-appctl", "dpctl/dump-conntrack"])).split("\n").map((l) => `${h}: ${l.trim()}`)))).flat();
+  return known.map((port, i) => {
+    const ct = entries.filter((l) => l.includes(`sport=${port},`));
     const sockets = lab.pool.map((vm) => inNamespace(vm.namespace, ["ss", "-tanH", `( dport = :${port} )`]).trim()).filter(Boolean);
-    return `:${port} slot ${slots[i].slot} key ${slots[i].key}; ct [${ct.flat().join(" | ")}]; sockets [${sockets.join(" | ")}]`;
-  }));
-  return said.join("; ");
+    return `:${port} slot ${slots[i].slot} key ${slots[i].key}; ct [${ct.join(" | ")}]; sockets [${sockets.join(" | ")}]`;
+  }).join("; ");
 }
 
 async function leftBehind(lab: Lab): Promise<string[]> {
