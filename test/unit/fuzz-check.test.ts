@@ -26,6 +26,8 @@ import {
  */
 
 const RUNS = Number(process.env.OVSLB_FUZZ_RUNS ?? 300);
+const COVERAGE_RUNS = 2_000;
+const COVERAGE_SEED = 13;
 
 /** A `flow add` bundle line as dump-flows would print the flow (counters first, then the match, then " actions="). */
 function asDumpLine(line: string): string {
@@ -42,14 +44,11 @@ const stringsIn = (v: unknown): string[] =>
 
 describe.each(KINDS)("fuzzed %s inputs", (kind: Kind) => {
   it("fail check naming a declared property and a reason (no secret echoed), or plan flows and groups that parse back unchanged", async () => {
-    let accepted = 0;
-    let refused = 0;
     await fc.assert(
       fc.asyncProperty(inputsOf(kind), async (inputs) => {
         const { inputs: out, failures } = await check(kind, {}, inputs);
         const checked = out as Record<string, unknown>;
         if (failures.length > 0) {
-          refused++;
           for (const f of failures) {
             expect(typeof f.property).toBe("string");
             // An unknown key is named itself; its parent must be declared.
@@ -65,7 +64,6 @@ describe.each(KINDS)("fuzzed %s inputs", (kind: Kind) => {
           }
           return;
         }
-        accepted++;
         // Accepted: nothing unusual made it through.
         expect(Object.prototype.hasOwnProperty.call(checked, "__proto__")).toBe(false);
         // (externalIds values are free text stored as OVSDB JSON strings; connections are never put in a flow or command line.)
@@ -104,9 +102,17 @@ describe.each(KINDS)("fuzzed %s inputs", (kind: Kind) => {
       }),
       { numRuns: RUNS },
     );
-    // The generators must exercise both paths, or the property proves little.
-    expect(refused).toBeGreaterThan(RUNS / 10);
-    if (kind !== "DeferredNatLoadBalancer") expect(accepted).toBeGreaterThan(RUNS / 20);
+    // The generators must exercise both paths, or the property proves little. Counted on a larger sample from a
+    // fixed seed: the count does not depend on the seed the property ran with (DsrHypervisorFlows accepts about
+    // 7% of its inputs, too close to 5% for 300 random ones).
+    let accepted = 0;
+    let refused = 0;
+    for (const inputs of fc.sample(inputsOf(kind), { numRuns: COVERAGE_RUNS, seed: COVERAGE_SEED })) {
+      if ((await check(kind, {}, inputs)).failures.length > 0) refused++;
+      else accepted++;
+    }
+    expect(refused).toBeGreaterThan(COVERAGE_RUNS / 10);
+    if (kind !== "DeferredNatLoadBalancer") expect(accepted).toBeGreaterThan(COVERAGE_RUNS / 20);
     else expect(accepted).toBeGreaterThan(0);
   });
 });
