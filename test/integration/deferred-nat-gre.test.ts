@@ -1,12 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { greKeyOf, tunnelPorts } from "../../provider/resources/deferred-nat-load-balancer/plan";
+import { parseConntrack } from "../../provider/openflow";
 import { runChecked } from "../../provider/transport/exec";
 import { traceBuckets } from "../../provider/transport/openflow-trace";
 import type { SshSession } from "../../provider/transport/ssh";
 import type { LabBackend, LabInventory } from "../lab/topology";
 import { ProviderDriver, labBackend, labHypervisorFlows, labLoadBalancer } from "../support/deferred-nat";
 import { inNamespace, labSsh, loadInventory, lockLab } from "../support/lab";
-import { connectAndClose, openLiveConnections, times } from "../support/tcp-clients";
+import { connectAndClose, connectFromPort, openLiveConnections, times } from "../support/tcp-clients";
+import { waitUntil } from "../support/wait";
 
 /**
  * gre delivery end to end on the lab: the gateways tunnel each request to its
@@ -91,6 +93,7 @@ async function trace(gw: string): Promise<number[]> {
 }
 
 const SPY = "0x5eed"; // a counting flow of the test's own on each gateway
+const RST_DROP = "0x7e58"; // the gateways' drop of one client port's resets, for a while
 
 beforeAll(async () => {
   inv = loadInventory();
@@ -237,5 +240,62 @@ describe("deferred NAT with gre delivery", () => {
     expect(lb.outputs.lastApply.gw2.messages).toBe(0);
     expect((await lb.read()).props.drift).toEqual([]);
     expect(greet(20).length).toBe(20);
+  });
+  it("a client port reused while its hypervisor still holds the conntrack entry of a broken connection: the new connection opens, and once the old backend leaves the hypervisor its entries go with it", async () => {
+    await apply(four());
+    const [b1, b2] = four().filter((b) => b.hypervisor === "hv1");
+    const bucketOf = (b: LabBackend) => lb.outputs.bucketIds[`tcp:${VIP}:80`][`${b.address}:${inv.backendPort}#0`] as number;
+    const seg = Number((await ssh.gw1.run(["ovs-vsctl", "get", "interface", "seg0", "ofport"])).stdout.trim());
+    const first = 40_000 + Math.floor(Math.random() * 10_000);
+    const candidates = Array.from({ length: 600 }, (_, i) => first + i);
+    const choose = async () => traceBuckets(ssh.gw1, "br-seg", candidates.map((p) => ({ protocol: "tcp" as const, in_port: seg, nw_src: inv.client.address, nw_dst: VIP, tp_src: p, tp_dst: 80 })));
+    // Client ports the gateways send to b1 with all four backends, and to b2 (the same hypervisor) without b1.
+    const withB1 = await choose();
+    const [onB1, onB2] = [bucketOf(b1), bucketOf(b2)]; // stable ids: b2's stays when b1 goes
+    await lb.update(lbInputs(four().filter((b) => b !== b1)));
+    const withoutB1 = await choose();
+    const [x, y] = candidates.filter((_, i) => withB1[i] === onB1 && withoutB1[i] === onB2);
+    expect(y).toBeDefined();
+    await lb.update(lbInputs(four()));
+
+    const zone = hv.hv1.outputs.ctZone as number;
+    const entries = async () => parseConntrack(await runChecked(ssh.hv1, ["ovs-appctl", "dpctl/dump-conntrack", `zone=${zone}`]));
+    const staleSocket = (port: number) => inNamespace(b1.namespace, ["ss", "-tnH", "state", "established", `( sport = :${inv.backendPort} and dport = :${port} )`]).trim();
+    // A connection to b1 whose reset the gateways drop: hv1 keeps its ESTABLISHED entry, b1 its socket.
+    const breakOnB1 = async (port: number) => {
+      for (const gw of ["gw1", "gw2"]) {
+        await runChecked(ssh[gw], ["ovs-ofctl", "-O", "OpenFlow15", "add-flow", "br-seg", `table=0,priority=65000,cookie=${RST_DROP},tcp,nw_dst=${VIP},tp_dst=80,tp_src=${port},tcp_flags=+rst,actions=drop`]);
+      }
+      try {
+        expect(connectFromPort(inv.client.namespace, VIP, 80, port, "reset")).toBe(b1.name);
+        await waitUntil(() => staleSocket(port) !== "", { what: `${b1.name}'s socket of client port ${port}` });
+      } finally {
+        for (const gw of ["gw1", "gw2"]) await runChecked(ssh[gw], ["ovs-ofctl", "del-flows", "br-seg", `cookie=${RST_DROP}/-1`]);
+      }
+    };
+    const heldBy = async (b: LabBackend) => (await entries()).filter((e) => e.reply.src === b.address && e.state === "ESTABLISHED").length;
+
+    // 1. The gateways now send client port x to b2; hv1 still serves b1, and conntrack translates x to b1.
+    await breakOnB1(x);
+    expect(await heldBy(b1)).toBeGreaterThan(0);
+    await lb.update(lbInputs(four().filter((b) => b !== b1)));
+    // Delivered to b1 (where conntrack sent it), the SYN meets the stale socket, whose challenge ACK draws the client's
+    // reset; that closes the entry and the socket, and the client's next SYN is a new connection, to the gateways' choice.
+    // Delivered to b2's port with b1's address, as it was, every SYN was lost.
+    expect(connectFromPort(inv.client.namespace, VIP, 80, x, "close")).toBe(b2.name);
+    expect(staleSocket(x)).toBe("");
+
+    // 2. b1 leaves hv1 while it still holds a broken connection of client port y: its entries are flushed.
+    await lb.update(lbInputs(four()));
+    await breakOnB1(y);
+    const before = await heldBy(b1);
+    expect(before).toBeGreaterThan(0);
+    await apply(four().filter((b) => b !== b1));
+    expect((await entries()).filter((e) => e.reply.src === b1.address)).toEqual([]);
+    // Left, the entry would translate y's SYN to b1, which nothing on hv1 delivers to any more.
+    expect(connectFromPort(inv.client.namespace, VIP, 80, y, "close")).toBe(b2.name);
+    console.log(`gre delivery: client port ${x} reused over a stale entry opened on ${b2.name}; removing ${b1.name} flushed its ${before} entries, and port ${y} opened on ${b2.name}`);
+    inNamespace(b1.namespace, ["ss", "-tnH", "-K", "state", "established", `( sport = :${inv.backendPort} and dport = :${y} )`]);
+    await apply(four());
   });
 });

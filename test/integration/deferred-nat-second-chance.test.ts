@@ -8,7 +8,7 @@ import type { SshSession } from "../../provider/transport/ssh";
 import type { LabBackend, LabInventory } from "../lab/topology";
 import { ProviderDriver, labBackend, labHypervisorFlows, labLoadBalancer } from "../support/deferred-nat";
 import { inNamespace, labSsh, loadInventory, lockLab } from "../support/lab";
-import { connectAndClose, openLiveConnections, times, type LiveConnection, type LiveConnections } from "../support/tcp-clients";
+import { connectAndClose, connectFromPort, openLiveConnections, times, type LiveConnection, type LiveConnections } from "../support/tcp-clients";
 import { waitUntil } from "../support/wait";
 
 /**
@@ -249,25 +249,8 @@ describe("second chance: backend changes break no established connection", () =>
 
 const RST_DROP_COOKIE = "0x7e57";
 
-/**
- * One connection from the client's port `port` to the VIP: its greeting's backend name, "timeout" after 8 s, or
- * "error:CODE". It ends with a reset ("reset": SO_LINGER 0) or a FIN ("close").
- */
-function connectFrom(port: number, end: "reset" | "close"): string {
-  const script = String.raw`
-    const net = require("node:net");
-    const [host, port, localPort, end] = process.argv.slice(1);
-    const s = net.connect({ host, port: Number(port), localPort: Number(localPort) });
-    const done = (what) => { console.log(what); setTimeout(() => process.exit(0), 200); };
-    const timer = setTimeout(() => { s.destroy(); done("timeout"); }, 8000);
-    s.on("error", (e) => { clearTimeout(timer); done("error:" + e.code); });
-    s.once("data", (d) => {
-      clearTimeout(timer);
-      if (end === "reset") s.resetAndDestroy(); else s.end();
-      done(String(d).split(" ")[0]);
-    });`;
-  return inNamespace(inv.client.namespace, ["node", "-e", script, VIP, "80", String(port), end]).trim();
-}
+/** One connection from the client's port `port` to the VIP (test/support/tcp-clients.ts). */
+const connectFrom = (port: number, end: "reset" | "close") => connectFromPort(inv.client.namespace, VIP, 80, port, end);
 
 const ipKey = (ip: string) => ip.split(".").reduce((n, o) => n * 256 + Number(o), 0);
 

@@ -250,6 +250,27 @@ export class TcpClients {
   }
 }
 
+/**
+ * One connection from the namespace's local port `localPort`: its greeting's
+ * backend name, "timeout" after 8 s, or "error:CODE". It ends with a reset
+ * ("reset": SO_LINGER 0) or a FIN ("close").
+ */
+export function connectFromPort(namespace: string, host: string, port: number, localPort: number, end: "reset" | "close"): string {
+  const script = String.raw`
+    const net = require("node:net");
+    const [host, port, localPort, end] = process.argv.slice(1);
+    const s = net.connect({ host, port: Number(port), localPort: Number(localPort) });
+    const done = (what) => { console.log(what); setTimeout(() => process.exit(0), 200); };
+    const timer = setTimeout(() => { s.destroy(); done("timeout"); }, 8000);
+    s.on("error", (e) => { clearTimeout(timer); done("error:" + e.code); });
+    s.once("data", (d) => {
+      clearTimeout(timer);
+      if (end === "reset") s.resetAndDestroy(); else s.end();
+      done(String(d).split(" ")[0]);
+    });`;
+  return inNamespace(namespace, ["node", "-e", script, host, String(port), String(localPort), end]).trim();
+}
+
 /** Opens `count` connections (20 at a time) and closes them; returns each greeting's backend name ("timeout", "error:..." otherwise). */
 export function greetings(namespace: string, host: string, port: number, count: number): string[] {
   return connectAndClose(namespace, times(host, port, count)).map((c) => c.error ?? c.backend);

@@ -2,7 +2,7 @@ import { describe, it, expect } from "vitest";
 import { check, diff } from "../../provider/handlers";
 import { planBridge } from "../../provider/engine/plan";
 import type { DsrHypervisorFlowsInputs } from "../../provider/model/inputs.generated";
-import { actualInputs, cookieOf, derivedZone, desiredFlows, dsrId, planIntent, withDefaults, zonesOf } from "../../provider/resources/dsr-hypervisor-flows/plan";
+import { actualInputs, conntrackFlushes, cookieOf, derivedZone, desiredFlows, dsrId, planIntent, withDefaults, zonesOf } from "../../provider/resources/dsr-hypervisor-flows/plan";
 import { renderBundle } from "../../provider/openflow";
 import { editedDump, observedFrom, recordedDump } from "../support/recorded-dumps";
 
@@ -105,14 +105,16 @@ describe("DsrHypervisorFlows check", () => {
 });
 
 describe("DsrHypervisorFlows flows", () => {
-  it("DNATs each (VIP, backend) by MAC with conntrack in the zone, un-DNATs each backend once, forwards the zone", () => {
+  it("DNATs each (VIP, backend) by MAC with conntrack in the zone, delivers to the backend conntrack chose, un-DNATs each backend once, forwards the zone", () => {
     const cookie = `0x${cookieOf(ID).toString(16)}`;
     expect(lines(inputs())).toEqual([
-      `flow add table=0,priority=1000,cookie=${cookie},tcp,dl_dst=02:00:0a:00:00:65,nw_dst=10.0.0.220,tp_dst=80,actions=ct(commit,zone=4242,nat(dst=10.0.0.101:8080)),output:2`,
-      `flow add table=0,priority=1000,cookie=${cookie},tcp,dl_dst=02:00:0a:00:00:66,nw_dst=10.0.0.220,tp_dst=80,actions=ct(commit,zone=4242,nat(dst=10.0.0.102:8080)),output:3`,
-      `flow add table=0,priority=1000,cookie=${cookie},tcp,dl_dst=02:00:0a:00:00:65,nw_dst=10.0.0.221,tp_dst=81,actions=ct(commit,zone=4242,nat(dst=10.0.0.101:8080)),output:2`,
-      // vm1 serves two VIPs and has one reply flow: the un-NAT comes from each connection's own conntrack entry.
+      `flow add table=0,priority=1000,cookie=${cookie},tcp,dl_dst=02:00:0a:00:00:65,nw_dst=10.0.0.220,tp_dst=80,actions=ct(commit,table=62,zone=4242,nat(dst=10.0.0.101:8080))`,
+      `flow add table=0,priority=1000,cookie=${cookie},tcp,dl_dst=02:00:0a:00:00:66,nw_dst=10.0.0.220,tp_dst=80,actions=ct(commit,table=62,zone=4242,nat(dst=10.0.0.102:8080))`,
+      `flow add table=0,priority=1000,cookie=${cookie},tcp,dl_dst=02:00:0a:00:00:65,nw_dst=10.0.0.221,tp_dst=81,actions=ct(commit,table=62,zone=4242,nat(dst=10.0.0.101:8080))`,
+      // vm1 serves two VIPs and has one delivery and one reply flow: both follow each connection's own conntrack entry.
+      `flow add table=62,priority=1000,cookie=${cookie},tcp,ct_zone=4242,nw_dst=10.0.0.101,tp_dst=8080,actions=set_field:02:00:0a:00:00:65->eth_dst,output:2`,
       `flow add table=0,priority=1000,cookie=${cookie},tcp,in_port=2,ct_state=-trk,nw_src=10.0.0.101,tp_src=8080,actions=ct(table=60,zone=4242,nat)`,
+      `flow add table=62,priority=1000,cookie=${cookie},tcp,ct_zone=4242,nw_dst=10.0.0.102,tp_dst=8080,actions=set_field:02:00:0a:00:00:66->eth_dst,output:3`,
       `flow add table=0,priority=1000,cookie=${cookie},tcp,in_port=3,ct_state=-trk,nw_src=10.0.0.102,tp_src=8080,actions=ct(table=60,zone=4242,nat)`,
       `flow add table=60,priority=1000,cookie=${cookie},ct_zone=4242,actions=resubmit(,0)`,
     ]);
@@ -173,12 +175,62 @@ describe("DsrHypervisorFlows against hv1 as recorded from OVS", () => {
     expect(actualInputs(inputs, owned, { cookie, zone, ofports: observed.ports, portNames: vm2Gone }).vips[0].backends).toEqual([inputs.vips[0].backends[0]]);
   });
 
-  it("adding a backend adds its request and reply flows only; a port the bridge lacks is refused naming the property", () => {
+  it("adding a backend adds its request, delivery and reply flows only; a port the bridge lacks is refused naming the property", () => {
     const vm3 = { address: "10.0.0.103", port: 8080, mac: "02:00:0a:00:00:67", bridgePort: "vm3" };
     const more = { ...inputs, vips: [{ ...inputs.vips[0], backends: [...inputs.vips[0].backends, vm3] }, inputs.vips[1]] };
-    expect(plan(more).map((m) => m.op)).toEqual(["add-flow", "add-flow"]);
+    expect(plan(more).map((m) => m.op)).toEqual(["add-flow", "add-flow", "add-flow"]);
     const nowhere = { ...inputs, vips: [{ ...inputs.vips[0], backends: [{ ...vm3, bridgePort: "vm9" }] }] };
     expect(() => plan(nowhere)).toThrow(/^vips\[0\]\.backends\[0\]\.bridgePort: bridge br-seg has no port vm9 with an ofport$/);
+  });
+});
+
+describe("DsrHypervisorFlows upgrade from the flows of ovslb before the delivery table", () => {
+  // hv1 as an older ovslb left it: each request flow output to its own backend's port, whatever conntrack translated it to.
+  const dump = recordedDump("dsr-hv1-before-delivery-table");
+  const observed = observedFrom(dump);
+  const id = dump.outputs.id as string;
+  const inputs = dump.inputs as DsrHypervisorFlowsInputs;
+  const cookie = cookieOf(id);
+  const zone = dump.outputs.ctZone as number;
+  const owned = observed.flows.filter((f) => f.cookie === cookie);
+  const portNames = new Map([...observed.ports].map(([name, ofport]) => [ofport, name]));
+
+  it("reads as every backend missing (refresh shows it), and update rewrites the request flows and adds the deliveries, keeping the reply and forward flows", () => {
+    expect(actualInputs(inputs, owned, { cookie, zone, ofports: observed.ports, portNames }).vips).toEqual([]);
+    const ops = planBridge("hv1", planIntent(id, inputs, zone, observed).intent, observed);
+    expect(ops.map((o) => o.op).sort()).toEqual([...Array(3).fill("add-flow"), ...Array(3).fill("modify-flow")].sort());
+    // Same zone, same backends: no conntrack entry is flushed.
+    expect(conntrackFlushes(owned, planIntent(id, inputs, zone, observed).intent.flows)).toEqual([]);
+  });
+});
+
+describe("DsrHypervisorFlows conntrack flushes", () => {
+  const flows = (i: DsrHypervisorFlowsInputs, zone = 4242) => desiredFlows(withDefaults(i), { ...placement, zone });
+  const fewer = (): DsrHypervisorFlowsInputs => ({ ...inputs(), vips: [{ ...inputs().vips[0], backends: [vm1] }, inputs().vips[1]] });
+
+  it("flush the entries of each (VIP, backend) the flows no longer commit, by partial tuples, and nothing else", () => {
+    expect(conntrackFlushes(flows(inputs()), flows(inputs()))).toEqual([]);
+    expect(conntrackFlushes(flows(fewer()), flows(inputs()))).toEqual([]);
+    expect(conntrackFlushes(flows(inputs()), flows(fewer()))).toEqual([
+      ["dpctl/flush-conntrack", "zone=4242", "ct_nw_dst=10.0.0.220,ct_nw_proto=6,ct_tp_dst=80", "ct_nw_src=10.0.0.102,ct_nw_proto=6,ct_tp_src=8080"],
+    ]);
+    // vm1 leaves one VIP and keeps the other: only that VIP's entries of it go.
+    const vm1OnOne = { ...inputs(), vips: [inputs().vips[0]] };
+    expect(conntrackFlushes(flows(inputs()), flows(vm1OnOne))).toEqual([
+      ["dpctl/flush-conntrack", "zone=4242", "ct_nw_dst=10.0.0.221,ct_nw_proto=6,ct_tp_dst=81", "ct_nw_src=10.0.0.101,ct_nw_proto=6,ct_tp_src=8080"],
+    ]);
+  });
+
+  it("a udp VIP's entries are flushed as udp; a new zone flushes the old zone's entries; flows of others are never read as ours", () => {
+    const udp = { ...inputs(), vips: [{ address: "10.0.0.222", port: 53, protocol: "udp" as const, backends: [{ ...vm1, port: 5353 }] }] };
+    expect(conntrackFlushes(flows(udp), flows(inputs()))).toEqual([
+      ["dpctl/flush-conntrack", "zone=4242", "ct_nw_dst=10.0.0.222,ct_nw_proto=17,ct_tp_dst=53", "ct_nw_src=10.0.0.101,ct_nw_proto=17,ct_tp_src=5353"],
+    ]);
+    expect(conntrackFlushes(flows(fewer(), 7), flows(fewer(), 8)).map((f) => f[1])).toEqual(["zone=7", "zone=7"]);
+    // The second-chance pipeline commits in its SYN and no-chance flows: the same backends, once each.
+    const sc = { ...inputs(), mode: "gre" as const, gre: { allowedSources: ["172.16.11.2"], secondChance: { peers: ["172.16.11.3"] } } };
+    const scFlows = (i: DsrHypervisorFlowsInputs) => desiredFlows(withDefaults(i), { ...placement, greOfport: 60042 });
+    expect(conntrackFlushes(scFlows(sc), scFlows({ ...sc, vips: [sc.vips[1]] })).map((f) => f[2])).toEqual(["ct_nw_dst=10.0.0.220,ct_nw_proto=6,ct_tp_dst=80", "ct_nw_dst=10.0.0.220,ct_nw_proto=6,ct_tp_dst=80"]);
   });
 });
 
@@ -196,15 +248,17 @@ describe("DsrHypervisorFlows gre mode", () => {
     const flows = desiredFlows(withDefaults(gre()), at).map((f) => renderBundle([{ op: "add-flow", flow: f }])[0]);
     expect(flows).toEqual([
       // 10.0.0.220 has two backends here: the inner frame names one by its MAC.
-      `flow add table=0,priority=1000,cookie=${cookie},tcp,in_port=60042,dl_dst=02:00:0a:00:00:65,tun_src=172.16.11.2,nw_dst=10.0.0.220,tp_dst=80,actions=set_field:02:00:0a:00:00:65->eth_dst,ct(commit,zone=4242,nat(dst=10.0.0.101:8080)),output:2`,
-      `flow add table=0,priority=1000,cookie=${cookie},tcp,in_port=60042,dl_dst=02:00:0a:00:00:65,tun_src=172.16.40.0/24,nw_dst=10.0.0.220,tp_dst=80,actions=set_field:02:00:0a:00:00:65->eth_dst,ct(commit,zone=4242,nat(dst=10.0.0.101:8080)),output:2`,
-      `flow add table=0,priority=1000,cookie=${cookie},tcp,in_port=60042,dl_dst=02:00:0a:00:00:66,tun_src=172.16.11.2,nw_dst=10.0.0.220,tp_dst=80,actions=set_field:02:00:0a:00:00:66->eth_dst,ct(commit,zone=4242,nat(dst=10.0.0.102:8080)),output:3`,
-      `flow add table=0,priority=1000,cookie=${cookie},tcp,in_port=60042,dl_dst=02:00:0a:00:00:66,tun_src=172.16.40.0/24,nw_dst=10.0.0.220,tp_dst=80,actions=set_field:02:00:0a:00:00:66->eth_dst,ct(commit,zone=4242,nat(dst=10.0.0.102:8080)),output:3`,
-      // 10.0.0.221 has one: whatever MAC the load balancer put inside.
-      `flow add table=0,priority=1000,cookie=${cookie},tcp,in_port=60042,tun_src=172.16.11.2,nw_dst=10.0.0.221,tp_dst=81,actions=set_field:02:00:0a:00:00:65->eth_dst,ct(commit,zone=4242,nat(dst=10.0.0.101:8080)),output:2`,
-      `flow add table=0,priority=1000,cookie=${cookie},tcp,in_port=60042,tun_src=172.16.40.0/24,nw_dst=10.0.0.221,tp_dst=81,actions=set_field:02:00:0a:00:00:65->eth_dst,ct(commit,zone=4242,nat(dst=10.0.0.101:8080)),output:2`,
+      `flow add table=0,priority=1000,cookie=${cookie},tcp,in_port=60042,dl_dst=02:00:0a:00:00:65,tun_src=172.16.11.2,nw_dst=10.0.0.220,tp_dst=80,actions=ct(commit,table=62,zone=4242,nat(dst=10.0.0.101:8080))`,
+      `flow add table=0,priority=1000,cookie=${cookie},tcp,in_port=60042,dl_dst=02:00:0a:00:00:65,tun_src=172.16.40.0/24,nw_dst=10.0.0.220,tp_dst=80,actions=ct(commit,table=62,zone=4242,nat(dst=10.0.0.101:8080))`,
+      `flow add table=0,priority=1000,cookie=${cookie},tcp,in_port=60042,dl_dst=02:00:0a:00:00:66,tun_src=172.16.11.2,nw_dst=10.0.0.220,tp_dst=80,actions=ct(commit,table=62,zone=4242,nat(dst=10.0.0.102:8080))`,
+      `flow add table=0,priority=1000,cookie=${cookie},tcp,in_port=60042,dl_dst=02:00:0a:00:00:66,tun_src=172.16.40.0/24,nw_dst=10.0.0.220,tp_dst=80,actions=ct(commit,table=62,zone=4242,nat(dst=10.0.0.102:8080))`,
+      // 10.0.0.221 has one: whatever MAC the load balancer put inside (the delivery sets the backend's).
+      `flow add table=0,priority=1000,cookie=${cookie},tcp,in_port=60042,tun_src=172.16.11.2,nw_dst=10.0.0.221,tp_dst=81,actions=ct(commit,table=62,zone=4242,nat(dst=10.0.0.101:8080))`,
+      `flow add table=0,priority=1000,cookie=${cookie},tcp,in_port=60042,tun_src=172.16.40.0/24,nw_dst=10.0.0.221,tp_dst=81,actions=ct(commit,table=62,zone=4242,nat(dst=10.0.0.101:8080))`,
+      `flow add table=62,priority=1000,cookie=${cookie},tcp,ct_zone=4242,nw_dst=10.0.0.101,tp_dst=8080,actions=set_field:02:00:0a:00:00:65->eth_dst,output:2`,
       // Replies leave as in mac mode: un-NATed to source = VIP, straight to the client.
       `flow add table=0,priority=1000,cookie=${cookie},tcp,in_port=2,ct_state=-trk,nw_src=10.0.0.101,tp_src=8080,actions=ct(table=60,zone=4242,nat)`,
+      `flow add table=62,priority=1000,cookie=${cookie},tcp,ct_zone=4242,nw_dst=10.0.0.102,tp_dst=8080,actions=set_field:02:00:0a:00:00:66->eth_dst,output:3`,
       `flow add table=0,priority=1000,cookie=${cookie},tcp,in_port=3,ct_state=-trk,nw_src=10.0.0.102,tp_src=8080,actions=ct(table=60,zone=4242,nat)`,
       `flow add table=60,priority=1000,cookie=${cookie},ct_zone=4242,actions=resubmit(,0)`,
       `flow add table=0,priority=900,cookie=${cookie},in_port=60042,actions=drop`,

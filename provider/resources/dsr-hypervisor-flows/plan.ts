@@ -9,9 +9,18 @@ import { flowKey, type DumpedFlow, type Flow } from "../../openflow";
 /**
  * DsrHypervisorFlows as pure data. On one bridge, with conntrack zone Z:
  *
- * table 0  request  proto,dl_dst=MAC,nw_dst=VIP,tp_dst=VPORT  -> ct(commit,zone=Z,nat(dst=B:P)),output:OFPORT
+ * table 0  request  proto,dl_dst=MAC,nw_dst=VIP,tp_dst=VPORT  -> ct(commit,table=D,zone=Z,nat(dst=B:P))
+ * table D  deliver  ct_zone=Z,proto,nw_dst=B,tp_dst=P          -> eth_dst=MAC(B),output:OFPORT
  * table 0  reply    ct_state=-trk,proto,in_port=OFPORT,nw_src=B,tp_src=P -> ct(table=T,zone=Z,nat)
  * table T  forward  ct_zone=Z -> resubmit(,0)
+ *
+ * A request goes to the backend conntrack translated it to, which is the
+ * flow's own unless the 5-tuple is a connection conntrack already holds: a
+ * client port reused while the entry of a connection that broke elsewhere
+ * lingers (a userspace entry lives a day). Sent to the flow's port with
+ * another backend's address, it would be lost, and so would every retry.
+ * A backend's entries are flushed when it leaves, so none pins a new
+ * connection to a backend that is gone.
  *
  * The reply flow sends only the backend's service port through conntrack, so
  * connections the backend opens itself (ephemeral ports) never meet it. In
@@ -35,6 +44,9 @@ export const GRE_DROP_PRIORITY = 900;
 export const ENTRY_TABLE = 0;
 /** Where replies come back after conntrack; away from the low tables other pipelines use. */
 export const UNNAT_TABLE = 60;
+/** Where requests come after conntrack's DNAT, to be delivered to the backend it chose. */
+export const DELIVER_TABLE = 62;
+export const DELIVER_PRIORITY = 1000;
 
 /**
  * gre.secondChance, on the hypervisor (with zone Z, GRE port G):
@@ -241,22 +253,33 @@ function ofportOf(p: Placement, b: DsrBackend, at: string): number {
   return ofport;
 }
 
-/** A request's DNAT and delivery: the connection is committed in the zone, translated to the backend, and sent to its port. */
-function deliver(b: DsrBackend, p: Placement, at: string): Flow["actions"] {
-  return [
-    { type: "ct", commit: true, zone: p.zone, nat: { kind: "dst", ip: b.address, port: b.port } },
-    { type: "output", port: ofportOf(p, b, at) },
-  ];
+/** A request's DNAT: the connection is committed in the zone and translated to the backend (or kept on the one conntrack already holds it for), then delivered from DELIVER_TABLE. */
+function commitTo(b: DsrBackend, p: Placement): Flow["actions"] {
+  return [{ type: "ct", commit: true, table: DELIVER_TABLE, zone: p.zone, nat: { kind: "dst", ip: b.address, port: b.port } }];
 }
 
-function requestFlow(vip: DsrVip, b: DsrBackend, p: Placement, at: string): Flow {
+/** A backend's delivery: whatever conntrack translated to it goes to its MAC and port. */
+function deliverFlow(protocol: Protocol, b: DsrBackend, p: Placement, at: string): Flow {
+  return {
+    table: DELIVER_TABLE,
+    priority: DELIVER_PRIORITY,
+    cookie: p.cookie,
+    match: { ct_zone: p.zone, protocol, nw_dst: b.address, tp_dst: b.port },
+    actions: [
+      { type: "set_field", field: "eth_dst", value: b.mac.toLowerCase() },
+      { type: "output", port: ofportOf(p, b, at) },
+    ],
+  };
+}
+
+function requestFlow(vip: DsrVip, b: DsrBackend, p: Placement): Flow {
   const protocol = (vip.protocol ?? "tcp") as Protocol;
   return {
     table: ENTRY_TABLE,
     priority: REQUEST_PRIORITY,
     cookie: p.cookie,
     match: { protocol, dl_dst: b.mac.toLowerCase(), nw_dst: vip.address, tp_dst: vip.port },
-    actions: deliver(b, p, at),
+    actions: commitTo(b, p),
   };
 }
 
@@ -266,7 +289,7 @@ function requestFlow(vip: DsrVip, b: DsrBackend, p: Placement, at: string): Flow
  * whatever inner MAC the load balancer used; with several, the inner frame
  * names the backend by its MAC (as ovslb's gateways address it).
  */
-function greRequestFlow(inputs: Inputs, vip: DsrVip, b: DsrBackend, source: string, p: Placement, at: string): Flow {
+function greRequestFlow(inputs: Inputs, vip: DsrVip, b: DsrBackend, source: string, p: Placement): Flow {
   const protocol = (vip.protocol ?? "tcp") as Protocol;
   const key = inputs.gre?.key;
   return {
@@ -282,7 +305,7 @@ function greRequestFlow(inputs: Inputs, vip: DsrVip, b: DsrBackend, source: stri
       nw_dst: vip.address,
       tp_dst: vip.port,
     },
-    actions: [{ type: "set_field", field: "eth_dst", value: b.mac.toLowerCase() }, ...deliver(b, p, at)],
+    actions: commitTo(b, p),
   };
 }
 
@@ -326,25 +349,29 @@ function forwardFlow(p: Placement): Flow {
 export function desiredFlows(inputs: Inputs, p: Placement): Flow[] {
   // Keyed: a VIP-wide flow or a backend's reply flow is wanted once, however many (VIP, backend)s need it.
   const requests = new Map<string, Flow>();
-  const replies = new Map<string, Flow>();
+  const backendWide = new Map<string, Flow>();
   inputs.vips.forEach((vip, i) => {
     vip.backends.forEach((b, k) => {
       const flows = backendFlows(inputs, vip, b, p, `vips[${i}].backends[${k}]`);
       for (const f of flows.requests) requests.set(flowKey(f), f);
-      replies.set(flowKey(flows.reply), flows.reply);
+      for (const f of flows.backend) backendWide.set(flowKey(f), f);
     });
   });
-  return [...requests.values(), ...replies.values(), ...zoneFlows(inputs, p), ...bfdDropFlows(p)];
+  return [...requests.values(), ...backendWide.values(), ...zoneFlows(inputs, p), ...bfdDropFlows(p)];
 }
 
-/** One (VIP, backend)'s request flows (one per allowed source in gre mode, the second-chance pipeline with gre.secondChance) and its backend's reply flow. */
+/**
+ * One (VIP, backend)'s request flows (one per allowed source in gre mode,
+ * the second-chance pipeline with gre.secondChance), and its backend's own
+ * flows, wanted once whichever VIPs it serves: the reply flow, and out of
+ * second chance (whose table 61 delivers by conntrack itself) the delivery.
+ */
 function backendFlows(inputs: Inputs, vip: DsrVip, b: DsrBackend, p: Placement, at: string) {
-  const requests = inputs.gre?.secondChance
-    ? secondChanceFlows(inputs, vip, b, p, at)
-    : (inputs.mode ?? "mac") === "gre"
-      ? inputs.gre!.allowedSources.map((source) => greRequestFlow(inputs, vip, b, source, p, at))
-      : [requestFlow(vip, b, p, at)];
-  return { requests, reply: replyFlow((vip.protocol ?? "tcp") as Protocol, b, p, at) };
+  const protocol = (vip.protocol ?? "tcp") as Protocol;
+  const reply = replyFlow(protocol, b, p, at);
+  if (inputs.gre?.secondChance) return { requests: secondChanceFlows(inputs, vip, b, p, at), backend: [reply] };
+  const requests = (inputs.mode ?? "mac") === "gre" ? inputs.gre!.allowedSources.map((source) => greRequestFlow(inputs, vip, b, source, p)) : [requestFlow(vip, b, p)];
+  return { requests, backend: [deliverFlow(protocol, b, p, at), reply] };
 }
 
 /** The flows the whole zone needs: the un-NAT forward flow, in gre mode the GRE port's drop flow, and with second chance the drop of handed-on packets nobody knows. */
@@ -402,28 +429,32 @@ export function bfdDropFlows(p: Pick<Placement, "cookie" | "bfdOfports">): Flow[
 /**
  * The inputs that the owned flows actually on the host amount to, so a
  * refresh shows drift. A (VIP, backend) counts only when every flow it needs
- * is there and right (its request flow, its backend's reply flow, the zone's
- * forward flow); a VIP with no backend left is missing. Declared VIPs and
- * backends keep their declared order; ones found but not declared follow.
+ * is there and right (its request flow, its backend's delivery and reply
+ * flows, the zone's forward flow); a VIP with no backend left is missing.
+ * Declared VIPs and backends keep their declared order; ones found but not
+ * declared follow.
  */
 export function actualInputs(inputs: Inputs, owned: readonly DumpedFlow[], p: Placement & { portNames: ReadonlyMap<number, string> }): Inputs {
   const present = flowPresent(owned);
   // gre mode with the GRE port gone: nothing can arrive, whatever flows are left.
   if ((inputs.mode ?? "mac") === "gre" && p.greOfport === undefined) return { ...inputs, vips: [] };
   const candidates = new Map<string, { vip: DsrVip; backends: Map<string, DsrBackend> }>();
-  // The flows that commit a backend's connections: the request flows, or with second chance the SYN flows.
-  const [commitTable, commitPriority] = inputs.gre?.secondChance ? [SECOND_CHANCE_TABLE, SYN_PRIORITY] : [ENTRY_TABLE, REQUEST_PRIORITY];
+  // The flows that commit a backend's connections: the request flows, or with second chance the SYN flows (which deliver too).
+  const sc = !!inputs.gre?.secondChance;
+  const [commitTable, commitPriority] = sc ? [SECOND_CHANCE_TABLE, SYN_PRIORITY] : [ENTRY_TABLE, REQUEST_PRIORITY];
+  const deliveries = new Map(owned.filter((f) => f.table === DELIVER_TABLE && f.match.ct_zone === p.zone).map((f) => [`${f.match.protocol}:${f.match.nw_dst}:${f.match.tp_dst}`, f]));
   for (const f of owned) {
     if (f.table !== commitTable || f.priority !== commitPriority) continue;
     const ct = f.actions.find((a) => a.type === "ct");
-    const out = f.actions.find((a) => a.type === "output");
     const { protocol, nw_dst, tp_dst } = f.match;
     if (ct?.type !== "ct" || !ct.commit || ct.zone !== p.zone || ct.nat?.kind !== "dst" || ct.nat.port === undefined) continue;
+    const delivery = sc ? f : deliveries.get(`${protocol}:${ct.nat.ip}:${ct.nat.port}`);
+    const out = delivery?.actions.find((a) => a.type === "output");
     if (out?.type !== "output" || !nw_dst || tp_dst === undefined) continue;
     if (protocol !== "tcp" && protocol !== "udp" && protocol !== "sctp") continue;
     const bridgePort = p.portNames.get(out.port);
     if (bridgePort === undefined) continue; // delivers to a port that is gone: not a working backend
-    const mac = f.match.dl_dst ?? f.actions.flatMap((a) => (a.type === "set_field" && a.field === "eth_dst" ? [String(a.value)] : []))[0];
+    const mac = f.match.dl_dst ?? delivery!.actions.flatMap((a) => (a.type === "set_field" && a.field === "eth_dst" ? [String(a.value)] : []))[0];
     if (!mac) continue;
     const vip: DsrVip = { address: nw_dst, port: tp_dst, protocol, backends: [] };
     const backend: DsrBackend = { address: ct.nat.ip, port: ct.nat.port, mac, bridgePort };
@@ -436,8 +467,8 @@ export function actualInputs(inputs: Inputs, owned: readonly DumpedFlow[], p: Pl
   for (const { vip, backends } of candidates.values()) {
     const whole = { ...vip, backends: [...backends.values()] };
     for (const backend of whole.backends) {
-      const { requests, reply } = backendFlows(inputs, whole, backend, p, "read");
-      if ([...requests, reply, ...zoneFlows(inputs, p)].every(present)) found.push({ vip, backend });
+      const flows = backendFlows(inputs, whole, backend, p, "read");
+      if ([...flows.requests, ...flows.backend, ...zoneFlows(inputs, p)].every(present)) found.push({ vip, backend });
     }
   }
 
@@ -504,4 +535,42 @@ export function planIntent(id: string, inputs: Inputs, recordedZone: number | un
   const flows = desiredFlows(inputs, { cookie, zone, ofports, bfdOfports, ...(greOfport === undefined ? {} : { greOfport }) });
   const intent: BridgeIntent = { cookie, flows, groups: [], owner: `DsrHypervisorFlows ${id}` };
   return { intent, zone, ofports, greOfport };
+}
+
+const IP_PROTO: Record<Protocol, number> = { tcp: 6, udp: 17, sctp: 132 };
+
+/** The (VIP, backend)s whose connections the flows commit, by zone: what conntrack may hold entries for there. */
+function committed(flows: readonly Pick<Flow, "match" | "actions">[]): Map<number, Map<string, string[]>> {
+  const byZone = new Map<number, Map<string, string[]>>();
+  for (const f of flows) {
+    const { protocol, nw_dst, tp_dst } = f.match;
+    for (const a of f.actions) {
+      if (a.type !== "ct" || !a.commit || a.zone === undefined || a.nat?.kind !== "dst" || a.nat.port === undefined) continue;
+      if (!protocol || !(protocol in IP_PROTO) || !nw_dst || tp_dst === undefined) continue;
+      const proto = IP_PROTO[protocol as Protocol];
+      const tuples = [`ct_nw_dst=${nw_dst},ct_nw_proto=${proto},ct_tp_dst=${tp_dst}`, `ct_nw_src=${a.nat.ip},ct_nw_proto=${proto},ct_tp_src=${a.nat.port}`];
+      const zone = byZone.get(a.zone) ?? new Map<string, string[]>();
+      zone.set(tuples.join(" "), tuples);
+      byZone.set(a.zone, zone);
+    }
+  }
+  return byZone;
+}
+
+/**
+ * The conntrack flushes an apply owes once its flows are in: in each zone,
+ * the entries of every (VIP, backend) the flows on the host committed
+ * connections to (`before`) and the applied flows (`after`) no longer do.
+ * Left, they would pin a new connection from a reused client port to a
+ * backend that is gone (OVN's Load_Balancer `ct_flush` does the same). Each
+ * is one `dpctl/flush-conntrack zone=Z ORIG REPLY` with partial tuples (the
+ * VIP's, the backend's), which OVS 3.1+ matches against every entry.
+ */
+export function conntrackFlushes(before: readonly Pick<Flow, "match" | "actions">[], after: readonly Pick<Flow, "match" | "actions">[]): string[][] {
+  const kept = committed(after);
+  const flushes: string[][] = [];
+  for (const [zone, pairs] of committed(before)) {
+    for (const [key, [orig, reply]] of pairs) if (!kept.get(zone)?.has(key)) flushes.push(["dpctl/flush-conntrack", `zone=${zone}`, orig, reply]);
+  }
+  return flushes;
 }
