@@ -48,13 +48,17 @@ const outputsOf = (type: string, name?: string) =>
 /**
  * Health is an observation: an apply records the BFD sessions as they were
  * (a new or re-created port still negotiating), a refresh as they are. Waits
- * until a refresh records every session up.
+ * until a refresh records every session up, as each end sees it: the
+ * gateways' view (the load balancer's health) and the hypervisors' (each
+ * DsrHypervisorFlows' bfd), which can lag the other by a detection time.
  */
 async function settled(): Promise<void> {
   await waitUntil(async () => {
     await stack.refresh();
-    return (outputsOf("DeferredNatLoadBalancer").health as { bfd: Record<string, string> }[]).every((h) => h.bfd.gw1 === "up" && h.bfd.gw2 === "up");
-  }, { timeoutMs: 30_000, intervalMs: 1000, what: "every BFD session up" });
+    const gateways = (outputsOf("DeferredNatLoadBalancer").health as { bfd: Record<string, string> }[]).every((h) => h.bfd.gw1 === "up" && h.bfd.gw2 === "up");
+    const hypervisors = stack.resources().filter((r) => r.type.endsWith(":DsrHypervisorFlows")).map((r) => Object.values((r.outputs.bfd ?? {}) as Record<string, string>));
+    return gateways && hypervisors.length > 0 && hypervisors.every((states) => states.length > 0 && states.every((s) => s === "up"));
+  }, { timeoutMs: 30_000, intervalMs: 1000, what: "every BFD session up, seen from both ends" });
 }
 
 /** A pipeline's drift check: refresh in memory, fail on any change. Returns the error when it failed. */

@@ -108,7 +108,7 @@ describe("DsrHypervisorFlows through the dynamic-provider plugin over gRPC", () 
     expect(outputs.host.connection.privateKey).toBeUndefined();
     expect(JSON.stringify(outputs)).not.toContain("PRIVATE KEY-----\n");
     expect(Object.keys(outputs.ofports).sort()).toEqual(["vm3", "vm4"]);
-    expect((await flowsOf(cookieOf(id))).length).toBe(5);
+    expect((await flowsOf(cookieOf(id))).length).toBe(7); // 2 requests, 2 deliveries, 2 replies, the forward
 
     inNamespace(inv.client.namespace, ["ip", "neigh", "replace", VIP, "lladdr", vm4.mac, "dev", "eth0", "nud", "permanent"]);
     const answer = await connect(`${VIP}:80`);
@@ -130,7 +130,7 @@ describe("DsrHypervisorFlows through the dynamic-provider plugin over gRPC", () 
 
     const updated = await plugin.update(id, drifted.properties, program);
     outputs = updated.properties;
-    expect((await flowsOf(cookieOf(id))).length).toBe(5);
+    expect((await flowsOf(cookieOf(id))).length).toBe(7); // 2 requests, 2 deliveries, 2 replies, the forward
     const again = await plugin.read(id, outputs);
     expect((await plugin.diff(id, again.properties, program)).changes).toBe("none");
   });

@@ -130,9 +130,9 @@ describe("DsrHypervisorFlows on hv1 (mac mode)", () => {
     expect(outputs.ctZone).toBeGreaterThan(0);
     expect(outputs.ofports).toEqual({ vm1: expect.any(Number), vm2: expect.any(Number) });
     expect(sent.length).toBe(1);
-    expect(sent[0].lines.length).toBe(6); // 3 (VIP, backend) requests + 2 backend replies + 1 zone forward
+    expect(sent[0].lines.length).toBe(8); // 3 (VIP, backend) requests + 2 backend deliveries + 2 backend replies + 1 zone forward
     const mine = await owned();
-    expect(mine.length).toBe(6);
+    expect(mine.length).toBe(8);
     expect(mine.every((f) => f.priority > 0)).toBe(true);
     const normal = (await dump()).filter((f) => f.cookie === 0n && f.priority === 0);
     expect(normal.map((f) => f.actions)).toEqual([[{ type: "other", text: "NORMAL" }]]);
@@ -201,7 +201,7 @@ describe("DsrHypervisorFlows on hv1 (mac mode)", () => {
     expect(outputs.lastApply).toEqual({ messages: 1, bytes: expect.any(Number), operations: { "add-flow": 1 } });
     expect(sent.length).toBe(1);
     expect(sent[0].lines).toEqual([
-      `flow add table=0,priority=1000,cookie=${cookieHex()},tcp,dl_dst=${vm1.mac},nw_dst=${VIP_B},tp_dst=81,actions=ct(commit,zone=${outputs.ctZone},nat(dst=${vm1.address}:8080)),output:${outputs.ofports.vm1}`,
+      `flow add table=0,priority=1000,cookie=${cookieHex()},tcp,dl_dst=${vm1.mac},nw_dst=${VIP_B},tp_dst=81,actions=ct(commit,table=62,zone=${outputs.ctZone},nat(dst=${vm1.address}:8080))`,
     ]);
     // The flows already there kept their counters (they were not re-added).
     const after = await owned();
@@ -227,10 +227,11 @@ describe("DsrHypervisorFlows on hv1 (mac mode)", () => {
     expect(sent[0].lines).toEqual([
       expect.stringMatching(new RegExp(`^flow delete_strict .*tcp,dl_dst=${vm2.mac},nw_dst=${VIP_A},tp_dst=80$`)),
       expect.stringMatching(new RegExp(`^flow delete_strict .*tcp,in_port=${outputs.ofports.vm2},ct_state=-trk,nw_src=${vm2.address},tp_src=8080$`)),
+      expect.stringMatching(new RegExp(`^flow delete_strict table=62,.*tcp,ct_zone=${zone},nw_dst=${vm2.address},tp_dst=8080$`)),
     ]);
     outputs = (await update(KIND, id, updated.outs, program)).outs;
     expect(outputs.ctZone).toBe(zone);
-    expect((await owned()).length).toBe(6);
+    expect((await owned()).length).toBe(8);
   });
 
   it("refuses a zone others use and a flow another owner holds, and changes nothing", async () => {

@@ -149,7 +149,7 @@ async function converge(s: OvsHostSession, id: string, inputs: Inputs, recordedZ
   if (!observed) throw new Error(`${s.hostName}: bridge ${inputs.bridge} does not exist`);
   const { intent, zone, ofports } = await onHost(s, () => planIntent(id, inputs, recordedZone, observed));
   const lastApply = await applyBundle(ref, planBridge(`${s.hostName}: bridge ${inputs.bridge}`, intent, observed));
-  // Only once no flow sends the backends that left anything: their entries could not come back.
+  // After the bundle: once no flow commits connections to a backend that left, none of its entries can come back.
   for (const flush of conntrackFlushes(ownedFlows(observed, intent.cookie), intent.flows)) await s.appctl(flush);
   const peers = bfd.length > 0 ? (await readBfdPeers(s, id, inputs)).states : undefined;
   const connections = await connectionsOf(s, inputs, zone);
