@@ -145,18 +145,20 @@ export class WireTapRunner implements CommandRunner {
   }
 
   async run(argv: readonly string[], opts?: RunOptions): Promise<CommandResult> {
-    if (argv[0] !== "ovs-ofctl") return this.inner.run(argv, opts);
-    const traced = ["strace", "-qq", "-e", "trace=sendto", "-e", "signal=none", "-xx", "-s", "8", "--", ...argv];
+    // ovs-ofctl itself, or the provider's bundle script that stages the bundle and then runs it (`sh -c ... ovs-ofctl ...`).
+    if (!argv.includes("ovs-ofctl")) return this.inner.run(argv, opts);
+    const traced = ["strace", "-f", "-qq", "-e", "trace=sendto", "-e", "signal=none", "-xx", "-s", "8", "--", ...argv];
     const result = await this.inner.run(traced, opts);
     const kept: string[] = [];
     const sends: Array<{ head: Buffer; bytes: number }> = [];
-    for (const line of result.stderr.split("\n")) {
+    for (const raw of result.stderr.split("\n")) {
+      const line = raw.replace(/^\[pid\s+\d+\] /, "");
       const m = /^sendto\((\d+), "((?:\\x[0-9a-f]{2})*)"(?:\.\.\.)?, \d+, .*\) = (-?\d+)/.exec(line);
       if (m) {
         const bytes = Number(m[3]);
         if (Number(m[1]) > 2 && bytes > 0) sends.push({ head: Buffer.from(m[2].replace(/\\x/g, ""), "hex"), bytes });
       } else if (!/^sendto\(/.test(line)) {
-        kept.push(line);
+        kept.push(raw);
       }
     }
     this.last = messagesOf(sends);

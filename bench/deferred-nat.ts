@@ -687,6 +687,15 @@ async function measureApply(gw: Gateway, owned: Owned, n: number, vipPort: numbe
   result.repush = { ...first, applyMs: repushMs };
   ctx.log(`  ${n}: re-push ${first.bytes} B${first.error ? ` FAILED: ${first.error}` : `, median apply ${fmtMs(median(repushMs))}`}`);
 
+  if (gw.tapped) {
+    // The wire figures (and the limit probe below) need them: a tap that sees nothing must not pass as "nothing sent".
+    invariants.push({
+      name: `strace saw the OpenFlow messages of ovslb's add and of the re-push at ${fmtInt(n)} backends`,
+      ok: (result.ovslb.wire?.largest ?? 0) > 0 && (result.repush.wire?.largest ?? 0) > 0,
+      detail: `largest message ${result.ovslb.wire?.largest ?? "-"} B and ${result.repush.wire?.largest ?? "-"} B`,
+    });
+  }
+
   // Where a whole group stops fitting in one OpenFlow message, from the two re-push sizes on the wire.
   const small = smaller?.repush?.wire;
   const large = result.repush.wire;
