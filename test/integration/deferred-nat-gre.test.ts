@@ -267,11 +267,18 @@ describe("deferred NAT with gre delivery", () => {
         await runChecked(ssh[gw], ["ovs-ofctl", "-O", "OpenFlow15", "add-flow", "br-seg", `table=0,priority=65000,cookie=${RST_DROP},tcp,nw_dst=${VIP},tp_dst=80,tp_src=${port},tcp_flags=+rst,actions=drop`]);
       }
       try {
-        expect(connectFromPort(inv.client.namespace, VIP, 80, port, "reset")).toBe(b1.name);
+        const got = connectFromPort(inv.client.namespace, VIP, 80, port, "reset");
+        if (got !== b1.name) throw new Error(`client port ${port}: ${got}, not ${b1.name}; ${await whereItIs(port)}`);
         await waitUntil(() => staleSocket(port) !== "", { what: `${b1.name}'s socket of client port ${port}` });
       } finally {
         for (const gw of ["gw1", "gw2"]) await runChecked(ssh[gw], ["ovs-ofctl", "del-flows", "br-seg", `cookie=${RST_DROP}/-1`]);
       }
+    };
+    // For a failure: what conntrack (every hypervisor, every zone) and the VMs hold of the port.
+    const whereItIs = async (port: number) => {
+      const ct = (await Promise.all(["hv1", "hv2", "hv3"].map(async (h) => (await runChecked(ssh[h], ["ovs-appctl", "dpctl/dump-conntrack"])).split("\n").filter((l) => l.includes(`sport=${port},`)).map((l) => `${h}: ${l.trim()}`)))).flat();
+      const sockets = pool.map((b) => `${b.name}: ${inNamespace(b.namespace, ["ss", "-tanH", `( dport = :${port} )`]).trim()}`).filter((l) => !l.endsWith(": "));
+      return `conntrack [${ct.join(" | ")}]; sockets [${sockets.join(" | ")}]`;
     };
     const heldBy = async (b: LabBackend) => (await entries()).filter((e) => e.reply.src === b.address && e.state === "ESTABLISHED").length;
 
@@ -290,8 +297,12 @@ describe("deferred NAT with gre delivery", () => {
     await breakOnB1(y);
     const before = await heldBy(b1);
     expect(before).toBeGreaterThan(0);
+    const othersBefore = (await entries()).filter((e) => e.reply.src !== b1.address).length;
+    expect(othersBefore).toBeGreaterThan(0); // x's connection to b2, at least
     await apply(four().filter((b) => b !== b1));
     expect((await entries()).filter((e) => e.reply.src === b1.address)).toEqual([]);
+    // Only b1's: the partial tuple matched nothing else (an entry may only have expired meanwhile).
+    expect((await entries()).filter((e) => e.reply.src !== b1.address).length).toBeGreaterThan(0);
     // Left, the entry would translate y's SYN to b1, which nothing on hv1 delivers to any more.
     expect(connectFromPort(inv.client.namespace, VIP, 80, y, "close")).toBe(b2.name);
     console.log(`gre delivery: client port ${x} reused over a stale entry opened on ${b2.name}; removing ${b1.name} flushed its ${before} entries, and port ${y} opened on ${b2.name}`);

@@ -235,7 +235,11 @@ describe("second chance: backend changes break no established connection", () =>
       expect(first).toMatch(/^hv\d-vm\d$/);
       const vm = inv.backends.find((b) => b.name === first)!;
       stale = () => inNamespace(vm.namespace, ["ss", "-tnH", "state", "established", `( sport = :${inv.backendPort} and dport = :${port} )`]).trim();
-      await waitUntil(() => stale() !== "", { what: `${first}'s socket of client port ${port}` });
+      await waitUntil(() => stale() !== "", { what: `${first}'s socket of client port ${port}` }).catch(async (e: Error) => {
+        // For a failure: the socket in any state, and whether the gateways' drop flows saw the reset.
+        const drops = await Promise.all(["gw1", "gw2"].map(async (gw) => `${gw}: ${(await runChecked(ssh[gw], ["ovs-ofctl", "-O", "OpenFlow15", "dump-flows", "br-seg", `cookie=${RST_DROP_COOKIE}/-1`])).match(/n_packets=\d+/g)?.join(",") ?? "no flow"}`));
+        throw new Error(`${e.message}; ${first}: [${inNamespace(vm.namespace, ["ss", "-tanH", `( dport = :${port} )`]).trim()}]; reset drops ${drops.join(" ")}`);
+      });
     } finally {
       await dropRstOff();
     }
