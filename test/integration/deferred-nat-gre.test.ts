@@ -241,6 +241,7 @@ describe("deferred NAT with gre delivery", () => {
     expect((await lb.read()).props.drift).toEqual([]);
     expect(greet(20).length).toBe(20);
   });
+
   it("a client port reused while its hypervisor still holds the conntrack entry of a broken connection: the new connection opens, and once the old backend leaves the hypervisor its entries go with it", async () => {
     await apply(four());
     const [b1, b2] = four().filter((b) => b.hypervisor === "hv1");

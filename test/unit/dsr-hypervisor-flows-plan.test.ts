@@ -131,17 +131,28 @@ describe("DsrHypervisorFlows flows", () => {
   });
 });
 
+/** A recorded hv1 dump, with what the tests read of it: the resource's inputs, cookie, zone and owned flows. */
+function recorded(name: string) {
+  const dump = recordedDump(name);
+  const observed = observedFrom(dump);
+  const id = dump.outputs.id as string;
+  const cookie = cookieOf(id);
+  return {
+    dump,
+    observed,
+    id,
+    inputs: dump.inputs as DsrHypervisorFlowsInputs,
+    cookie,
+    zone: dump.outputs.ctZone as number,
+    owned: observed.flows.filter((f) => f.cookie === cookie),
+    portNames: new Map([...observed.ports].map(([port, ofport]) => [ofport, port])),
+  };
+}
+
 describe("DsrHypervisorFlows against hv1 as recorded from OVS", () => {
   // hv1's br-seg after creating unit-dsr (a tcp VIP on vm1 and vm2, a udp VIP on vm1), beside the
   // bridge's NORMAL flow and someone else's flow in conntrack zone 4321.
-  const dump = recordedDump("dsr-hv1");
-  const observed = observedFrom(dump);
-  const id = dump.outputs.id as string;
-  const inputs = dump.inputs as DsrHypervisorFlowsInputs;
-  const cookie = cookieOf(id);
-  const zone = dump.outputs.ctZone as number;
-  const owned = observed.flows.filter((f) => f.cookie === cookie);
-  const portNames = new Map([...observed.ports].map(([name, ofport]) => [ofport, name]));
+  const { dump, observed, id, inputs, cookie, zone, owned, portNames } = recorded("dsr-hv1");
   const read = (flows = owned) => actualInputs(inputs, flows, { cookie, zone, ofports: observed.ports, portNames });
   const plan = (next: DsrHypervisorFlowsInputs, on = observed) => planBridge("hv1", planIntent(id, next, zone, on).intent, on);
 
@@ -186,14 +197,7 @@ describe("DsrHypervisorFlows against hv1 as recorded from OVS", () => {
 
 describe("DsrHypervisorFlows upgrade from the flows of ovslb before the delivery table", () => {
   // hv1 as an older ovslb left it: each request flow output to its own backend's port, whatever conntrack translated it to.
-  const dump = recordedDump("dsr-hv1-before-delivery-table");
-  const observed = observedFrom(dump);
-  const id = dump.outputs.id as string;
-  const inputs = dump.inputs as DsrHypervisorFlowsInputs;
-  const cookie = cookieOf(id);
-  const zone = dump.outputs.ctZone as number;
-  const owned = observed.flows.filter((f) => f.cookie === cookie);
-  const portNames = new Map([...observed.ports].map(([name, ofport]) => [ofport, name]));
+  const { observed, id, inputs, cookie, zone, owned, portNames } = recorded("dsr-hv1-before-delivery-table");
 
   it("reads as every backend missing (refresh shows it), and update rewrites the request flows and adds the deliveries, keeping the reply and forward flows", () => {
     expect(actualInputs(inputs, owned, { cookie, zone, ofports: observed.ports, portNames }).vips).toEqual([]);
