@@ -8,6 +8,9 @@ import { dsrHypervisorFlowsHandler } from "./resources/dsr-hypervisor-flows/hand
 import { ovsBridgeHandler } from "./resources/ovs-bridge/handler";
 import { CREDENTIALS_OUTPUT, liftCredentials, restoreCredentials, type Credentials } from "./secrets";
 import { configureStackSsh, stackSshFailures, withStackSsh } from "./stack-ssh";
+import { loginsToVerify } from "./model/reach";
+import { HOST_CONNECT_PARALLELISM } from "./transport/ovs-host";
+import { SshError, mapBounded, verifyLogin } from "./transport/ssh";
 
 /**
  * The implementation behind every dynamic provider: the serialized provider
@@ -175,19 +178,43 @@ export async function read(kind: string, id: string, props: Props) {
   }
 }
 
+/**
+ * Proves a new way of reaching the hosts before it is recorded: logs in to
+ * each distinct login of `inputs` as the transport would (the stack's
+ * `ovslb:ssh` under it; host keys verified against the new pins, the new
+ * credentials, the jump hosts too) and out again; nothing else is sent.
+ * Refused: a plain error (nothing recorded), each refusal starting with the
+ * host and the resource, its secrets redacted.
+ */
+async function verifyReach(kind: string, id: string, handler: ResourceHandler<object, object>, inputs: Props): Promise<void> {
+  const logins = loginsToVerify(handler.schema, inputs, withStackSsh);
+  const settled = await mapBounded(logins, HOST_CONNECT_PARALLELISM, (c) => verifyLogin(c).then(() => undefined, (e: unknown) => e));
+  const refused = settled.filter((e): e is Error => e !== undefined).map((e) => (e instanceof Error ? e : new Error(String(e))));
+  if (refused.length === 0) return;
+  const described = refused.map((e) => {
+    const host = e instanceof SshError ? e.hostName : undefined;
+    const why = host && e.message.startsWith(`${host}: `) ? e.message.slice(host.length + 2) : e.message;
+    return host ? `${host}: ${kind} ${id}: ${why}` : `${kind} ${id}: ${why}`;
+  });
+  const message = `${described.join("; ")} (only how the hosts are reached changed; this new way was refused, so nothing was recorded and nothing sent)`;
+  throw redacted(new Error(message), inputs);
+}
+
 export async function update(kind: string, id: string, olds: Props, news: Props) {
   const handler = handlerFor(kind);
   const old = splitOutputs(handler, olds);
   const clean = withoutProvider(news);
   await refuseUnchecked(kind, handler, old.inputs, false);
   await refuseUnchecked(kind, handler, clean, true);
-  // Only how the hosts are reached changed (a rotated key, a new user or
-  // timeout): record it, and send nothing to any host.
+  // Only how the hosts are reached changed (a rotated key, a new user,
+  // host-key pin, jump host or timeout): log in to every host the new way
+  // (verifyReach), send nothing else, and record it.
   // Not after a partial apply or a read that found drift: the hosts are not what the recorded inputs say.
   // (Identical inputs are no such change: an update the engine would not ask for, so it is done in full.)
   const drifted = Array.isArray(old.state.drift) && old.state.drift.length > 0;
   const identical = isDeepStrictEqual(canonicalInputs(handler.schema, old.inputs), canonicalInputs(handler.schema, clean));
   if (!drifted && !identical && isDeepStrictEqual(dataplaneInputs(handler.schema, old.inputs), dataplaneInputs(handler.schema, clean))) {
+    await verifyReach(kind, id, handler, clean);
     return { outs: joinOutputs(clean, old.state) };
   }
   try {

@@ -308,3 +308,40 @@ export async function withSessions<R>(
   if (failed && !failed.ok) throw failed.error;
   return settled.map((s) => (s as { value: R }).value);
 }
+
+/**
+ * Logs in to a host as `declared` says (the stack's `ovslb:ssh` under it,
+ * through its jump hosts if any), verifying every host key on the way, and
+ * logs out at once: no channel is opened, nothing is run or sent. It proves
+ * a new way of reaching a host before anything records it. A refusal is an
+ * SshError that starts with the host `declared` is for and says what was
+ * refused, naming the jump host when it was that one; never a key.
+ */
+export async function verifyLogin(declared: SshConnection): Promise<void> {
+  let session: SshSession;
+  try {
+    session = await SshSession.connect(declared);
+  } catch (e) {
+    throw loginRefused(withStackSsh(declared), e);
+  }
+  session.close();
+}
+
+/** The error of a login verifyLogin tried: which hop refused (the host or a jump host) and what. */
+function loginRefused(c: SshConnection, e: unknown): SshError {
+  const target = describeHost(c);
+  const hops: SshConnection[] = [];
+  for (let hop: SshConnection | undefined = c; hop; hop = hop.jumpHost) hops.push(hop);
+  const failed = e instanceof SshError ? hops.find((h) => describeHost(h) === e.hostName) : undefined;
+  const message = e instanceof Error ? e.message : String(e);
+  let why = failed && message.startsWith(`${describeHost(failed)}: `) ? message.slice(describeHost(failed).length + 2) : message;
+  if (e instanceof HostKeyMismatchError || e instanceof HostKeyTypeError) {
+    why = `host key refused: ${why}`;
+  } else if (/All configured authentication methods failed/.test(why)) {
+    why = `authentication refused: the host did not accept the key for ${failed?.user ?? c.user} (${why.replace(/^connect failed: /, "")})`;
+  } else if (/Cannot parse privateKey|does not contain a \(valid\) private key|passphrase/i.test(why)) {
+    why = `the private key cannot be used: ${why.replace(/^connect failed: /, "")}`;
+  }
+  if (failed && failed !== c) return new SshError(target, `jump host ${describeHost(failed)}: ${why}`);
+  return new SshError(target, why);
+}
