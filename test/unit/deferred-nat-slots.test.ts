@@ -93,4 +93,13 @@ describe("planSlots", () => {
     expect(planSlots(VIP, many, small).table.size).toBe(2048);
     expect(readSlots(recordSlots(grown.table))).toEqual(grown.table);
   });
+
+  it("records owners and previous owners as base64 of big-endian 16-bit backend indexes, 0xffff for none", () => {
+    const table: SlotTable = { size: 4, backends: ["a", "b"], owner: [0, 1, NONE, 0], previous: [NONE, NONE, 1, NONE] };
+    // owner 0000 0001 ffff 0000, previous ffff ffff 0001 ffff
+    const recorded = { size: 4, backends: ["a", "b"], owner: "AAAAAf//AAA=", previous: "/////wAB//8=" };
+    expect(recordSlots(table)).toEqual(recorded);
+    expect(readSlots(recorded)).toEqual(table);
+    expect(() => readSlots({ ...recorded, size: 5 })).toThrow(/a recorded slot table of 5 slots has 4/);
+  });
 });

@@ -174,9 +174,26 @@ describe("parse: dump-flows", () => {
   });
 
   it("every parsed action renders back to exactly the text OVS printed", () => {
-    const printed = FLOWS.split("\n").filter((l) => l.includes(" actions=")).map((l) => splitTopLevel(l.slice(l.indexOf(" actions=") + 9)));
+    // The actions of FLOWS's lines, one by one, as ovs-ofctl 3.1.0 printed them.
+    const printed = [
+      ["ct(table=1,zone=7)"],
+      [
+        "move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[]", "set_field:02:00:00:00:00:aa->eth_src", "set_field:2->arp_op",
+        "move:NXM_NX_ARP_SHA[]->NXM_NX_ARP_THA[]", "set_field:02:00:00:00:00:aa->arp_sha",
+        "move:NXM_OF_ARP_SPA[]->NXM_OF_ARP_TPA[]", "set_field:10.0.0.100->arp_spa", "IN_PORT",
+      ],
+      ["group:10"],
+      ["ct(zone=7,nat)", "set_field:0x1/0xf->reg0", "set_field:02:00:00:00:00:01->eth_dst", "resubmit(,2)"],
+      ["ct(commit,zone=3,nat(dst=10.1.0.5:80),exec(set_field:0x5->ct_mark))"],
+      ["drop"],
+      ["drop"],
+      ["NORMAL"],
+    ];
     expect(flows.map((f) => f.actions.map(actionText))).toEqual(printed);
-    for (const f of flows) for (const a of f.actions) if (a.type !== "other") expect(parseAction(renderAction(a))).toEqual(a);
+    // Typed actions are rendered (not kept as text), and their text parses back to the same action.
+    const typed = flows.flatMap((f) => f.actions.filter((a) => a.type !== "other"));
+    expect(typed.map((a) => renderAction(a))).toEqual(printed.flat().filter((t) => t !== "set_field:0x1/0xf->reg0" && t !== "NORMAL"));
+    for (const a of typed) expect(parseAction(renderAction(a))).toEqual(a);
   });
 
   it("keeps match fields and action forms it does not write as text, so they still identify a flow exactly", () => {
@@ -316,6 +333,16 @@ describe("parse: the second-chance vocabulary (printed by OVS 3.1)", () => {
     expect(flows[4].match.tcp_flags).toEqual({ syn: true, ack: false });
     expect(flows[5].match.tun_id).toBe(0);
     expect(flows[6].actions[0]).toEqual({ type: "move", src: "NXM_NX_TUN_ID", dst: "NXM_NX_TUN_IPV4_DST", srcBits: [0, 31] });
+    // Rendered back, action by action: the text after " actions=" on each line above.
+    expect(flows.map((f) => f.actions.map((a) => renderAction(a)))).toEqual([
+      ["multipath(symmetric_l3l4,0,modulo_n,1024,0,NXM_NX_REG12[0..9])", "resubmit(,70)"],
+      ["set_field:02:00:00:00:00:01->eth_dst", "set_field:0xc0a83202->tun_id", "output:10"],
+      ["set_field:0x1->reg13", "ct(table=61,zone=5,nat)"],
+      ["drop"],
+      ["ct(commit,zone=5,nat(dst=10.0.0.101:8080))", "output:1"],
+      ["ct(commit,zone=5,nat(dst=10.0.0.101:8080))", "output:1"],
+      ["move:NXM_NX_TUN_ID[0..31]->NXM_NX_TUN_IPV4_DST[]", "set_field:0->tun_id", "set_field:0.0.0.0->tun_src", "IN_PORT"],
+    ]);
   });
 
   it("refuses a multipath that cannot fit its register bits and a move whose bits do not fill the destination", () => {
@@ -363,7 +390,16 @@ describe("parse: streamed dumps", () => {
     p.push(flows.slice(0, 100));
     p.push(flows.slice(100));
     p.end();
-    expect(got).toEqual(parseFlows(flows));
+    const want: DumpedFlow[] = [
+      {
+        cookie: 1n, table: 0, priority: 100, match: { protocol: "tcp", in_port: 1, nw_dst: "10.0.0.1", tp_dst: 80 }, otherMatch: [],
+        actions: [{ type: "group", groupId: 7 }], nPackets: 0n, nBytes: 0n,
+      },
+      { cookie: 0n, table: 0, priority: 0, match: {}, otherMatch: [], actions: [{ type: "other", text: "NORMAL" }], nPackets: 5n, nBytes: 300n },
+    ];
+    expect(got).toEqual(want);
+    // The streamed parser and the whole-text one agree.
+    expect(parseFlows(flows)).toEqual(want);
   });
 
   it("refuses a hex dump line when it arrives", () => {

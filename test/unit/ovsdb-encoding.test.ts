@@ -93,22 +93,22 @@ describe("decodeValue", () => {
   });
 
   it("round-trips every shape through its column type", () => {
-    const cases: [ValueInput, ColumnType][] = [
-      ["br0", scalar],
-      [[], optional],
-      [[4095], optional],
-      [[], uuidSet],
-      [[new Uuid(U1)], uuidSet],
-      [[new Uuid(U1), new Uuid(U2)], uuidSet],
-      [new Map(), stringMap],
-      [new Map([["a", "1"], ["b", "2"]]), stringMap],
-      [{ "é€": "😀" }, stringMap],
+    // [value, column type, its RFC 7047 wire form, what decoding that gives back]
+    const cases: [ValueInput, ColumnType, unknown, unknown][] = [
+      ["br0", scalar, "br0", "br0"],
+      [[], optional, ["set", []], []],
+      [[4095], optional, ["set", [4095]], [4095]],
+      [[], uuidSet, ["set", []], []],
+      [[new Uuid(U1)], uuidSet, ["set", [["uuid", U1]]], [new Uuid(U1)]],
+      [[new Uuid(U1), new Uuid(U2)], uuidSet, ["set", [["uuid", U1], ["uuid", U2]]], [new Uuid(U1), new Uuid(U2)]],
+      [new Map(), stringMap, ["map", []], new Map()],
+      [new Map([["a", "1"], ["b", "2"]]), stringMap, ["map", [["a", "1"], ["b", "2"]]], new Map([["a", "1"], ["b", "2"]])],
+      [{ "é€": "😀" }, stringMap, ["map", [["é€", "😀"]]], new Map([["é€", "😀"]])],
     ];
-    for (const [value, type] of cases) {
-      const expected = value instanceof Map || Array.isArray(value) || typeof value !== "object"
-        ? value
-        : new Map(Object.entries(value));
-      expect(decodeValue(encodeValue(value), type)).toEqual(expected);
+    for (const [value, type, wire, decoded] of cases) {
+      expect(encodeValue(value)).toEqual(wire);
+      expect(decodeValue(wire, type)).toEqual(decoded);
+      expect(decodeValue(encodeValue(value), type)).toEqual(decoded);
     }
   });
 });
