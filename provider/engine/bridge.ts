@@ -69,6 +69,11 @@ export async function observeFlowsAndGroups(ref: BridgeRef, scope: FlowScope, co
   return { flows: dumps.flat(), groups };
 }
 
+/** How many flows of this owner (by cookie, every table) the bridge holds now: one short reply, whatever the bridge holds. */
+export async function ownedFlowCount(ref: BridgeRef, cookie: bigint): Promise<number> {
+  return (await openflowOf(ref).aggregate({ cookie, mask: ALL_ONES })).flows;
+}
+
 /** What a change touches on one bridge: these groups, and the flows these filters select. */
 export interface PartialScope {
   groupIds: readonly number[];

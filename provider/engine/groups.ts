@@ -10,7 +10,8 @@ import { sameBucket, toGroupEntry, type Group, type GroupEntry, type InsertPosit
  *   position: it is removed and re-inserted right after its predecessor, in
  *   the same bundle (an in-place takeover of a slot looks like nothing else
  *   happened);
- * - a new bucket is inserted last, in desired order;
+ * - a missing bucket (new, or deleted by hand) is inserted right after its
+ *   predecessor in desired order, so every gateway holds the same order;
  * - where buckets watch a port or group, inserts become one modify of the
  *   same buckets in the same order (OVS refuses an insert with liveness).
  * Anything else that differs (type, method, fields) rewrites the group whole:
@@ -43,17 +44,54 @@ export function diffGroup(desired: Group, actual: GroupEntry | undefined): Modif
     mods.push({ op: "remove-buckets", groupId, commandBucketId: b.bucketId });
     mods.push({ op: "insert-buckets", groupId, commandBucketId: after, buckets: [w.bucket] });
   }
-  const present = new Set(order);
-  const added = (desired.buckets as readonly SelectBucket[]).filter((b) => !present.has(b.bucketId));
-  if (added.length > 0) mods.push({ op: "insert-buckets", groupId, commandBucketId: "last", buckets: added });
+  const inserts = missingBucketInserts(groupId, desired.buckets as readonly SelectBucket[], order);
+  mods.push(...inserts);
   if (mods.some((m) => m.op === "insert-buckets") && desired.buckets.some(hasLiveness)) {
     // OVS (3.1 checked) refuses an insert_bucket that carries watch_port or watch_group: ofp-group.c checks
-    // liveness against the message's group type, which an insert leaves as "all". The same buckets in the
-    // same order as one modify: selection is a function of the live bucket ids, so still no other connection moves.
-    const buckets = [...order.map((id) => wanted.get(id)!.bucket), ...added];
-    return [{ op: "modify-group", group: { ...desired, buckets } }];
+    // liveness against the message's group type, which an insert leaves as "all". The same buckets as one
+    // modify: selection is a function of the live bucket ids, so still no other connection moves.
+    return [{ op: "modify-group", group: { ...desired, buckets: bucketsInOrder(desired.buckets as readonly SelectBucket[], order) } }];
   }
   return mods;
+}
+
+/**
+ * Inserts for the desired buckets the group lacks, each right after its
+ * predecessor in desired order (a run of missing buckets is one insert; one
+ * that follows the last present bucket goes "last"). So a bucket put back
+ * after a hand edit takes its old place, and a gateway that rebuilt the
+ * group whole holds the same order as one that got the same buckets one by
+ * one: selection breaks score ties by position, so gateways that must pick
+ * the same backend must hold the same order.
+ */
+function missingBucketInserts(groupId: number, desired: readonly SelectBucket[], order: readonly number[]): Modification[] {
+  const present = new Set(order);
+  const lastPresent = order[order.length - 1];
+  const mods: Modification[] = [];
+  let prev: number | undefined;
+  let run: { after: InsertPosition; buckets: SelectBucket[] } | undefined;
+  for (const b of desired) {
+    if (present.has(b.bucketId)) {
+      if (run) mods.push({ op: "insert-buckets", groupId, commandBucketId: run.after, buckets: run.buckets });
+      run = undefined;
+    } else if (run) run.buckets.push(b);
+    else run = { after: prev === undefined ? (order.length === 0 ? "last" : "first") : prev === lastPresent ? "last" : prev, buckets: [b] };
+    prev = b.bucketId;
+  }
+  if (run) mods.push({ op: "insert-buckets", groupId, commandBucketId: run.after, buckets: run.buckets });
+  return mods;
+}
+
+/** The group's buckets once the missing ones are inserted where missingBucketInserts puts them. */
+function bucketsInOrder(desired: readonly SelectBucket[], order: readonly number[]): SelectBucket[] {
+  const byId = new Map(desired.map((b) => [b.bucketId, b]));
+  const result = order.filter((id) => byId.has(id));
+  let prev: number | undefined;
+  for (const b of desired) {
+    if (!result.includes(b.bucketId)) result.splice(prev === undefined ? 0 : result.indexOf(prev) + 1, 0, b.bucketId);
+    prev = b.bucketId;
+  }
+  return result.map((id) => byId.get(id)!);
 }
 
 const hasLiveness = (b: { watchPort?: number; watchGroup?: number }) => b.watchPort !== undefined || b.watchGroup !== undefined;

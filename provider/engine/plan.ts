@@ -9,6 +9,7 @@ import {
   type Modification,
 } from "../openflow";
 import { conflictingFlows, diffFlows } from "./flows";
+import type { ApplySummary } from "../model/outputs.generated";
 import { diffGroup } from "./groups";
 
 /**
@@ -116,13 +117,25 @@ export function planBridge(where: string, intent: BridgeIntent, observed: Observ
   return [...groupMods, ...diffFlows(intent.flows, mine), ...groupDeletes];
 }
 
-/** What an apply sent to one bridge, as resources record it in their `lastApply` output. */
-export interface ApplySummary {
-  messages: number;
-  bytes: number;
-  /** Modifications by kind; insert-buckets counts buckets. */
-  operations: Record<string, number>;
+/**
+ * How many flows the owner holds on the bridge once `mods` (a planned
+ * bundle, which adds and deletes only the owner's flows) is applied to a
+ * bridge that held `before`: recorded, it lets a later partial read notice
+ * a bridge that lost flows (a restart, a re-created bridge, a hand edit)
+ * with one dump-aggregate.
+ */
+export function ownedFlowCountAfter(before: number, mods: readonly Modification[]): number {
+  let n = before;
+  for (const m of mods) {
+    if (m.op === "add-flow") n++;
+    else if (m.op === "delete-flow") n--;
+    else if (m.op === "delete-flows") throw new Error("ownedFlowCountAfter: a bulk delete-flows cannot be counted");
+  }
+  return n;
 }
+
+/** What an apply sent to one bridge, as resources record it in their `lastApply` output (schema/common.json, applySummary). */
+export type { ApplySummary };
 
 export function summarizeApply(mods: readonly Modification[], sent: { messages: number; bytes: number } | undefined): ApplySummary {
   const operations: Record<string, number> = {};

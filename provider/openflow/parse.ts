@@ -415,3 +415,18 @@ export function groupStreamParser(onGroup: (group: GroupEntry) => void): DumpStr
     onGroup(parseGroup(line, actions));
   });
 }
+
+/** What `ovs-ofctl dump-aggregate` reports for the flows a filter selects. */
+export interface FlowAggregate {
+  packets: bigint;
+  bytes: bigint;
+  flows: number;
+}
+
+/** Parses dump-aggregate output ("OFPST_AGGREGATE reply (OF1.5) (xid=0x2): packet_count=352 byte_count=27048 flow_count=1"). */
+export function parseAggregate(output: string): FlowAggregate {
+  const line = output.split("\n").find((l) => l.includes("flow_count=")) ?? output.trim();
+  const m = /\bpacket_count=(\d+) byte_count=(\d+) flow_count=(\d+)\b/.exec(line);
+  if (!m) throw new OpenFlowParseError(line, "not an aggregate reply (packet_count=N byte_count=N flow_count=N)");
+  return { packets: BigInt(m[1]), bytes: BigInt(m[2]), flows: Number(m[3]) };
+}

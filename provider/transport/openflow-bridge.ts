@@ -1,7 +1,7 @@
 import { readOfctlFailure, type OpenFlowErrorCode } from "../openflow/ofctl-errors";
 import { CommandResult, CommandRunner } from "./exec";
 import { SshConnectionLostError, SshError } from "./ssh";
-import { flowStreamParser, groupStreamParser, type DumpStreamParser } from "../openflow/parse";
+import { flowStreamParser, groupStreamParser, parseAggregate, type DumpStreamParser, type FlowAggregate } from "../openflow/parse";
 import { MAX_GROUP_ID, MAX_TABLE, OpenFlowValueError, checkUint, renderBundle, renderCookieMatch, renderMatch } from "../openflow/render";
 import { DumpedFlow, GroupEntry, Match, Modification } from "../openflow/types";
 import { parsePortsDesc, type PortDesc } from "../openflow/ports";
@@ -66,6 +66,15 @@ const WHOLE_BUNDLE = [
   "\"$@\" - <\"$f\"",
 ].join("\n");
 
+/** A FlowFilter as ovs-ofctl's flow argument (none for no filter). */
+function filterArgs(filter: FlowFilter | undefined): string[] {
+  if (!filter) return [];
+  const spec = filter.table === undefined ? [] : [`table=${checkUint("filter.table", filter.table, MAX_TABLE)}`];
+  if (filter.match) spec.push(renderMatch(filter.match, "filter.match"));
+  spec.push(renderCookieMatch(filter.cookie, filter.mask, "filter.cookie"));
+  return [spec.join(",")];
+}
+
 const BRIDGE_ADDRESS = /^unix:\/[A-Za-z0-9_./-]+$/;
 const OFCTL = ["ovs-ofctl", "-O", "OpenFlow15"] as const;
 
@@ -111,16 +120,18 @@ export class OpenFlowBridge {
    * held whole); `onFlow` gets each one instead of the result array.
    */
   async dumpFlows(filter?: FlowFilter, onFlow?: (flow: DumpedFlow) => void): Promise<DumpedFlow[]> {
-    const args = ["--no-names", "dump-flows", this.address];
-    if (filter) {
-      const spec = filter.table === undefined ? [] : [`table=${checkUint("filter.table", filter.table, MAX_TABLE)}`];
-      if (filter.match) spec.push(renderMatch(filter.match, "filter.match"));
-      spec.push(renderCookieMatch(filter.cookie, filter.mask, "filter.cookie"));
-      args.push(spec.join(","));
-    }
+    const args = ["--no-names", "dump-flows", this.address, ...filterArgs(filter)];
     const flows: DumpedFlow[] = [];
     await this.ofctlStream(args, flowStreamParser(onFlow ?? ((f) => flows.push(f))));
     return flows;
+  }
+
+  /**
+   * How many flows the filter selects (`dump-aggregate`, one short reply
+   * whatever the bridge holds): what tells cheaply that a bridge lost flows.
+   */
+  async aggregate(filter?: FlowFilter): Promise<FlowAggregate> {
+    return parseAggregate(await this.ofctl(["dump-aggregate", this.address, ...filterArgs(filter)]));
   }
 
   /** Every group, parsed as the dump arrives (never held whole); `onGroup` gets each one instead of the result array. */

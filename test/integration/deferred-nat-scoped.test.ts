@@ -3,14 +3,17 @@ import type { DeferredNatBackend } from "../../provider/model/inputs.generated";
 import { SshSession } from "../../provider/transport/ssh";
 import type { LabInventory } from "../lab/topology";
 import { ProviderDriver, labLoadBalancer } from "../support/deferred-nat";
-import { labSsh, loadInventory } from "../support/lab";
+import { labSsh, loadInventory, restartVswitchd } from "../support/lab";
 
 /**
  * A proportional update on the lab's two gateways: a change reads and plans
  * only the VIPs it touches (lastRead says so, and the bundle holds only
  * their mods); drift on another VIP is left alone by such an update, until
  * a refresh records it: then the next update touches that VIP and repairs
- * it, again without reading the rest. Addresses only, no traffic.
+ * it, again without reading the rest. A gateway that no longer holds what
+ * the last apply left (ovs-vswitchd restarted, flows or groups deleted by
+ * hand) makes the update read and repair everything, on every gateway.
+ * Addresses only, no traffic.
  */
 
 const VIPS = ["10.0.0.186", "10.0.0.187", "10.0.0.188"];
@@ -95,8 +98,61 @@ describe("deferred-NAT update reads and plans only what it changes", () => {
     expect((await lb.read()).props.drift).toEqual([]);
   });
 
+  /** Every flow and group of this load balancer on a gateway, as text: MACs and the segment port aside, gateways hold the same. */
+  async function holding(gw: string): Promise<{ flows: string[]; groups: string[] }> {
+    const ids = new Set(Object.values(lb.outputs.groupIds as Record<string, number>));
+    const flows = (await ofctl(gw, "--no-names", "--no-stats", "dump-flows", "br-seg", `cookie=${lb.outputs.cookie}/-1`))
+      .split("\n")
+      .filter((l) => l.includes("actions="))
+      .map((l) => l.trim().replace(/in_port=\d+/, "in_port=SEG"));
+    const groups = (await ofctl(gw, "--no-names", "dump-groups", "br-seg"))
+      .split("\n")
+      .filter((l) => ids.has(Number(/group_id=(\d+),/.exec(l)?.[1])))
+      .map((l) => l.trim().replace(/eth_src=[0-9a-f:]+|set_field:[0-9a-f:]{17}->eth_src/g, "SRC"));
+    return { flows: flows.sort(), groups: groups.sort() };
+  }
+
+  /** A backend added to VIP 0 after `lose` took something from gw1: the update reads everything and gw1 again holds every VIP, as gw2 does. */
+  async function addAfter(extra: number, lose: () => Promise<void>, reason: RegExp): Promise<void> {
+    await lose();
+    await lb.update(inputsWith(extra));
+    expect(lb.outputs.lastRead.scope).toBe("all");
+    expect(lb.outputs.lastRead.reason).toMatch(reason);
+    const [gw1, gw2] = [await holding("gw1"), await holding("gw2")];
+    expect(gw1.flows).toHaveLength(VIPS.length);
+    expect(gw1.groups).toHaveLength(VIPS.length);
+    expect(gw1).toEqual(gw2);
+    expect(await bucketsOf("gw1", lb.outputs.groupIds[key(VIPS[0])])).toBe(8 + extra);
+    // The next change is scoped again: the counts recorded by the repair hold.
+    await lb.update(inputsWith(extra + 1));
+    expect(lb.outputs.lastRead).toEqual({ scope: "vips", vips: 1 });
+    for (const gw of ["gw1", "gw2"]) expect(lb.outputs.lastApply[gw].operations).toEqual({ "insert-buckets": 1 });
+  }
+
+  it("a gateway whose ovs-vswitchd restarted (every flow and group gone) is read and repaired in full by an update that touches one VIP", async () => {
+    const before = lb.outputs.gatewayFlows as Record<string, number>;
+    expect(before).toEqual({ gw1: VIPS.length, gw2: VIPS.length });
+    await addAfter(3, async () => {
+      await restartVswitchd(inv.hosts.gw1);
+      ssh.gw1.close();
+      ssh.gw1 = await labSsh(inv, "gw1");
+      expect((await holding("gw1")).flows).toEqual([]);
+    }, /^\S+ \(gw1\) holds 0 flows of this load balancer where the last apply left 3 \(ovs-vswitchd restarted/);
+  });
+
+  it("a VIP's flow deleted by hand on one gateway, or its group, is put back by an update that touches another VIP", async () => {
+    const flowOf = (v: number) => `tcp,in_port=${lb.outputs.gatewayPorts.gw1.segmentOfport},nw_dst=${VIPS[v]},tp_dst=80`;
+    await addAfter(5, async () => {
+      await ofctl("gw1", "del-flows", "br-seg", `${flowOf(2)},cookie=${lb.outputs.cookie}/-1`);
+    }, /^\S+ \(gw1\) holds 2 flows of this load balancer where the last apply left 3/);
+    // Deleting a group deletes the flows that send to it (OpenFlow): the count shows that too.
+    await addAfter(7, async () => {
+      await ofctl("gw1", "del-groups", "br-seg", `group_id=${lb.outputs.groupIds[key(VIPS[1])]}`);
+    }, /^\S+ \(gw1\) holds 2 flows of this load balancer where the last apply left 3/);
+  });
+
   it("a change of the whole load balancer reads everything", async () => {
-    await lb.update({ ...inputsWith(2), selectionFields: ["ip_src", "ip_dst"] });
+    await lb.update({ ...inputsWith(8), selectionFields: ["ip_src", "ip_dst"] });
     expect(lb.outputs.lastRead).toEqual({ scope: "all", reason: "a setting of the whole load balancer changed" });
     for (const gw of ["gw1", "gw2"]) expect(lb.outputs.lastApply[gw].operations).toEqual({ "modify-group": 3 });
   });

@@ -1,28 +1,31 @@
 import { observeOvsVersion, readOvsVersion } from "../../engine/ovs-version";
-import { versionRefusal, type HostOvsVersion } from "../../model/ovs-versions";
+import { versionRefusal } from "../../model/ovs-versions";
 import schema from "../../../schema/deferred-nat-load-balancer.json";
-import { applyBundle, bridgePorts, observeFlowsAndGroups, observePartial, type BridgeRef } from "../../engine/bridge";
-import { ownedGroupIds, ownedFlows, type ApplySummary, type ObservedBridge } from "../../engine/plan";
+import { applyBundle, bridgePorts, observeFlowsAndGroups, observePartial, ownedFlowCount, type BridgeRef } from "../../engine/bridge";
+import { ownedFlowCountAfter, ownedGroupIds, ownedFlows, type ApplySummary, type ObservedBridge } from "../../engine/plan";
 import type { DeferredNatLoadBalancerInputs as Inputs } from "../../model/inputs.generated";
+import type { DeferredNatLoadBalancerOutputs } from "../../model/outputs.generated";
 import type { DumpedFlow, GroupEntry } from "../../openflow";
 import { PartialApplyError, type ResourceHandler } from "../../resource-handler";
 import type { Modification } from "../../openflow";
 import { OpenFlowError } from "../../transport/openflow-bridge";
 import { operationLock, withAllOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
 import { applyNorthbound, deleteNorthbound, preflightNorthbound, readNorthbound, withNorthbound } from "./ovn";
-import { assessHealth, monitorsToMarkOffline, type BackendHealth, type BfdView, type StaleBackend } from "./health";
+import { assessHealth, monitorsToMarkOffline, type BfdView } from "./health";
 import { markOffline, readSouthbound, withSouthbound } from "./southbound";
 import { SLOT_TABLE, planAllSlots, recordAllSlots, unsafeMovesError, type SlotPlans } from "./second-chance";
-import { readSlots, shares, type RecordedSlotTable } from "./slots";
+import { readSlots, shares } from "./slots";
 import { ensureTunnels, removeStaleTunnels, workingTunnels } from "./tunnels";
-import { idsOf, planGatewayScoped, recordPorts, samePorts, scopedRead, updateScope, type RecordedPorts, type UpdateScope } from "./scope";
+import { idsOf, planGatewayScoped, recordPorts, samePorts, scopedRead, updateScope, type UpdateScope } from "./scope";
 import {
   actualInputs,
   assignIds,
   checkRules,
   bfdKeyOf,
   cookieOf,
+  deliveryOf,
   foreignGroupsOn,
+  greKeyOf,
   lbId,
   mergeIds,
   planGateway,
@@ -33,36 +36,8 @@ import {
   type RecordedIds,
 } from "./plan";
 
-/** What DeferredNatLoadBalancer records besides its inputs. */
-export interface DeferredNatState extends RecordedIds {
-  /** At the last read: each gateway's Open vSwitch version and the known issues it has (provider/model/ovs-versions.ts), by host. */
-  ovsVersions?: Record<string, HostOvsVersion>;
-  /** The cookie on every flow it owns, as hex. */
-  cookie: string;
-  /** What the last create/update sent to each gateway: OpenFlow messages, bytes and operations by kind. */
-  lastApply: Record<string, ApplySummary>;
-  /** Where the hosts differed from the inputs at the last read (empty when in sync). */
-  drift: string[];
-  /** secondChance: each VIP's slot table (owners and previous owners), kept for life so a change moves only the slots it must. */
-  slotTables?: Record<string, RecordedSlotTable>;
-  /** secondChance: each VIP's share of slots per backend ("address:port" -> fraction), and what the last change moved. */
-  slotShares?: Record<string, Record<string, number>>;
-  slotMoves?: Record<string, { moved: number; minimum: number }>;
-  /** healthCheck.bfd: the GRE key of the BFD sessions, for the hypervisors' DsrHypervisorFlows gre.bfd.peers. */
-  bfdKey?: number;
-  /** healthCheck: each backend as the southbound and every gateway's BFD see it, at the last create, update or read. */
-  health?: BackendHealth[];
-  /** healthCheck: backends OVN reports online that cannot serve (port unbound, or their hypervisor's BFD down on a majority of gateways). */
-  stale?: StaleBackend[];
-  /**
-   * Each gateway's OpenFlow port numbers (segment, tunnels, BFD) the last
-   * create or update planned with, by gateway name: while they are the same,
-   * an update reads and plans only the VIPs it changes.
-   */
-  gatewayPorts?: Record<string, RecordedPorts>;
-  /** How the last create or update read the gateways: every group and flow, or only those of the VIPs it changed (and why not, when all). */
-  lastRead?: { scope: "all" | "vips"; vips?: number; reason?: string };
-}
+/** What DeferredNatLoadBalancer records besides its inputs: its outputs, declared in schema/deferred-nat-load-balancer.json ("x-outputs"). */
+export type DeferredNatState = DeferredNatLoadBalancerOutputs;
 
 const EMPTY_IDS: RecordedIds = { groupIds: {}, bucketIds: {} };
 const recordedIn = (state: Partial<DeferredNatState>): RecordedIds => ({ groupIds: state.groupIds ?? {}, bucketIds: state.bucketIds ?? {} });
@@ -79,6 +54,8 @@ interface GatewayPorts {
 
 interface GatewayRead extends GatewayPorts {
   observed: ObservedBridge;
+  /** Flows of this load balancer on the bridge (every table), counted with the read. */
+  heldFlows: number;
 }
 
 /** Each gateway's ports from OVSDB: the segment port's number, and the working tunnel and BFD ports. */
@@ -104,8 +81,8 @@ async function readGateways(inputs: Inputs, sessions: OvsHostSession[], known?: 
   return Promise.all(
     gateways.map(async (g) => {
       // Every owner's flows in the tables ovslb uses, for conflicts; the slot table too, so a change of mode leaves no slot behind.
-      const seen = await observeFlowsAndGroups(g.ref, { tables: [0, SLOT_TABLE] }, cookie);
-      return { ...g, observed: { ports: g.ports, ...seen } };
+      const [seen, heldFlows] = await Promise.all([observeFlowsAndGroups(g.ref, { tables: [0, SLOT_TABLE] }, cookie), ownedFlowCount(g.ref, cookie)]);
+      return { ...g, observed: { ports: g.ports, ...seen }, heldFlows };
     }),
   );
 }
@@ -125,7 +102,7 @@ async function readScoped(
   scope: Extract<UpdateScope, { kind: "vips" }>,
   recorded: RecordedIds,
   gateways: GatewayPorts[],
-): Promise<{ reads: GatewayRead[]; ids: RecordedIds } | undefined> {
+): Promise<{ reads: Omit<GatewayRead, "heldFlows">[]; ids: RecordedIds } | undefined> {
   const keys = new Set([...scope.touched, ...scope.removed]);
   const touched = new Set(scope.touched);
   const mine = idsOf(recorded, keys);
@@ -166,7 +143,7 @@ function slotOutputs(slots: SlotPlans): Pick<DeferredNatState, "slotTables" | "s
  * and every gateway's BFD sessions. With enforce, stale monitors are set
  * offline, and the report says what was found before that.
  */
-async function observeHealth(inputs: Inputs, reads: readonly GatewayRead[], enforce: boolean): Promise<Pick<DeferredNatState, "bfdKey" | "health" | "stale">> {
+async function observeHealth(inputs: Inputs, reads: readonly GatewayPorts[], enforce: boolean): Promise<Pick<DeferredNatState, "bfdKey" | "health" | "stale">> {
   const hc = inputs.healthCheck;
   if (!hc) return {};
   const bfd = new Map(reads.filter((r) => r.bfd.size > 0).map((r) => [r.name, r.bfd]));
@@ -221,9 +198,16 @@ async function converge(
     if (scope.kind === "vips" && !gateways.every((g) => samePorts(previous?.state.gatewayPorts?.[g.name], g.port))) {
       scope = { kind: "all", reason: "a gateway's port numbers changed since the last apply" };
     }
-    const scoped = scope.kind === "vips" ? await readScoped(d, scope, recorded, gateways) : undefined;
-    if (scope.kind === "vips" && !scoped) scope = { kind: "all", reason: "new VIPs' group ids did not settle in a scoped read" };
-    let reads: GatewayRead[];
+    let scoped: Awaited<ReturnType<typeof readScoped>>;
+    let held: number[] = [];
+    if (scope.kind === "vips") {
+      // Whether each gateway still holds what the last apply left, counted in the same round trip as the scoped read.
+      [held, scoped] = await Promise.all([Promise.all(gateways.map((g) => ownedFlowCount(g.ref, cookieOf(d)))), readScoped(d, scope, recorded, gateways)]);
+      const lost = lostFlows(gateways, held, previous?.state.gatewayFlows);
+      if (lost) scope = { kind: "all", reason: lost };
+      else if (!scoped) scope = { kind: "all", reason: "new VIPs' group ids did not settle in a scoped read" };
+    }
+    let reads: Omit<GatewayRead, "heldFlows">[];
     let ids: RecordedIds;
     let plans: Array<{ ref: BridgeRef; mods: ReturnType<typeof planGateway> }>;
     if (scope.kind === "vips" && scoped) {
@@ -235,7 +219,9 @@ async function converge(
       const touched = new Set(s.touched);
       ids = mergeIds(idsOf(recorded, d.vips.map(vipKey).filter((k) => !touched.has(k))), scoped.ids);
     } else {
-      reads = await readGateways(d, sessions, gateways);
+      const full = await readGateways(d, sessions, gateways);
+      reads = full;
+      held = full.map((r) => r.heldFlows);
       const foreign = new Set(reads.flatMap((r) => [...foreignGroupsOn(d, r.observed, recorded)]));
       // secondChance VIPs have no groups: recorded ones (an earlier mode's) stay owned, so the plan removes them.
       ids = slots ? { groupIds: {}, bucketIds: {} } : assignIds(d, recorded, foreign);
@@ -251,14 +237,30 @@ async function converge(
       cookie: `0x${cookieOf(d).toString(16)}`,
       lastApply: Object.fromEntries(reads.map((r, i) => [r.name, sent[i]])),
       drift: [],
+      // gre delivery: the key of the gateways' tunnel ports, for the hypervisors' gre.key.
+      ...(d.hypervisors.some((h) => deliveryOf(d, h.name) === "gre") ? { greKey: greKeyOf(d) } : {}),
       ...(slots ? slotOutputs(slots) : {}),
       ...(await observeHealth(d, reads, true)),
       gatewayPorts: Object.fromEntries(reads.map((r) => [r.name, recordPorts(r.port)])),
+      gatewayFlows: Object.fromEntries(reads.map((r, i) => [r.name, ownedFlowCountAfter(held[i], plans[i].mods)])),
       // As read reports them, so a refresh right after an apply reads no change.
       ovsVersions: Object.assign({}, ...(await Promise.all(sessions.map(observeOvsVersion)))),
       lastRead: scope.kind === "vips" ? { scope: "vips", vips: scope.touched.length + scope.removed.length } : { scope: "all", reason: scope.reason },
     };
   }, operationLock(lbId(d)))));
+}
+
+/**
+ * Why a scoped update must read everything: a gateway holds another number
+ * of this load balancer's flows than the last apply left there, so VIPs the
+ * update does not touch may be gone from it. Undefined when all agree.
+ */
+function lostFlows(gateways: readonly { name: string; where: string }[], held: readonly number[], recorded: Record<string, number> | undefined): string | undefined {
+  if (!recorded) return "no recorded flow counts (state from an earlier ovslb)";
+  const i = gateways.findIndex((g, i) => recorded[g.name] !== held[i]);
+  if (i < 0) return undefined;
+  const was = recorded[gateways[i].name];
+  return `${gateways[i].where} holds ${held[i]} flows of this load balancer where the last apply left ${was ?? "none recorded"} (ovs-vswitchd restarted, the bridge re-created, or flows or groups deleted by hand)`;
 }
 
 /**
