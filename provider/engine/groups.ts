@@ -4,7 +4,8 @@ import { sameBucket, toGroupEntry, type Group, type GroupEntry, type InsertPosit
 /**
  * The one group differ. A select group whose type, selection method and
  * fields already match changes only by bucket, so no other connection moves
- * (selection is rendezvous hashing on bucket ids, DESIGN §1):
+ * (OVS's hash selection is rendezvous hashing keyed on bucket ids: a change
+ * moves only the flows of the buckets it touches):
  * - a bucket no longer wanted is removed;
  * - a bucket whose weight, liveness or actions changed keeps its id AND its
  *   position: it is removed and re-inserted right after its predecessor, in

@@ -30,7 +30,7 @@ export interface ObservedBridge {
 
 /** What a resource wants on one bridge. */
 export interface BridgeIntent {
-  /** Names the owner on every flow it has (DESIGN §2). */
+  /** Names the owner on every flow it has: ovslb changes only flows carrying its owner's cookie. */
   cookie: bigint;
   flows: readonly Flow[];
   groups: readonly Group[];

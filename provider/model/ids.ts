@@ -1,7 +1,7 @@
 import { hash } from "node:crypto";
 
 /**
- * Deterministic identifiers (DESIGN §2): derived from what a thing IS (the
+ * Deterministic identifiers: derived from what a thing IS (the
  * resource, the VIP, the backend), never from a position, recorded in the
  * outputs once given, and probed past collisions.
  */

@@ -390,7 +390,7 @@ export interface DistributorDeviceInputs {
   uplinkBridge: string;
 }
 /**
- * The hypervisor side of a load balancer (DESIGN §1): on one bridge, the DNAT VIP:port -> backend:port of requests for local backends, with conntrack in a zone, and the un-DNAT of their replies, which leave straight toward the client. Flows are owned by cookie. In mode "mac" requests arrive addressed to the backend's MAC with the VIP still as destination; in mode "gre" they arrive GRE-encapsulated from an allowed load-balancer address, on a flow-based GRE port the resource owns (nothing is configured inside the servers).
+ * The hypervisor side of a load balancer, where connection state lives next to the backend: on one bridge, the DNAT VIP:port -> backend:port of requests for local backends, with conntrack in a zone, and the un-DNAT of their replies, which leave straight toward the client. Flows are owned by cookie. In mode "mac" requests arrive addressed to the backend's MAC with the VIP still as destination; in mode "gre" they arrive GRE-encapsulated from an allowed load-balancer address, on a flow-based GRE port the resource owns (nothing is configured inside the servers).
  */
 export interface DsrHypervisorFlowsInputs {
   /**

@@ -1,6 +1,6 @@
 /**
  * Open vSwitch releases with bugs that bear on what ovslb programs, and the
- * rules that follow (DESIGN §5, read in the OVS sources). Pure: the handlers
+ * rules that follow (read in the OVS sources). Pure: the handlers
  * read each host's version and ask here before they change anything.
  */
 

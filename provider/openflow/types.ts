@@ -100,7 +100,7 @@ export type Action =
 export interface Flow {
   table: number;
   priority: number;
-  /** Names the owning resource (DESIGN §2). */
+  /** Names the owning resource: ovslb changes only flows carrying its owner's cookie. */
   cookie: bigint;
   match: Match;
   actions: readonly Action[];

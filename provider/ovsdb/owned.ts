@@ -1,8 +1,8 @@
 /**
  * Owned OVSDB transactions: the one place that writes ownership marks and
- * the `wait` preconditions that guard them (DESIGN.md section 2: "one OVSDB
- * transaction per database per apply, with wait preconditions on the rows it
- * owns"; "ovslb never touches what it does not own").
+ * the `wait` preconditions that guard them: one OVSDB transaction per
+ * database per apply, with wait preconditions on the rows it owns, and no
+ * write to a row it does not own.
  *
  * A row is owned when its external_ids hold the owner's mark, by default
  * `ovslb:owner` = the resource id. The pattern, for every resource:

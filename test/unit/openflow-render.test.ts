@@ -22,7 +22,7 @@ const flow: Flow = {
   actions: [{ type: "group", groupId: 10 }],
 };
 
-/** The ARP responder of the active/active distributor (DESIGN §4). */
+/** The ARP responder of the active/active distributor, which answers ARP for the VIP itself out of the port the request came in on. */
 const arpResponder: Action[] = [
   { type: "move", src: "NXM_OF_ETH_SRC", dst: "NXM_OF_ETH_DST" },
   { type: "set_field", field: "eth_src", value: "02:00:00:00:00:aa" },

@@ -4,7 +4,7 @@ import { KNOWN_ISSUES, describeVersion, isAffected, issuesOn, parseVersion, vers
 const dpHash = KNOWN_ISSUES.find((i) => i.id === "dp-hash-buckets")!;
 const race = KNOWN_ISSUES.find((i) => i.id === "group-modify-race")!;
 
-describe("OVS versions and their known issues (DESIGN §5)", () => {
+describe("OVS versions and their known issues", () => {
   it("reads versions as ovs-vswitchd and distributions print them", () => {
     expect(parseVersion("3.1.0")).toEqual([3, 1, 0]);
     expect(parseVersion("3.1.0-1ubuntu2")).toEqual([3, 1, 0]);

@@ -47,7 +47,7 @@ export const backendKey = (b: Pick<DeferredNatBackend, "address" | "port">) => `
 /** One bucket per unit of weight: "10.0.0.5:80#0", "10.0.0.5:80#1", ... */
 export const replicaKey = (b: DeferredNatBackend, replica: number) => `${backendKey(b)}#${replica}`;
 
-/** Ids given so far, recorded in the outputs and never re-derived (DESIGN §1: ids are sticky). */
+/** Ids given so far, recorded in the outputs and never re-derived (ids are sticky: a re-derived id would renumber a bucket and move its flows). */
 export interface RecordedIds {
   /** vipKey -> group id */
   groupIds: Record<string, number>;

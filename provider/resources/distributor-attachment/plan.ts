@@ -16,7 +16,7 @@ export const DEVICE_KEY = "ovslb:device";
 export const ATTACHMENT_KEY = "ovslb:attachment";
 /** The frontend patch port's OpenFlow number on the attachment's bridge (ofport_request), so flows are planned without I/O. */
 export const FRONTEND_OFPORT = 1;
-/** Every bucket weighs the same: slots share traffic equally (weights scale a 16-bit score, DESIGN §1). */
+/** Every bucket weighs the same: slots share traffic equally (OVS weights scale a 16-bit hash score, so weight 2 is not twice the share). */
 export const BUCKET_WEIGHT = 100;
 
 const FIVE_TUPLE: readonly HashField[] = ["ip_src", "ip_dst", "nw_proto", "tcp_src", "tcp_dst", "udp_src", "udp_dst"];
