@@ -16,4 +16,6 @@ export { DsrHypervisorFlows, type DsrHypervisorFlowsArgs } from "./provider/reso
 export { OvsBridge, type OvsBridgeArgs } from "./provider/resources/ovs-bridge/resource";
 // Every input type, generated from schema/ (the one source of truth for inputs), for the API reference and for typed programs.
 export type * from "./provider/model/inputs.generated";
+// Every output type (what each resource records besides its inputs), generated from the schemas' "x-outputs".
+export type * from "./provider/model/outputs.generated";
 export { stackHost, stackNorthbound, StackConfigError } from "./provider/resources/stack-config";

@@ -4,6 +4,8 @@
  * read each host's version and ask here before they change anything.
  */
 
+import type { HostOvsVersion } from "./outputs.generated";
+
 export interface KnownIssue {
   id: "dp-hash-buckets" | "group-modify-race";
   /** What goes wrong, in words for an error message. */
@@ -73,11 +75,8 @@ export function versionRefusal(version: string | undefined, use: FeatureUse): st
   return `${which}: ${issue.what} (fixed in ${issue.fixedIn.join(", ")}); refusing to ${issue.id === "dp-hash-buckets" ? "change a dp_hash group's buckets" : "use it"} there`;
 }
 
-/** What read reports for one host: its version and the known issues it has. */
-export interface HostOvsVersion {
-  version?: string;
-  knownIssues: string[];
-}
+/** What read reports for one host: its version and the known issues it has (schema/common.json, hostOvsVersion). */
+export type { HostOvsVersion };
 
 export const describeVersion = (version: string | undefined): HostOvsVersion => ({
   ...(version ? { version } : {}),

@@ -26,6 +26,15 @@ ajv.addKeyword({ keyword: UNORDERED, type: "array", schemaType: "boolean" });
  */
 export const REACH = "x-reach";
 ajv.addKeyword({ keyword: REACH, type: "object", schemaType: "boolean" });
+/**
+ * `"x-outputs": { "type": "object", "properties": {...} }` at a resource
+ * schema's top: what the resource records besides its inputs (ids, cookie,
+ * lastApply, ...), from which schema/generate-types.js generates the state
+ * types and the resource classes' outputs. An annotation only: inputs are
+ * never validated against it.
+ */
+export const OUTPUTS = "x-outputs";
+ajv.addKeyword({ keyword: OUTPUTS, schemaType: "object" });
 ajv.addSchema(common, "common.json");
 const compiled = new Map<object, ValidateFunction>();
 

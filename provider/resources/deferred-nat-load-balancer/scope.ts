@@ -3,6 +3,7 @@ import type { PartialScope } from "../../engine/bridge";
 import { flowKey, type Flow, type Modification } from "../../openflow";
 import { planBridge, type ObservedBridge } from "../../engine/plan";
 import type { DeferredNatBackend, DeferredNatLoadBalancerInputs as Inputs, DeferredNatVip } from "../../model/inputs.generated";
+import type { RecordedPorts } from "../../model/outputs.generated";
 import { VIP_FLOW_PRIORITY, backendKey, cookieOf, gatewayIntent, vipKey, type GatewayPort, type RecordedIds } from "./plan";
 
 /**
@@ -17,12 +18,8 @@ import { VIP_FLOW_PRIORITY, backendKey, cookieOf, gatewayIntent, vipKey, type Ga
  * then the update reads and plans everything, as before.
  */
 
-/** One gateway's OpenFlow port numbers as the last apply planned with them (every bucket and flow depends on them). */
-export interface RecordedPorts {
-  segmentOfport: number;
-  tunnelOfports: Record<string, number>;
-  bfdOfports: Record<string, number>;
-}
+/** One gateway's OpenFlow port numbers as the last apply planned with them (every bucket and flow depends on them); schema/deferred-nat-load-balancer.json, recordedPorts. */
+export type { RecordedPorts };
 
 export const recordPorts = (port: GatewayPort): RecordedPorts => ({
   segmentOfport: port.segmentOfport,

@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import type { RecordedSlotTable } from "../../model/outputs.generated";
 
 /**
  * The second-chance slot table of one VIP, as pure data. Every gateway
@@ -174,13 +175,8 @@ export function shares(t: SlotTable): Map<string, number> {
   return n;
 }
 
-/** The table as recorded in state: owners and previous owners packed as base64 of 16-bit indexes (0xffff for none). */
-export interface RecordedSlotTable {
-  size: number;
-  backends: string[];
-  owner: string;
-  previous: string;
-}
+/** The table as recorded in state: owners and previous owners packed as base64 of 16-bit indexes (0xffff for none); schema/deferred-nat-load-balancer.json, recordedSlotTable. */
+export type { RecordedSlotTable };
 
 const pack = (xs: readonly number[]) => {
   const b = Buffer.alloc(xs.length * 2);

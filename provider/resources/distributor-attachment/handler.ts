@@ -1,9 +1,9 @@
 import { observeOvsVersion, withOvsVersion } from "../../engine/ovs-version";
-import type { HostOvsVersion } from "../../model/ovs-versions";
+import type { DistributorAttachmentOutputs } from "../../model/outputs.generated";
 import schema from "../../../schema/distributor-attachment.json";
 import { applyBundle, observeBridge, openflowOf, type BridgeRef } from "../../engine/bridge";
 import { arpAnnouncement } from "../../openflow";
-import { foreignGroupIds, ownedFlows, ownedGroupIds, planBridge, type ApplySummary, type ObservedBridge } from "../../engine/plan";
+import { foreignGroupIds, ownedFlows, ownedGroupIds, planBridge, type ObservedBridge } from "../../engine/plan";
 import type { DistributorAttachmentInputs } from "../../model/inputs.generated";
 import { OPEN_VSWITCH, OwnedTransaction, Transaction, mutation, ownerMark, ownerOf, where, type BridgeRow } from "../../ovsdb";
 import type { ResourceHandler } from "../../resource-handler";
@@ -25,35 +25,11 @@ import {
   withDefaults,
   type ActualDataplane,
   type DataplaneIds,
-  type OccupiedSlot,
   type RecordedSlot,
 } from "./plan";
 
-/** What DistributorAttachment records besides its inputs: names and ids on the device, sticky across updates. */
-export interface DistributorAttachmentState {
-  bridge: string;
-  bridgeUuid: string;
-  frontendPort: string;
-  uplinkPort: string;
-  frontendOfport: number;
-  /** The owner cookie on every flow, as 0x-hex. */
-  cookie: string;
-  groupId: number;
-  /**
-   * Who serves each slot, and the slot's bucket id (never changes while the
-   * slot exists). `takenOver` records a takeover: the standby keeps that slot
-   * on later updates while it is listed as a standby.
-   */
-  slots: OccupiedSlot[];
-  /** Failed slots no standby could take: they have no bucket. */
-  vacantSlots: number[];
-  /** What the last apply sent to the bridge. */
-  lastApply?: ApplySummary;
-  /** Each served slot's bucket liveness at the last create, update or read: false while its watchPort is not LIVE. */
-  slotLiveness?: Record<string, boolean>;
-  /** At the last read: the host's Open vSwitch version and the known issues it has (provider/model/ovs-versions.ts). */
-  ovsVersions?: Record<string, HostOvsVersion>;
-}
+/** What DistributorAttachment records besides its inputs (names and ids on the device, sticky across updates): its outputs, declared in schema/distributor-attachment.json ("x-outputs"). */
+export type DistributorAttachmentState = DistributorAttachmentOutputs;
 
 /** Each slot's bucket liveness: a slot with a watchPort is live while that port is LIVE (what the group sees). */
 async function slotLiveness(ref: BridgeRef, slots: readonly SlotOccupant[]): Promise<Record<string, boolean>> {

@@ -1,4 +1,5 @@
 import type { DistributorAmphora, DistributorAttachmentInputs } from "../../model/inputs.generated";
+import type { DistributorSlot } from "../../model/outputs.generated";
 import { derivedId, interfaceName, MAX_BUCKET_ID, MAX_GROUP_ID, ownerCookie } from "../../model/ids";
 import { checkConnection, type CheckFailure } from "../../model/validate";
 import type { BridgeIntent } from "../../engine/plan";
@@ -92,16 +93,11 @@ export interface SlotOccupant {
   takenOver?: string;
 }
 
-/** A slot as the attachment's `slots` output records it: how a takeover is remembered between updates. */
-export interface RecordedSlot {
-  slot: number;
-  bucketId: number;
-  amphora: string;
-  takenOver?: string;
-}
+/** A slot as the attachment's `slots` output records it (what the planner needs of it): how a takeover is remembered between updates. */
+export type RecordedSlot = Omit<DistributorSlot, "mac">;
 
-/** A recorded slot with the MAC its bucket sends to. */
-export type OccupiedSlot = RecordedSlot & { mac: string };
+/** A recorded slot with the MAC its bucket sends to: one of the `slots` output (schema/distributor-attachment.json, slot). */
+export type OccupiedSlot = DistributorSlot;
 
 /**
  * The slot each amphora serves.

@@ -1,4 +1,5 @@
-import { describeVersion, type HostOvsVersion } from "../../model/ovs-versions";
+import { describeVersion } from "../../model/ovs-versions";
+import type { DistributorDeviceOutputs } from "../../model/outputs.generated";
 import schema from "../../../schema/distributor-device.json";
 import type { ResourceHandler } from "../../resource-handler";
 import type { DistributorDeviceInputs } from "../../model/inputs.generated";
@@ -9,19 +10,8 @@ import { ownerCookie } from "../../model/ids";
 import { KIND, attachmentId, attachmentNames } from "../distributor-attachment/plan";
 import { ATTACHED_MARK, DEVICE_MARK, checkRules, deleteRefusal, deviceResourceId, parseOvsVersion, registeredDevice, stringMap, withDefaults } from "./plan";
 
-/** What DistributorDevice observes on every read. */
-export interface DistributorDeviceState {
-  reachable: boolean;
-  ovsVersion?: string;
-  /** The same, with the known issues it has (provider/model/ovs-versions.ts), by host, as every resource reads it. */
-  ovsVersions?: Record<string, HostOvsVersion>;
-  /** Whether the uplink bridge speaks OpenFlow 1.5 (bucket ids, selection methods). */
-  openflow15: boolean;
-  /** The attachment ids found on the device. */
-  attachments: string[];
-  /** Per attachment found: whether its bridge holds its frontend and uplink patch ports and how many of its own flows it carries (0: not programmed). */
-  attachmentHealth?: Record<string, { ports: boolean; flows: number }>;
-}
+/** What DistributorDevice observes on every read: its outputs, declared in schema/distributor-device.json ("x-outputs"). */
+export type DistributorDeviceState = DistributorDeviceOutputs;
 
 interface DeviceRows {
   root: Pick<OpenVSwitchRow, "_uuid" | "external_ids" | "ovs_version">;

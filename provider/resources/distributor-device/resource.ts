@@ -1,9 +1,13 @@
 import * as pulumi from "@pulumi/pulumi";
 import { dynamicProvider } from "../../dynamic";
 import type { DistributorDeviceInputs } from "../../model/inputs.generated";
+import { DISTRIBUTOR_DEVICE_OUTPUTS, outputPlaceholders, type DistributorDeviceOutputProperties } from "../../model/resource-outputs.generated";
 import { resourceOptions, withSecretCredentials, type DeepInput } from "../resource-args";
 
 export type DistributorDeviceArgs = { [K in keyof DistributorDeviceInputs]: DeepInput<DistributorDeviceInputs[K]> };
+
+// Its outputs (reachable, ovsVersion, ovsVersions, openflow15, attachments, attachmentHealth), declared in schema/distributor-device.json ("x-outputs") and merged into the class.
+export interface DistributorDevice extends DistributorDeviceOutputProperties {}
 
 /**
  * A distributor device (Octavia active/active): an OVS host with its own
@@ -14,13 +18,6 @@ export type DistributorDeviceArgs = { [K in keyof DistributorDeviceInputs]: Deep
 export class DistributorDevice extends pulumi.dynamic.Resource {
   declare readonly deviceId: pulumi.Output<string>;
   declare readonly uplinkBridge: pulumi.Output<string>;
-  declare readonly reachable: pulumi.Output<boolean>;
-  declare readonly ovsVersion: pulumi.Output<string | undefined>;
-  declare readonly openflow15: pulumi.Output<boolean>;
-  /** The attachment ids found on the device at the last read. */
-  declare readonly attachments: pulumi.Output<string[]>;
-  /** Per attachment: its patch ports present, and how many of its own flows its bridge carries (0: not programmed). */
-  declare readonly attachmentHealth: pulumi.Output<Record<string, { ports: boolean; flows: number }> | undefined>;
   /** The host argument as given (credentials as secrets), for the device's attachments. */
   readonly hostArgs: DistributorDeviceArgs["host"];
 
@@ -29,7 +26,7 @@ export class DistributorDevice extends pulumi.dynamic.Resource {
     super(
       dynamicProvider("DistributorDevice"),
       name,
-      { ...secretArgs, reachable: undefined, ovsVersion: undefined, openflow15: undefined, attachments: undefined, attachmentHealth: undefined },
+      { ...secretArgs, ...outputPlaceholders(DISTRIBUTOR_DEVICE_OUTPUTS) },
       resourceOptions(opts),
       "ovslb",
       "DistributorDevice",

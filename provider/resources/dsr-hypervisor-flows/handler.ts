@@ -1,8 +1,8 @@
 import { observeOvsVersion, withOvsVersion } from "../../engine/ovs-version";
-import type { HostOvsVersion } from "../../model/ovs-versions";
+import type { DsrHypervisorFlowsOutputs } from "../../model/outputs.generated";
 import schema from "../../../schema/dsr-hypervisor-flows.json";
 import { applyBundle, observeBridge, observeBundles as observeAllBundles, type BridgeRef } from "../../engine/bridge";
-import { ownedFlows, planBridge, type ApplySummary } from "../../engine/plan";
+import { ownedFlows, planBridge } from "../../engine/plan";
 import type { DsrHypervisorFlowsInputs } from "../../model/inputs.generated";
 import type { ResourceHandler } from "../../resource-handler";
 import { OPEN_VSWITCH, OwnedTransaction, Transaction, describeOwner, mutation, ownerMark, where } from "../../ovsdb";
@@ -29,23 +29,8 @@ import { liveConnections, parseConntrack, type DumpedFlow } from "../../openflow
 
 type Inputs = DsrHypervisorFlowsInputs;
 
-/** What DsrHypervisorFlows records besides its inputs. */
-export interface DsrHypervisorFlowsState {
-  /** The owner cookie on every flow, as hex ("0x0b5e..."). */
-  cookie: string;
-  /** The conntrack zone in use: derived once and kept (sticky), unless the `zone` input overrides it. */
-  ctZone: number;
-  /** Each backend's bridge port and the ofport its flows deliver to, looked up at apply time. */
-  ofports: Record<string, number>;
-  /** What the last create/update sent to the bridge. */
-  lastApply: ApplySummary;
-  /** gre.bfd: each peer's ("address/key") BFD session state at the last create, update or read ("absent" when its port is missing). */
-  bfd?: Record<string, string>;
-  /** gre.secondChance: live conntrack entries per backend ("address:port") in the zone, at the last create, update or read: a drain is over at 0. */
-  connections?: Record<string, number>;
-  /** At the last read: the host's Open vSwitch version and the known issues it has (provider/model/ovs-versions.ts). */
-  ovsVersions?: Record<string, HostOvsVersion>;
-}
+/** What DsrHypervisorFlows records besides its inputs: its outputs, declared in schema/dsr-hypervisor-flows.json ("x-outputs"). */
+export type DsrHypervisorFlowsState = DsrHypervisorFlowsOutputs;
 
 /** gre.secondChance: each declared backend's live connections in the zone. */
 async function connectionsOf(s: OvsHostSession, inputs: Inputs, zone: number): Promise<Record<string, number> | undefined> {

@@ -1,5 +1,5 @@
 import { observeOvsVersion, withOvsVersion } from "../../engine/ovs-version";
-import type { HostOvsVersion } from "../../model/ovs-versions";
+import type { OvsBridgeOutputs } from "../../model/outputs.generated";
 import schema from "../../../schema/ovs-bridge.json";
 import type { ResourceHandler } from "../../resource-handler";
 import type { OvsBridgeInputs } from "../../model/inputs.generated";
@@ -7,14 +7,8 @@ import { bridgeSocket, operationLock, withOvsHosts, type OvsHostSession } from "
 import { OPEN_VSWITCH, OwnedTransaction, Transaction, describeOwner, mutation, ownerMark, where, type BridgeRow, type Condition } from "../../ovsdb";
 import { BRIDGE_COLUMNS, actualInputs, bridgeId, checkRules, desiredColumns, ownerOf, withDefaults, type BridgeRead } from "./plan";
 
-/** What OvsBridge records besides its inputs. */
-export interface OvsBridgeState {
-  uuid: string;
-  /** The bridge's OpenFlow management socket (unix:...mgmt). */
-  managementSocket: string;
-  /** At the last read: the host's Open vSwitch version and the known issues it has (provider/model/ovs-versions.ts). */
-  ovsVersions?: Record<string, HostOvsVersion>;
-}
+/** What OvsBridge records besides its inputs: its outputs, declared in schema/ovs-bridge.json ("x-outputs"). */
+export type OvsBridgeState = OvsBridgeOutputs;
 
 async function selectBridge(s: OvsHostSession, name: string): Promise<BridgeRead | undefined> {
   const db = await s.vswitchDb();

@@ -1,9 +1,13 @@
 import * as pulumi from "@pulumi/pulumi";
 import { dynamicProvider } from "../../dynamic";
 import type { OvsBridgeInputs } from "../../model/inputs.generated";
+import { OVS_BRIDGE_OUTPUTS, outputPlaceholders, type OvsBridgeOutputProperties } from "../../model/resource-outputs.generated";
 import { resourceOptions, withSecretCredentials, type DeepInput } from "../resource-args";
 
 export type OvsBridgeArgs = { [K in keyof OvsBridgeInputs]: DeepInput<OvsBridgeInputs[K]> };
+
+// Its outputs (uuid, managementSocket, ovsVersions), declared in schema/ovs-bridge.json ("x-outputs") and merged into the class.
+export interface OvsBridge extends OvsBridgeOutputProperties {}
 
 /**
  * An OVS bridge on one host, ensured through OVSDB and owned through
@@ -14,16 +18,12 @@ export class OvsBridge extends pulumi.dynamic.Resource {
   declare readonly name: pulumi.Output<string>;
   declare readonly datapathType: pulumi.Output<string>;
   declare readonly failMode: pulumi.Output<string>;
-  /** The Bridge row's uuid. */
-  declare readonly uuid: pulumi.Output<string>;
-  /** The bridge's OpenFlow management socket on the host (unix:...mgmt). */
-  declare readonly managementSocket: pulumi.Output<string>;
 
   constructor(name: string, args: OvsBridgeArgs, opts?: pulumi.CustomResourceOptions) {
     super(
       dynamicProvider("OvsBridge"),
       name,
-      { ...withSecretCredentials(args), uuid: undefined, managementSocket: undefined },
+      { ...withSecretCredentials(args), ...outputPlaceholders(OVS_BRIDGE_OUTPUTS) },
       resourceOptions(opts),
       "ovslb",
       "OvsBridge",
