@@ -1,4 +1,5 @@
 import * as os from "node:os";
+import { basename, dirname, join } from "node:path";
 import type { CommandResult, CommandRunner, RunOptions } from "../provider/transport/exec";
 import type { Duplex } from "node:stream";
 import { JsonStreamParser } from "../provider/transport/ovsdb-client";
@@ -70,6 +71,17 @@ export function childResult<T>(run: Promise<T>): void {
       process.exit(1);
     },
   );
+}
+
+/**
+ * The path of a program in bench/programs, for a benchmark to start inside a
+ * namespace: NAME.ts as compiled beside this file (dist/bench/programs/NAME.js,
+ * built with the benchmarks), any other file (perl) from the source tree.
+ */
+export function benchProgram(name: string): string {
+  if (name.endsWith(".ts")) return join(__dirname, "programs", `${name.slice(0, -3)}.js`);
+  const root = basename(dirname(__dirname)) === "dist" ? dirname(dirname(__dirname)) : dirname(__dirname);
+  return join(root, "bench", "programs", name);
 }
 
 export const fmtInt = (n: number) => n.toLocaleString("en-US");

@@ -14,7 +14,8 @@ import { ProviderDriver } from "../test/support/deferred-nat";
 import { inNamespace, labSsh, loadInventory, restartVswitchd, spawnInNamespace, sshTo, amphoraVip } from "../test/support/lab";
 import { openLiveConnections, type LiveConnections } from "../test/support/tcp-clients";
 import { waitUntil } from "../test/support/wait";
-import { fmtMs, machineNote, median, type BenchContext, type BenchReport, type Benchmark, type Invariant, labRun, teardownSteps, type LabRunOptions } from "./common";
+import type { ProberConfig } from "./programs/prober";
+import { benchProgram, fmtMs, machineNote, median, type BenchContext, type BenchReport, type Benchmark, type Invariant, labRun, teardownSteps, type LabRunOptions } from "./common";
 
 /**
  * Issue 11's benchmark: one load balancer on two distributor devices (dist1,
@@ -88,58 +89,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 // ---------------------------------------------------------------- the prober
 
-/**
- * Runs in the client's namespace. Every intervalMs (from its start, not from
- * the last round) it opens one connection from each of the round's source
- * ports to the VIP and waits up to timeoutMs for the amphora's greeting; a
- * greeting is a success. Prints one JSON line per probe ({ r, p, s, e, ok,
- * why, b }, times as performance.timeOrigin + performance.now(), the bench's
- * clock), "started" once, and ends when stdin closes, after its last probe.
- * Ports are never reused, so no 5-tuple meets an earlier one's state.
- */
-const PROBER = String.raw`
-const net = require("node:net");
-const { performance } = require("node:perf_hooks");
-const cfg = JSON.parse(process.argv[1]);
-const now = () => performance.timeOrigin + performance.now();
-let round = 0, stopping = false, pending = 0;
-const t0 = now();
-const out = (o) => process.stdout.write(JSON.stringify(o) + "\n");
-const end = () => { if (stopping && pending === 0) { out({ done: true, rounds: round }); process.exit(0); } };
-function probe(r, p) {
-  pending++;
-  const s = now();
-  const sock = net.connect({ host: cfg.host, port: cfg.port, localAddress: cfg.src, localPort: p });
-  let done = false, buf = "";
-  const finish = (ok, why, b) => {
-    if (done) return;
-    done = true;
-    clearTimeout(timer);
-    const e = now();
-    sock.destroy();
-    pending--;
-    out({ r, p, s, e, ok, why, b });
-    end();
-  };
-  const timer = setTimeout(() => finish(false, "timeout"), cfg.timeoutMs);
-  sock.on("data", (d) => { buf += d; const nl = buf.indexOf("\n"); if (nl >= 0) finish(true, undefined, buf.slice(0, nl).split(" ")[0]); });
-  sock.on("error", (e) => finish(false, "error:" + e.code));
-  sock.on("close", () => finish(false, "closed"));
-}
-function tick() {
-  if (stopping) return;
-  const ports = cfg.rounds[round];
-  if (!ports) { stopping = true; end(); return; }
-  const r = round++;
-  for (const p of ports) probe(r, p);
-  setTimeout(tick, Math.max(0, t0 + round * cfg.intervalMs - now()));
-}
-out({ started: t0 });
-tick();
-process.stdin.resume();
-process.stdin.on("end", () => { stopping = true; end(); });
-setTimeout(() => process.exit(1), 120000).unref();
-`;
+/** bench/programs/prober.ts: fresh connections to the VIP from the client's namespace, one round of source ports per interval. */
 
 interface Probe {
   /** Round, source port, start and end (epoch ms), greeted, why not, the amphora that greeted. */
@@ -170,8 +120,8 @@ class Prober {
     this.finished.catch(() => undefined);
   }
   static start(inv: LabInventory, rounds: number[][]): Prober {
-    const cfg = { host: VIP, port: inv.backendPort, src: inv.client.address, intervalMs: PROBE_INTERVAL_MS, timeoutMs: PROBE_TIMEOUT_MS, rounds };
-    return new Prober(spawnInNamespace(inv.client.namespace, [process.execPath, "-e", PROBER, JSON.stringify(cfg)]));
+    const cfg: ProberConfig = { host: VIP, port: inv.backendPort, src: inv.client.address, intervalMs: PROBE_INTERVAL_MS, timeoutMs: PROBE_TIMEOUT_MS, rounds };
+    return new Prober(spawnInNamespace(inv.client.namespace, [process.execPath, benchProgram("prober.ts"), JSON.stringify(cfg)]));
   }
   /** Ends the prober after the probes in flight. */
   async stop(): Promise<void> {
@@ -188,29 +138,11 @@ class Prober {
 
 /**
  * A capture of the edge router's segment port (`s-edge`, in the root
- * namespace), perl (perl-base) on an AF_PACKET socket: one line per IPv4 TCP
- * frame to the VIP, "epoch-seconds dst-mac sport tcp-flags". The frame's
- * destination MAC is the next hop the router chose (each attachment answers
- * ARP for its next hop with its own frontend MAC): the path each packet
- * really took, whatever `ip route get` predicts.
+ * namespace) by bench/programs/edge-sniffer.pl: one line per IPv4 TCP frame to
+ * the VIP. The frame's destination MAC is the next hop the router chose (each
+ * attachment answers ARP for its next hop with its own frontend MAC): the path
+ * each packet really took, whatever `ip route get` predicts.
  */
-const SNIFFER = String.raw`
-use strict; use Time::HiRes qw(time);
-my ($if, $vip) = @ARGV;
-my $want = pack("C4", split(/\./, $vip));
-open(my $f, "<", "/sys/class/net/$if/ifindex") or die "ifindex: $!"; my $idx = <$f>; chomp $idx; close $f;
-socket(my $s, 17, 3, 0x0300) or die "socket: $!";
-bind($s, pack("S n i S C C a8", 17, 0x0003, $idx, 0, 0, 0, "")) or die "bind: $!";
-$| = 1; print "ready\n";
-my $buf;
-while (defined recv($s, $buf, 256, 0)) {
-  next if length($buf) < 54 || unpack("n", substr($buf, 12, 2)) != 0x0800;
-  my $ihl = (ord(substr($buf, 14, 1)) & 15) * 4;
-  next if ord(substr($buf, 23, 1)) != 6 || substr($buf, 30, 4) ne $want;
-  my ($sport) = unpack("n", substr($buf, 14 + $ihl, 2));
-  printf "%.6f %s %d %d\n", time, unpack("H12", substr($buf, 0, 6)), $sport, ord(substr($buf, 14 + $ihl + 13, 1));
-}
-`;
 
 interface Frame {
   at: number;
@@ -233,16 +165,27 @@ class Sniffer {
     });
   }
   static async start(port: string): Promise<Sniffer> {
-    const child = spawn("perl", ["-e", SNIFFER, port, VIP], { stdio: ["pipe", "pipe", "pipe"] });
+    const child = spawn("perl", [benchProgram("edge-sniffer.pl"), port, VIP], { stdio: ["pipe", "pipe", "pipe"] });
     let stderr = "";
     child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
     const s = new Sniffer(child);
     await Promise.race([s.ready, new Promise((_, reject) => child.once("exit", (c) => reject(new Error(`sniffer exited (${c}) ${stderr.trim()}`))))]);
     return s;
   }
-  /** The devices each source port's frames were sent to since `since` (after a moment for the capture to catch up). */
-  async paths(since: number): Promise<Map<number, Set<Device>>> {
-    await sleep(50);
+  /**
+   * The devices each source port's frames were sent to since `since`, once
+   * the capture holds a frame since then from each of `answered` (the ports
+   * of connections that got their echo: their frames went through the edge
+   * router, and the capture may lag the sockets).
+   */
+  async paths(since: number, answered: readonly number[]): Promise<Map<number, Set<Device>>> {
+    await waitUntil(
+      () => {
+        const seen = new Set(this.frames.filter((f) => f.at >= since).map((f) => f.sport));
+        return answered.every((p) => seen.has(p));
+      },
+      { what: `the capture of a frame from each of ${answered.length} answered connections`, timeoutMs: 5000, intervalMs: 10 },
+    );
     const out = new Map<number, Set<Device>>();
     for (const f of this.frames) {
       if (f.at < since || !f.device) continue;
@@ -520,7 +463,7 @@ async function runTrial(lab: Lab, ctx: BenchContext, fault: FaultKind, trial: nu
   sniffer.forget(now() - 1000);
   const tBefore = now();
   const before = (await live.round()).filter((c) => !c.broken);
-  const pathsBefore = await sniffer.paths(tBefore);
+  const pathsBefore = await sniffer.paths(tBefore, before.map((c) => c.port));
   const viaVictim = before.filter((c) => only(pathsBefore.get(c.port), VICTIM));
   const predicted = await nextHops(inv, before.map((c) => c.port));
   const routeGetAgrees = before.filter((c, i) => only(pathsBefore.get(c.port), deviceOfHop(predicted[i])!)).length;
@@ -565,8 +508,8 @@ async function runTrial(lab: Lab, ctx: BenchContext, fault: FaultKind, trial: nu
 
   // Recovered: every live connection answers, dist1's now through dist2, from the amphora it had.
   const tDuring = now();
-  await live.round();
-  const pathsDuring = await sniffer.paths(tDuring);
+  const during = await live.round();
+  const pathsDuring = await sniffer.paths(tDuring, during.filter((c) => !c.broken).map((c) => c.port));
   const movedToSurvivor = viaVictim.filter((c) => only(pathsDuring.get(c.port), "dist2")).length;
 
   // Repair, then the attachment's update (re-programs after a restart, announces the next hop in every case).
@@ -595,7 +538,7 @@ async function runTrial(lab: Lab, ctx: BenchContext, fault: FaultKind, trial: nu
 
   const tAfter = now();
   const afterRound = await live.round();
-  const pathsAfter = await sniffer.paths(tAfter);
+  const pathsAfter = await sniffer.paths(tAfter, afterRound.filter((c) => !c.broken).map((c) => c.port));
   const mine = new Set(before.map((c) => c.port));
   const nb = lab.monitor!.first(NEXT_HOP[VICTIM], VALID, repairAt - 1);
   const result: Trial = {
@@ -628,8 +571,8 @@ async function runTrial(lab: Lab, ctx: BenchContext, fault: FaultKind, trial: nu
   };
   const f = (x?: number) => (x === undefined ? "not seen" : fmtMs(x));
   ctx.log(`  ${fault} #${trial + 1}: new connections again ${fmtMs(result.recover)} (neighbour FAILED ${f(result.neighFailed)}; failed probes sent to dist1 ${failedVia.dist1}, to dist2 ${failedVia.dist2}, unseen ${failedVia.unseen}); live: ${result.live.viaVictim}/${result.live.before} through dist1 (route get: ${result.live.viaVictimByRouteGet}, agrees for ${routeGetAgrees}), ${movedToSurvivor} moved to dist2, ${result.live.backOnVictim} back, ${result.live.broken} broken; update ${result.update.messages} messages in ${fmtMs(result.update.ms)}; back ${fmtMs(result.back)} (neighbour ${f(result.neighBack)} ${result.neighBackState ?? ""}); load ${loadAverage}`);
-  // Let the neighbour entries settle before the next fault.
-  await sleep(300);
+  // The next fault starts from both next hops resolved in the edge router (REACHABLE or STALE, not mid-probe).
+  await waitUntil(() => DEVICES.every((d) => ["REACHABLE", "STALE"].includes(neighState(lab.inv, NEXT_HOP[d]))), { what: "both next hops resolved in the edge router", timeoutMs: GIVE_UP_MS });
   return result;
 }
 
@@ -797,8 +740,8 @@ export const distributorFailoverBenchmark: Benchmark = {
       lab.live = await openLiveConnections(inv.client.namespace, VIP, inv.backendPort, LIVE_CONNECTIONS);
       const initial = lab.live.initial;
       const tInitial = now();
-      await lab.live.round();
-      const initialPaths = await lab.sniffer.paths(tInitial);
+      const initialRound = await lab.live.round();
+      const initialPaths = await lab.sniffer.paths(tInitial, initialRound.filter((c) => !c.broken).map((c) => c.port));
       invariants.push({
         name: `all ${LIVE_CONNECTIONS} live connections opened, spread over both devices (captured), each to an active amphora`,
         ok: initial.every((c) => !c.broken) && DEVICES.every((d) => initial.some((c) => only(initialPaths.get(c.port), d))) && initial.every((c) => c.backend === lab.amphorae[0].name || c.backend === lab.amphorae[1].name),

@@ -11,7 +11,8 @@ import { encapsulateVip, l3dsrCounters, l3dsrDevice, removeVip, type L3dsrTunnel
 import type { LabBackend, LabInventory } from "../test/lab/topology";
 import { ProviderDriver, labLoadBalancer } from "../test/support/deferred-nat";
 import { inNamespace, labSsh, loadInventory, spawnInNamespace, sshTo } from "../test/support/lab";
-import { fmtInt, fmtMs, machineNote, type BenchContext, type BenchReport, type Benchmark, type Invariant, labRun, teardownSteps, type LabRunOptions } from "./common";
+import type { LoadConfig } from "./programs/load-driver";
+import { benchProgram, fmtInt, fmtMs, machineNote, type BenchContext, type BenchReport, type Benchmark, type Invariant, labRun, teardownSteps, type LabRunOptions } from "./common";
 
 /**
  * Issue 8's benchmark: HTTP requests per second and p50/p99 latency through
@@ -88,36 +89,7 @@ const SHORT: Record<PathKey, string> = { direct: "direct", mac: "mac delivery", 
 
 // ---------------------------------------------------------------- servers and client
 
-/** A tiny HTTP server: answers 200 with its name; counts what it saw; "report" prints and resets the counts. */
-const SERVER = String.raw`
-const http = require("node:http");
-const readline = require("node:readline");
-const [name, ports, own, client] = process.argv.slice(1);
-const body = Buffer.from(name + "\n");
-let c;
-const reset = () => { c = { requests: 0, badPeer: 0, badLocal: 0, samples: [] }; };
-reset();
-const server = http.createServer((req, res) => {
-  c.requests++;
-  const peer = req.socket.remoteAddress;
-  const local = req.socket.localAddress + ":" + req.socket.localPort;
-  if (peer !== client) { c.badPeer++; if (c.samples.length < 5) c.samples.push("peer " + peer); }
-  if (req.socket.localAddress !== own || !ports.split(",").includes(String(req.socket.localPort))) { c.badLocal++; if (c.samples.length < 5) c.samples.push("local " + local); }
-  res.writeHead(200, { "content-type": "text/plain", "content-length": body.length });
-  res.end(body);
-});
-let pending = ports.split(",").length;
-for (const port of ports.split(",")) {
-  const s = port === ports.split(",")[0] ? server : http.createServer(server.listeners("request")[0]);
-  s.keepAliveTimeout = 30000;
-  s.on("error", (e) => { console.log(JSON.stringify({ error: e.code || e.message })); process.exit(1); });
-  s.listen(Number(port), "0.0.0.0", () => { if (--pending === 0) console.log(JSON.stringify({ listening: true })); });
-}
-const rl = readline.createInterface({ input: process.stdin });
-rl.on("line", (l) => { if (l.trim() === "report") { console.log(JSON.stringify(c)); reset(); } });
-rl.on("close", () => process.exit(0));
-setTimeout(() => process.exit(0), 15 * 60 * 1000).unref();
-`;
+/** A tiny HTTP server (bench/programs/http-server.ts): answers 200 with its name; counts what it saw; "report" prints and resets the counts. */
 
 interface ServerCounts {
   requests: number;
@@ -151,7 +123,7 @@ class Server {
 
   static async start(inv: LabInventory, b: LabBackend): Promise<Server> {
     const ports = b.name === soleOf(inv).name ? [PORTS.gre, PORTS.mac, PORTS.direct] : [PORTS.gre, PORTS.mac];
-    const child = spawnInNamespace(b.namespace, [process.execPath, "-e", SERVER, b.name, ports.join(","), b.address, inv.client.address]);
+    const child = spawnInNamespace(b.namespace, [process.execPath, benchProgram("http-server.ts"), b.name, ports.join(","), b.address, inv.client.address]);
     let stderr = "";
     child.stderr!.on("data", (d) => (stderr += String(d)));
     const s = new Server(b, child);
@@ -197,29 +169,7 @@ class Server {
   }
 }
 
-/**
- * Runs autocannon (its API, for every response's latency at full precision:
- * its own summary rounds to whole milliseconds) inside the client
- * namespace: a warm-up, then the measured run; prints one JSON line.
- */
-const DRIVER = String.raw`
-const autocannon = require(process.argv[1]);
-const cfg = JSON.parse(process.argv[2]);
-function run(opts, keep) {
-  return new Promise((resolve, reject) => {
-    const latencies = [];
-    const inst = autocannon(opts, (err, res) => (err ? reject(err) : resolve({ res, latencies })));
-    if (keep) inst.on("response", (_client, code, _bytes, ms) => { if (code >= 200 && code < 300) latencies.push(Math.round(ms * 1000) / 1000); });
-  });
-}
-(async () => {
-  const base = { url: cfg.url, connections: cfg.connections, pipelining: 1, timeout: cfg.timeout };
-  const warm = await run({ ...base, duration: cfg.warmup }, false);
-  const { res, latencies } = await run({ ...base, duration: cfg.seconds }, true);
-  const pick = (r) => ({ ok: r["2xx"], non2xx: r.non2xx, errors: r.errors, timeouts: r.timeouts, resets: r.resets, mismatches: r.mismatches, duration: r.duration, statusCodeStats: r.statusCodeStats });
-  console.log(JSON.stringify({ warmup: pick(warm.res), run: { ...pick(res), autocannonLatency: { p50: res.latency.p50, p99: res.latency.p99, max: res.latency.max }, requestsAverage: res.requests.average }, latencies }));
-})().catch((e) => { console.log(JSON.stringify({ error: String(e && e.stack || e) })); process.exit(1); });
-`;
+/** The load: autocannon in the client namespace (bench/programs/load-driver.ts), a warm-up, then the measured run. */
 
 interface RunTotals {
   ok: number;
@@ -238,8 +188,8 @@ interface Load {
 }
 
 function loadOf(inv: LabInventory, url: string, sizes: Sizes): Load {
-  const cfg = { url, connections: sizes.connections, seconds: sizes.seconds, warmup: sizes.warmupSeconds, timeout: TIMEOUT_S };
-  const out = inNamespace(inv.client.namespace, [process.execPath, "-e", DRIVER, require.resolve("autocannon"), JSON.stringify(cfg)]);
+  const cfg: LoadConfig = { url, connections: sizes.connections, seconds: sizes.seconds, warmup: sizes.warmupSeconds, timeout: TIMEOUT_S };
+  const out = inNamespace(inv.client.namespace, [process.execPath, benchProgram("load-driver.ts"), JSON.stringify(cfg)]);
   const parsed = JSON.parse(out.trim().split("\n").pop()!) as Load & { error?: string };
   if (parsed.error) throw new Error(`autocannon: ${parsed.error}`);
   return parsed;

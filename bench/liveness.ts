@@ -15,7 +15,8 @@ import type { LabBackend, LabInventory } from "../test/lab/topology";
 import { ProviderDriver, labBackend, labHypervisorFlows, labLoadBalancer } from "../test/support/deferred-nat";
 import { inNamespace, labSsh, loadInventory, spawnInNamespace } from "../test/support/lab";
 import { waitUntil } from "../test/support/wait";
-import { fmtMs, machineNote, median, UnixctlClient, type BenchContext, type BenchReport, type Benchmark, type Invariant, labRun, teardownSteps, type LabRunOptions } from "./common";
+import type { CheckerConfig } from "./programs/tcp-checker";
+import { benchProgram, fmtMs, machineNote, median, UnixctlClient, type BenchContext, type BenchReport, type Benchmark, type Invariant, labRun, teardownSteps, type LabRunOptions } from "./common";
 
 /**
  * Issue 9's benchmark: how long a dead hypervisor's backends keep being
@@ -81,44 +82,7 @@ const now = () => performance.timeOrigin + performance.now();
 
 // ---------------------------------------------------------------- the checker
 
-/**
- * keepalived's TCP_CHECK, reduced: per target, a connect every interval
- * (from the start of the last one), failing after the timeout; down after
- * `fall` failures in a row, up after one success. Prints a JSON line on each
- * change ({ target, state, at }, epoch ms as performance.timeOrigin +
- * performance.now(), the clock the bench uses) and ends when stdin closes.
- */
-const CHECKER = String.raw`
-const net = require("node:net");
-const { performance } = require("node:perf_hooks");
-const cfg = JSON.parse(process.argv[1]);
-const now = () => performance.timeOrigin + performance.now();
-for (const t of cfg.targets) {
-  let state = "unknown", fails = 0;
-  const check = () => {
-    const started = now();
-    const s = net.connect({ host: t.host, port: t.port });
-    let done = false;
-    const finish = (ok) => {
-      if (done) return;
-      done = true;
-      clearTimeout(timer);
-      s.destroy();
-      fails = ok ? 0 : fails + 1;
-      const next = ok ? "up" : fails >= cfg.fall ? "down" : state;
-      if (next !== state) { state = next; console.log(JSON.stringify({ target: t.name, state, at: now(), checkStartedAt: started })); }
-      setTimeout(check, Math.max(0, started + cfg.intervalMs - now()));
-    };
-    const timer = setTimeout(() => finish(false), cfg.timeoutMs);
-    s.on("connect", () => finish(true));
-    s.on("error", () => finish(false));
-  };
-  check();
-}
-process.stdin.resume();
-process.stdin.on("end", () => process.exit(0));
-setTimeout(() => process.exit(0), 30 * 60 * 1000).unref();
-`;
+/** keepalived's TCP_CHECK, reduced (bench/programs/tcp-checker.ts): prints each target's up/down changes. */
 
 interface CheckEvent {
   target: string;
@@ -141,8 +105,8 @@ class Checker {
     });
   }
   static start(ns: string, targets: Array<{ name: string; host: string; port: number }>): Checker {
-    const cfg = { targets, intervalMs: CHECK_INTERVAL_MS, timeoutMs: CHECK_TIMEOUT_MS, fall: CHECK_FALL };
-    return new Checker(spawnInNamespace(ns, [process.execPath, "-e", CHECKER, JSON.stringify(cfg)]));
+    const cfg: CheckerConfig = { targets, intervalMs: CHECK_INTERVAL_MS, timeoutMs: CHECK_TIMEOUT_MS, fall: CHECK_FALL };
+    return new Checker(spawnInNamespace(ns, [process.execPath, benchProgram("tcp-checker.ts"), JSON.stringify(cfg)]));
   }
   /** The first change of `target` to `state` at or after `since`. */
   first(target: string, state: "up" | "down", since: number): CheckEvent | undefined {
@@ -159,8 +123,7 @@ class Checker {
 
 /** A TCP listener on hv1's underlay address, for the checker that probes across the underlay. */
 function startListener(inv: LabInventory): Promise<ChildProcess> {
-  const code = `const s=require("node:net").createServer((c)=>c.destroy());s.on("error",(e)=>{console.log("error "+e.code);process.exit(1)});s.listen(${PROBE_PORT},${JSON.stringify(inv.hosts[VICTIM].underlay!.address)},()=>console.log("listening"));process.stdin.resume();process.stdin.on("end",()=>process.exit(0));setTimeout(()=>process.exit(0),1800000).unref();`;
-  const child = spawnInNamespace(inv.hosts[VICTIM].namespace, [process.execPath, "-e", code]);
+  const child = spawnInNamespace(inv.hosts[VICTIM].namespace, [process.execPath, benchProgram("tcp-listener.ts"), String(PROBE_PORT), inv.hosts[VICTIM].underlay!.address]);
   return new Promise((resolve, reject) => {
     createInterface({ input: child.stdout! }).once("line", (l) => (l === "listening" ? resolve(child) : reject(new Error(`hv1 listener: ${l}`))));
     child.once("exit", (c) => reject(new Error(`hv1 listener exited (${c})`)));

@@ -12,6 +12,7 @@ import { ExtraHosts, readPid, isAlive } from "../test/lab/lab";
 import { segmentMacOf, type HostPlan, type LabHost, type LabInventory } from "../test/lab/topology";
 import { ProviderDriver } from "../test/support/deferred-nat";
 import { loadInventory, sshTo } from "../test/support/lab";
+import { waitUntil } from "../test/support/wait";
 import { fmtMs, labRun, machineNote, median, teardownSteps, type BenchContext, type BenchReport, type Benchmark, type Invariant } from "./common";
 
 /**
@@ -197,12 +198,13 @@ async function change(inv: LabInventory, hosts: Record<string, LabHost>, lb: Pro
   const cpu = process.cpuUsage(cpuStart);
   const machine1 = machineCpu();
   // ovs-vswitchd logs the reply just after sending it: a loaded machine may run ovs-ofctl's exit first.
-  let commits: number[] = [];
-  for (let tries = 0; tries < 20; tries++) {
-    commits = gws.flatMap((p, i) => commitReplies(logSince(hosts[p.name], marks[i])));
-    if (commits.length >= gws.length) break;
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  const commits = await waitUntil(
+    () => {
+      const seen = gws.flatMap((p, i) => commitReplies(logSince(hosts[p.name], marks[i])));
+      return seen.length >= gws.length ? seen : undefined;
+    },
+    { what: `each of ${gws.length} gateways' ovs-vswitchd to log its bundle commit reply`, timeoutMs: 5000, intervalMs: 20 },
+  );
   const lastApply = lb.outputs.lastApply as Record<string, { messages: number }>;
   return {
     kind,

@@ -16,7 +16,7 @@ import { connectAndClose, openLiveConnections, times, type LiveConnection, type 
 import { inNamespace, labSsh, loadInventory, spawnInNamespace, sshTo } from "../test/support/lab";
 import { waitUntil } from "../test/support/wait";
 import { byAddress } from "./deferred-nat";
-import { fmtInt, machineNote, type BenchContext, type BenchReport, type Benchmark, type Invariant, labRun, teardownSteps, type LabRunOptions } from "./common";
+import { benchProgram, fmtInt, machineNote, type BenchContext, type BenchReport, type Benchmark, type Invariant, labRun, teardownSteps, type LabRunOptions } from "./common";
 
 /**
  * Issue 10's benchmark: what a backend change does to established
@@ -100,79 +100,7 @@ type Declared = { backend: LabBackend; state?: "active" | "draining" };
 
 // ---------------------------------------------------------------- a timing client
 
-/**
- * Request/echo round trips, timed inside the client namespace (no pipe in
- * the measured path): `open` connects `count` times to the VIP, one after
- * another, and reports each local port and greeting; `measure` sends one
- * line at a time on the connections named, in that order, and times each
- * echo with hrtime (µs). A connection that fails stays failed (-1 for it).
- */
-const TIMER = String.raw`
-const net = require("node:net");
-const readline = require("node:readline");
-const conns = [];
-function connection(target) {
-  const c = { sock: net.connect(target), buf: "", lines: [], waiter: undefined, failed: "" };
-  c.sock.setNoDelay(true);
-  c.sock.on("data", (d) => {
-    c.buf += d;
-    let nl;
-    while ((nl = c.buf.indexOf("\n")) >= 0) {
-      const line = c.buf.slice(0, nl);
-      c.buf = c.buf.slice(nl + 1);
-      const w = c.waiter; c.waiter = undefined;
-      if (w) w(line); else c.lines.push(line);
-    }
-  });
-  const fail = (why) => { if (!c.failed) c.failed = why; const w = c.waiter; c.waiter = undefined; if (w) w(undefined); };
-  c.sock.on("error", (e) => fail("error:" + e.code));
-  c.sock.on("close", () => fail("closed"));
-  return c;
-}
-function readLine(c, ms) {
-  if (c.lines.length) return Promise.resolve(c.lines.shift());
-  if (c.failed) return Promise.resolve(undefined);
-  return new Promise((resolve) => {
-    const t = setTimeout(() => { c.waiter = undefined; c.failed = "timeout"; c.sock.destroy(); resolve(undefined); }, ms);
-    c.waiter = (l) => { clearTimeout(t); resolve(l); };
-  });
-}
-const ops = {
-  async open(cmd) {
-    const out = [];
-    for (let i = 0; i < cmd.count; i++) {
-      const c = connection({ host: cmd.host, port: cmd.port });
-      conns.push(c);
-      const g = await readLine(c, 3000);
-      out.push({ localPort: c.sock.localPort, greeting: g ?? "", error: c.failed });
-    }
-    return { connections: out };
-  },
-  async measure(cmd) {
-    const us = [];
-    for (const [k, id] of cmd.ids.entries()) {
-      const c = conns[id];
-      if (c.failed) { us.push(-1); continue; }
-      c.lines.length = 0;
-      const msg = "t" + k;
-      const start = process.hrtime.bigint();
-      const reply = readLine(c, 2000);
-      c.sock.write(msg + "\n");
-      const line = await reply;
-      const end = process.hrtime.bigint();
-      us.push(line !== undefined && line.endsWith(" " + msg) ? Number(end - start) / 1000 : -1);
-    }
-    return { us };
-  },
-};
-let queue = Promise.resolve();
-readline.createInterface({ input: process.stdin }).on("line", (line) => {
-  queue = queue.then(async () => { const cmd = JSON.parse(line); console.log(JSON.stringify(await ops[cmd.op](cmd))); })
-    .catch((e) => console.log(JSON.stringify({ failed: String((e && e.stack) || e) })));
-});
-process.stdin.on("end", () => queue.then(() => { conns.forEach((c) => c.sock.destroy()); process.exit(0); }));
-setTimeout(() => process.exit(0), 15 * 60 * 1000).unref();
-`;
+/** Request/echo round trips timed inside the client namespace (bench/programs/timing-client.ts). */
 
 class TimingClient {
   private readonly waiters: Array<(line: string) => void> = [];
@@ -181,7 +109,7 @@ class TimingClient {
     createInterface({ input: child.stdout! }).on("line", (l) => this.waiters.shift()?.(l));
   }
   static async open(ns: string, count: number): Promise<TimingClient> {
-    const c = new TimingClient(spawnInNamespace(ns, [process.execPath, "-e", TIMER]));
+    const c = new TimingClient(spawnInNamespace(ns, [process.execPath, benchProgram("timing-client.ts")]));
     const r = await c.call({ op: "open", host: VIP, port: VPORT, count }, 3000 * count + 10_000);
     c.connections = (r.connections as Array<{ localPort: number; greeting: string; error: string }>).map((x) => ({ localPort: x.localPort, backend: x.greeting.split(" ")[0], error: x.error }));
     return c;

@@ -1,6 +1,8 @@
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, it, expect } from "vitest";
 import { parseArgs, UsageError } from "../../bench/cli";
+import { benchProgram } from "../../bench/common";
 import { FULL, SMOKE, acceptanceInvariants } from "../../bench/deferred-nat";
 import { MAX_BUCKETS_PER_GROUP } from "../../provider/resources/deferred-nat-load-balancer/plan";
 
@@ -52,5 +54,24 @@ describe("deferred-nat benchmark sizes", () => {
     const invariants = await acceptanceInvariants(gateway);
     expect(invariants.filter((i) => !i.ok)).toEqual([]);
     expect(invariants.map((i) => i.name)).toContain(`check refuses a VIP of 1,001 backends for its bucket count (at most 1,000 per group)`);
+  });
+});
+
+describe("bench programs", () => {
+  const bench = join(__dirname, "..", "..", "bench");
+
+  it("each program a benchmark starts is a file in bench/programs, and no benchmark embeds one as a string", () => {
+    const sources = readdirSync(bench).filter((f) => f.endsWith(".ts")).map((f) => readFileSync(join(bench, f), "utf8"));
+    const named = sources.flatMap((s) => [...s.matchAll(/benchProgram\("([^"]+)"\)/g)].map((m) => m[1]));
+    expect([...new Set(named)].sort()).toEqual([
+      "edge-sniffer.pl", "http-server.ts", "load-driver.ts", "prober.ts", "tcp-checker.ts", "tcp-listener.ts", "timing-client.ts",
+    ]);
+    for (const name of named) expect(existsSync(join(bench, "programs", name)), name).toBe(true);
+    for (const s of sources) expect(s).not.toMatch(/String\.raw`|execPath, "-e"/);
+  });
+
+  it("finds a compiled program beside the compiled benchmarks, and perl in the source tree", () => {
+    expect(benchProgram("prober.ts")).toBe(join(bench, "programs", "prober.js"));
+    expect(benchProgram("edge-sniffer.pl")).toBe(join(bench, "programs", "edge-sniffer.pl"));
   });
 });
