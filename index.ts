@@ -13,6 +13,7 @@ export {
 export { ActiveActiveLoadBalancer, type ActiveActiveLoadBalancerArgs } from "./components/active-active-load-balancer";
 export { TransparentDsr, type TransparentDsrArgs, type TransparentDsrHypervisor } from "./components/transparent-dsr";
 export { DsrHypervisorFlows, type DsrHypervisorFlowsArgs } from "./provider/resources/dsr-hypervisor-flows/resource";
+export { HealthCheck, type HealthCheckArgs } from "./provider/resources/health-check/resource";
 export { OvsBridge, type OvsBridgeArgs } from "./provider/resources/ovs-bridge/resource";
 // Every input type, generated from schema/ (the one source of truth for inputs), for the API reference and for typed programs.
 export type * from "./provider/model/inputs.generated";

@@ -3,6 +3,7 @@ import type { DeferredNatBackend, DeferredNatLoadBalancerInputs, OvsHost } from 
 import { bfdKeyOf, greKeyOf } from "../provider/resources/deferred-nat-load-balancer/plan";
 import { DeferredNatLoadBalancer } from "../provider/resources/deferred-nat-load-balancer/resource";
 import { DsrHypervisorFlows } from "../provider/resources/dsr-hypervisor-flows/resource";
+import { HealthCheck } from "../provider/resources/health-check/resource";
 import { unknownHypervisors, vipsOn } from "./hypervisor-vips";
 
 /** A hypervisor that hosts backends: where its NAT flows go. */
@@ -38,9 +39,11 @@ export interface DeferredNatServiceArgs {
   delivery?: "mac" | "gre";
   ovn?: DeferredNatLoadBalancerInputs["ovn"];
   /**
-   * The health check: OVN probes (probe, with ovn), BFD liveness of every
-   * hypervisor on every gateway (bfd: each gre hypervisor's flows get the
-   * gateways as BFD peers), stale reporting and enforce.
+   * The health check: OVN probes (probe, with ovn and ovn.healthCheckSourceIp:
+   * a HealthCheck resource, child of the service), BFD liveness of every
+   * hypervisor on every gateway (bfd: the load balancer's, and each gre
+   * hypervisor's flows get the gateways as BFD peers), stale reporting
+   * (southbound) and enforce (the HealthCheck's).
    */
   healthCheck?: DeferredNatLoadBalancerInputs["healthCheck"];
   /**
@@ -79,6 +82,10 @@ function serviceProblems(args: DeferredNatServiceArgs, deliveryOf: (hv: Deferred
       if (deliveryOf(h) !== "gre") problems.push(`healthCheck.bfd needs gre delivery: hypervisors[${i}] (${h.name}) is reached by mac, with no tunnel to watch`);
     });
   }
+  const hc = args.healthCheck;
+  if (hc && (hc.probe || hc.southbound || hc.enforce) && !args.ovn?.healthCheckSourceIp) {
+    problems.push("healthCheck.probe, southbound and enforce need ovn with ovn.healthCheckSourceIp: the HealthCheck attaches to the load balancer's northbound rows and its probes need a source address");
+  }
   return problems;
 }
 
@@ -97,6 +104,8 @@ export class DeferredNatService extends pulumi.ComponentResource {
   readonly loadBalancer: DeferredNatLoadBalancer;
   /** Hypervisor name -> its flows. */
   readonly hypervisorFlows: Record<string, DsrHypervisorFlows>;
+  /** With healthCheck probe, southbound or enforce: the OVN health checks of the VIPs. */
+  readonly healthCheck?: HealthCheck;
 
   constructor(name: string, args: DeferredNatServiceArgs, opts?: pulumi.ComponentResourceOptions) {
     // Refusals come before anything is registered.
@@ -152,11 +161,37 @@ export class DeferredNatService extends pulumi.ComponentResource {
         })),
         ...(args.selectionFields ? { selectionFields: args.selectionFields } : {}),
         ...(args.ovn ? { ovn: args.ovn } : {}),
-        ...(args.healthCheck ? { healthCheck: args.healthCheck } : {}),
+        // The load balancer keeps only BFD (dataplane); probes, the southbound and enforce are the HealthCheck's.
+        ...(bfd ? { healthCheck: { bfd } } : {}),
         ...(args.secondChance ? { secondChance: args.secondChance } : {}),
       },
       { parent: this, dependsOn: Object.values(this.hypervisorFlows) },
     );
-    this.registerOutputs({ groupIds: this.loadBalancer.groupIds, health: this.loadBalancer.health, stale: this.loadBalancer.stale });
+    const hc = args.healthCheck;
+    if (hc && (hc.probe || hc.southbound || hc.enforce)) {
+      this.healthCheck = new HealthCheck(
+        name,
+        {
+          loadBalancer: name,
+          northbound: args.ovn!.northbound,
+          ...(hc.southbound ? { southbound: hc.southbound } : {}),
+          sourceIp: args.ovn!.healthCheckSourceIp!,
+          vips: args.vips.map((vip) => ({
+            address: vip.address,
+            port: vip.port,
+            protocol: vip.protocol,
+            backends: vip.backends.map((b) => ({ address: b.address, port: b.port, logicalPort: b.logicalPort!, hypervisor: b.hypervisor })),
+          })),
+          ...(hc.probe ? { probe: hc.probe } : {}),
+          ...(hc.enforce ? { enforce: hc.enforce } : {}),
+          // With BFD, the gateways' sessions count toward stale (read, never changed).
+          ...(bfd ? { gateways: args.gateways.map((g) => ({ name: g.name, host: g.host, bridge: g.bridge })) } : {}),
+        },
+        // It attaches to the load balancer's northbound rows.
+        { parent: this, dependsOn: [this.loadBalancer] },
+      );
+    }
+    const report = this.healthCheck ?? this.loadBalancer;
+    this.registerOutputs({ groupIds: this.loadBalancer.groupIds, health: report.health, stale: report.stale });
   }
 }

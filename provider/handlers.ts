@@ -5,6 +5,7 @@ import { deferredNatLoadBalancerHandler } from "./resources/deferred-nat-load-ba
 import { distributorAttachmentHandler } from "./resources/distributor-attachment/handler";
 import { distributorDeviceHandler } from "./resources/distributor-device/handler";
 import { dsrHypervisorFlowsHandler } from "./resources/dsr-hypervisor-flows/handler";
+import { healthCheckHandler } from "./resources/health-check/handler";
 import { ovsBridgeHandler } from "./resources/ovs-bridge/handler";
 import { CREDENTIALS_OUTPUT, liftCredentials, restoreCredentials, type Credentials } from "./secrets";
 import { configureStackSsh, stackSshFailures, withStackSsh } from "./stack-ssh";
@@ -29,6 +30,7 @@ const registry: Record<string, ResourceHandler<any, any>> = {
   DeferredNatLoadBalancer: deferredNatLoadBalancerHandler,
   DistributorDevice: distributorDeviceHandler,
   DistributorAttachment: distributorAttachmentHandler,
+  HealthCheck: healthCheckHandler,
 };
 
 export type ResourceKind = keyof typeof registry;

@@ -6,6 +6,7 @@ export interface AllInputs {
   "distributor-attachment"?: DistributorAttachmentInputs;
   "distributor-device"?: DistributorDeviceInputs;
   "dsr-hypervisor-flows"?: DsrHypervisorFlowsInputs;
+  "health-check"?: HealthCheckInputs;
   "ovs-bridge"?: OvsBridgeInputs;
 }
 /**
@@ -223,7 +224,7 @@ export interface OvnNorthbound {
   socket: string;
 }
 /**
- * the health check of the load balancer's VIPs: OVN probes (probe, with ovn), BFD liveness of each hypervisor on every gateway (bfd, gre delivery), and what read reports and enforce does with the southbound's view
+ * the health check of the load balancer's VIPs (the older form: new stacks give probe, southbound and enforce to a HealthCheck resource and keep only bfd here): OVN probes (probe, with ovn: a Load_Balancer_Health_Check per VIP, probed by the chassis each backend's logical port is bound to; needs ovn.healthCheckSourceIp and every backend's logicalPort), BFD liveness of each hypervisor on every gateway (bfd, gre delivery), and what read reports and enforce does with the southbound's view
  */
 export interface DeferredNatHealthCheck {
   probe?: OvnProbe;
@@ -235,7 +236,7 @@ export interface DeferredNatHealthCheck {
   enforce?: boolean;
 }
 /**
- * OVN mode: a Load_Balancer_Health_Check per VIP, probed by the chassis each backend's logical port is bound to; needs ovn, ovn.healthCheckSourceIp and every backend's logicalPort
+ * the probe settings of an OVN Load_Balancer_Health_Check (its options); unset ones are ovn-controller's defaults
  */
 export interface OvnProbe {
   /**
@@ -523,6 +524,86 @@ export interface DsrBackend {
    * an OVS port name: 1-15 letters, digits, '-', '_' or '.', starting with a letter or digit
    */
   bridgePort: string;
+}
+/**
+ * OVN health checks of one DeferredNatLoadBalancer's VIPs, as a resource of their own: a Load_Balancer_Health_Check per VIP (referenced from the load balancer's northbound Load_Balancer rows) and the ip_port_mappings entries its probes need, written in one owned OVSDB transaction; the southbound's Service_Monitor and Port_Binding rows read back as each backend's health and the stale ones (online while they cannot serve); with enforce, stale monitors set offline. It never touches the gateways' flows or groups: changing or refreshing it sends no OpenFlow. BFD liveness stays with the load balancer (healthCheck.bfd: its tunnel ports and the buckets' watch_port); given the gateways, this resource reads the BFD status of those ports over OVSDB, so a backend whose hypervisor a majority of the gateways see down counts as stale; without them, stale is judged on the southbound's bindings alone. northbound is the load balancer's ovn.northbound; southbound (optional) is read for the backends' Service_Monitor and Port_Binding rows, and enforce writes Service_Monitor.status there.
+ */
+export interface HealthCheckInputs {
+  /**
+   * a name of 1-63 lowercase letters, digits and '-', starting with a letter
+   */
+  loadBalancer: string;
+  northbound: OvsdbSocket;
+  southbound?: OvsdbSocket;
+  /**
+   * an IPv4 address in dotted-quad form, e.g. 10.0.0.10
+   */
+  sourceIp: string;
+  /**
+   * the VIPs to probe: each must be one of the load balancer's
+   *
+   * @minItems 1
+   * @maxItems 1024
+   */
+  vips: HealthCheckVip[];
+  probe?: OvnProbe;
+  /**
+   * create and update set stale Service_Monitor rows offline (and clear their chassis where the schema has that column); never online. Needs southbound, and write access to it; default false
+   */
+  enforce?: boolean;
+  /**
+   * the load balancer's gateways, when it has healthCheck.bfd: their BFD sessions to each hypervisor (Interface.bfd_status of the load balancer's BFD ports, read over OVSDB, never changed) count toward stale: a backend online while a strict majority of the gateways peering with its hypervisor see the session down is stale
+   *
+   * @maxItems 64
+   */
+  gateways?: HealthCheckGateway[];
+}
+export interface HealthCheckVip {
+  /**
+   * an IPv4 address in dotted-quad form, e.g. 10.0.0.10
+   */
+  address: string;
+  /**
+   * a TCP/UDP/SCTP port, 1-65535
+   */
+  port: number;
+  /**
+   * the L4 protocol
+   */
+  protocol: "tcp" | "udp" | "sctp";
+  /**
+   * @maxItems 4096
+   */
+  backends: HealthCheckBackend[];
+}
+export interface HealthCheckBackend {
+  /**
+   * an IPv4 address in dotted-quad form, e.g. 10.0.0.10
+   */
+  address: string;
+  /**
+   * a TCP/UDP/SCTP port, 1-65535
+   */
+  port: number;
+  /**
+   * an OVN logical switch port name of 1-64 letters, digits and . _ -, starting with a letter or digit; no ':', which separates the port from the health checks' source address in OVN's ip_port_mappings value (LSP:SRC_IP)
+   */
+  logicalPort: string;
+  /**
+   * a name of 1-63 lowercase letters, digits and '-', starting with a letter
+   */
+  hypervisor?: string;
+}
+export interface HealthCheckGateway {
+  /**
+   * a name of 1-63 lowercase letters, digits and '-', starting with a letter
+   */
+  name: string;
+  host: OvsHost;
+  /**
+   * an OVS bridge name: 1-15 letters, digits, '-' or '_', starting with a letter (a Linux interface name)
+   */
+  bridge: string;
 }
 /**
  * An OVS bridge ensured on one host through OVSDB, owned by ovslb through external_ids.

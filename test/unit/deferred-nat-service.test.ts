@@ -5,9 +5,9 @@ import type { DeferredNatServiceArgs } from "../../components/deferred-nat-servi
 type Registered = { type: string; name: string; inputs: Record<string, any> };
 const registered: Registered[] = [];
 
-beforeEach(() => {
+beforeEach(async () => {
   registered.length = 0;
-  pulumi.runtime.setMocks(
+  await pulumi.runtime.setMocks(
     {
       newResource(args) {
         registered.push({ type: args.type, name: args.name, inputs: args.inputs });
@@ -123,6 +123,49 @@ describe("DeferredNatService", () => {
 
     const mixed = { ...gre, hypervisors: [gre.hypervisors[0], { ...gre.hypervisors[1], delivery: "mac" as const }, gre.hypervisors[2]] };
     expect(() => new DeferredNatService("bad", mixed)).toThrow(/healthCheck\.bfd needs gre delivery: hypervisors\[1\] \(hv2\) is reached by mac/);
+  });
+
+  it("with healthCheck probe, southbound and enforce, a HealthCheck child owns them and the load balancer keeps only bfd; probes without ovn.healthCheckSourceIp are refused", async () => {
+    const { DeferredNatService } = await import("../../components/deferred-nat-service");
+    const timers = { minRx: 100, minTx: 100, multiplier: 3 };
+    const nb = { connection: host("172.30.0.10").connection, socket: "/run/ovn/ovnnb_db.sock" };
+    const sb = { connection: host("172.30.0.10").connection, socket: "/run/ovn/ovnsb_db.sock" };
+    const hc = args();
+    hc.delivery = "gre";
+    hc.gateways = [{ ...hc.gateways[0], tunnelAddress: "172.16.11.2" }];
+    hc.hypervisors = hc.hypervisors.map((h, i) => ({ ...h, tunnelAddress: `172.16.2${i + 1}.2` }));
+    hc.vips = hc.vips.map((v) => ({ ...v, backends: v.backends.map((b) => ({ ...b, logicalPort: `lsp-${b.bridgePort}` })) }));
+    hc.ovn = { northbound: nb, router: "lr0", healthCheckSourceIp: "10.0.0.254" };
+    hc.healthCheck = { probe: { interval: 7 }, southbound: sb, enforce: true, bfd: timers };
+    const service = new DeferredNatService("web", hc);
+    await programDone();
+    expect(service.healthCheck).toBeDefined();
+    const lb = registered.find((r) => r.type === "pulumi-nodejs:dynamic/ovslb:DeferredNatLoadBalancer")!.inputs;
+    expect(lb.healthCheck).toEqual({ bfd: timers });
+    const check = registered.find((r) => r.type === "pulumi-nodejs:dynamic/ovslb:HealthCheck")!.inputs;
+    expect(check.loadBalancer).toBe("web");
+    expect([check.northbound.socket, check.southbound.socket, check.sourceIp, check.enforce, check.probe]).toEqual([nb.socket, sb.socket, "10.0.0.254", true, { interval: 7 }]);
+    expect(check.vips[0].backends.map((b: any) => [b.address, b.port, b.logicalPort, b.hypervisor])).toEqual([
+      ["10.0.0.101", 8080, "lsp-vm1", "hv1"],
+      ["10.0.0.102", 8080, "lsp-vm2", "hv1"],
+      ["10.0.0.111", 8080, "lsp-vm11", "hv2"],
+    ]);
+    expect(check.gateways.map((g: any) => [g.name, g.bridge])).toEqual([["gw1", "br-seg"]]);
+
+    const noSource = { ...hc, ovn: { northbound: nb, router: "lr0" } };
+    expect(() => new DeferredNatService("bad", noSource)).toThrow(/healthCheck\.probe, southbound and enforce need ovn with ovn\.healthCheckSourceIp/);
+  });
+
+  it("with only healthCheck.bfd, no HealthCheck is made", async () => {
+    const { DeferredNatService } = await import("../../components/deferred-nat-service");
+    const gre = args();
+    gre.delivery = "gre";
+    gre.healthCheck = { bfd: {} };
+    gre.gateways = [{ ...gre.gateways[0], tunnelAddress: "172.16.11.2" }];
+    gre.hypervisors = gre.hypervisors.map((h, i) => ({ ...h, tunnelAddress: `172.16.2${i + 1}.2` }));
+    expect(new DeferredNatService("web", gre).healthCheck).toBeUndefined();
+    await programDone();
+    expect(registered.filter((r) => r.type === "pulumi-nodejs:dynamic/ovslb:HealthCheck")).toEqual([]);
   });
 
   it("with secondChance, every hypervisor takes handed-on packets from exactly the other hypervisors and no fixed key; the load balancer gets secondChance; a mac hypervisor is refused", async () => {

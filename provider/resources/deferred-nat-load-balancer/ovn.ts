@@ -16,6 +16,7 @@ import {
   type NamedUuid,
   type Uuid,
 } from "../../ovsdb";
+import { attachedHealthChecks, attachedMappings } from "../../engine/attached-health-checks";
 import { backendKey, lbId, withDefaults } from "./plan";
 
 /**
@@ -175,6 +176,10 @@ export async function applyNorthbound(inputs: Inputs, db: OvsdbClient): Promise<
     // Health checks ovslb already has are kept (same uuid), others inserted; those no longer
     // referenced (undeclared, or not ovslb's) are garbage-collected by the server.
     const own = current ? ownHealthChecks(current, lbId(inputs)) : new Map<string, HealthCheckRead>();
+    // A HealthCheck's rows and mappings on this row are kept as they are (engine/attached-health-checks.ts).
+    const attached = current ? attachedHealthChecks(current.healthCheckRows, lbId(inputs)) : [];
+    const taken = attached.find((a) => row.healthChecks[a.vip]);
+    if (taken) throw new Error(`${prefix(db)}Load_Balancer ${row.name}: healthCheck.probe of VIP ${taken.vip} refused: its health check is ${describeOwner(taken)}`);
     const healthChecks = Object.entries(row.healthChecks).map(([vip, options]) => {
       const have = own.get(vip);
       if (!have) return t.insertOwned("Load_Balancer_Health_Check", { vip, options, external_ids: {} });
@@ -186,9 +191,9 @@ export async function applyNorthbound(inputs: Inputs, db: OvsdbClient): Promise<
       protocol: [row.protocol],
       vips: row.vips,
       selection_fields: row.selectionFields,
-      ip_port_mappings: row.ipPortMappings,
+      ip_port_mappings: { ...(current ? attachedMappings(current.ip_port_mappings, attached) : {}), ...row.ipPortMappings },
       options: row.options,
-      health_check: healthChecks,
+      health_check: [...healthChecks, ...attached.map((a) => a._uuid)],
       // Only the owner mark, which insertOwned and updateOwned add.
       external_ids: {},
     };
@@ -225,15 +230,17 @@ export async function readNorthbound(inputs: Inputs, db: OvsdbClient): Promise<{
     }
     const own = ownHealthChecks(row, lbId(inputs));
     const have = readNbRow(row, [...own.values()]);
+    const others = attachedHealthChecks(row.healthCheckRows, lbId(inputs));
+    const expected = { ...w, ipPortMappings: { ...attachedMappings(row.ip_port_mappings, others), ...w.ipPortMappings } };
     for (const k of ["vips", "selectionFields", "ipPortMappings", "options", "protocol"] as const) {
-      if (!isDeepStrictEqual(have[k], w[k])) findings.push(`OVN Load_Balancer ${w.name}: ${k} differs`);
+      if (!isDeepStrictEqual(have[k], expected[k])) findings.push(`OVN Load_Balancer ${w.name}: ${k} differs`);
     }
     for (const [vip, options] of Object.entries(w.healthChecks)) {
       if (!have.healthChecks[vip]) findings.push(`OVN Load_Balancer ${w.name}: health check of VIP ${vip} missing`);
       else if (!isDeepStrictEqual(have.healthChecks[vip], options)) findings.push(`OVN Load_Balancer ${w.name}: health check of VIP ${vip} differs`);
     }
     for (const hc of row.healthCheckRows) {
-      if (own.get(hc.vip) === hc && w.healthChecks[hc.vip]) continue;
+      if ((own.get(hc.vip) === hc && w.healthChecks[hc.vip]) || others.includes(hc)) continue;
       findings.push(`OVN Load_Balancer ${w.name}: health check of VIP ${hc.vip} not declared${ownerOf(hc) === lbId(inputs) ? "" : ` (${describeOwner(hc)})`}`);
     }
     if (!attached.has(row._uuid.id)) findings.push(`OVN Load_Balancer ${w.name} not attached to router ${inputs.ovn!.router}`);
