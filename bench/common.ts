@@ -214,7 +214,7 @@ export class UnixctlClient {
         const w = this.waiting.get(m.id);
         if (!w) continue;
         this.waiting.delete(m.id);
-        if (m.error !== null && m.error !== undefined) w.reject(new Error(`unixctl: ${String(m.error).trim()}`));
+        if (m.error !== null && m.error !== undefined) w.reject(new Error(`unixctl: ${(typeof m.error === "string" ? m.error : JSON.stringify(m.error)).trim()}`));
         else w.resolve(m.result ?? "");
       }
     });
@@ -266,7 +266,7 @@ export async function labRun<T>(ctx: BenchContext, opts: LabRunOptions, body: (i
     if (aborting) return;
     aborting = true;
     ctx.log(`interrupted: ${opts.interrupted}`);
-    opts.teardown().finally(() => {
+    void opts.teardown().finally(() => {
       release();
       process.exit(130);
     });

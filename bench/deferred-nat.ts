@@ -418,7 +418,7 @@ function dpHashStrategy(gw: Gateway, owned: Owned): MoveStrategy {
   const MAC = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/;
   let groupId = 0;
   let byMac = new Map<string, string>();
-  let masks: number[] = [];
+  const masks: number[] = [];
   const groupSpec = (backends: DeferredNatBackend[]) => {
     const buckets = byAddress(backends).map((b, i) => {
       if (!MAC.test(b.mac) || !MAC.test(gw.port.mac)) throw new Error(`dp_hash baseline: bad MAC ${b.mac}`);

@@ -167,7 +167,7 @@ class Sniffer {
   static async start(port: string): Promise<Sniffer> {
     const child = spawn("perl", [benchProgram("edge-sniffer.pl"), port, VIP], { stdio: ["pipe", "pipe", "pipe"] });
     let stderr = "";
-    child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
     const s = new Sniffer(child);
     await Promise.race([s.ready, new Promise((_, reject) => child.once("exit", (c) => reject(new Error(`sniffer exited (${c}) ${stderr.trim()}`))))]);
     return s;
@@ -497,7 +497,7 @@ async function runTrial(lab: Lab, ctx: BenchContext, fault: FaultKind, trial: nu
   const baselineFailed = baseline.filter((p) => !p.ok);
   if (baselineFailed.length > 0) throw new Error(`before the fault, ${baselineFailed.length} of ${baseline.length} probes failed: ${baselineFailed.slice(0, 3).map((p) => `port ${p.p} ${p.why}`).join(", ")}`);
   const failed = probes.filter((p) => !p.ok);
-  const recoveredAt = Math.max(...probes.filter((p) => p.r === recovered!.round).map((p) => p.e));
+  const recoveredAt = Math.max(...probes.filter((p) => p.r === recovered.round).map((p) => p.e));
   // Where each probe's SYN went.
   const synTo = new Map<number, Device>();
   for (const f of sniffer.frames) if (f.syn && f.device && f.at >= t0 - 1 && !synTo.has(f.sport)) synTo.set(f.sport, f.device);

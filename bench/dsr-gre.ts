@@ -129,7 +129,7 @@ class Server {
     const s = new Server(b, child);
     const first = await s.next(5000);
     if (!first || !JSON.parse(first).listening) {
-      s.stop();
+      void s.stop();
       throw new Error(`server in ${b.namespace} did not start: ${first ?? "exited"} ${stderr.trim()}`);
     }
     return s;

@@ -523,7 +523,7 @@ function markdownOf(rows: readonly Row[], sizes: Sizes, machine: Record<string, 
     `Each row's trials were run one after the other in one run; the keepalived-style checkers ran throughout, on the same faults as the 100/100/3 and the 300/300/3 trials (their rows pool both). ${sizes.trials} trial(s) per setting and fault. ` +
       "\"Not chosen on every gateway\" is the end of the first `ofproto/trace` pass, on each of gw1 and gw2 (concurrently, over ovs-vswitchd's unixctl socket), in which none of the probe tuples (one per bucket of the VIP; those that hit hv1's two buckets before) takes an hv1 bucket; the fault's time is taken just before the command that makes it, so both ends err on the slow side by up to a trace pass. " +
       "\"Chosen again\": from the repair until every probe tuple is back on its own bucket on both gateways. " +
-      `\"Other hypervisors' tuples moved\": tuples of hv2's and hv3's buckets found on another bucket in any pass, plus ${sizes.wideTuples} tuples traced on both gateways once hv1 was gone; after each repair, once the sessions were negotiated again, those ${sizes.wideTuples} tuples all mapped exactly as before (invariant).`,
+      `"Other hypervisors' tuples moved": tuples of hv2's and hv3's buckets found on another bucket in any pass, plus ${sizes.wideTuples} tuples traced on both gateways once hv1 was gone; after each repair, once the sessions were negotiated again, those ${sizes.wideTuples} tuples all mapped exactly as before (invariant).`,
     "",
     `Machine: ${machine.cpu}, ${machine.memory}, ${machine.kernel}, ${machine.ovs} (userspace datapath), Node ${machine.node}; load average ${machine.load} as the run started; ${machine.date}.`,
   ].join("\n");

@@ -80,7 +80,7 @@ function inputs(inv: LabInventory, hosts: Record<string, LabHost>, gws: readonly
     })),
     hypervisors: [{ name: "hv1" }],
     vips: [{ address: vipOf(gws.length), port: VPORT, protocol: "tcp", backends: Array.from({ length: backends }, (_, i) => backend(i + 1)) }],
-  } as Inputs;
+  };
 }
 
 // ---------------------------------------------------------------- the hosts' own tools and logs
@@ -270,7 +270,7 @@ interface Load {
 async function measureIdle(hosts: LabHost[], seconds: number): Promise<Load["idle"]> {
   const pids = hosts.map(daemonPids);
   const names = ["ovs-vswitchd", "ovsdb-server", "sshd"];
-  const before = pids.map((p) => Object.fromEntries(names.map((n) => [n, p[n] ? processUse(p[n]!) : undefined])));
+  const before = pids.map((p) => Object.fromEntries(names.map((n) => [n, p[n] ? processUse(p[n]) : undefined])));
   await new Promise((r) => setTimeout(r, seconds * 1000));
   const idle: Load["idle"] = {};
   for (const n of names) {
@@ -280,7 +280,7 @@ async function measureIdle(hosts: LabHost[], seconds: number): Promise<Load["idl
       const pid = p[n];
       if (!pid || !before[i][n]) return;
       const now = processUse(pid);
-      cpu += now.cpu - before[i][n]!.cpu;
+      cpu += now.cpu - before[i][n].cpu;
       rss += now.rssKiB;
     });
     idle[n] = { cpuPercentOfOneCore: (100 * cpu) / seconds, rssMiB: rss / 1024 };

@@ -79,7 +79,7 @@ function inputsFor(inv: LabInventory | undefined, size: { vips: number; backends
     gateways: [
       {
         name: GATEWAY,
-        host: h ? { connection: sshTo(inv!, h), ovsRundir: h.ovsRundir } : { connection: { host: "192.0.2.1", user: "root", hostKey: "x", privateKeyPath: "/k" } },
+        host: h ? { connection: sshTo(inv, h), ovsRundir: h.ovsRundir } : { connection: { host: "192.0.2.1", user: "root", hostKey: "x", privateKeyPath: "/k" } },
         bridge: BRIDGE,
         segmentPort: PORT,
         mac: "02:00:0a:00:01:0c",

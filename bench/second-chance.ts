@@ -123,7 +123,7 @@ class TimingClient {
       this.waiters.push((l) => {
         clearTimeout(t);
         const r = JSON.parse(l) as Record<string, unknown>;
-        if (r.failed) reject(new Error(`timing client: ${String(r.failed)}`));
+        if (r.failed) reject(new Error(`timing client: ${typeof r.failed === "string" ? r.failed : JSON.stringify(r.failed)}`));
         else resolve(r);
       });
       this.child.stdin!.write(`${JSON.stringify(cmd)}\n`);
@@ -600,7 +600,7 @@ async function runMode(lab: Lab, mode: Mode, sizes: Sizes, ctx: BenchContext, in
     const unmoved: number[] = [];
     const bad: string[] = [];
     slots.forEach((s, i) => {
-      const conn = timer!.connections[i];
+      const conn = timer.connections[i];
       const mine = byName.get(conn.backend);
       if (!mine || conn.error) return void bad.push(`conn ${i}: ${conn.error || "no greeting"}`);
       const owner = table.backends[table.owner[s.slot!]];

@@ -18,7 +18,7 @@ const root = resolve(__dirname, "..", "..");
 async function main(command = "up") {
   if (!["up", "preview", "refresh", "destroy"].includes(command)) throw new Error(`npm run demo -- up|preview|refresh|destroy (not ${command})`);
   const labDir = process.env.OVSLB_LAB_DIR ?? "/run/ovslb-lab";
-  const inv: LabInventory = JSON.parse(readFileSync(join(labDir, "inventory.json"), "utf8"));
+  const inv = JSON.parse(readFileSync(join(labDir, "inventory.json"), "utf8")) as LabInventory;
   if (!existsSync(join(root, "Pulumi.lab.yaml"))) throw new Error(`${root}/Pulumi.lab.yaml is missing: \`npm run lab -- up\` writes it`);
   const delivery = process.env.OVSLB_DEMO_DELIVERY;
   const stack = await Harness.open({

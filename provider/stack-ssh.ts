@@ -61,7 +61,7 @@ export function configureStackSsh(raw: unknown): void {
     return;
   }
   failures = checkSshDefaults(value);
-  if (failures.length === 0) defaults = value as SshDefaults;
+  if (failures.length === 0) defaults = value;
 }
 
 /** The failures of the configured `ovslb:ssh`, for check. */

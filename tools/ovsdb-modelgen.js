@@ -245,7 +245,9 @@ function main() {
     let current = "";
     try {
       current = readFileSync(target, "utf8");
-    } catch {}
+    } catch {
+      // No file yet: it is stale.
+    }
     if (current !== text) {
       console.error(`${target} is stale against the .ovsschema files in ${SCHEMA_DIR}/: run "node tools/ovsdb-modelgen.js"\n${firstDifference(current, text)}`);
       process.exit(1);

@@ -10,7 +10,7 @@ interface Hypervisor { name: string; tunnelAddress?: string }
 
 // Hosts come from `ovslb:hosts`, logins from `ovslb:ssh`; the rest is this project's config.
 const config = new pulumi.Config();
-const delivery = (config.get("delivery") ?? "mac") as "mac" | "gre";
+const delivery = config.get<"mac" | "gre">("delivery") ?? "mac";
 const gre = <T extends { tunnelAddress?: string }>(x: T) => (delivery === "gre" ? { tunnelAddress: x.tunnelAddress } : {});
 
 const service = new DeferredNatService("demo", {

@@ -1,6 +1,6 @@
 import { StringDecoder } from "node:string_decoder";
 import { PROTOCOLS, renderAction, renderMatchValue } from "./render";
-import { Action, BucketEntry, CT_STATE_FLAGS, DumpedFlow, GroupEntry, GroupType, Match, Protocol, TCP_FLAGS } from "./types";
+import { type Action, type BucketEntry, CT_STATE_FLAGS, type DumpedFlow, type GroupEntry, type GroupType, type Match, TCP_FLAGS } from "./types";
 
 /**
  * Parsers for `ovs-ofctl -O OpenFlow15 --no-names dump-flows` and
@@ -157,7 +157,7 @@ export function parseMatch(tokens: readonly string[]): { match: Match; otherMatc
   for (const token of tokens) {
     const [name, text] = keyValue(token, "=");
     if (text === undefined) {
-      if ((PROTOCOLS as readonly string[]).includes(name) && match.protocol === undefined) match.protocol = name as Protocol;
+      if ((PROTOCOLS as readonly string[]).includes(name) && match.protocol === undefined) match.protocol = name;
       else otherMatch.push(token);
       continue;
     }
@@ -165,7 +165,7 @@ export function parseMatch(tokens: readonly string[]): { match: Match; otherMatc
     if (value !== undefined && renderMatchValue(name, value) === text) match[name] = value;
     else otherMatch.push(token);
   }
-  return { match: match as Match, otherMatch };
+  return { match: match, otherMatch };
 }
 
 /** The arguments of `ct(...)` as an action, if they are ones ovslb writes. */
@@ -387,7 +387,7 @@ function parseGroup(line: string, actions: ActionCache): GroupEntry {
 }
 
 /** A hex dump line: what ovs-ofctl prints for a reply it could not decode. */
-const HEX_DUMP = /^[0-9a-f]{8}  [0-9a-f]{2} /;
+const HEX_DUMP = /^[0-9a-f]{8} {2}[0-9a-f]{2} /;
 
 // Seen on OVS 3.1 when a group is too large for one OpenFlow message (over ~1,000 buckets).
 const undecodable = (line: string) =>

@@ -1,19 +1,19 @@
 import {
-  Action,
-  Bucket,
+  type Action,
+  type Bucket,
   CT_STATE_FLAGS,
-  CtNat,
-  Flow,
-  FlowEntry,
-  Group,
-  GroupEntry,
+  type CtNat,
+  type Flow,
+  type FlowEntry,
+  type Group,
+  type GroupEntry,
   HASH_FIELDS,
-  HashField,
-  Match,
-  Modification,
-  MoveField,
-  Protocol,
-  SelectBucket,
+  type HashField,
+  type Match,
+  type Modification,
+  type MoveField,
+  type Protocol,
+  type SelectBucket,
   TCP_FLAGS,
 } from "./types";
 
@@ -342,7 +342,7 @@ export function renderAction(action: Action, path = "action"): string {
 
 function renderActions(actions: readonly Action[], path: string): string[] {
   if (!Array.isArray(actions) || actions.length === 0) refuse(path, actions, "a non-empty list of actions (use drop)");
-  const texts = actions.map((action, i) => renderAction(action, `${path}[${i}]`));
+  const texts = actions.map((action: Action, i) => renderAction(action, `${path}[${i}]`));
   if (texts.length > 1 && texts.includes("drop")) throw new OpenFlowValueError(path, "drop must be the only action");
   return texts;
 }
@@ -381,7 +381,7 @@ function bucketText(bucket: Bucket & { weight?: number }, select: boolean, path:
 function bucketsText(buckets: readonly (Bucket & { weight?: number })[], select: boolean, path: string): string[] {
   if (!Array.isArray(buckets)) refuse(path, buckets, "a list of buckets");
   const seen = new Set<number>();
-  return buckets.map((bucket, i) => {
+  return buckets.map((bucket: Bucket & { weight?: number }, i) => {
     const text = bucketText(bucket, select, `${path}[${i}]`);
     if (seen.has(bucket.bucketId)) throw new OpenFlowValueError(`${path}[${i}].bucketId`, `${bucket.bucketId} is used twice`);
     seen.add(bucket.bucketId);
@@ -391,7 +391,7 @@ function bucketsText(buckets: readonly (Bucket & { weight?: number })[], select:
 
 function hashFields(fields: readonly HashField[], path: string): HashField[] {
   if (!Array.isArray(fields) || fields.length === 0) refuse(path, fields, "a non-empty list of hash fields");
-  for (const [i, field] of fields.entries()) {
+  for (const [i, field] of (fields as readonly HashField[]).entries()) {
     if (!(HASH_FIELDS as readonly string[]).includes(field)) refuse(`${path}[${i}]`, field, `one of ${HASH_FIELDS.join(", ")}`);
   }
   if (new Set(fields).size !== fields.length) refuse(path, fields, "a list without repeats");

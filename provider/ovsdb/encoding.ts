@@ -72,10 +72,10 @@ export function encodeAtom(atom: AtomInput): WireAtom {
 export function encodeValue(value: ValueInput): WireValue {
   if (isArray(value)) return ["set", value.map(encodeAtom)];
   if (value instanceof Map) {
-    return ["map", [...value].map(([k, v]): [WireAtom, WireAtom] => [encodeAtom(k), encodeAtom(v)])];
+    return ["map", [...(value as ReadonlyMap<AtomInput, AtomInput>)].map(([k, v]): [WireAtom, WireAtom] => [encodeAtom(k), encodeAtom(v)])];
   }
   if (typeof value === "object" && !(value instanceof Uuid) && !(value instanceof NamedUuid)) {
-    return ["map", Object.entries(value).map(([k, v]): [WireAtom, WireAtom] => [k, encodeAtom(v)])];
+    return ["map", Object.entries(value as Readonly<Record<string, AtomInput>>).map(([k, v]): [WireAtom, WireAtom] => [k, encodeAtom(v)])];
   }
   return encodeAtom(value);
 }

@@ -86,7 +86,7 @@ export class OwnedTransaction<D extends DatabaseModel> extends Transaction<D> {
   /** Inserts a row carrying the mark in its external_ids (added to any it is given). */
   insertOwned<T extends OwnableTable<D>>(table: T, row: RowInputOf<RowOf<D, T>>, uuidName?: string) {
     const given = (row as { external_ids?: ReadonlyMap<string, string> | Readonly<Record<string, string>> }).external_ids;
-    const ids = given instanceof Map ? Object.fromEntries(given) : { ...given };
+    const ids = given instanceof Map ? Object.fromEntries(given as ReadonlyMap<string, string>) : { ...given };
     return this.untyped().insert(table, { ...(row as object), external_ids: { ...ids, [this.mark.key]: this.mark.value } }, uuidName);
   }
 

@@ -255,10 +255,10 @@ function atomText(atom: WireAtom): string {
 
 function valueText(value: WireValue): string {
   let text: string;
-  if (Array.isArray(value) && value[0] === "set") text = `[${(value[1] as WireAtom[]).map(atomText).join(", ")}]`;
+  if (Array.isArray(value) && value[0] === "set") text = `[${(value[1]).map(atomText).join(", ")}]`;
   else if (Array.isArray(value) && value[0] === "map") {
     text = `{${(value[1] as [WireAtom, WireAtom][]).map(([k, v]) => `${atomText(k)}=${atomText(v)}`).join(", ")}}`;
-  } else text = atomText(value as WireAtom);
+  } else text = atomText(value);
   return text.length > MAX_VALUE_TEXT ? `${text.slice(0, MAX_VALUE_TEXT - 3)}...` : text;
 }
 
@@ -298,7 +298,7 @@ export function readTransactResults(
   }
   reply.forEach((result: unknown, index) => {
     if (!isRecord(result) || result.error === undefined) return;
-    const error = String(result.error);
+    const error = typeof result.error === "string" ? result.error : JSON.stringify(result.error);
     const details = typeof result.details === "string" ? result.details : undefined;
     const op = ops[index];
     if (!op) throw new OvsdbTransactionError(db, "commit", error, details, undefined, host, describeWrites(ops));

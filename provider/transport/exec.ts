@@ -67,7 +67,10 @@ export class LocalRunner implements CommandRunner {
         (err, stdout, stderr) => {
           if (err && typeof err.code !== "number") {
             if (err.killed) reject(new Error(`${this.hostName}: ${argv[0]} timed out`));
-            else reject(err);
+            else {
+              const failure: Error = err;
+              reject(failure);
+            }
             return;
           }
           resolve({ stdout, stderr, exitCode: err ? (err.code as number) : 0 });
@@ -83,7 +86,7 @@ export class LocalRunner implements CommandRunner {
     return new Promise((resolve, reject) => {
       const child = spawn(argv[0], argv.slice(1), { env: this.env, stdio: ["pipe", "pipe", "pipe"] });
       const stderr: Buffer[] = [];
-      let failed: unknown;
+      let failed: Error | undefined;
       const timer = setTimeout(() => {
         failed = new Error(`${this.hostName}: ${argv[0]} timed out`);
         child.kill();
@@ -93,7 +96,7 @@ export class LocalRunner implements CommandRunner {
         try {
           onStdout(d);
         } catch (e) {
-          failed = e;
+          failed = e instanceof Error ? e : new Error(String(e));
           child.kill();
         }
       });

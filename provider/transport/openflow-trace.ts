@@ -1,7 +1,7 @@
 import { OpenFlowValueError, checkUint } from "../openflow/render";
 import { chosenBucket, slotChoice, splitTraces, traceFlow, type SlotChoice } from "../openflow/trace";
-import { Match } from "../openflow/types";
-import { CommandRunner, runChecked } from "./exec";
+import { type Match } from "../openflow/types";
+import { type CommandRunner, runChecked } from "./exec";
 
 /**
  * Which bucket of a select group a packet takes, from `ovs-appctl

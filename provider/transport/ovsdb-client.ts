@@ -223,7 +223,7 @@ export class OvsdbClient {
     const schema = await this.getSchema(db);
     checkOperations(db, txn.operations, schema, this.host);
     const reply = await this.request("transact", [db, ...txn.operations]);
-    return new TransactionResults(readTransactResults(db, txn.operations, reply, schema, this.host), txn as Transaction<DatabaseModel>);
+    return new TransactionResults(readTransactResults(db, txn.operations, reply, schema, this.host), txn);
   }
 
   async echo(): Promise<void> {
@@ -344,7 +344,7 @@ export class OvsdbClient {
     else if (isRecord(error)) {
       const details = typeof error.details === "string" ? error.details : undefined;
       request.reject(new OvsdbRpcError(request.method, String(error.error), details, this.host, request.db));
-    } else request.reject(new OvsdbRpcError(request.method, String(error), undefined, this.host, request.db));
+    } else request.reject(new OvsdbRpcError(request.method, typeof error === "string" ? error : JSON.stringify(error), undefined, this.host, request.db));
   }
 
   private fail(reason: Error): void {

@@ -178,14 +178,14 @@ export class SshSession implements CommandRunner {
         const stdout: Buffer[] = [];
         const stderr: Buffer[] = [];
         // onStdout: each chunk as it arrives, never kept (a throw there closes the channel and fails the run).
-        let failed: unknown;
+        let failed: Error | undefined;
         opened.on("data", (d: Buffer) => {
           if (!opts.onStdout) return void stdout.push(d);
           if (failed !== undefined) return;
           try {
             opts.onStdout(d);
           } catch (e) {
-            failed = e;
+            failed = e instanceof Error ? e : new Error(String(e));
             opened.close();
           }
         });

@@ -559,8 +559,8 @@ class Deployment {
       stdio: ["ignore", "pipe", "pipe"],
     });
     this.program = child;
-    child.stdout!.on("data", (b: Buffer) => (this.stdout += b.toString()));
-    child.stderr!.on("data", (b: Buffer) => {
+    child.stdout.on("data", (b: Buffer) => (this.stdout += b.toString()));
+    child.stderr.on("data", (b: Buffer) => {
       this.stderr += b.toString();
       debug(`program stderr: ${b.toString().trimEnd()}`);
     });
@@ -678,7 +678,7 @@ class Deployment {
 
     const diff = await at.diff(prior.id!, toPlugin(prior.outputs), toPlugin(inputs));
     step.keys = changedKeys(prior.inputs, inputs);
-    let changes = diff.changes === "unknown" ? (step.keys.length ? "some" : "none") : diff.changes;
+    const changes = diff.changes === "unknown" ? (step.keys.length ? "some" : "none") : diff.changes;
     let replaces = diff.replaces;
     const replaceOn = req.getReplaceonchangesList() as string[];
     if (changes === "some" && replaceOn.some((k) => k === "*" || step.keys.includes(k))) replaces = [...new Set([...replaces, ...replaceOn.filter((k) => k === "*" || step.keys.includes(k))])];

@@ -134,7 +134,7 @@ export class StateStore {
   load(project: string, stack: string): State {
     if (!existsSync(this.path)) return { project, stack, resources: [] };
     const file = JSON.parse(readFileSync(this.path, "utf8")) as StateFile;
-    if (file.version !== 1) throw new Error(`${this.path}: state version ${file.version} is not 1`);
+    if (file.version !== 1) throw new Error(`${this.path}: state version ${JSON.stringify(file.version)} is not 1`);
     this.sealer = new Sealer(this.passphrase, file.secrets.salt);
     this.check = file.secrets.check;
     try {

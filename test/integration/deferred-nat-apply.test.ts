@@ -1,6 +1,6 @@
 import { describe, it, expect, beforeAll, afterAll } from "vitest";
 import type { DeferredNatBackend } from "../../provider/model/inputs.generated";
-import { SshSession } from "../../provider/transport/ssh";
+import { type SshSession } from "../../provider/transport/ssh";
 import type { LabInventory } from "../lab/topology";
 import { ProviderDriver, labLoadBalancer } from "../support/deferred-nat";
 import { labSsh, loadInventory } from "../support/lab";

@@ -229,7 +229,7 @@ describe("deferred NAT with gre delivery", () => {
     expect((await hv.hv1.read()).inputs.vips.map((v: Props) => v.address)).toEqual([VIP]);
 
     // A gateway's tunnel port to hv2.
-    const tunnel = tunnelPorts(await lb.check(lbInputs(four())) as never, (await lb.check(lbInputs(four())) as Props).gateways[0]).find((t) => t.hypervisor === "hv2")!;
+    const tunnel = tunnelPorts(await lb.check(lbInputs(four())) as never, (await lb.check(lbInputs(four()))).gateways[0]).find((t) => t.hypervisor === "hv2")!;
     await ssh.gw1.run(["ovs-vsctl", "del-port", "br-seg", tunnel.name]);
     const lbRead = await lb.read();
     expect(lbRead.props.drift).toContain(`gw1: VIP tcp:${VIP}:80: tunnel port to hypervisor hv2 missing or changed`);

@@ -23,7 +23,6 @@ const VIP = "10.0.0.196";
 const NAME = "sc-web";
 const TUPLES = 2000;
 const HVS = ["hv1", "hv2", "hv3"];
-type Props = Record<string, any>;
 type Declared = { backend: LabBackend; state?: "active" | "draining" };
 
 let inv: LabInventory;

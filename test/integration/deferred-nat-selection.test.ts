@@ -1,7 +1,7 @@
 import { describe, it, expect, beforeAll, afterAll } from "vitest";
 import { traceBuckets } from "../../provider/transport/openflow-trace";
 import { type Match } from "../../provider/openflow";
-import { SshSession } from "../../provider/transport/ssh";
+import { type SshSession } from "../../provider/transport/ssh";
 import type { LabInventory } from "../lab/topology";
 import { ProviderDriver, labBackend, labLoadBalancer } from "../support/deferred-nat";
 import { labSsh, loadInventory } from "../support/lab";

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DistributorAttachment, DistributorDevice } from "../../index";
 import { runChecked } from "../../provider/transport/exec";
-import { SshSession } from "../../provider/transport/ssh";
+import { type SshSession } from "../../provider/transport/ssh";
 import type { LabInventory } from "../lab/topology";
 import { labSsh, loadInventory, lockLab, sshTo } from "../support/lab";
 import { registeredInputs, startProviderPlugin, type PluginCall } from "../support/provider-plugin";

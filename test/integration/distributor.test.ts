@@ -3,7 +3,7 @@ import * as handlers from "../../provider/handlers";
 import { traceBuckets } from "../../provider/transport/openflow-trace";
 import { type Match } from "../../provider/openflow";
 import { OpenFlowBridge } from "../../provider/transport/openflow-bridge";
-import { SshSession } from "../../provider/transport/ssh";
+import { type SshSession } from "../../provider/transport/ssh";
 import { runChecked } from "../../provider/transport/exec";
 import type { LabBackend, LabInventory } from "../lab/topology";
 import { labSsh, inNamespace, loadInventory, lockLab, sshTo, amphoraVip } from "../support/lab";
@@ -117,7 +117,7 @@ beforeAll(async () => {
 afterAll(async () => {
   for (const h of held) h.close();
   for (const [id, kind, outs] of [[a?.id, "DistributorAttachment", a?.outs]] as const) {
-    if (id) await handlers.remove(kind, id, outs!).catch(() => undefined);
+    if (id) await handlers.remove(kind, id, outs).catch(() => undefined);
   }
   if (device) await handlers.remove("DistributorDevice", device.id, device.outs).catch(() => undefined);
   await hv3?.run(["ovs-vsctl", "remove", "port", "vm4", "tag", String(inv.tenantClient!.vlan)]);
@@ -189,7 +189,7 @@ describe("DistributorDevice and DistributorAttachment on dist1", () => {
     const macsBefore = await bucketMacs(bridge, groupId);
     const orderBefore = (await ofctl(bridge).dumpGroup(groupId))!.buckets.map((b) => b.bucketId);
 
-    let live = await holdConnections(inv.client.namespace, VIP, inv.backendPort, 140);
+    const live = await holdConnections(inv.client.namespace, VIP, inv.backendPort, 140);
     held.push(live);
     const onVm2 = live.names.map((n, i) => (n === "hv3-vm2" ? i : -1)).filter((i) => i >= 0);
     expect(onVm2.length).toBeGreaterThanOrEqual(50);
@@ -365,7 +365,7 @@ describe("DistributorDevice and DistributorAttachment on dist1", () => {
     const [ra, rb] = await Promise.all([ca.probe("a"), cb.probe("b")]);
     expect(ra.every((r, i) => r === `${ca.names[i]} a-${i}`)).toBe(true);
     expect(rb.every((r, i) => r === `hv3-vm4 b-${i}`)).toBe(true);
-    expect(inNamespace(tenant.namespace, ["ip", "neigh", "show", VIP])).toContain(`lladdr ${b.outs.frontendMac}`);
+    expect(inNamespace(tenant.namespace, ["ip", "neigh", "show", VIP])).toContain(`lladdr ${String(b.outs.frontendMac)}`);
     ca.close();
     cb.close();
 

@@ -3,7 +3,7 @@ import { readFileSync } from "node:fs";
 import { DsrHypervisorFlows } from "../../index";
 import { cookieOf } from "../../provider/resources/dsr-hypervisor-flows/plan";
 import { parseFlows } from "../../provider/openflow";
-import { SshSession } from "../../provider/transport/ssh";
+import { type SshSession } from "../../provider/transport/ssh";
 import type { LabBackend, LabInventory } from "../lab/topology";
 import { labSsh, inNamespace, loadInventory } from "../support/lab";
 import { TcpClients } from "../support/tcp-clients";
@@ -96,7 +96,7 @@ describe("DsrHypervisorFlows through the dynamic-provider plugin over gRPC", () 
     const checked = await plugin.check({}, program);
     expect(checked.failures).toEqual([]);
     expect(checked.inputs.mode).toBe("mac");
-    expect((checked.inputs as Props).vips[0].backends[0].mac).toBe(vm3.mac);
+    expect((checked.inputs).vips[0].backends[0].mac).toBe(vm3.mac);
     program = checked.inputs;
   });
 
@@ -124,7 +124,7 @@ describe("DsrHypervisorFlows through the dynamic-provider plugin over gRPC", () 
     ]);
     expect(r.exitCode).toBe(0);
     const drifted = await plugin.read(id, outputs);
-    expect((drifted.inputs as Props).vips[0].backends.map((b: Props) => b.bridgePort)).toEqual(["vm4"]);
+    expect((drifted.inputs).vips[0].backends.map((b: Props) => b.bridgePort)).toEqual(["vm4"]);
     expect((await plugin.diff(id, drifted.properties, program)).changes).toBe("some");
     expect((await plugin.diff(id, drifted.properties, program)).replaces).toEqual([]);
 

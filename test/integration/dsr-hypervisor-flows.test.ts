@@ -4,7 +4,7 @@ import { observeBundles } from "../../provider/resources/dsr-hypervisor-flows/ha
 import { cookieOf, dsrId } from "../../provider/resources/dsr-hypervisor-flows/plan";
 import { parseFlows, type DumpedFlow } from "../../provider/openflow";
 import { type BundleSent } from "../../provider/transport/openflow-bridge";
-import { SshSession } from "../../provider/transport/ssh";
+import { type SshSession } from "../../provider/transport/ssh";
 import type { LabBackend, LabInventory } from "../lab/topology";
 import { labSsh, inNamespace, loadInventory, sshTo } from "../support/lab";
 import { TcpClients } from "../support/tcp-clients";

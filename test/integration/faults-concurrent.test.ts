@@ -112,7 +112,7 @@ describe("concurrent writers", () => {
       between = host.dataplane();
     });
     try {
-      await expect(lb.update(lbInputs([1, 2, 3], 2))).rejects.toThrow(/changed no gateway; root@172\.31\.208\.2:22 \(g1\): not changed: .*OFPGMFC_UNKNOWN_GROUP/);
+      await expect(lb.update(lbInputs([1, 2, 3], 2))).rejects.toThrow(/changed no host; root@172\.31\.208\.2:22 \(g1\): not changed: .*OFPGMFC_UNKNOWN_GROUP/);
     } finally {
       ungate();
     }
@@ -133,7 +133,7 @@ describe("concurrent writers", () => {
     OvsdbClient.prototype.run = function (this: OvsdbClient, txn: Transaction<any>) {
       // The outside writer acts just before the transaction that carries the waits is sent.
       if (txn.operations.some((op) => op.op === "wait")) host.vsctl("remove", "bridge", "br-cc", "external_ids", '"ovslb:owner"');
-      return original.call(this, txn) as never;
+      return original.call(this, txn);
     } as typeof original;
     try {
       await expect(handle("OvsBridge", "update", [created.id, created.outs, { ...inputs.inputs, externalIds: { team: "b" } }])).rejects.toThrow(

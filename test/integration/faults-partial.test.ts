@@ -37,7 +37,7 @@ beforeAll(async () => {
   hosts = [await new FaultHost(inv, "p1", 203).up(), await new FaultHost(inv, "p2", 204).up()];
   plugin = await startProviderPlugin();
   const args = faultLoadBalancer("flt-part", hosts, [10, 73], 2, 4);
-  const program = unwrapSecrets(await registeredInputs(TYPE, () => new DeferredNatLoadBalancer("lb", args as never)));
+  const program = unwrapSecrets(await registeredInputs(TYPE, () => new DeferredNatLoadBalancer("lb", args)));
   const checked = await plugin.check({}, program);
   expect(checked.failures).toEqual([]);
   inputs = checked.inputs;
@@ -54,14 +54,14 @@ describe("two gateways, one failing", () => {
     await hosts[1].kill("sshd");
     try {
       const err = await failure(plugin.create(inputs));
-      expect(err.message).toMatch(/deferred-nat\/flt-part: no gateway's flows or groups were changed: root@172\.31\.204\.2:22: connect failed/);
+      expect(err.message).toMatch(/deferred-nat\/flt-part: no host was changed: root@172\.31\.204\.2:22: connect failed/);
       // Nothing to record: the engine keeps no resource.
       expect(err.initFailed).toBeUndefined();
       expect(hosts[0].dataplane()).toEqual(before);
       // Both gone: both named.
       await hosts[0].kill("sshd");
       const both = await failure(plugin.create(inputs));
-      expect(both.message).toMatch(/no gateway's flows or groups were changed: 2 of 2 hosts unreachable: root@172\.31\.203\.2:22: connect failed: .*; root@172\.31\.204\.2:22: connect failed/);
+      expect(both.message).toMatch(/no host was changed: 2 of 2 hosts unreachable: root@172\.31\.203\.2:22: connect failed: .*; root@172\.31\.204\.2:22: connect failed/);
     } finally {
       for (const h of hosts) if (h.processes("sshd").length === 0) h.startSshd();
     }

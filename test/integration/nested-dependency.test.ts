@@ -23,7 +23,6 @@ import { loadFixture } from "../support/state-fixtures";
  * way the CLI starts it. Needs `npm run build` (the copy is of dist/).
  */
 
-type Props = Record<string, any>;
 const BRIDGE = "nested-br";
 
 let inv: LabInventory;
@@ -90,7 +89,7 @@ describe("ovslb installed under a component library the program uses", () => {
     expect(bridgesOnHv3()).toContain(BRIDGE);
     const read = await at.read(created.id, created.properties);
     expect(read.id).toBe(created.id);
-    expect((read.inputs as Props).externalIds).toEqual({ purpose: "nested-dependency-test" });
+    expect((read.inputs).externalIds).toEqual({ purpose: "nested-dependency-test" });
     await at.delete(created.id, created.properties);
     expect(bridgesOnHv3()).not.toContain(BRIDGE);
     expect((await at.read(created.id, created.properties)).id).toBe("");

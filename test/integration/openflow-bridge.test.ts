@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { CommandRunner, runChecked } from "../../provider/transport/exec";
-import { Flow, Group, Match, Modification, SelectBucket, actionsText, flowKey, renderBundle, toGroupEntry, type DumpedFlow } from "../../provider/openflow";
+import { type CommandRunner, runChecked } from "../../provider/transport/exec";
+import { type Flow, type Group, type Match, type Modification, type SelectBucket, actionsText, flowKey, renderBundle, toGroupEntry, type DumpedFlow } from "../../provider/openflow";
 import { OpenFlowBridge, OpenFlowError } from "../../provider/transport/openflow-bridge";
 import { traceBucket, traceBuckets } from "../../provider/transport/openflow-trace";
-import { OvsSandbox, startOvsSandbox } from "../support/sandbox";
+import { type OvsSandbox, startOvsSandbox } from "../support/sandbox";
 
 const ALL_ONES = (1n << 64n) - 1n;
 const OWNER = 0x1bn;

@@ -1,7 +1,7 @@
 import { describe, it, expect, beforeAll, afterAll } from "vitest";
 import { readFileSync } from "node:fs";
 import { OvsBridge } from "../../index";
-import { SshSession } from "../../provider/transport/ssh";
+import { type SshSession } from "../../provider/transport/ssh";
 import type { LabInventory } from "../lab/topology";
 import { labSsh, loadInventory } from "../support/lab";
 import { registeredInputs, startProviderPlugin, unwrapSecrets, type PluginCall } from "../support/provider-plugin";
@@ -150,7 +150,7 @@ describe("OvsBridge through the dynamic-provider plugin over gRPC", () => {
     expect(drifted.inputs.failMode).toBe("standalone");
     expect(drifted.inputs.externalIds).toEqual({ team: "other" });
     expect(drifted.properties.failMode).toBe("standalone");
-    expect((drifted.inputs as Props).host.connection.privateKey).toBeUndefined();
+    expect((drifted.inputs).host.connection.privateKey).toBeUndefined();
     // What `pulumi preview --refresh` would show: a change back to the program.
     expect((await plugin.diff(id, drifted.properties, program)).changes).toBe("some");
     outputs = drifted.properties;

@@ -144,6 +144,7 @@ const ovsBridge = fc.record(
     datapathType: fc.constantFrom("netdev", "system"),
     failMode: fc.constantFrom("secure", "standalone"),
     hwaddr: mac,
+    // eslint-disable-next-line no-control-regex -- NUL is one of the characters these values must not hold
     externalIds: fc.dictionary(fc.stringMatching(/^[A-Za-z0-9_.:-]{1,20}$/), fc.stringMatching(/^[^\n\r\x00]{0,30}$/), { maxKeys: 4 }),
   },
   { requiredKeys: ["host", "name"] },
@@ -239,10 +240,10 @@ const attachment = fc
   .map((a) => JSON.parse(JSON.stringify(a)));
 
 const BASES: Record<Kind, fc.Arbitrary<Record<string, unknown>>> = {
-  OvsBridge: ovsBridge as fc.Arbitrary<Record<string, unknown>>,
-  DsrHypervisorFlows: dsr as fc.Arbitrary<Record<string, unknown>>,
-  DeferredNatLoadBalancer: dnat as fc.Arbitrary<Record<string, unknown>>,
-  DistributorDevice: device as fc.Arbitrary<Record<string, unknown>>,
+  OvsBridge: ovsBridge,
+  DsrHypervisorFlows: dsr,
+  DeferredNatLoadBalancer: dnat,
+  DistributorDevice: device,
   DistributorAttachment: attachment as fc.Arbitrary<Record<string, unknown>>,
 };
 

@@ -15,7 +15,7 @@ export function loadInventory(): LabInventory {
 /** An SSH connection to a lab host, with its host key pinned. */
 export function sshTo(inv: LabInventory, host: string | LabHost, extra: Partial<SshConnection> = {}): SshConnection {
   const h = typeof host === "string" ? inv.hosts[host] : host;
-  if (!h) throw new Error(`no lab host ${String(host)}`);
+  if (!h) throw new Error(`no lab host ${JSON.stringify(host)}`);
   return { host: h.address, port: h.sshPort, user: h.user, hostKey: h.hostKey, privateKeyPath: inv.clientKeyPath, ...extra };
 }
 
@@ -40,7 +40,7 @@ export function runDirEnv(h: LabHost): string[] {
  */
 export async function labSsh(inv: LabInventory, host: string | LabHost): Promise<SshSession> {
   const h = typeof host === "string" ? inv.hosts[host] : host;
-  if (!h) throw new Error(`no lab host ${String(host)}`);
+  if (!h) throw new Error(`no lab host ${JSON.stringify(host)}`);
   const session = await SshSession.connect(sshTo(inv, h));
   const env = runDirEnv(h);
   const run = session.run.bind(session);
@@ -80,7 +80,7 @@ export function amphoraVip(b: { namespace: string }, vip: string, on: boolean): 
 export function spawnInNamespace(ns: string, argv: string[]): ChildProcess {
   const child = spawn("ip", ["netns", "exec", ns, ...argv], { stdio: ["pipe", "pipe", "pipe"] });
   // Writing to a client that has exited fails its next read instead of crashing the test run.
-  child.stdin!.on("error", () => undefined);
+  child.stdin.on("error", () => undefined);
   return child;
 }
 

@@ -47,8 +47,8 @@ pulumi.runtime
   const child = spawn(process.execPath, ["-e", script], { cwd: projectRoot, env: { ...base, ...env }, stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
   let err = "";
-  child.stdout!.on("data", (d: Buffer) => (out += d.toString()));
-  child.stderr!.on("data", (d: Buffer) => (err += d.toString()));
+  child.stdout.on("data", (d: Buffer) => (out += d.toString()));
+  child.stderr.on("data", (d: Buffer) => (err += d.toString()));
   return new Promise((res, rej) => {
     child.once("exit", (code) => {
       if (code !== 0) return rej(new Error(`program exited ${code}: ${err}`));

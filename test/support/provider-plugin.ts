@@ -56,7 +56,7 @@ export function unwrapSecrets(v: any, secretPaths: string[] = [], path = ""): an
  */
 export async function registeredInputs(type: string, program: () => void): Promise<Props> {
   let captured: Props | undefined;
-  pulumi.runtime.setMocks(
+  await pulumi.runtime.setMocks(
     {
       newResource(args) {
         if (args.type === type && !captured) captured = args.inputs as Props;

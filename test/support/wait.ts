@@ -22,7 +22,7 @@ export async function waitUntil<T>(condition: () => T | Promise<T>, opts: WaitOp
   for (;;) {
     try {
       const value = await condition();
-      if (value) return value as NonNullable<T>;
+      if (value) return value;
       last = value;
     } catch (e) {
       last = e;

@@ -24,7 +24,7 @@ function leaves(v: Json, path = "", out: { path: string; value: Json }[] = []): 
 function withLeaf(v: Json, path: string, value: Json): Json {
   const copy = structuredClone(v) as Record<string, Json>;
   const steps = path.match(/[^.[\]]+/g)!;
-  let at = copy as Record<string, Json>;
+  let at = copy;
   for (const s of steps.slice(0, -1)) at = at[s] as Record<string, Json>;
   at[steps.at(-1)!] = value;
   return copy;

@@ -164,7 +164,7 @@ describe("distributor device and component rules", () => {
 
   it("the component registers one attachment on the device, and refuses a cluster without a standby before registering anything", async () => {
     const registered: { type: string; inputs: Record<string, unknown> }[] = [];
-    pulumi.runtime.setMocks({
+    await pulumi.runtime.setMocks({
       newResource: (args) => (registered.push({ type: args.type, inputs: args.inputs }), { id: `${args.name}-id`, state: args.inputs }),
       call: (args) => args.inputs,
     }, "project", "stack", false);
@@ -188,7 +188,7 @@ describe("distributor device and component rules", () => {
 
   it("on several devices: one attachment per device, each with the load balancer's id for its group, its own next hop and frontend MAC; devices on one host or one next hop are refused", async () => {
     const registered: { type: string; name: string; inputs: Record<string, unknown> }[] = [];
-    pulumi.runtime.setMocks({
+    await pulumi.runtime.setMocks({
       newResource: (args) => (registered.push({ type: args.type, name: args.name, inputs: args.inputs }), { id: `${args.name}-id`, state: args.inputs }),
       call: (args) => args.inputs,
     }, "project", "stack", false);

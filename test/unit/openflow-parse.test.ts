@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { CommandResult, CommandRunner } from "../../provider/transport/exec";
+import { type CommandResult, type CommandRunner } from "../../provider/transport/exec";
 import { OpenFlowBridge, OpenFlowError } from "../../provider/transport/openflow-bridge";
 import { OpenFlowParseError, actionText, flowStreamParser, groupStreamParser, parseAction, parseFlows, parseGroups, renderAction, splitTopLevel, type Action, type DumpedFlow, type GroupEntry } from "../../provider/openflow";
 import { chosenBucket, splitTraces } from "../../provider/transport/openflow-trace";

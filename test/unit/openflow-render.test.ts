@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { Action, actionText, Flow, Group, Modification, OpenFlowValueError, renderBundle, renderModification, toFlowEntry, toGroupEntry } from "../../provider/openflow";
+import { type Action, actionText, type Flow, type Group, type Modification, OpenFlowValueError, renderBundle, renderModification, toFlowEntry, toGroupEntry } from "../../provider/openflow";
 import { OpenFlowBridge } from "../../provider/transport/openflow-bridge";
-import { CommandRunner } from "../../provider/transport/exec";
+import { type CommandRunner } from "../../provider/transport/exec";
 
 const group: Group = {
   groupId: 10,

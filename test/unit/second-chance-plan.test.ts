@@ -140,7 +140,7 @@ describe("secondChance on the hypervisors", () => {
     const portNames = new Map([[2, "vm1"], [3, "vm2"]]);
     expect(dsrActual(dsr(), owned, { ...placement, portNames })).toEqual(dsr());
     const bad = { ...dsr(), gre: { ...dsr().gre!, key: 5 } };
-    const { failures } = await check("DsrHypervisorFlows", {}, bad as unknown as Record<string, unknown>);
+    const { failures } = await check("DsrHypervisorFlows", {}, bad);
     expect(failures).toContainEqual({ property: "gre.key", reason: expect.stringMatching(/must not be set with gre.secondChance/) });
   });
 });
