@@ -1,6 +1,5 @@
-import { OPEN_VSWITCH, Transaction } from "../ovsdb";
-import { describeVersion, type HostOvsVersion } from "../model/ovs-versions";
-import { parseOvsVersion } from "../resources/distributor-device/plan";
+import { OPEN_VSWITCH, Transaction, type OpenVSwitchRow } from "../ovsdb";
+import { describeVersion, parseOvsVersion, type HostOvsVersion } from "../model/ovs-versions";
 import type { OvsHostSession } from "../transport/ovs-host";
 
 /**
@@ -12,7 +11,12 @@ export async function readOvsVersion(s: OvsHostSession): Promise<string | undefi
   const db = await s.vswitchDb();
   const txn = new Transaction(OPEN_VSWITCH);
   const root = txn.select("Open_vSwitch", [], ["ovs_version"]);
-  const recorded = (await db.run(txn)).first(root)?.ovs_version[0];
+  return ovsVersionOf(s, (await db.run(txn)).first(root));
+}
+
+/** readOvsVersion for a root row already read (its ovs_version column). */
+export async function ovsVersionOf(s: OvsHostSession, root: Pick<OpenVSwitchRow, "ovs_version"> | undefined): Promise<string | undefined> {
+  const recorded = root?.ovs_version[0];
   if (recorded) return recorded;
   return s.appctl(["version"]).then(parseOvsVersion, () => undefined);
 }

@@ -41,6 +41,11 @@ export function parseVersion(text: string | undefined): Version | undefined {
   return m ? [Number(m[1]), Number(m[2]), Number(m[3])] : undefined;
 }
 
+/** `ovs-vswitchd (Open vSwitch) 3.1.0` (what `ovs-appctl version` prints) -> `3.1.0` */
+export function parseOvsVersion(text: string): string | undefined {
+  return /\(Open vSwitch\)\s+(\S+)/.exec(text)?.[1];
+}
+
 const compare = (a: Version, b: Version) => a[0] - b[0] || a[1] - b[1] || a[2] - b[2];
 
 /**

@@ -16,7 +16,8 @@ import {
 import { toGroupEntry } from "../../provider/openflow";
 import { observedFrom, recordedDump, type RecordedDump } from "../support/recorded-dumps";
 import { nPlusOneViolations, withSlots } from "../../components/active-active-load-balancer";
-import { deleteRefusal, parseOvsVersion } from "../../provider/resources/distributor-device/plan";
+import { deleteRefusal } from "../../provider/resources/distributor-device/plan";
+import { parseOvsVersion } from "../../provider/model/ovs-versions";
 
 const host = { connection: { host: "172.30.0.31", user: "root", hostKey: "ssh-ed25519 AAAA", privateKeyPath: "/k" } };
 const base = (over: Partial<DistributorAttachmentInputs> = {}): DistributorAttachmentInputs => ({

@@ -4,11 +4,12 @@ import schema from "../../../schema/distributor-device.json";
 import type { ResourceHandler } from "../../resource-handler";
 import type { DistributorDeviceInputs } from "../../model/inputs.generated";
 import { bridgeSocket, operationLock, withOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
+import { ovsVersionOf } from "../../engine/ovs-version";
 import { OPEN_VSWITCH, OwnedTransaction, Transaction, ownerMark, where, type BridgeRow, type OpenVSwitchRow } from "../../ovsdb";
 import { SshError } from "../../transport/ssh";
 import { ownerCookie } from "../../model/ids";
 import { KIND, attachmentId, attachmentNames } from "../distributor-attachment/plan";
-import { ATTACHED_MARK, DEVICE_MARK, checkRules, deleteRefusal, deviceResourceId, parseOvsVersion, registeredDevice, stringMap, withDefaults } from "./plan";
+import { ATTACHED_MARK, DEVICE_MARK, checkRules, deleteRefusal, deviceResourceId, registeredDevice, stringMap, withDefaults } from "./plan";
 
 /** What DistributorDevice observes on every read: its outputs, declared in schema/distributor-device.json ("x-outputs"). */
 export type DistributorDeviceState = DistributorDeviceOutputs;
@@ -58,11 +59,7 @@ async function attachmentHealth(s: OvsHostSession, inputs: DistributorDeviceInpu
 }
 
 async function observe(s: OvsHostSession, inputs: DistributorDeviceInputs, rows: DeviceRows): Promise<DistributorDeviceState> {
-  let ovsVersion = rows.root.ovs_version[0] || undefined;
-  if (!ovsVersion) {
-    // The column is only filled by distribution start-up scripts; ask the running daemon.
-    ovsVersion = await s.appctl(["version"]).then(parseOvsVersion, () => undefined);
-  }
+  const ovsVersion = await ovsVersionOf(s, rows.root);
   const probe = await s.ssh.run(["ovs-ofctl", "-O", "OpenFlow15", "show", bridgeSocket(inputs.host, inputs.uplinkBridge)]);
   return {
     reachable: true,

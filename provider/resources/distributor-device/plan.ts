@@ -27,11 +27,6 @@ export function stringMap(value: unknown): Record<string, string> {
 /** The device id the host is registered to (its root row's mark), if any. */
 export const registeredDevice = (root: Pick<OpenVSwitchRow, "external_ids"> | undefined) => (root ? ownerOf(root, DEVICE_MARK) : undefined);
 
-/** `ovs-vswitchd (Open vSwitch) 3.1.0` -> `3.1.0` */
-export function parseOvsVersion(text: string): string | undefined {
-  return /\(Open vSwitch\)\s+(\S+)/.exec(text)?.[1];
-}
-
 /** Why a device may not be deleted now, or undefined when it may. */
 export function deleteRefusal(deviceId: string, attachments: readonly string[]): string | undefined {
   if (attachments.length === 0) return undefined;
