@@ -30,6 +30,12 @@ export function describeFlow(flow: Flow | DumpedFlow): string {
   return `${flowKey(flow)},cookie=0x${flow.cookie.toString(16)} actions=${actionsText(flow.actions)}`;
 }
 
+/** The MAC a bucket's actions send to: the value of its set_field to eth_dst. */
+export function bucketMac(actions: readonly Action[]): string | undefined {
+  for (const a of actions) if (a.type === "set_field" && a.field === "eth_dst") return String(a.value);
+  return undefined;
+}
+
 /** Two buckets that OVS would print alike. */
 export function sameBucket(a: BucketEntry, b: BucketEntry): boolean {
   return a.bucketId === b.bucketId && a.weight === b.weight && a.watchPort === b.watchPort && a.watchGroup === b.watchGroup

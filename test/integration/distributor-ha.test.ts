@@ -1,8 +1,8 @@
 import { execFileSync } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import * as handlers from "../../provider/handlers";
-import { attachmentNames, bucketMac, derivedFrontendMac } from "../../provider/resources/distributor-attachment/plan";
-import { type Match } from "../../provider/openflow";
+import { attachmentNames, derivedFrontendMac } from "../../provider/resources/distributor-attachment/plan";
+import { bucketMac, type Match } from "../../provider/openflow";
 import { runChecked } from "../../provider/transport/exec";
 import { OpenFlowBridge } from "../../provider/transport/openflow-bridge";
 import { traceBuckets } from "../../provider/transport/openflow-trace";

@@ -1,13 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import * as handlers from "../../provider/handlers";
 import { traceBuckets } from "../../provider/transport/openflow-trace";
-import { type Match } from "../../provider/openflow";
+import { bucketMac, type Match } from "../../provider/openflow";
 import { OpenFlowBridge } from "../../provider/transport/openflow-bridge";
 import { type SshSession } from "../../provider/transport/ssh";
 import { runChecked } from "../../provider/transport/exec";
 import type { LabBackend, LabInventory } from "../lab/topology";
 import { labSsh, inNamespace, loadInventory, lockLab, sshTo, amphoraVip } from "../support/lab";
-import { attachmentNames, bucketMac } from "../../provider/resources/distributor-attachment/plan";
+import { attachmentNames } from "../../provider/resources/distributor-attachment/plan";
 import { connectAndClose, greetings, holdConnections, type HeldConnections } from "../support/tcp-clients";
 
 /**

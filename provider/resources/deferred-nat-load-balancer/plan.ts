@@ -8,6 +8,7 @@ import { MAX_BUCKET_ID, MAX_GROUP_ID, derivedId, interfaceName, ownerCookie } fr
 import type { DeferredNatBackend, DeferredNatLoadBalancerInputs as Inputs, DeferredNatVip } from "../../model/inputs.generated";
 import { checkConnection, type CheckFailure } from "../../model/validate";
 import {
+  bucketMac,
   sameBucket,
   toGroupEntry,
   type Action,
@@ -548,8 +549,7 @@ export function actualInputs(
       for (const hb of group.buckets) {
         if (replicaOf.has(hb.bucketId)) continue;
         note(`bucket ${hb.bucketId} is not declared`);
-        const mac = hb.actions.flatMap((a) => (a.type === "set_field" && a.field === "eth_dst" ? [String(a.value)] : []))[0];
-        strays.set(hb.bucketId, mac ?? "00:00:00:00:00:00");
+        strays.set(hb.bucketId, bucketMac(hb.actions) ?? "00:00:00:00:00:00");
       }
     });
     if (!present) continue;

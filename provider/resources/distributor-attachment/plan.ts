@@ -3,7 +3,7 @@ import type { DistributorSlot } from "../../model/outputs.generated";
 import { derivedId, interfaceName, MAX_BUCKET_ID, MAX_GROUP_ID, ownerCookie } from "../../model/ids";
 import { checkConnection, type CheckFailure } from "../../model/validate";
 import type { BridgeIntent } from "../../engine/plan";
-import type { Action, DumpedFlow, Flow, Group, GroupEntry, HashField, SelectBucket } from "../../openflow";
+import { bucketMac, type Action, type DumpedFlow, type Flow, type Group, type GroupEntry, type HashField, type SelectBucket } from "../../openflow";
 
 /**
  * DistributorAttachment as pure data: which amphora serves each slot, the
@@ -257,12 +257,6 @@ export function attachmentIntent(inputs: DistributorAttachmentInputs, ids: Datap
 export interface ActualDataplane {
   flows: readonly DumpedFlow[];
   group: GroupEntry | undefined;
-}
-
-/** The MAC a set_field action list sends to (eth_dst). */
-export function bucketMac(actions: readonly Action[]): string | undefined {
-  for (const a of actions) if (a.type === "set_field" && a.field === "eth_dst") return String(a.value);
-  return undefined;
 }
 
 /**

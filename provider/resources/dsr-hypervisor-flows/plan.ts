@@ -4,7 +4,7 @@ import { ROLE_KEY, bfdColumn, type WantedTunnelPort } from "../../engine/gre-por
 import { MAX_CT_ZONE, derivedId, interfaceName, ownerCookie } from "../../model/ids";
 import type { DsrBackend, DsrHypervisorFlowsInputs, DsrVip } from "../../model/inputs.generated";
 import { checkConnection, type CheckFailure } from "../../model/validate";
-import { flowKey, type DumpedFlow, type Flow } from "../../openflow";
+import { bucketMac, flowKey, type DumpedFlow, type Flow } from "../../openflow";
 
 /**
  * DsrHypervisorFlows as pure data. On one bridge, with conntrack zone Z:
@@ -454,7 +454,7 @@ export function actualInputs(inputs: Inputs, owned: readonly DumpedFlow[], p: Pl
     if (protocol !== "tcp" && protocol !== "udp" && protocol !== "sctp") continue;
     const bridgePort = p.portNames.get(out.port);
     if (bridgePort === undefined) continue; // delivers to a port that is gone: not a working backend
-    const mac = f.match.dl_dst ?? delivery!.actions.flatMap((a) => (a.type === "set_field" && a.field === "eth_dst" ? [String(a.value)] : []))[0];
+    const mac = f.match.dl_dst ?? bucketMac(delivery!.actions);
     if (!mac) continue;
     const vip: DsrVip = { address: nw_dst, port: tp_dst, protocol, backends: [] };
     const backend: DsrBackend = { address: ct.nat.ip, port: ct.nat.port, mac, bridgePort };
