@@ -1,5 +1,5 @@
-import { ownerOf } from "../ovsdb/owned";
-import type { Uuid } from "../ovsdb";
+import { OVN_NORTHBOUND, Transaction, ownerOf, where, type LoadBalancerHealthCheckRow, type Uuid } from "../ovsdb";
+import type { OvsdbClient } from "../transport/ovsdb-client";
 
 /**
  * Health checks one resource attaches to another's OVN Load_Balancer row (a
@@ -40,4 +40,25 @@ export function attachedMappings(current: ReadonlyMap<string, string>, attached:
     if (v !== undefined) out[key] = v;
   }
   return out;
+}
+
+/** The Load_Balancer_Health_Check columns ovslb reads. */
+export const HEALTH_CHECK_COLUMNS = ["_uuid", "vip", "options", "external_ids"] as const;
+export type HealthCheckColumns = Pick<LoadBalancerHealthCheckRow, (typeof HEALTH_CHECK_COLUMNS)[number]>;
+
+/**
+ * Each Load_Balancer row with the health checks its health_check references
+ * (any owner), read by uuid in one more transaction; a write guards on the
+ * rows' health_check as read.
+ */
+export async function withHealthCheckRows<R extends { health_check: readonly Uuid[] }>(db: OvsdbClient, rows: readonly R[]): Promise<(R & { healthCheckRows: HealthCheckColumns[] })[]> {
+  const refs = rows.flatMap((row) => row.health_check);
+  const byUuid = new Map<string, HealthCheckColumns>();
+  if (refs.length > 0) {
+    const h = new Transaction(OVN_NORTHBOUND);
+    const sels = refs.map((u) => h.select("Load_Balancer_Health_Check", [where("_uuid", "==", u)], HEALTH_CHECK_COLUMNS));
+    const r = await db.run(h);
+    for (const sel of sels) for (const hc of r.rows(sel)) byUuid.set(hc._uuid.id, hc);
+  }
+  return rows.map((row) => ({ ...row, healthCheckRows: row.health_check.flatMap((u) => byUuid.get(u.id) ?? []) }));
 }

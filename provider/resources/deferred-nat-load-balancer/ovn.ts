@@ -11,12 +11,11 @@ import {
   ownerMark,
   ownerOf,
   where,
-  type LoadBalancerHealthCheckRow,
   type LoadBalancerRow,
   type NamedUuid,
   type Uuid,
 } from "../../ovsdb";
-import { attachedHealthChecks, attachedMappings } from "../../engine/attached-health-checks";
+import { attachedHealthChecks, attachedMappings, withHealthCheckRows, type HealthCheckColumns } from "../../engine/attached-health-checks";
 import { backendKey, lbId, withDefaults } from "./plan";
 
 /**
@@ -80,8 +79,7 @@ const asRecord = (m: ReadonlyMap<string, string>): Record<string, string> => Obj
 /** The Load_Balancer columns ovslb reads. */
 const LB_COLUMNS = ["_uuid", "name", "protocol", "vips", "selection_fields", "ip_port_mappings", "options", "health_check", "external_ids"] as const;
 type LoadBalancerRead = Pick<LoadBalancerRow, (typeof LB_COLUMNS)[number]>;
-const HC_COLUMNS = ["_uuid", "vip", "options", "external_ids"] as const;
-type HealthCheckRead = Pick<LoadBalancerHealthCheckRow, (typeof HC_COLUMNS)[number]>;
+type HealthCheckRead = HealthCheckColumns;
 
 /** An owned Load_Balancer row with the health-check rows its health_check references (any owner). */
 interface OwnedRow extends LoadBalancerRead {
@@ -122,17 +120,8 @@ const prefix = (db: OvsdbClient) => `${db.host ? `${db.host}: ` : ""}OVN `;
 async function ownedRows(db: OvsdbClient, owner: string): Promise<OwnedRow[]> {
   const t = new Transaction(OVN_NORTHBOUND);
   const sel = t.select("Load_Balancer", [where("external_ids", "includes", { [OWNER_KEY]: owner })], LB_COLUMNS);
-  const lbs = (await db.run(t)).rows(sel);
   // The health checks by uuid: a second read, guarded at write time by the rows' health_check as read.
-  const refs = lbs.flatMap((lb) => lb.health_check);
-  const byUuid = new Map<string, HealthCheckRead>();
-  if (refs.length > 0) {
-    const h = new Transaction(OVN_NORTHBOUND);
-    const sels = refs.map((u) => h.select("Load_Balancer_Health_Check", [where("_uuid", "==", u)], HC_COLUMNS));
-    const r = await db.run(h);
-    for (const sel of sels) for (const hc of r.rows(sel)) byUuid.set(hc._uuid.id, hc);
-  }
-  return lbs.map((lb) => ({ ...lb, healthCheckRows: lb.health_check.flatMap((u) => byUuid.get(u.id) ?? []) }));
+  return withHealthCheckRows(db, (await db.run(t)).rows(sel));
 }
 
 /**

@@ -1,8 +1,10 @@
 import schema from "../../../schema/health-check.json";
 import { assessVips, logicalPortsOf, staleMonitors, type BackendHealth, type BfdView, type StaleBackend } from "../../engine/health";
 import { markOffline, readPortsHealth } from "../../engine/southbound";
+import { withHealthCheckRows } from "../../engine/attached-health-checks";
 import { ROLE_KEY } from "../../engine/gre-port";
 import type { HealthCheckInputs as Inputs } from "../../model/inputs.generated";
+import { driftOutputs, type DriftFinding } from "../../model/drift";
 import { OVN_NORTHBOUND, OPEN_VSWITCH, OWNER_KEY, OwnedTransaction, Transaction, mutation, ownerMark, where, type LoadBalancerHealthCheckRow, type LoadBalancerRow, type Mutation, type NamedUuid, type Uuid } from "../../ovsdb";
 import type { ResourceHandler } from "../../resource-handler";
 import { withAllOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
@@ -18,7 +20,6 @@ import {
   planRows,
   rowName,
   withDefaults,
-  type HealthCheckRow,
   type ObservedRow,
   type RowChange,
 } from "./plan";
@@ -31,8 +32,10 @@ import {
 
 /** What HealthCheck records besides its inputs. */
 export interface HealthCheckState {
-  /** Where the northbound differed from the inputs at the last read (empty when in sync). */
+  /** Where the northbound differed from the inputs at the last read (empty when in sync): driftFindings, one sentence each. */
   drift: string[];
+  /** drift as data (absent in state recorded before ovslb recorded it). */
+  driftFindings?: DriftFinding[];
   /** Each backend as the southbound (and the gateways' BFD, given gateways) see it, at the last create, update or read; absent without southbound. */
   health?: BackendHealth[];
   /** Backends OVN reports online that cannot serve, with the reason; absent without southbound. */
@@ -42,28 +45,14 @@ export interface HealthCheckState {
 }
 
 const LB_COLUMNS = ["_uuid", "name", "vips", "ip_port_mappings", "health_check", "external_ids"] as const;
-const HC_COLUMNS = ["_uuid", "vip", "options", "external_ids"] as const;
 
 /** The load balancer's rows (one name per protocol) and every health check they reference, in two reads. */
 async function readRows(inputs: Inputs, db: OvsdbClient): Promise<Map<string, ObservedRow | undefined>> {
   const t = new Transaction(OVN_NORTHBOUND);
   const sels = PROTOCOLS.map((p) => t.select("Load_Balancer", [where("name", "==", rowName(inputs, p))], LB_COLUMNS));
   const r = await db.run(t);
-  const rows = sels.map((s) => r.first(s));
-  const refs = rows.flatMap((row) => row?.health_check ?? []);
-  const byUuid = new Map<string, HealthCheckRow>();
-  if (refs.length > 0) {
-    const h = new Transaction(OVN_NORTHBOUND);
-    const hs = refs.map((u) => h.select("Load_Balancer_Health_Check", [where("_uuid", "==", u)], HC_COLUMNS));
-    const hr = await db.run(h);
-    for (const s of hs) for (const hc of hr.rows(s)) byUuid.set(hc._uuid.id, hc);
-  }
-  return new Map(
-    PROTOCOLS.map((p, i) => {
-      const row = rows[i];
-      return [p, row ? { ...row, healthCheckRows: row.health_check.flatMap((u) => byUuid.get(u.id) ?? []) } : undefined];
-    }),
-  );
+  const found = await withHealthCheckRows(db, sels.flatMap((s) => r.rows(s).slice(0, 1)));
+  return new Map(PROTOCOLS.map((p) => [p, found.find((row) => row.name === rowName(inputs, p))]));
 }
 
 /**
@@ -152,7 +141,7 @@ async function converge(inputs: Inputs): Promise<HealthCheckState> {
     if (refusals.length > 0) throw new Error(`${healthCheckId(d)}: refused, nothing changed: ${refusals.join("; ")}`);
     await commit(d, nb, changes, "health checks of");
   });
-  return { drift: [], ...(await observeHealth(d, true)) };
+  return { ...driftOutputs([]), ...(await observeHealth(d, true)) };
 }
 
 export const healthCheckHandler: ResourceHandler<Inputs, HealthCheckState> = {
@@ -174,7 +163,7 @@ export const healthCheckHandler: ResourceHandler<Inputs, HealthCheckState> = {
     if (!nb.present) return undefined;
     // A VIP whose rows are not as declared reads as not declared: the diff shows it and update puts it back.
     const actual = { ...d, vips: d.vips.filter((_, i) => !nb.driftedVips.has(i)) };
-    return { inputs: actual, state: { drift: nb.findings, ...(await observeHealth(d, false)) } };
+    return { inputs: actual, state: { ...driftOutputs(nb.findings), ...(await observeHealth(d, false)) } };
   },
 
   async update(_id, _old, news) {
