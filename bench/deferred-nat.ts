@@ -23,7 +23,7 @@ import { referencedGroups, type ObservedBridge } from "../provider/engine/plan";
 import { check } from "../provider/handlers";
 import { runChecked, type CommandRunner } from "../provider/transport/exec";
 import { OpenFlowBridge, type BundleSent } from "../provider/transport/openflow-bridge";
-import { renderBundle, type Action, type Flow, type Group, type Match, type Modification, type SelectBucket } from "../provider/openflow";
+import { ipv4Number, renderBundle, type Action, type Flow, type Group, type Match, type Modification, type SelectBucket } from "../provider/openflow";
 import { traceBuckets } from "../provider/transport/openflow-trace";
 import { bridgeSocket } from "../provider/transport/ovs-host";
 import { SshSession } from "../provider/transport/ssh";
@@ -289,9 +289,8 @@ const vipFlow = (gw: Gateway, cookie: bigint, vip: string, groupId: number): Flo
   actions: [{ type: "group", groupId }],
 });
 
-const ipValue = (a: string) => a.split(".").reduce((n, o) => n * 256 + Number(o), 0);
 /** OVN numbers buckets in the order of its backend list; the positional baseline keeps that list sorted by address. */
-export const byAddress = (list: readonly DeferredNatBackend[]) => [...list].sort((a, b) => ipValue(a.address) - ipValue(b.address) || a.port - b.port);
+export const byAddress = (list: readonly DeferredNatBackend[]) => [...list].sort((a, b) => ipv4Number(a.address) - ipv4Number(b.address) || a.port - b.port);
 const keyOf = (b: DeferredNatBackend) => `${b.address}:${b.port}`;
 
 // ---------------------------------------------------------------- 1. flows moved

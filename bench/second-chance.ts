@@ -4,7 +4,7 @@ import type { DeferredNatLoadBalancerInputs, DsrHypervisorFlowsInputs } from "..
 import { cookieOf as lbCookieOf, desiredDataplane, greKeyOf, replicaKey, tunnelPorts, type GatewayPort } from "../provider/resources/deferred-nat-load-balancer/plan";
 import { readSlots, type SlotTable } from "../provider/resources/deferred-nat-load-balancer/slots";
 import { HAND_ON_PRIORITY, SECOND_CHANCE_TABLE, DEFAULT_GRE_PORT, cookieOf as dsrCookieOf, dsrId } from "../provider/resources/dsr-hypervisor-flows/plan";
-import { parseFlows, type Match } from "../provider/openflow";
+import { ipv4Number, parseFlows, type Match } from "../provider/openflow";
 import { runChecked } from "../provider/transport/exec";
 import { OpenFlowBridge } from "../provider/transport/openflow-bridge";
 import { traceBuckets, traceSlots } from "../provider/transport/openflow-trace";
@@ -374,8 +374,6 @@ const tupleOf = (lab: Lab, localPort: number): Match => ({
   tp_dst: VPORT,
 });
 
-const ipKey = (ip: string) => ip.split(".").reduce((n, o) => n * 256 + Number(o), 0);
-
 /**
  * The backend (name) each client port is sent to by gw1 now, from a trace:
  * (a) the slot's owner, (b) the bucket's backend by ovslb's recorded ids,
@@ -608,7 +606,7 @@ async function runMode(lab: Lab, mode: Mode, sizes: Sizes, ctx: BenchContext, in
       if (owner === backendKeyOf(lab, mine)) {
         if (s.key !== 0) bad.push(`conn ${i}: its own slot ${s.slot} carries key ${s.key}`);
         unmoved.push(i);
-      } else if (owner === backendKeyOf(lab, fifth) && previous === backendKeyOf(lab, mine) && s.key === ipKey(underlay(lab, mine.hypervisor))) {
+      } else if (owner === backendKeyOf(lab, fifth) && previous === backendKeyOf(lab, mine) && s.key === ipv4Number(underlay(lab, mine.hypervisor))) {
         moved.push(i);
       } else bad.push(`conn ${i} (${conn.backend}): slot ${s.slot} owner ${owner}, previous ${previous}, key ${s.key}`);
     });
@@ -843,7 +841,7 @@ function markdownOf(results: readonly ModeResult[], sizes: Sizes, machine: Recor
     "| After | Slots moved / minimum | Shares (slots of 1,024) | Worst deviation from the weighted quota |",
     "| --- | --- | --- | --- |",
     ...by["second-chance"].steps.filter((s) => s.slotShares).map((s) =>
-      `| ${STEP_LABEL[s.step]} | ${s.slotMoves!.moved} / ${s.slotMoves!.minimum} | ${Object.entries(s.slotShares!).sort(([a], [b]) => ipKey(a.split(":")[0]) - ipKey(b.split(":")[0])).map(([k, v]) => `${k.split(":")[0]} ${(100 * v).toFixed(2)}%`).join(", ")} | ${(100 * s.imbalance!).toFixed(2)}% |`),
+      `| ${STEP_LABEL[s.step]} | ${s.slotMoves!.moved} / ${s.slotMoves!.minimum} | ${Object.entries(s.slotShares!).sort(([a], [b]) => ipv4Number(a.split(":")[0]) - ipv4Number(b.split(":")[0])).map(([k, v]) => `${k.split(":")[0]} ${(100 * v).toFixed(2)}%`).join(", ")} | ${(100 * s.imbalance!).toFixed(2)}% |`),
     "",
     "Maglev (Eisenbud et al., NSDI 2016) reports its lookup table's imbalance under 1% once the table has more than 100 entries per backend; ovslb's table here has 1,024 slots (over 200 per backend) and assigns them by exact weighted quotas, so the deviation is the rounding of 1,024 over the active backends.",
     "",

@@ -96,6 +96,9 @@ function mac(field: string, value: unknown): string {
 const OCTET = "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])";
 const IPV4 = new RegExp(`^${OCTET}\\.${OCTET}\\.${OCTET}\\.${OCTET}$`);
 
+/** An IPv4 address as the 32-bit number it spells (a GRE key, a prefix's host bits, an order). */
+export const ipv4Number = (address: string): number => address.split(".").reduce((n, octet) => n * 256 + Number(octet), 0);
+
 function ipv4(field: string, value: unknown): string {
   if (typeof value !== "string" || !IPV4.test(value)) refuse(field, value, "an IPv4 address");
   return value;
@@ -111,7 +114,7 @@ function ipv4Prefix(field: string, value: unknown): string {
   if (!/^([1-9]|[12][0-9]|3[0-2])$/.test(length)) refuse(field, value, expected);
   const bits = Number(length);
   if (bits === 32) return address;
-  const host = address.split(".").reduce((n, octet) => n * 256 + Number(octet), 0) % 2 ** (32 - bits);
+  const host = ipv4Number(address) % 2 ** (32 - bits);
   if (host !== 0) refuse(field, value, expected);
   return `${address}/${bits}`;
 }

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readSlots } from "../../provider/resources/deferred-nat-load-balancer/slots";
 import { HANDED_DROP_PRIORITY, HANDED_ON_PRIORITY, HAND_ON_PRIORITY, SECOND_CHANCE_TABLE, cookieOf as dsrCookie, dsrId } from "../../provider/resources/dsr-hypervisor-flows/plan";
-import { parseFlows, type SlotChoice } from "../../provider/openflow";
+import { ipv4Number, parseFlows, type SlotChoice } from "../../provider/openflow";
 import { runChecked } from "../../provider/transport/exec";
 import { traceSlots } from "../../provider/transport/openflow-trace";
 import type { SshSession } from "../../provider/transport/ssh";
@@ -154,7 +154,7 @@ describe("second chance: backend changes break no established connection", () =>
         // A moved tuple went to the new backend's hypervisor, with the previous owner's hypervisor in the key.
         const previous = table.backends[table.previous[p.slot!]];
         const prevHv = pool.find((b) => `${b.address}:${inv.backendPort}` === previous)!.hypervisor;
-        expect([p.key, table.backends[table.owner[p.slot!]]]).toEqual([ipKey(underlay(prevHv)), `${fifth().address}:${inv.backendPort}`]);
+        expect([p.key, table.backends[table.owner[p.slot!]]]).toEqual([ipv4Number(underlay(prevHv)), `${fifth().address}:${inv.backendPort}`]);
       });
     }
     expect(lb.outputs.slotMoves[`tcp:${VIP}:80`]).toEqual({ moved: 204, minimum: 204 });
@@ -167,7 +167,7 @@ describe("second chance: backend changes break no established connection", () =>
     const moved = after[0].findIndex((p) => p.key !== 0 && p.key !== undefined);
     expect(moved).toBeGreaterThanOrEqual(0);
     const t = tuples(await segOfport("gw1"))[moved];
-    const previousHv = HVS.find((h) => ipKey(underlay(h)) === after[0][moved].key)!;
+    const previousHv = HVS.find((h) => ipv4Number(underlay(h)) === after[0][moved].key)!;
     const [ownerBefore, previousBefore] = await Promise.all([counters("hv3"), counters(previousHv)]);
     // An ACK out of nowhere, from the tuple's source, into the gateway's segment port.
     const frame = tcpFrame({ srcMac: inv.client.mac, dstMac: inv.hosts.gw1.segment!.mac, src: t.nw_src, dst: VIP, sport: t.tp_src, dport: 80, flags: 0x10 });
@@ -254,8 +254,6 @@ const RST_DROP_COOKIE = "0x7e57";
 
 /** One connection from the client's port `port` to the VIP (test/support/tcp-clients.ts). */
 const connectFrom = (port: number, end: "reset" | "close") => connectFromPort(inv.client.namespace, VIP, 80, port, end);
-
-const ipKey = (ip: string) => ip.split(".").reduce((n, o) => n * 256 + Number(o), 0);
 
 /** An Ethernet/IPv4/TCP frame as hex, checksums filled in. */
 function tcpFrame(p: { srcMac: string; dstMac: string; src: string; dst: string; sport: number; dport: number; flags: number }): string {

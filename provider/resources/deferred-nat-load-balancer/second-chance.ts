@@ -1,6 +1,6 @@
 import type { DeferredNatBackend, DeferredNatLoadBalancerInputs as Inputs, DeferredNatVip } from "../../model/inputs.generated";
 import type { CheckFailure } from "../../model/validate";
-import type { Flow, MultipathFields } from "../../openflow";
+import { ipv4Number, type Flow, type MultipathFields } from "../../openflow";
 import { MAX_SLOTS, NONE, planSlots, readSlots, recordSlots, slotCount, type RecordedSlotTable, type SlotTable } from "./slots";
 
 /**
@@ -110,8 +110,6 @@ export function unsafeMovesError(unsafe: SlotPlans["unsafe"]): Error {
   );
 }
 
-const ipToKey = (ip: string) => ip.split(".").reduce((n, o) => n * 256 + Number(o), 0);
-
 export interface SlotGateway {
   segmentOfport: number;
   mac: string;
@@ -141,7 +139,7 @@ export function slotFlows(inputs: Inputs, vip: DeferredNatVip, table: SlotTable,
     if (table.owner[s] === NONE) continue;
     const owner = byKey.get(table.backends[table.owner[s]])!;
     const previous = table.previous[s] === NONE ? undefined : byKey.get(table.backends[table.previous[s]]);
-    const key = previous && previous.hypervisor !== owner.hypervisor ? ipToKey(hypervisorAddress.get(previous.hypervisor)!) : 0;
+    const key = previous && previous.hypervisor !== owner.hypervisor ? ipv4Number(hypervisorAddress.get(previous.hypervisor)!) : 0;
     const tunnel = gw.tunnelOfports.get(owner.hypervisor);
     if (tunnel === undefined) throw new Error(`hypervisors: the gateway has no working tunnel port to hypervisor ${owner.hypervisor}`);
     flows.push({

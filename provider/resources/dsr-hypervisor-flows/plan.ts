@@ -4,7 +4,7 @@ import { ROLE_KEY, bfdColumn, type WantedTunnelPort } from "../../engine/gre-por
 import { MAX_CT_ZONE, derivedId, interfaceName, ownerCookie } from "../../model/ids";
 import type { DsrBackend, DsrHypervisorFlowsInputs, DsrVip } from "../../model/inputs.generated";
 import { checkConnection, type CheckFailure } from "../../model/validate";
-import { bucketMac, flowKey, type DumpedFlow, type Flow } from "../../openflow";
+import { bucketMac, flowKey, ipv4Number, type DumpedFlow, type Flow } from "../../openflow";
 
 /**
  * DsrHypervisorFlows as pure data. On one bridge, with conntrack zone Z:
@@ -226,7 +226,7 @@ function checkGre(inputs: Inputs): CheckFailure[] {
     const at = `gre.allowedSources[${i}]`;
     const [address, length] = prefix.split("/");
     const bits = length === undefined ? 32 : Number(length);
-    const host = bits === 32 ? 0 : address.split(".").reduce((n, octet) => n * 256 + Number(octet), 0) % 2 ** (32 - bits);
+    const host = bits === 32 ? 0 : ipv4Number(address) % 2 ** (32 - bits);
     if (bits === 0) failures.push({ property: at, reason: "is /0, every source: list the load balancers' own addresses or prefixes (GRE from anywhere else is dropped)" });
     else if (host !== 0) failures.push({ property: at, reason: `has host bits set: write the prefix as its network address (/${bits})` });
     const key = bits === 32 ? address : prefix;
