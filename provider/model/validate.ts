@@ -22,7 +22,8 @@ ajv.addKeyword({ keyword: UNORDERED, type: "array", schemaType: "boolean" });
  * `"x-reach": true` on an object schema (the SSH connection): how a host is
  * reached, not what is on it. A change of any of its properties but `host`
  * (a rotated key, another user, port or timeout) changes nothing on the
- * host, so update records it and sends nothing (`dataplaneInputs`).
+ * host, so update logs in to each host the new way to verify it, sends
+ * nothing else and records it (`dataplaneInputs`, provider/model/reach.ts).
  */
 export const REACH = "x-reach";
 ajv.addKeyword({ keyword: REACH, type: "object", schemaType: "boolean" });
