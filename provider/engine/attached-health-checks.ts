@@ -1,4 +1,4 @@
-import { OVN_NORTHBOUND, Transaction, ownerOf, where, type LoadBalancerHealthCheckRow, type Uuid } from "../ovsdb";
+import { LOAD_BALANCER_KEY, MAPPINGS_KEY, OVN_NORTHBOUND, Transaction, ownerOf, where, type LoadBalancerHealthCheckRow, type Uuid } from "../ovsdb";
 import type { OvsdbClient } from "../transport/ovsdb-client";
 
 /**
@@ -9,11 +9,6 @@ import type { OvsdbClient } from "../transport/ovsdb-client";
  * load balancer keeps both when it rewrites its row, and reports neither as
  * undeclared.
  */
-
-/** external_ids key on an attached health check: the owner of the Load_Balancer row it is attached to. */
-export const LOAD_BALANCER_KEY = "ovslb:load-balancer";
-/** external_ids key on an attached health check: the ip_port_mappings keys (backend addresses) its owner inserted, comma-separated. */
-export const MAPPINGS_KEY = "ovslb:ip-port-mappings";
 
 interface HealthCheckRead {
   readonly _uuid: Uuid;

@@ -35,8 +35,6 @@ export interface WantedTunnelPort {
   externalIds: Readonly<Record<string, string>>;
 }
 
-export const ROLE_KEY = "ovslb:role";
-
 /** The Interface bfd column for a session with these timers (decay off, so an idle session keeps its rate). */
 export function bfdColumn(timers: { minRx?: number; minTx?: number; multiplier?: number } = {}): Record<string, string> {
   return {

@@ -1,4 +1,4 @@
-import { OPEN_VSWITCH, OwnedTransaction, Transaction, describeOwner, mutation, ownerMark, where, type Uuid } from "../ovsdb";
+import { OPEN_VSWITCH, OWNER_KEY, OwnedTransaction, Transaction, describeOwner, mutation, ownerMark, where, type Uuid } from "../ovsdb";
 import type { OvsHostSession } from "../transport/ovs-host";
 import { grePortState, type WantedTunnelPort } from "./gre-port";
 
@@ -27,7 +27,7 @@ interface Rows<W extends WantedTunnelPort = WantedTunnelPort> {
 async function readRows<W extends WantedTunnelPort>(s: OvsHostSession, owner: string, bridge: string, wanted: readonly W[]): Promise<Rows<W>> {
   const txn = new Transaction(OPEN_VSWITCH);
   const br = txn.select("Bridge", [where("name", "==", bridge)], ["_uuid", "ports"]);
-  const owned = txn.select("Port", [where("external_ids", "includes", { "ovslb:owner": owner })], ["_uuid", "name", "external_ids"]);
+  const owned = txn.select("Port", [where("external_ids", "includes", { [OWNER_KEY]: owner })], ["_uuid", "name", "external_ids"]);
   const ports = wanted.map((w) => txn.select("Port", [where("name", "==", w.name)], ["_uuid", "external_ids"]));
   const ifaces = wanted.map((w) => txn.select("Interface", [where("name", "==", w.name)], ["_uuid", "type", "options", "bfd", "bfd_status", "ofport"]));
   const r = await (await s.vswitchDb()).run(txn);

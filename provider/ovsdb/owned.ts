@@ -28,6 +28,28 @@ import { type Condition, Transaction, mutation, where } from "./transaction";
 /** The external_ids key that names a row's owning resource. */
 export const OWNER_KEY = "ovslb:owner";
 
+/*
+ * ovslb's other external_ids keys, all starting with MARK_PREFIX. Hosts and
+ * stacks hold their values: never change one.
+ */
+export const MARK_PREFIX = "ovslb:";
+/** What an owned port is for (a tunnel, a BFD port), so an owner's ports of different roles are kept apart. */
+export const ROLE_KEY = "ovslb:role";
+/** The hypervisor a gateway's tunnel or BFD port leads to. */
+export const HYPERVISOR_KEY = "ovslb:hypervisor";
+/** The gateway (address/key) a hypervisor's BFD port peers with. */
+export const PEER_KEY = "ovslb:peer";
+/** On the root row: the distributor device the host is registered as. */
+export const DISTRIBUTOR_DEVICE_KEY = "ovslb:distributor-device";
+/** On an attachment's bridge and ports: the distributor device it is attached to. */
+export const DEVICE_KEY = "ovslb:device";
+/** On an attachment's bridge and ports: its attachment id. */
+export const ATTACHMENT_KEY = "ovslb:attachment";
+/** On an attached health check: the owner of the Load_Balancer row it is attached to. */
+export const LOAD_BALANCER_KEY = "ovslb:load-balancer";
+/** On an attached health check: the ip_port_mappings keys (backend addresses) its owner inserted, comma-separated. */
+export const MAPPINGS_KEY = "ovslb:ip-port-mappings";
+
 /** The mark in a row's external_ids that makes it owned: key and value. */
 export interface OwnerMark {
   readonly key: string;

@@ -2,7 +2,7 @@ import { describe, it, expect } from "vitest";
 import { handle } from "../../provider/handlers";
 import type { HealthCheckInputs as Inputs } from "../../provider/model/inputs.generated";
 import { Uuid } from "../../provider/ovsdb";
-import { LOAD_BALANCER_KEY, MAPPINGS_KEY } from "../../provider/engine/attached-health-checks";
+import { LOAD_BALANCER_KEY, MAPPINGS_KEY } from "../../provider/ovsdb";
 import { desiredRows, nbFindings, planRows, type HealthCheckRow, type ObservedRow } from "../../provider/resources/health-check/plan";
 
 /** HealthCheck: check-time refusals (through the provider's check), the rows planned from inputs, and what a plan refuses or changes given the northbound. */

@@ -6,13 +6,11 @@ import { COOKIE_TAG, MAX_BUCKET_ID, MAX_CT_ZONE, MAX_GROUP_ID, derivedId, interf
 import { OWNER_KEY as BRIDGE_OWNER_KEY, bridgeId } from "../../provider/resources/ovs-bridge/plan";
 import { KIND as DSR_KIND, cookieOf as dsrCookieOf, derivedZone, dsrId } from "../../provider/resources/dsr-hypervisor-flows/plan";
 import { KIND as LB_KIND, assignIds, cookieOf as lbCookieOf, lbId } from "../../provider/resources/deferred-nat-load-balancer/plan";
-import { ATTACHED_MARK, DEVICE_MARK, deviceResourceId } from "../../provider/resources/distributor-device/plan";
+import { deviceResourceId } from "../../provider/resources/distributor-device/plan";
+import { ATTACHMENT_KEY, DEVICE_KEY, DISTRIBUTOR_DEVICE_KEY, OWNER_KEY } from "../../provider/ovsdb";
 import {
-  ATTACHMENT_KEY,
-  DEVICE_KEY,
   FRONTEND_OFPORT,
   KIND as ATTACHMENT_KIND,
-  OWNER_KEY,
   attachmentId,
   attachmentNames,
   derivedFrontendMac,
@@ -67,7 +65,7 @@ describe("the marks ovslb leaves on hosts", () => {
     // The kind strings fed to ownerCookie and derivedId (the attachment's is lower case, not its resource kind).
     expect([DSR_KIND, LB_KIND, ATTACHMENT_KIND]).toEqual(["DsrHypervisorFlows", "DeferredNatLoadBalancer", "distributor-attachment"]);
     expect([BRIDGE_OWNER_KEY, OWNER_KEY, DEVICE_KEY, ATTACHMENT_KEY]).toEqual(["ovslb:owner", "ovslb:owner", "ovslb:device", "ovslb:attachment"]);
-    expect([DEVICE_MARK, ATTACHED_MARK]).toEqual(["ovslb:distributor-device", "ovslb:device"]);
+    expect([DISTRIBUTOR_DEVICE_KEY, DEVICE_KEY]).toEqual(["ovslb:distributor-device", "ovslb:device"]);
     expect(FRONTEND_OFPORT).toBe(1);
   });
 });

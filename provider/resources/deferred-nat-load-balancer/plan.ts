@@ -1,6 +1,7 @@
 import { isDeepStrictEqual } from "node:util";
 import { flowPresent } from "../../engine/flows";
-import { ROLE_KEY, bfdColumn, type WantedTunnelPort } from "../../engine/gre-port";
+import { bfdColumn, type WantedTunnelPort } from "../../engine/gre-port";
+import { HYPERVISOR_KEY, ROLE_KEY } from "../../ovsdb";
 import { checkSecondChance, slotFlows } from "./second-chance";
 import type { SlotTable } from "./slots";
 import { foreignGroupIds, planBridge, type BridgeIntent, type ObservedBridge } from "../../engine/plan";
@@ -295,7 +296,7 @@ export function tunnelPorts(inputs: Inputs, gateway: Inputs["gateways"][number])
         options: { ...ends, ...keys },
         ofportRequest: 60000 + derivedId([KIND, inputs.name, "tunnel", h.name], 5000),
         tag: TUNNEL_VLAN,
-        externalIds: { "ovslb:hypervisor": h.name, [ROLE_KEY]: TUNNEL_ROLE },
+        externalIds: { [HYPERVISOR_KEY]: h.name, [ROLE_KEY]: TUNNEL_ROLE },
       };
       if (!bfd) return [data];
       const liveness: TunnelPort = {
@@ -305,7 +306,7 @@ export function tunnelPorts(inputs: Inputs, gateway: Inputs["gateways"][number])
         bfd: bfdColumn(bfd),
         ofportRequest: 55000 + derivedId([KIND, inputs.name, "bfd", h.name], 5000),
         tag: TUNNEL_VLAN,
-        externalIds: { "ovslb:hypervisor": h.name, [ROLE_KEY]: BFD_ROLE },
+        externalIds: { [HYPERVISOR_KEY]: h.name, [ROLE_KEY]: BFD_ROLE },
       };
       return [data, liveness];
     });
@@ -313,7 +314,7 @@ export function tunnelPorts(inputs: Inputs, gateway: Inputs["gateways"][number])
 
 /** Ports of a role; tunnel ports made before roles were recorded carry only ovslb:hypervisor. */
 export const hasRole = (role: string) => (ids: ReadonlyMap<string, string>) =>
-  ids.get(ROLE_KEY) === role || (role === TUNNEL_ROLE && !ids.has(ROLE_KEY) && ids.has("ovslb:hypervisor"));
+  ids.get(ROLE_KEY) === role || (role === TUNNEL_ROLE && !ids.has(ROLE_KEY) && ids.has(HYPERVISOR_KEY));
 
 export interface VipDataplane {
   vip: DeferredNatVip;

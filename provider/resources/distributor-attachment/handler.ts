@@ -5,14 +5,12 @@ import { applyBundle, observeBridge, openflowOf, type BridgeRef } from "../../en
 import { arpAnnouncement } from "../../openflow";
 import { foreignGroupIds, ownedFlows, ownedGroupIds, planBridge, type ObservedBridge } from "../../engine/plan";
 import type { DistributorAttachmentInputs } from "../../model/inputs.generated";
-import { OPEN_VSWITCH, OwnedTransaction, Transaction, mutation, ownerMark, ownerOf, where, type BridgeRow } from "../../ovsdb";
+import { ATTACHMENT_KEY, DEVICE_KEY, OPEN_VSWITCH, OwnedTransaction, Transaction, mutation, ownerMark, ownerOf, where, type BridgeRow } from "../../ovsdb";
 import type { ResourceHandler } from "../../resource-handler";
 import { operationLock, withOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
 import type { OvsdbClient } from "../../transport/ovsdb-client";
 import { registeredDevice } from "../distributor-device/plan";
 import {
-  ATTACHMENT_KEY,
-  DEVICE_KEY,
   FRONTEND_OFPORT,
   assignSlots,
   attachmentId,

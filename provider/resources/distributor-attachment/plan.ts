@@ -12,9 +12,6 @@ import { bucketMac, type Action, type DumpedFlow, type Flow, type Group, type Gr
  */
 
 export const KIND = "distributor-attachment";
-export const OWNER_KEY = "ovslb:owner";
-export const DEVICE_KEY = "ovslb:device";
-export const ATTACHMENT_KEY = "ovslb:attachment";
 /** The frontend patch port's OpenFlow number on the attachment's bridge (ofport_request), so flows are planned without I/O. */
 export const FRONTEND_OFPORT = 1;
 /** Every bucket weighs the same: slots share traffic equally (OVS weights scale a 16-bit hash score, so weight 2 is not twice the share). */

@@ -5,11 +5,11 @@ import type { ResourceHandler } from "../../resource-handler";
 import type { DistributorDeviceInputs } from "../../model/inputs.generated";
 import { bridgeSocket, operationLock, withOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
 import { ovsVersionOf } from "../../engine/ovs-version";
-import { OPEN_VSWITCH, OwnedTransaction, Transaction, ownerMark, where, type BridgeRow, type OpenVSwitchRow } from "../../ovsdb";
+import { ATTACHMENT_KEY, DEVICE_KEY, DISTRIBUTOR_DEVICE_KEY, OPEN_VSWITCH, OwnedTransaction, Transaction, ownerMark, where, type BridgeRow, type OpenVSwitchRow } from "../../ovsdb";
 import { SshError } from "../../transport/ssh";
 import { ownerCookie } from "../../model/ids";
 import { KIND, attachmentId, attachmentNames } from "../distributor-attachment/plan";
-import { ATTACHED_MARK, DEVICE_MARK, checkRules, deleteRefusal, deviceResourceId, registeredDevice, stringMap, withDefaults } from "./plan";
+import { checkRules, deleteRefusal, deviceResourceId, registeredDevice, stringMap, withDefaults } from "./plan";
 
 /** What DistributorDevice observes on every read: its outputs, declared in schema/distributor-device.json ("x-outputs"). */
 export type DistributorDeviceState = DistributorDeviceOutputs;
@@ -28,7 +28,7 @@ async function readRows(s: OvsHostSession, inputs: DistributorDeviceInputs): Pro
   const txn = new Transaction(OPEN_VSWITCH);
   const root = txn.select("Open_vSwitch", [], ["_uuid", "external_ids", "ovs_version"]);
   const uplink = txn.select("Bridge", [where("name", "==", inputs.uplinkBridge)], ["_uuid", "name", "ports"]);
-  const attached = txn.select("Bridge", [where("external_ids", "includes", { [ATTACHED_MARK]: inputs.deviceId })], ["name", "external_ids", "ports"]);
+  const attached = txn.select("Bridge", [where("external_ids", "includes", { [DEVICE_KEY]: inputs.deviceId })], ["name", "external_ids", "ports"]);
   const ports = txn.select("Port", [], ["_uuid", "name"]);
   const results = await db.run(txn);
   const rootRow = results.first(root);
@@ -36,7 +36,7 @@ async function readRows(s: OvsHostSession, inputs: DistributorDeviceInputs): Pro
   const portName = new Map(results.rows(ports).map((p) => [p._uuid.id, p.name]));
   const bridges = new Map(
     results.rows(attached).map((r) => [
-      stringMap(r.external_ids)["ovslb:attachment"] ?? r.name,
+      stringMap(r.external_ids)[ATTACHMENT_KEY] ?? r.name,
       { bridge: r.name, ports: new Set(r.ports.map((u) => portName.get(u.id) ?? "")) },
     ]),
   );
@@ -87,7 +87,7 @@ export const distributorDeviceHandler: ResourceHandler<DistributorDeviceInputs, 
       if (!rows.uplink) throw new Error(`${s.hostName}: uplink bridge ${inputs.uplinkBridge} does not exist on the device`);
       if (!registered) {
         const db = await s.vswitchDb();
-        const txn = new OwnedTransaction(OPEN_VSWITCH, ownerMark(inputs.deviceId, DEVICE_MARK), `ovslb: register distributor device ${inputs.deviceId}`);
+        const txn = new OwnedTransaction(OPEN_VSWITCH, ownerMark(inputs.deviceId, DISTRIBUTOR_DEVICE_KEY), `ovslb: register distributor device ${inputs.deviceId}`);
         // Precondition: external_ids unchanged since read, so no one registered meanwhile.
         txn.requireUnchanged("Open_vSwitch", rows.root, ["external_ids"]);
         txn.addMark("Open_vSwitch", rows.root);
@@ -129,10 +129,10 @@ export const distributorDeviceHandler: ResourceHandler<DistributorDeviceInputs, 
       if (refusal) throw new Error(`${s.hostName}: ${refusal}`);
       if (registeredDevice(rows.root) !== inputs.deviceId) return; // already gone, or not ours
       const db = await s.vswitchDb();
-      const txn = new OwnedTransaction(OPEN_VSWITCH, ownerMark(inputs.deviceId, DEVICE_MARK), `ovslb: unregister distributor device ${inputs.deviceId}`);
+      const txn = new OwnedTransaction(OPEN_VSWITCH, ownerMark(inputs.deviceId, DISTRIBUTOR_DEVICE_KEY), `ovslb: unregister distributor device ${inputs.deviceId}`);
       txn.requireOwned("Open_vSwitch", rows.root);
       // No attachment may appear between the check and the commit.
-      txn.requireAbsent("Bridge", [where("external_ids", "includes", { [ATTACHED_MARK]: inputs.deviceId })]);
+      txn.requireAbsent("Bridge", [where("external_ids", "includes", { [DEVICE_KEY]: inputs.deviceId })]);
       txn.removeMark("Open_vSwitch", rows.root);
       await db.run(txn);
     }, operationLock(deviceResourceId(inputs)));

@@ -1,6 +1,6 @@
 import type { DistributorDeviceInputs } from "../../model/inputs.generated";
 import { checkConnection, type CheckFailure } from "../../model/validate";
-import { ownerOf, type OpenVSwitchRow } from "../../ovsdb";
+import { DISTRIBUTOR_DEVICE_KEY, ownerOf, type OpenVSwitchRow } from "../../ovsdb";
 
 /**
  * DistributorDevice as pure data. The device's identity is written once to
@@ -8,9 +8,6 @@ import { ownerOf, type OpenVSwitchRow } from "../../ovsdb";
  * attachments mark their bridges with `ovslb:device`, which is how a delete
  * finds that the device is still in use.
  */
-
-export const DEVICE_MARK = "ovslb:distributor-device";
-export const ATTACHED_MARK = "ovslb:device";
 
 export const deviceResourceId = (i: Pick<DistributorDeviceInputs, "deviceId">) => `distributor-device/${i.deviceId}`;
 
@@ -25,7 +22,7 @@ export function stringMap(value: unknown): Record<string, string> {
 }
 
 /** The device id the host is registered to (its root row's mark), if any. */
-export const registeredDevice = (root: Pick<OpenVSwitchRow, "external_ids"> | undefined) => (root ? ownerOf(root, DEVICE_MARK) : undefined);
+export const registeredDevice = (root: Pick<OpenVSwitchRow, "external_ids"> | undefined) => (root ? ownerOf(root, DISTRIBUTOR_DEVICE_KEY) : undefined);
 
 /** Why a device may not be deleted now, or undefined when it may. */
 export function deleteRefusal(deviceId: string, attachments: readonly string[]): string | undefined {

@@ -5,7 +5,7 @@ import { applyBundle, observeBridge, observeBundles as observeAllBundles, type B
 import { ownedFlows, planBridge } from "../../engine/plan";
 import type { DsrHypervisorFlowsInputs } from "../../model/inputs.generated";
 import type { ResourceHandler } from "../../resource-handler";
-import { OPEN_VSWITCH, OwnedTransaction, Transaction, describeOwner, mutation, ownerMark, where } from "../../ovsdb";
+import { OPEN_VSWITCH, OwnedTransaction, ROLE_KEY, Transaction, describeOwner, mutation, ownerMark, where } from "../../ovsdb";
 import { operationLock, withOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
 import { ensureTunnelPorts, readTunnelPorts, removeTunnelPorts } from "../../engine/tunnel-ports";
 import {
@@ -39,7 +39,7 @@ async function connectionsOf(s: OvsHostSession, inputs: Inputs, zone: number): P
   return Object.fromEntries([...new Set(inputs.vips.flatMap((v) => v.backends.map((b) => `${b.address}:${b.port}`)))].map((k) => [k, live.get(k) ?? 0]));
 }
 
-const isBfdPeer = (ids: ReadonlyMap<string, string>) => ids.get("ovslb:role") === BFD_PEER_ROLE;
+const isBfdPeer = (ids: ReadonlyMap<string, string>) => ids.get(ROLE_KEY) === BFD_PEER_ROLE;
 
 /** gre.bfd: each peer's session state, and the peers whose port is right (and, given the owned flows, whose port drops all but BFD). */
 async function readBfdPeers(s: OvsHostSession, id: string, inputs: Inputs, owned?: readonly DumpedFlow[]) {

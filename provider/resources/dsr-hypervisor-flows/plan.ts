@@ -1,6 +1,7 @@
 import { flowPresent } from "../../engine/flows";
 import type { BridgeIntent, ObservedBridge } from "../../engine/plan";
-import { ROLE_KEY, bfdColumn, type WantedTunnelPort } from "../../engine/gre-port";
+import { bfdColumn, type WantedTunnelPort } from "../../engine/gre-port";
+import { PEER_KEY, ROLE_KEY } from "../../ovsdb";
 import { MAX_CT_ZONE, derivedId, interfaceName, ownerCookie } from "../../model/ids";
 import type { DsrBackend, DsrHypervisorFlowsInputs, DsrVip } from "../../model/inputs.generated";
 import { checkConnection, type CheckFailure } from "../../model/validate";
@@ -187,7 +188,7 @@ export function bfdPorts(id: string, inputs: Inputs): (WantedTunnelPort & { peer
     ofportRequest: 55000 + derivedId([KIND, id, "bfd", p.address, String(p.key)], 5000),
     // Never on a wire: NORMAL floods nothing into it.
     tag: 4095,
-    externalIds: { [ROLE_KEY]: BFD_PEER_ROLE, "ovslb:peer": `${p.address}/${p.key}` },
+    externalIds: { [ROLE_KEY]: BFD_PEER_ROLE, [PEER_KEY]: `${p.address}/${p.key}` },
   }));
 }
 

@@ -2,10 +2,9 @@ import schema from "../../../schema/health-check.json";
 import { assessVips, logicalPortsOf, staleMonitors, type BackendHealth, type BfdView, type StaleBackend } from "../../engine/health";
 import { markOffline, readPortsHealth } from "../../engine/southbound";
 import { withHealthCheckRows } from "../../engine/attached-health-checks";
-import { ROLE_KEY } from "../../engine/gre-port";
 import type { HealthCheckInputs as Inputs } from "../../model/inputs.generated";
 import { driftOutputs, type DriftFinding } from "../../model/drift";
-import { OVN_NORTHBOUND, OPEN_VSWITCH, OWNER_KEY, OwnedTransaction, Transaction, mutation, ownerMark, where, type LoadBalancerHealthCheckRow, type LoadBalancerRow, type Mutation, type NamedUuid, type Uuid } from "../../ovsdb";
+import { HYPERVISOR_KEY, OVN_NORTHBOUND, OPEN_VSWITCH, OWNER_KEY, ROLE_KEY, OwnedTransaction, Transaction, mutation, ownerMark, where, type LoadBalancerHealthCheckRow, type LoadBalancerRow, type Mutation, type NamedUuid, type Uuid } from "../../ovsdb";
 import type { ResourceHandler } from "../../resource-handler";
 import { withAllOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
 import { withRemoteOvsdb, type OvsdbClient } from "../../transport/ovsdb-client";
@@ -98,7 +97,7 @@ async function readBfd(s: OvsHostSession, inputs: Inputs, bridge: string): Promi
   const status = new Map(r.rows(ifaces).map((i) => [i.name, i.bfd_status]));
   const views = new Map<string, BfdView>();
   for (const p of r.rows(ports)) {
-    const hv = p.external_ids.get("ovslb:hypervisor");
+    const hv = p.external_ids.get(HYPERVISOR_KEY);
     if (!hv || !onBridge.has(p._uuid.id)) continue;
     const st = status.get(p.name);
     views.set(hv, st ? { state: st.get("state") ?? "down", forwarding: st.get("forwarding") === "true" } : { state: "absent", forwarding: false });

@@ -1,9 +1,9 @@
 import { isDeepStrictEqual } from "node:util";
-import { LOAD_BALANCER_KEY, MAPPINGS_KEY, claimedBy } from "../../engine/attached-health-checks";
+import { claimedBy } from "../../engine/attached-health-checks";
 import { healthVipKey } from "../../engine/health";
 import type { DeferredNatLoadBalancerInputs, HealthCheckInputs as Inputs, HealthCheckVip } from "../../model/inputs.generated";
 import { checkConnection, type CheckFailure } from "../../model/validate";
-import { OWNER_KEY, describeOwner, ownerOf, type Uuid } from "../../ovsdb";
+import { LOAD_BALANCER_KEY, MAPPINGS_KEY, OWNER_KEY, describeOwner, ownerOf, type Uuid } from "../../ovsdb";
 import { lbId as deferredNatId } from "../deferred-nat-load-balancer/plan";
 import { probeOptions } from "../deferred-nat-load-balancer/ovn";
 

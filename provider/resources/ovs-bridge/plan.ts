@@ -1,6 +1,6 @@
 import type { OvsBridgeInputs } from "../../model/inputs.generated";
 import { checkConnection, joinProperty, type CheckFailure } from "../../model/validate";
-import { OWNER_KEY, ownerOf, type BridgeRow } from "../../ovsdb";
+import { MARK_PREFIX, OWNER_KEY, ownerOf, type BridgeRow } from "../../ovsdb";
 
 /**
  * OvsBridge as pure data: the Bridge row it wants, and the inputs an
@@ -21,8 +21,8 @@ export function checkRules(inputs: OvsBridgeInputs): CheckFailure[] {
   return [
     ...checkConnection(inputs.host.connection, "host.connection"),
     ...Object.keys(inputs.externalIds ?? {})
-      .filter((k) => k.startsWith("ovslb:"))
-      .map((k) => ({ property: joinProperty("externalIds", k), reason: 'keys starting with "ovslb:" are reserved for ownership marks' })),
+      .filter((k) => k.startsWith(MARK_PREFIX))
+      .map((k) => ({ property: joinProperty("externalIds", k), reason: `keys starting with "${MARK_PREFIX}" are reserved for ownership marks` })),
   ];
 }
 
@@ -54,7 +54,7 @@ export { ownerOf };
 
 /** The inputs that the actual row amounts to. */
 export function actualInputs(inputs: OvsBridgeInputs, row: BridgeRead): OvsBridgeInputs {
-  const externalIds = Object.fromEntries([...row.external_ids].filter(([k]) => !k.startsWith("ovslb:")));
+  const externalIds = Object.fromEntries([...row.external_ids].filter(([k]) => !k.startsWith(MARK_PREFIX)));
   const hwaddr = row.other_config.get("hwaddr");
   const actual: OvsBridgeInputs = {
     host: inputs.host,
