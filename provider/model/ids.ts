@@ -28,6 +28,15 @@ export function ownerCookie(kind: string, resourceId: string): bigint {
 }
 
 /**
+ * The ofport_request of a port ovslb creates, derived from parts: high above
+ * the ports people number by hand, so a port re-created by hand keeps its
+ * number and the flows that use it. Tunnel ports (and the flow-based GRE
+ * port) take 60001-65000, BFD liveness ports 55001-60000.
+ */
+export const tunnelOfportRequest = (parts: readonly string[]) => 60000 + derivedId(parts, 5000);
+export const bfdOfportRequest = (parts: readonly string[]) => 55000 + derivedId(parts, 5000);
+
+/**
  * An id in [1, max] derived from parts. `taken(id)` says whether a candidate
  * is already used; candidates are probed in a fixed sequence (the same parts
  * always probe the same ids), so every host derives the same answer from the

@@ -5,7 +5,7 @@ import { HYPERVISOR_KEY, ROLE_KEY } from "../../ovsdb";
 import { checkSecondChance, slotFlows } from "./second-chance";
 import type { SlotTable } from "./slots";
 import { foreignGroupIds, planBridge, type BridgeIntent, type ObservedBridge } from "../../engine/plan";
-import { MAX_BUCKET_ID, MAX_GROUP_ID, derivedId, interfaceName, ownerCookie } from "../../model/ids";
+import { MAX_BUCKET_ID, MAX_GROUP_ID, bfdOfportRequest, derivedId, interfaceName, ownerCookie, tunnelOfportRequest } from "../../model/ids";
 import type { DeferredNatBackend, DeferredNatLoadBalancerInputs as Inputs, DeferredNatVip } from "../../model/inputs.generated";
 import { checkConnection, type CheckFailure } from "../../model/validate";
 import {
@@ -294,7 +294,7 @@ export function tunnelPorts(inputs: Inputs, gateway: Inputs["gateways"][number])
         hypervisor: h.name,
         name: interfaceName("gre-", `${lbId(inputs)}/${h.name}`),
         options: { ...ends, ...keys },
-        ofportRequest: 60000 + derivedId([KIND, inputs.name, "tunnel", h.name], 5000),
+        ofportRequest: tunnelOfportRequest([KIND, inputs.name, "tunnel", h.name]),
         tag: TUNNEL_VLAN,
         externalIds: { [HYPERVISOR_KEY]: h.name, [ROLE_KEY]: TUNNEL_ROLE },
       };
@@ -304,7 +304,7 @@ export function tunnelPorts(inputs: Inputs, gateway: Inputs["gateways"][number])
         name: interfaceName("bfd-", `${lbId(inputs)}/${h.name}`),
         options: { ...ends, key: String(bfdKeyOf(inputs)) },
         bfd: bfdColumn(bfd),
-        ofportRequest: 55000 + derivedId([KIND, inputs.name, "bfd", h.name], 5000),
+        ofportRequest: bfdOfportRequest([KIND, inputs.name, "bfd", h.name]),
         tag: TUNNEL_VLAN,
         externalIds: { [HYPERVISOR_KEY]: h.name, [ROLE_KEY]: BFD_ROLE },
       };

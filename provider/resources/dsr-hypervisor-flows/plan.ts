@@ -2,7 +2,7 @@ import { flowPresent } from "../../engine/flows";
 import type { BridgeIntent, ObservedBridge } from "../../engine/plan";
 import { bfdColumn, type WantedTunnelPort } from "../../engine/gre-port";
 import { PEER_KEY, ROLE_KEY } from "../../ovsdb";
-import { MAX_CT_ZONE, derivedId, interfaceName, ownerCookie } from "../../model/ids";
+import { MAX_CT_ZONE, bfdOfportRequest, derivedId, interfaceName, ownerCookie, tunnelOfportRequest } from "../../model/ids";
 import type { DsrBackend, DsrHypervisorFlowsInputs, DsrVip } from "../../model/inputs.generated";
 import { checkConnection, type CheckFailure } from "../../model/validate";
 import { bucketMac, flowKey, ipv4Number, type DumpedFlow, type Flow } from "../../openflow";
@@ -166,8 +166,8 @@ export function checkRules(inputs: Inputs): CheckFailure[] {
 /** The GRE port's interface options: it takes tunnels from any remote, with any key. */
 export const GRE_OPTIONS: Readonly<Record<string, string>> = { remote_ip: "flow", key: "flow" };
 
-/** The GRE port's ofport_request: derived from the resource, high above the ports people number by hand, so a re-created port keeps its number and its flows. */
-export const greOfportRequest = (id: string) => 60000 + derivedId([KIND, id, "gre-port"], 5000);
+/** The GRE port's ofport_request, derived from the resource. */
+export const greOfportRequest = (id: string) => tunnelOfportRequest([KIND, id, "gre-port"]);
 
 /** Port role of the BFD liveness ports (external_ids ovslb:role). */
 export const BFD_PEER_ROLE = "bfd-peer";
@@ -185,7 +185,7 @@ export function bfdPorts(id: string, inputs: Inputs): (WantedTunnelPort & { peer
     name: interfaceName("bfd-", `${id}/${p.address}/${p.key}`),
     options: { remote_ip: p.address, key: String(p.key) },
     bfd: bfdColumn(bfd.timers),
-    ofportRequest: 55000 + derivedId([KIND, id, "bfd", p.address, String(p.key)], 5000),
+    ofportRequest: bfdOfportRequest([KIND, id, "bfd", p.address, String(p.key)]),
     // Never on a wire: NORMAL floods nothing into it.
     tag: 4095,
     externalIds: { [ROLE_KEY]: BFD_PEER_ROLE, [PEER_KEY]: `${p.address}/${p.key}` },
