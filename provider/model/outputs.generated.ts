@@ -6,6 +6,7 @@ export interface AllOutputs {
   "distributor-attachment"?: DistributorAttachmentOutputs;
   "distributor-device"?: DistributorDeviceOutputs;
   "dsr-hypervisor-flows"?: DsrHypervisorFlowsOutputs;
+  "health-check"?: HealthCheckOutputs;
   "ovs-bridge"?: OvsBridgeOutputs;
 }
 /**
@@ -437,4 +438,29 @@ export interface OvsBridgeOutputs {
    */
   managementSocket: string;
   ovsVersions?: OvsVersions;
+}
+/**
+ * What HealthCheck records besides its inputs.
+ */
+export interface HealthCheckOutputs {
+  /**
+   * where the northbound differed from the inputs at the last read (empty when in sync): driftFindings, one sentence each
+   */
+  drift: string[];
+  /**
+   * drift as data, one finding per sentence of drift (absent in state recorded before ovslb recorded it)
+   */
+  driftFindings?: DriftFinding[];
+  /**
+   * each backend as the southbound (and the gateways' BFD, given gateways) see it, at the last create, update or read; absent without southbound
+   */
+  health?: BackendHealth[];
+  /**
+   * backends OVN reports online that cannot serve, with the reason; absent without southbound
+   */
+  stale?: StaleBackend[];
+  /**
+   * the gateways whose BFD sessions counted toward stale, sorted (none without gateways: stale is then judged on the southbound's bindings alone)
+   */
+  bfdGateways: string[];
 }

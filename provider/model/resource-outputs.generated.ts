@@ -2,7 +2,7 @@
 // Generated from schema/*.json by schema/generate-types.js. Do not edit.
 
 import type * as pulumi from "@pulumi/pulumi";
-import type { DeferredNatLoadBalancerOutputs, DistributorAttachmentOutputs, DistributorDeviceOutputs, DsrHypervisorFlowsOutputs, OvsBridgeOutputs } from "./outputs.generated";
+import type { DeferredNatLoadBalancerOutputs, DistributorAttachmentOutputs, DistributorDeviceOutputs, DsrHypervisorFlowsOutputs, HealthCheckOutputs, OvsBridgeOutputs } from "./outputs.generated";
 
 /**
  * `{ name: undefined, ... }` for each output name: what a resource class passes its constructor beside the inputs, so that Pulumi exposes each output.
@@ -219,6 +219,36 @@ export const DSR_HYPERVISOR_FLOWS_OUTPUTS = ["cookie", "ctZone", "ofports", "las
  * The outputs of a OvsBridge resource, as Pulumi outputs (schema/ovs-bridge.json, "x-outputs"). What OvsBridge records besides its inputs.
  */
 export interface OvsBridgeOutputProperties {
+/**
+ * The outputs of a HealthCheck resource, as Pulumi outputs (schema/health-check.json, "x-outputs"). What HealthCheck records besides its inputs.
+ */
+export interface HealthCheckOutputProperties {
+  /**
+   * where the northbound differed from the inputs at the last read (empty when in sync): driftFindings, one sentence each
+   */
+  readonly drift: pulumi.Output<HealthCheckOutputs["drift"]>;
+  /**
+   * drift as data, one finding per sentence of drift (absent in state recorded before ovslb recorded it)
+   */
+  readonly driftFindings: pulumi.Output<HealthCheckOutputs["driftFindings"]>;
+  /**
+   * each backend as the southbound (and the gateways' BFD, given gateways) see it, at the last create, update or read; absent without southbound
+   */
+  readonly health: pulumi.Output<HealthCheckOutputs["health"]>;
+  /**
+   * backends OVN reports online that cannot serve, with the reason; absent without southbound
+   */
+  readonly stale: pulumi.Output<HealthCheckOutputs["stale"]>;
+  /**
+   * the gateways whose BFD sessions counted toward stale, sorted (none without gateways: stale is then judged on the southbound's bindings alone)
+   */
+  readonly bfdGateways: pulumi.Output<HealthCheckOutputs["bfdGateways"]>;
+}
+/**
+ * The names of HealthCheck's outputs, as declared in schema/health-check.json.
+ */
+export const HEALTH_CHECK_OUTPUTS = ["drift", "driftFindings", "health", "stale", "bfdGateways"] as const;
+
   /**
    * the Bridge row's uuid
    */

@@ -8,6 +8,10 @@ import * as pulumi from "@pulumi/pulumi";
 import { check } from "../../provider/handlers";
 import { CREDENTIALS_OUTPUT } from "../../provider/secrets";
 import * as generated from "../../provider/model/resource-outputs.generated";
+import { assessVips } from "../../provider/engine/health";
+import { driftOutputs } from "../../provider/model/drift";
+import type { HealthCheckInputs } from "../../provider/model/inputs.generated";
+import type { HealthCheckState } from "../../provider/resources/health-check/handler";
 import { FIXTURE_KINDS, loadFixture, type FixtureKind } from "../support/state-fixtures";
 
 /**
@@ -22,12 +26,17 @@ import { FIXTURE_KINDS, loadFixture, type FixtureKind } from "../support/state-f
 const repo = resolve(__dirname, "..", "..");
 type Props = Record<string, any>;
 
-const SCHEMA_FILES: Record<FixtureKind, string> = {
+/** Every kind: the ones with a state fixture, and HealthCheck (added after the fixtures were recorded). */
+const KINDS = [...FIXTURE_KINDS, "HealthCheck"] as const;
+type Kind = (typeof KINDS)[number];
+
+const SCHEMA_FILES: Record<Kind, string> = {
   OvsBridge: "ovs-bridge.json",
   DsrHypervisorFlows: "dsr-hypervisor-flows.json",
   DeferredNatLoadBalancer: "deferred-nat-load-balancer.json",
   DistributorDevice: "distributor-device.json",
   DistributorAttachment: "distributor-attachment.json",
+  HealthCheck: "health-check.json",
 };
 
 /** Outputs added since the fixtures were recorded (commit 6c13b74): a later output is listed here, never dropped from a fixture. */
@@ -41,9 +50,9 @@ const ADDED_SINCE_FIXTURES: Record<FixtureKind, string[]> = {
   DistributorAttachment: ["slotLiveness", "ovsVersions"],
 };
 
-const schemaOf = (kind: FixtureKind): Props => JSON.parse(readFileSync(join(repo, "schema", SCHEMA_FILES[kind]), "utf8"));
+const schemaOf = (kind: Kind): Props => JSON.parse(readFileSync(join(repo, "schema", SCHEMA_FILES[kind]), "utf8"));
 /** "DeferredNatLoadBalancer" -> the generated DEFERRED_NAT_LOAD_BALANCER_OUTPUTS */
-const outputNames = (kind: FixtureKind): readonly string[] =>
+const outputNames = (kind: Kind): readonly string[] =>
   (generated as unknown as Record<string, readonly string[]>)[`${SCHEMA_FILES[kind].replace(/\.json$/, "").replace(/-/g, "_").toUpperCase()}_OUTPUTS`];
 
 /** The outputs a fixture recorded that are not inputs (nor the provider's own __provider and sshCredentials). */
@@ -52,7 +61,47 @@ function recordedOutputs(kind: FixtureKind): Props {
   return Object.fromEntries(Object.entries(f.outputs).filter(([k]) => !(k in f.inputs) && k !== CREDENTIALS_OUTPUT));
 }
 
+/** An x-outputs validator of a kind's schema (common.json definitions resolved). */
+function outputsValidator(kind: Kind) {
+  const schema = schemaOf(kind);
+  const ajv = new Ajv({ allErrors: true, strict: false });
+  ajv.addSchema(JSON.parse(readFileSync(join(repo, "schema", "common.json"), "utf8")), "common.json");
+  return ajv.compile({ ...schema["x-outputs"], definitions: schema.definitions ?? {} });
+}
+
 describe("outputs are declared once, in the schema", () => {
+  it.each(KINDS)("%s: declares its outputs, and the generated output names are the schema's", (kind) => {
+    const names = outputNames(kind);
+    expect(names, `${kind}: no generated output names`).toBeDefined();
+    expect(names.length).toBeGreaterThan(0);
+    expect([...names]).toEqual(Object.keys(schemaOf(kind)["x-outputs"].properties));
+  });
+
+  it("HealthCheck (no fixture yet): a state as its handler builds it is valid against x-outputs, and one of the wrong shape is not", () => {
+    const vips: HealthCheckInputs["vips"] = [
+      { address: "10.0.0.193", port: 80, protocol: "tcp", backends: [{ address: "10.0.0.101", port: 8080, logicalPort: "lsp-1", hypervisor: "hv1" }, { address: "10.0.0.102", port: 8080, logicalPort: "lsp-2" }] },
+    ];
+    const report = assessVips(vips, {
+      monitors: [{ logicalPort: "lsp-1", ip: "10.0.0.101", port: 8080, protocol: "tcp", status: "online" }],
+      bindings: new Map([["lsp-1", { chassis: "hv1", up: true }], ["lsp-2", { up: false }]]),
+      bfd: new Map([["gw1", new Map([["hv1", { state: "down", forwarding: false }]])]]),
+    });
+    const state: HealthCheckState = {
+      ...driftOutputs([{ host: "northbound", kind: "northbound-row", object: "OVN Load_Balancer ovslb-web-tcp", detail: "missing" }]),
+      health: report.backends,
+      stale: report.stale,
+      bfdGateways: ["gw1"],
+    };
+    expect(state.health!.length).toBe(2);
+    const validate = outputsValidator("HealthCheck");
+    expect(validate(state), JSON.stringify(validate.errors)).toBe(true);
+    // Without southbound nor gateways: only drift and bfdGateways.
+    expect(validate({ ...driftOutputs([]), bfdGateways: [] })).toBe(true);
+    expect(validate({ drift: [] })).toBe(false);
+    expect(validate({ ...state, bfdGateways: "gw1" })).toBe(false);
+    expect(validate({ ...state, ovsVersions: {} })).toBe(false);
+  });
+
   it.each(FIXTURE_KINDS)("%s: the generated output names are the schema's, and the fixture's recorded outputs plus the ones listed as added later", (kind) => {
     const names = outputNames(kind);
     expect(names, `${kind}: no generated output names`).toBeDefined();
@@ -66,10 +115,7 @@ describe("outputs are declared once, in the schema", () => {
   });
 
   it.each(FIXTURE_KINDS)("%s: the fixture's recorded outputs are valid against the schema's x-outputs (types and required outputs)", (kind) => {
-    const schema = schemaOf(kind);
-    const ajv = new Ajv({ allErrors: true, strict: false });
-    ajv.addSchema(JSON.parse(readFileSync(join(repo, "schema", "common.json"), "utf8")), "common.json");
-    const validate = ajv.compile({ ...schema["x-outputs"], definitions: schema.definitions ?? {} });
+    const validate = outputsValidator(kind);
     const recorded = recordedOutputs(kind);
     expect(validate(recorded), JSON.stringify(validate.errors)).toBe(true);
     // The check can fail: an output of the wrong type is refused.
@@ -103,7 +149,7 @@ describe("each resource class exposes every output", () => {
         newResource: (args) => ({
           id: `${args.name}-id`,
           // The engine returns the inputs and every output the provider recorded (here: every declared one).
-          state: { ...args.inputs, ...Object.fromEntries(FIXTURE_KINDS.flatMap((k) => outputNames(k)).map((n) => [n, mocked(n)])) },
+          state: { ...args.inputs, ...Object.fromEntries(KINDS.flatMap((k) => outputNames(k)).map((n) => [n, mocked(n)])) },
         }),
         call: (args) => args.inputs,
       },
@@ -112,13 +158,16 @@ describe("each resource class exposes every output", () => {
       false,
     );
     const ovslb = await import("../../index");
-    const resources: Record<FixtureKind, pulumi.CustomResource> = {
+    const resources: Record<Kind, pulumi.CustomResource> = {
       OvsBridge: new ovslb.OvsBridge("br", { host, name: "br-x" }),
       DsrHypervisorFlows: new ovslb.DsrHypervisorFlows("dsr", { name: "dsr", host, bridge: "br-seg", vips: [] }),
       DeferredNatLoadBalancer: new ovslb.DeferredNatLoadBalancer("lb", { name: "lb", gateways: [], hypervisors: [], vips: [] }),
       DistributorDevice: new ovslb.DistributorDevice("dev", { host, deviceId: "dev", uplinkBridge: "br-seg" }),
       DistributorAttachment: new ovslb.DistributorAttachment("att", {
         host, deviceId: "dev", uplinkBridge: "br-seg", attachmentId: "att", vip: "10.0.0.100", amphorae: [],
+      }),
+      HealthCheck: new ovslb.HealthCheck("hc", {
+        loadBalancer: "lb", northbound: { connection: host.connection, socket: "/run/ovn/ovnnb_db.sock" }, sourceIp: "10.0.0.254", vips: [],
       }),
     };
     // A class that passes no placeholders gets no such property: what the generated names are for.
@@ -130,7 +179,7 @@ describe("each resource class exposes every output", () => {
     const bare = new Bare() as unknown as Props;
     expect(bare.ovsVersions).toBeUndefined();
 
-    for (const kind of FIXTURE_KINDS) {
+    for (const kind of KINDS) {
       const r = resources[kind] as unknown as Props;
       for (const name of outputNames(kind)) {
         expect(pulumi.Output.isInstance(r[name]), `${kind}.${name} is not an Output`).toBe(true);

@@ -1,9 +1,10 @@
 import schema from "../../../schema/health-check.json";
-import { assessVips, logicalPortsOf, staleMonitors, type BackendHealth, type BfdView, type StaleBackend } from "../../engine/health";
+import { assessVips, logicalPortsOf, staleMonitors, type BfdView } from "../../engine/health";
 import { markOffline, readPortsHealth } from "../../engine/southbound";
 import { withHealthCheckRows } from "../../engine/attached-health-checks";
 import type { HealthCheckInputs as Inputs } from "../../model/inputs.generated";
-import { driftOutputs, type DriftFinding } from "../../model/drift";
+import type { HealthCheckOutputs } from "../../model/outputs.generated";
+import { driftOutputs } from "../../model/drift";
 import { HYPERVISOR_KEY, OVN_NORTHBOUND, OPEN_VSWITCH, OWNER_KEY, ROLE_KEY, OwnedTransaction, Transaction, mutation, ownerMark, where, type LoadBalancerHealthCheckRow, type LoadBalancerRow, type Mutation, type NamedUuid, type Uuid } from "../../ovsdb";
 import type { ResourceHandler } from "../../resource-handler";
 import { withAllOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
@@ -29,19 +30,8 @@ import {
  * gateways, their BFD sessions read over OVSDB. No OpenFlow is ever sent.
  */
 
-/** What HealthCheck records besides its inputs. */
-export interface HealthCheckState {
-  /** Where the northbound differed from the inputs at the last read (empty when in sync): driftFindings, one sentence each. */
-  drift: string[];
-  /** drift as data (absent in state recorded before ovslb recorded it). */
-  driftFindings?: DriftFinding[];
-  /** Each backend as the southbound (and the gateways' BFD, given gateways) see it, at the last create, update or read; absent without southbound. */
-  health?: BackendHealth[];
-  /** Backends OVN reports online that cannot serve, with the reason; absent without southbound. */
-  stale?: StaleBackend[];
-  /** The gateways whose BFD sessions counted toward stale (none without gateways: stale is then judged on the bindings alone). */
-  bfdGateways: string[];
-}
+/** What HealthCheck records besides its inputs: declared in schema/health-check.json ("x-outputs"). */
+export type HealthCheckState = HealthCheckOutputs;
 
 const LB_COLUMNS = ["_uuid", "name", "vips", "ip_port_mappings", "health_check", "external_ids"] as const;
 

@@ -1,10 +1,13 @@
 import * as pulumi from "@pulumi/pulumi";
 import { dynamicProvider } from "../../dynamic";
-import type { BackendHealth, StaleBackend } from "../../engine/health";
 import type { HealthCheckInputs } from "../../model/inputs.generated";
+import { HEALTH_CHECK_OUTPUTS, outputPlaceholders, type HealthCheckOutputProperties } from "../../model/resource-outputs.generated";
 import { resourceOptions, withSecretCredentials, type DeepInput } from "../resource-args";
 
 export type HealthCheckArgs = { [K in keyof HealthCheckInputs]: DeepInput<HealthCheckInputs[K]> };
+
+// Its outputs (drift, driftFindings, health, stale, bfdGateways), declared in schema/health-check.json ("x-outputs") and merged into the class.
+export interface HealthCheck extends HealthCheckOutputProperties {}
 
 /**
  * OVN health checks of one DeferredNatLoadBalancer's VIPs: a
@@ -18,20 +21,12 @@ export type HealthCheckArgs = { [K in keyof HealthCheckInputs]: DeepInput<Health
  */
 export class HealthCheck extends pulumi.dynamic.Resource {
   declare readonly loadBalancer: pulumi.Output<string>;
-  /** Where the northbound differed from the inputs at the last refresh. */
-  declare readonly drift: pulumi.Output<string[]>;
-  /** Each backend as the southbound (and the gateways' BFD) see it, at the last apply or refresh; undefined without southbound. */
-  declare readonly health: pulumi.Output<BackendHealth[] | undefined>;
-  /** Backends OVN reports online that cannot serve, with the reason; undefined without southbound. */
-  declare readonly stale: pulumi.Output<StaleBackend[] | undefined>;
-  /** The gateways whose BFD sessions counted toward stale. */
-  declare readonly bfdGateways: pulumi.Output<string[]>;
 
   constructor(name: string, args: HealthCheckArgs, opts?: pulumi.CustomResourceOptions) {
     super(
       dynamicProvider("HealthCheck"),
       name,
-      { ...withSecretCredentials(args), drift: undefined, health: undefined, stale: undefined, bfdGateways: undefined },
+      { ...withSecretCredentials(args), ...outputPlaceholders(HEALTH_CHECK_OUTPUTS) },
       resourceOptions(opts),
       "ovslb",
       "HealthCheck",
