@@ -7,7 +7,7 @@ import type { DeferredNatLoadBalancerInputs, DsrHypervisorFlowsInputs } from "..
 import { chosenBucket, traceBuckets } from "../provider/transport/openflow-trace";
 import { traceFlow } from "../provider/openflow/trace";
 import type { Match } from "../provider/openflow/types";
-import { bfdKeyOf, greKeyOf, tunnelPorts } from "../provider/resources/deferred-nat-load-balancer/plan";
+import { bfdKeyOf, greKeyOf, tunnelPorts, withDefaults } from "../provider/resources/deferred-nat-load-balancer/plan";
 import { runChecked } from "../provider/transport/exec";
 import type { SshSession } from "../provider/transport/ssh";
 import { isAlive, readPid } from "../test/lab/lab";
@@ -225,7 +225,7 @@ async function leftBehind(lab: Lab, cookies: string[]): Promise<string[]> {
     }
   }
   for (const g of GATEWAYS) {
-    const names = tunnelPorts(lbInputs(lab), lbInputs(lab).gateways.find((x) => x.name === g)!).map((p) => p.name);
+    const names = tunnelPorts(withDefaults(lbInputs(lab)), lbInputs(lab).gateways.find((x) => x.name === g)!).map((p) => p.name);
     const ports = (await runChecked(lab.ssh[g], ["ovs-vsctl", "list-ports", "br-seg"])).split("\n");
     const mine = ports.filter((p) => names.includes(p.trim()));
     if (mine.length > 0) left.push(`${g}: ports ${mine.join(", ")}`);
@@ -261,7 +261,7 @@ async function negotiated(lab: Lab, hvs: readonly string[]): Promise<void> {
   const t = lab.timers;
   await Promise.all(
     GATEWAYS.map(async (g) => {
-      const ports = tunnelPorts(inputs, inputs.gateways.find((x) => x.name === g)!).filter((p) => p.bfd && hvs.includes(p.hypervisor)).map((p) => p.name);
+      const ports = tunnelPorts(withDefaults(inputs), inputs.gateways.find((x) => x.name === g)!).filter((p) => p.bfd && hvs.includes(p.hypervisor)).map((p) => p.name);
       await waitUntil(async () => {
         const blocks = (await lab.unixctl[g].call("bfd/show", [])).split(/^---- /m);
         return ports.every((name) =>
@@ -276,7 +276,7 @@ async function negotiated(lab: Lab, hvs: readonly string[]): Promise<void> {
 /** When `g`'s ovs-vswitchd logged hv1's BFD session going down between `from` and `to` (ms after `from`), from its log's ms timestamps. */
 async function bfdDownLogged(lab: Lab, g: string, from: number, to: number): Promise<number | undefined> {
   const inputs = lbInputs(lab);
-  const port = tunnelPorts(inputs, inputs.gateways.find((x) => x.name === g)!).find((p) => p.bfd && p.hypervisor === VICTIM)!.name;
+  const port = tunnelPorts(withDefaults(inputs), inputs.gateways.find((x) => x.name === g)!).find((p) => p.bfd && p.hypervisor === VICTIM)!.name;
   const tail = await runChecked(lab.ssh[g], ["tail", "-c", "100000", `${lab.inv.hosts[g].ovsRundir}/ovs-vswitchd.log`]);
   for (const line of tail.split("\n")) {
     if (!line.includes(`${port}: BFD state change: up->down`)) continue;

@@ -189,19 +189,19 @@ async function labScenario(name: string, size: { vips: number; backends: number 
   }
   const saved = JSON.parse(readFileSync(file, "utf8")) as Saved;
   if (name === "lab-delete") {
-    const { figures } = await measure(() => handler.delete(saved.id, saved.inputs, saved.state));
+    const { figures } = await measure(() => handler.delete(saved.id, withDefaults(saved.inputs), saved.state));
     return { ...figures, detail: {} };
   }
   const news = withDefaults(name === "lab-add" ? withAdded(base, size) : base);
   // Today's path: a state without recorded port numbers makes update read and plan everything.
   const { gatewayPorts: _p, ...stripped } = saved.state;
-  const old = { inputs: saved.inputs, state: full ? (stripped as DeferredNatState) : saved.state };
+  const old = { inputs: withDefaults(saved.inputs), state: full ? (stripped as DeferredNatState) : saved.state };
   // Warm: this process has already updated the resource once (nothing changed, nothing sent), as a provider that handled another resource first.
   if (warm) {
     // Copies: a provider gets fresh objects in every call, so nothing of this warm-up is reused but the compiled code.
     // The recorded inputs lack VIP 0: the warm-up reads that VIP's group and flow, finds them as wanted, and sends nothing.
     const copy = JSON.parse(JSON.stringify(saved)) as Saved;
-    await handler.update(copy.id, { inputs: { ...copy.inputs, vips: copy.inputs.vips.slice(1) }, state: copy.state }, JSON.parse(JSON.stringify(saved.inputs)));
+    await handler.update(copy.id, { inputs: withDefaults({ ...copy.inputs, vips: copy.inputs.vips.slice(1) }), state: copy.state }, withDefaults(JSON.parse(JSON.stringify(saved.inputs)) as Inputs));
   }
   const { value, figures } = await measure(() => handler.update(saved.id, old, news));
   writeFileSync(file, JSON.stringify({ id: saved.id, inputs: news, state: value }));

@@ -1,7 +1,7 @@
 import { createInterface } from "node:readline";
 import type { ChildProcess } from "node:child_process";
 import type { DeferredNatLoadBalancerInputs, DsrHypervisorFlowsInputs } from "../provider/model/inputs.generated";
-import { cookieOf as lbCookieOf, desiredDataplane, greKeyOf, replicaKey, tunnelPorts, type GatewayPort } from "../provider/resources/deferred-nat-load-balancer/plan";
+import { cookieOf as lbCookieOf, desiredDataplane, greKeyOf, replicaKey, tunnelPorts, withDefaults, type GatewayPort } from "../provider/resources/deferred-nat-load-balancer/plan";
 import { readSlots, type SlotTable } from "../provider/resources/deferred-nat-load-balancer/slots";
 import { HAND_ON_PRIORITY, SECOND_CHANCE_TABLE, DEFAULT_GRE_PORT, cookieOf as dsrCookieOf, dsrId } from "../provider/resources/dsr-hypervisor-flows/plan";
 import { ipv4Number, parseFlows, type Match } from "../provider/openflow";
@@ -187,7 +187,7 @@ async function gatewayPort(lab: Lab, mode: Mode, gw: string): Promise<GatewayPor
   if (known) return known;
   const inputs = lbInputs(lab, mode, []);
   const tunnelOfports = new Map<string, number>();
-  for (const p of tunnelPorts(inputs, inputs.gateways.find((g) => g.name === gw)!)) {
+  for (const p of tunnelPorts(withDefaults(inputs), inputs.gateways.find((g) => g.name === gw)!)) {
     tunnelOfports.set(p.hypervisor, Number((await runChecked(lab.ssh[gw], ["ovs-vsctl", "get", "interface", p.name, "ofport"])).trim()));
   }
   const port = { segmentOfport: lab.segOfport[gw], mac: lab.inv.hosts[gw].segment!.mac, tunnelOfports };
@@ -213,7 +213,7 @@ async function rebuildGroup(lab: Lab, backends: LabBackend[]): Promise<Record<st
   const out: Record<string, { messages: number; bytes: number; operations: Record<string, number> }> = {};
   await Promise.all(
     GATEWAYS.map(async (g) => {
-      const group = desiredDataplane(inputs, ids, await gatewayPort(lab, mode, g))[0].group;
+      const group = desiredDataplane(withDefaults(inputs), ids, await gatewayPort(lab, mode, g))[0].group;
       const host = { connection: sshTo(lab.inv, g), ovsRundir: lab.inv.hosts[g].ovsRundir };
       const sent = await new OpenFlowBridge(lab.ssh[g], bridgeSocket(host, "br-seg")).applyBundle([{ op: "modify-group", group }]);
       out[g] = { messages: sent.messages, bytes: sent.bytes, operations: { "modify-group": 1 } };
@@ -288,7 +288,7 @@ function leftoversOf(lab: Lab, mode: Mode, snaps: Record<string, Awaited<ReturnT
   const lb = lbInputs(lab, mode, []);
   return (
     GATEWAYS.some((g) => {
-      const names = tunnelPorts(lb, lb.gateways.find((x) => x.name === g)!).map((p) => p.name);
+      const names = tunnelPorts(withDefaults(lb), lb.gateways.find((x) => x.name === g)!).map((p) => p.name);
       return snaps[g].cookies.has(lbCookieOf(lb)) || snaps[g].ports.some((p) => names.includes(p));
     }) || HYPERVISORS.some((h) => snaps[h].cookies.has(dsrCookieOf(dsrId(hvInputs(lab, mode, h, lab.pool)))) || snaps[h].ports.includes(DEFAULT_GRE_PORT))
   );

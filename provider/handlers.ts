@@ -130,12 +130,12 @@ export async function check(kind: string, _olds: Props, news: Props) {
   );
   // A bad `ovslb:ssh` is refused here, by every resource, before any host is reached.
   failures = [...stackSshFailures(), ...failures];
-  if (failures.length === 0 && !containsUnknown(inputs) && handler.checkRules) {
-    // Connections are checked as the transport will use them: with the stack's SSH settings.
-    failures = handler.checkRules(mapConnections(handler.schema, inputs, withStackSsh));
-  }
-  const checked = failures.length === 0 && !containsUnknown(inputs) ? handler.withDefaults(inputs) : inputs;
-  return { inputs: checked, failures };
+  if (failures.length > 0 || containsUnknown(inputs)) return { inputs, failures };
+  // Defaults once, here: the engine records the defaulted inputs, and the rules and every method see only them.
+  const defaulted = handler.withDefaults(inputs);
+  // Connections are checked as the transport will use them: with the stack's SSH settings.
+  failures = handler.checkRules?.(mapConnections(handler.schema, defaulted, withStackSsh)) ?? [];
+  return { inputs: failures.length === 0 ? defaulted : inputs, failures };
 }
 
 export async function diff(kind: string, _id: string, olds: Props, news: Props) {
@@ -158,7 +158,7 @@ export async function create(kind: string, inputs: Props) {
   const clean = withoutProvider(inputs);
   await refuseUnchecked(kind, handler, clean, true);
   try {
-    const { id, state } = await handler.create(clean);
+    const { id, state } = await handler.create(handler.withDefaults(clean));
     return { id, outs: joinOutputs(clean, state) };
   } catch (e) {
     throw failure(e, clean, inputs[PROVIDER_KEY]);
@@ -170,7 +170,7 @@ export async function read(kind: string, id: string, props: Props) {
   const { inputs, state } = splitOutputs(handler, props);
   await refuseUnchecked(kind, handler, inputs, false);
   try {
-    const actual = await handler.read(id, inputs, state);
+    const actual = await handler.read(id, handler.withDefaults(inputs), state);
     // An empty id tells the engine the resource is gone.
     if (!actual) return { id: "", props: {}, inputs: {} };
     const outs = joinOutputs(actual.inputs as Props, actual.state);
@@ -220,7 +220,7 @@ export async function update(kind: string, id: string, olds: Props, news: Props)
     return { outs: joinOutputs(clean, old.state) };
   }
   try {
-    const state = await handler.update(id, old, clean);
+    const state = await handler.update(id, { inputs: handler.withDefaults(old.inputs), state: old.state }, handler.withDefaults(clean));
     return { outs: joinOutputs(clean, state) };
   } catch (e) {
     throw failure(e, clean, news[PROVIDER_KEY]);
@@ -232,7 +232,7 @@ export async function remove(kind: string, id: string, props: Props) {
   const { inputs, state } = splitOutputs(handler, props);
   await refuseUnchecked(kind, handler, inputs, false);
   try {
-    await handler.delete(id, inputs, state);
+    await handler.delete(id, handler.withDefaults(inputs), state);
   } catch (e) {
     throw redacted(e, inputs);
   }

@@ -1,19 +1,24 @@
 import type { CheckFailure } from "./model/validate";
 
-/** What a resource kind implements. Inputs are validated and defaulted before any method runs. */
-export interface ResourceHandler<I extends object, S extends object> {
+/**
+ * What a resource kind implements. Inputs are validated against the schema,
+ * then defaulted once (`withDefaults`, I -> D), and only then checked by the
+ * rules and handed to the methods: a method or plan never defaults a value.
+ */
+export interface ResourceHandler<I extends object, S extends object, D extends object = I> {
   readonly schema: { properties: Record<string, unknown> };
-  withDefaults(inputs: I): I;
+  /** The inputs with every default applied; idempotent (recorded inputs are defaulted already). */
+  withDefaults(inputs: I): D;
   /** Rules beyond the schema (cross-field, uniqueness, reserved names). */
-  checkRules?(inputs: I): CheckFailure[];
+  checkRules?(inputs: D): CheckFailure[];
   /** The input values that are the resource's identity: a change to any of them replaces it. */
   identity(inputs: I): Record<string, unknown>;
-  create(inputs: I): Promise<{ id: string; state: S }>;
+  create(inputs: D): Promise<{ id: string; state: S }>;
   /** The host's actual state as inputs and state; undefined when the resource is gone. */
-  read(id: string, inputs: I, state: S): Promise<{ inputs: I; state: S } | undefined>;
-  update(id: string, old: { inputs: I; state: S }, news: I): Promise<S>;
+  read(id: string, inputs: D, state: S): Promise<{ inputs: I; state: S } | undefined>;
+  update(id: string, old: { inputs: D; state: S }, news: D): Promise<S>;
   /** Idempotent; removes only what the resource owns. */
-  delete(id: string, inputs: I, state: S): Promise<void>;
+  delete(id: string, inputs: D, state: S): Promise<void>;
 }
 
 /**

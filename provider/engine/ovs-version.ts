@@ -18,7 +18,7 @@ export async function readOvsVersion(s: OvsHostSession): Promise<string | undefi
 export async function ovsVersionOf(s: OvsHostSession, root: Pick<OpenVSwitchRow, "ovs_version"> | undefined): Promise<string | undefined> {
   const recorded = root?.ovs_version[0];
   if (recorded) return recorded;
-  return s.appctl(["version"]).then(parseOvsVersion, () => undefined);
+  return s.vswitchdVersion().then(parseOvsVersion, () => undefined);
 }
 
 /** What read reports of each host it read: `ovsVersions`, by host. */

@@ -33,3 +33,47 @@ export function liveConnections(entries: readonly ConntrackEntry[], zone: number
   }
   return n;
 }
+
+/** One side of a conntrack entry, partially given: a flush matches every entry that has these fields. */
+export interface ConntrackTuple {
+  /** IP protocol number (6 tcp, 17 udp, 132 sctp). */
+  proto: number;
+  src?: string;
+  dst?: string;
+  sport?: number;
+  dport?: number;
+}
+
+/** The entries of one zone whose original and reply directions match these partial tuples. */
+export interface ConntrackFlush {
+  zone: number;
+  orig?: ConntrackTuple;
+  reply?: ConntrackTuple;
+}
+
+const tupleText = (t: ConntrackTuple) =>
+  [
+    ...(t.src === undefined ? [] : [`ct_nw_src=${t.src}`]),
+    ...(t.dst === undefined ? [] : [`ct_nw_dst=${t.dst}`]),
+    `ct_nw_proto=${t.proto}`,
+    ...(t.sport === undefined ? [] : [`ct_tp_src=${t.sport}`]),
+    ...(t.dport === undefined ? [] : [`ct_tp_dst=${t.dport}`]),
+  ].join(",");
+
+/**
+ * `ovs-appctl dpctl/flush-conntrack` arguments for a flush: the zone alone,
+ * or with partial tuples, which OVS 3.1+ matches entry by entry
+ * (lib/ct-dpif.c). A reply tuple needs an original one before it.
+ */
+export function flushConntrackArgs(flush: ConntrackFlush): string[] {
+  const args = ["dpctl/flush-conntrack", `zone=${flush.zone}`];
+  if (flush.orig) args.push(tupleText(flush.orig));
+  if (flush.reply) {
+    if (!flush.orig) throw new Error("a conntrack flush by reply tuple needs an original tuple");
+    args.push(tupleText(flush.reply));
+  }
+  return args;
+}
+
+/** `ovs-appctl dpctl/dump-conntrack` arguments for one zone. */
+export const dumpConntrackArgs = (zone: number) => ["dpctl/dump-conntrack", `zone=${zone}`];

@@ -12,7 +12,18 @@ export interface FailingLine {
   text: string;
 }
 
+/**
+ * What an OpenFlowError says of the change it carried: "refused" when
+ * ovs-ofctl ran to its end and it or OVS refused (a bundle is then not
+ * applied at all); "unknown" when ovs-ofctl was killed or lost before it
+ * could tell (no exit status): a bundle may or may not have been applied.
+ */
+export type OpenFlowErrorKind = "refused" | "unknown";
+
 export class OpenFlowError extends Error {
+  /** Whether the change it carried is known not to have been applied. */
+  readonly kind: OpenFlowErrorKind;
+
   constructor(
     /** The cause: for a failed bundle, the failing message's error rather than OFPBFC_MSG_FAILED. */
     readonly code: OpenFlowErrorCode,
@@ -22,10 +33,12 @@ export class OpenFlowError extends Error {
     /** Every OpenFlow error OVS reported, in order. */
     readonly codes: readonly OpenFlowErrorCode[] = [code],
     readonly line?: FailingLine,
+    kind: OpenFlowErrorKind = "refused",
   ) {
     const where = line ? ` at bundle line ${line.index + 1} (${line.text})` : "";
     super(`${hostName}: bridge ${bridge}: ${code}${where}: ${detail}`);
     this.name = "OpenFlowError";
+    this.kind = kind;
   }
 }
 
@@ -147,6 +160,11 @@ export class OpenFlowBridge {
     await this.ofctl(["packet-out", this.address, `in_port=controller,packet=${hex},actions=output:${checkUint("port", port, 0xfeff, 1)}`]);
   }
 
+  /** Whether the bridge answers OpenFlow 1.5 (`show`): false when it cannot be reached or negotiates no 1.5. */
+  async speaksOpenFlow15(): Promise<boolean> {
+    return (await this.runner.run([...this.ofctlArgv(), "show", this.address])).exitCode === 0;
+  }
+
   /** Every OpenFlow port with its LIVE state (what watch_port follows). */
   async dumpPortsDesc(): Promise<PortDesc[]> {
     return parsePortsDesc(await this.ofctl(["dump-ports-desc", this.address]));
@@ -188,6 +206,7 @@ export class OpenFlowBridge {
   private failure(result: CommandResult, lines: readonly string[]): OpenFlowError {
     const f = readOfctlFailure(result.stderr, result.stdout, result.exitCode, lines.length);
     const line = f.index === undefined ? undefined : { index: f.index, text: lines[f.index] };
-    return new OpenFlowError(f.code, this.runner.hostName, this.address, f.detail, f.codes, line);
+    // No exit status: ovs-ofctl was killed (a timeout, a lost session) before it could say what OVS did.
+    return new OpenFlowError(f.code, this.runner.hostName, this.address, f.detail, f.codes, line, result.exitCode === -1 ? "unknown" : "refused");
   }
 }

@@ -1,6 +1,7 @@
 import { hash } from "node:crypto";
 import type { OvsHost } from "../model/inputs.generated";
 import { OPEN_VSWITCH, Transaction, mutation, type TransactionResults } from "../ovsdb";
+import { dumpConntrackArgs, flushConntrackArgs, parseConntrack, type ConntrackEntry, type ConntrackFlush } from "../openflow/conntrack";
 import { runChecked } from "./exec";
 import { OvsdbClient } from "./ovsdb-client";
 import { SshSession, mapBounded, withSessions } from "./ssh";
@@ -29,6 +30,21 @@ export class OvsHostSession {
   /** ovs-appctl against this host's ovs-vswitchd, found through its run directory (no shell: `env` sets it). */
   appctl(args: readonly string[]): Promise<string> {
     return runChecked(this.ssh, ["env", `OVS_RUNDIR=${ovsRundirOf(this.host)}`, "ovs-appctl", ...args]);
+  }
+
+  /** What the running ovs-vswitchd says of its version (`ovs-appctl version`), as it prints it. */
+  vswitchdVersion(): Promise<string> {
+    return this.appctl(["version"]);
+  }
+
+  /** The datapath's conntrack entries of one zone (`dpctl/dump-conntrack`), parsed. */
+  async dumpConntrack(zone: number): Promise<ConntrackEntry[]> {
+    return parseConntrack(await this.appctl(dumpConntrackArgs(zone)));
+  }
+
+  /** Removes the conntrack entries a flush selects (`dpctl/flush-conntrack`). */
+  async flushConntrack(flush: ConntrackFlush): Promise<void> {
+    await this.appctl(flushConntrackArgs(flush));
   }
 
   /** The host's Open_vSwitch database, through a stream-local channel to its db.sock. */

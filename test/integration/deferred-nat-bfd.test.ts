@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { bfdKeyOf, cookieOf, greKeyOf, tunnelPorts } from "../../provider/resources/deferred-nat-load-balancer/plan";
+import { bfdKeyOf, cookieOf, greKeyOf, tunnelPorts, withDefaults as lbDefaults } from "../../provider/resources/deferred-nat-load-balancer/plan";
 import { runChecked } from "../../provider/transport/exec";
 import { traceBuckets } from "../../provider/transport/openflow-trace";
 import type { SshSession } from "../../provider/transport/ssh";
 import type { LabBackend, LabInventory } from "../lab/topology";
-import { bfdPorts, dsrId } from "../../provider/resources/dsr-hypervisor-flows/plan";
+import { bfdPorts, dsrId, withDefaults } from "../../provider/resources/dsr-hypervisor-flows/plan";
 import { ProviderDriver, labBackend, labHypervisorFlows, labLoadBalancer } from "../support/deferred-nat";
 import { inNamespace, labSsh, loadInventory, lockLab, sshTo } from "../support/lab";
 import { OvnCentral } from "../support/ovn-central";
@@ -103,7 +103,7 @@ async function negotiated(hvs: string[]) {
   await waitUntil(async () => allUp(await bfdViews(), hvs), { what: `BFD up toward ${hvs.join(", ")}`, timeoutMs: 15_000, intervalMs: 200 });
   const inputs = lbInputs(pool);
   for (const [i, g] of GATEWAYS.entries()) {
-    const ports = tunnelPorts(inputs, inputs.gateways[i]).filter((p) => p.bfd && hvs.includes(p.hypervisor)).map((p) => p.name);
+    const ports = tunnelPorts(lbDefaults(inputs), inputs.gateways[i]).filter((p) => p.bfd && hvs.includes(p.hypervisor)).map((p) => p.name);
     await waitUntil(async () => {
       const blocks = (await runChecked(ssh[g], ["ovs-appctl", "bfd/show"])).split(/^---- /m);
       return ports.every((name) => blocks.some((b) => b.startsWith(`${name} ----`) && /TX Interval: Approx 100ms/.test(b) && /RX Interval: Approx 100ms/.test(b)));
@@ -238,7 +238,7 @@ describe("BFD liveness of the backends' hypervisors (healthCheck.bfd)", () => {
     const read = async () => (await lb.read()).props;
 
     // hv1 stops answering gw1 only: its BFD port toward gw1 loses BFD.
-    const [toGw1] = bfdPorts(dsrId(hvInputs("hv1", pool)), hvInputs("hv1", pool)).filter((p) => p.options.remote_ip === underlay("gw1"));
+    const [toGw1] = bfdPorts(dsrId(hvInputs("hv1", pool)), withDefaults(hvInputs("hv1", pool))).filter((p) => p.options.remote_ip === underlay("gw1"));
     await runChecked(ssh.hv1, ["ovs-vsctl", "set", "interface", toGw1.name, "bfd:enable=false"]);
     let views: unknown;
     const flap = await waitUntil(async () => {

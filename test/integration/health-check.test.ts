@@ -224,7 +224,7 @@ describe("HealthCheck, a resource of its own on a deferred-NAT load balancer's O
     // A second load balancer's rows carry their own probe: a HealthCheck on it refuses.
     const dnat2 = new ProviderDriver("DeferredNatLoadBalancer");
     const name2 = "hcres2";
-    const inputs2 = labLoadBalancer(inv, name2, [{ address: "10.0.0.207", port: 80, protocol: "tcp", backends: [{ ...labBackend(inv, backends()[0]), logicalPort: LSP[0] }] }], {
+    const inputs2 = labLoadBalancer(inv, name2, [{ address: "10.0.0.184", port: 80, protocol: "tcp", backends: [{ ...labBackend(inv, backends()[0]), logicalPort: LSP[0] }] }], {
       ovn: { northbound: { connection: sshTo(inv, "central"), socket: inv.hosts.central.ovn!.nbSock }, router: ROUTER, healthCheckSourceIp: SRC_IP },
       healthCheck: { probe: {} },
     });
@@ -233,9 +233,9 @@ describe("HealthCheck, a resource of its own on a deferred-NAT load balancer's O
     await dnat2.purge(inputs2).catch(() => undefined);
     await dnat2.create(inputs2);
     try {
-      const hc2 = { ...hcInputs(), loadBalancer: name2, vips: [{ address: "10.0.0.207", port: 80, protocol: "tcp" as const, backends: [{ address: addr(0), port: inv.backendPort, logicalPort: LSP[0] }] }] };
+      const hc2 = { ...hcInputs(), loadBalancer: name2, vips: [{ address: "10.0.0.184", port: 80, protocol: "tcp" as const, backends: [{ address: addr(0), port: inv.backendPort, logicalPort: LSP[0] }] }] };
       await expect(other.create(hc2)).rejects.toThrow(
-        `health-check/${name2}: refused, nothing changed: vips[0]: the health check of tcp VIP 10.0.0.207:80 on OVN Load_Balancer ovslb-${name2}-tcp is DeferredNatLoadBalancer ${name2}'s own healthCheck.probe (owned by deferred-nat/${name2}): remove healthCheck.probe from the load balancer first; refusing to take it over`,
+        `health-check/${name2}: refused, nothing changed: vips[0]: the health check of tcp VIP 10.0.0.184:80 on OVN Load_Balancer ovslb-${name2}-tcp is DeferredNatLoadBalancer ${name2}'s own healthCheck.probe (owned by deferred-nat/${name2}): remove healthCheck.probe from the load balancer first; refusing to take it over`,
       );
     } finally {
       await dnat2.delete();

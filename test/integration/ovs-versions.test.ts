@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { handle } from "../../provider/handlers";
 import { deferredNatLoadBalancerHandler } from "../../provider/resources/deferred-nat-load-balancer/handler";
+import { withDefaults } from "../../provider/resources/deferred-nat-load-balancer/plan";
 import type { DeferredNatLoadBalancerInputs } from "../../provider/model/inputs.generated";
 import type { LabInventory } from "../lab/topology";
 import { labSsh, loadInventory, sshTo } from "../support/lab";
@@ -71,7 +72,7 @@ describe("OVS versions on the lab", () => {
     try {
       const before = await s.run(["ovs-ofctl", "-O", "OpenFlow15", "dump-groups", gw.segment!.bridge]);
       const flowsBefore = await s.run(["ovs-ofctl", "-O", "OpenFlow15", "--no-stats", "dump-flows", gw.segment!.bridge]);
-      await expect(deferredNatLoadBalancerHandler.create(inputs)).rejects.toThrow(
+      await expect(deferredNatLoadBalancerHandler.create(withDefaults(inputs))).rejects.toThrow(
         new RegExp(`^deferred-nat/ovsver: selectionMethod dp_hash refused: root@${gw.address.replace(/\./g, "\\.")}:22 \\(gw1\\): Open vSwitch ${version.replace(/\./g, "\\.")}: inserting or removing buckets of a dp_hash select group corrupts the group's hash table \\(fixed in 3\\.2\\.6, 3\\.3\\.5, 3\\.4\\.3, 3\\.5\\.1, 3\\.6\\.0\\)`),
       );
       expect((await s.run(["ovs-ofctl", "-O", "OpenFlow15", "dump-groups", gw.segment!.bridge])).stdout).toBe(before.stdout);

@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import type { DeferredNatLoadBalancerInputs } from "../../provider/model/inputs.generated";
 import { markOffline, readSouthbound } from "../../provider/resources/deferred-nat-load-balancer/southbound";
+import { withDefaults } from "../../provider/resources/deferred-nat-load-balancer/plan";
 import { OvsdbClient } from "../../provider/transport/ovsdb-client";
 
 /**
@@ -79,7 +80,7 @@ describe.each([
   const sock = startSouthbound(withChassisName);
 
   it("detects the column from the server's schema and reads each backend's monitor", async () => {
-    const view = await withDb(sock, (db) => readSouthbound(inputs, db));
+    const view = await withDb(sock, (db) => readSouthbound(withDefaults(inputs), db));
     expect(view.hasChassisName).toBe(withChassisName);
     const byPort = Object.fromEntries(view.monitors.map((m) => [m.logicalPort, m]));
     expect(byPort["lsp-a"]).toEqual({ logicalPort: "lsp-a", ip: "10.0.0.101", port: 8080, protocol: "tcp", status: "online", ...(withChassisName ? { chassis: "hv1" } : {}) });
@@ -89,9 +90,9 @@ describe.each([
 
   it("markOffline sets exactly the given online monitors offline (and clears chassis_name where it exists), and leaves the rest", async () => {
     await withDb(sock, async (db) => {
-      const view = await readSouthbound(inputs, db);
+      const view = await readSouthbound(withDefaults(inputs), db);
       await markOffline(db, view.monitors.filter((m) => m.logicalPort !== "lsp-b"), view.hasChassisName);
-      const after = Object.fromEntries((await readSouthbound(inputs, db)).monitors.map((m) => [m.logicalPort, m]));
+      const after = Object.fromEntries((await readSouthbound(withDefaults(inputs), db)).monitors.map((m) => [m.logicalPort, m]));
       expect(after["lsp-a"].status).toBe("offline");
       expect(after["lsp-a"].chassis).toBeUndefined();
       expect(after["lsp-b"]).toMatchObject({ status: "online", ...(withChassisName ? { chassis: "hv1" } : {}) });

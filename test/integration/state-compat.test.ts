@@ -35,7 +35,7 @@ type Props = Record<string, any>;
 const OBSERVED: Record<FixtureKind, string[]> = {
   OvsBridge: ["uuid", "ovsVersions"],
   DsrHypervisorFlows: ["ofports", "lastApply", "ovsVersions"],
-  DeferredNatLoadBalancer: ["lastApply", "gatewayPorts", "lastRead", "ovsVersions"],
+  DeferredNatLoadBalancer: ["lastApply", "gatewayPorts", "gatewayFlows", "lastRead", "ovsVersions"],
   DistributorDevice: ["ovsVersion", "attachments", "attachmentHealth", "ovsVersions"],
   DistributorAttachment: ["bridgeUuid", "lastApply", "slotLiveness", "ovsVersions"],
 };

@@ -1,5 +1,6 @@
 import { describe, it, expect } from "vitest";
-import type { DeferredNatBackend, DeferredNatLoadBalancerInputs as Inputs } from "../../provider/model/inputs.generated";
+import type { DeferredNatBackend, DeferredNatLoadBalancerInputs } from "../../provider/model/inputs.generated";
+import { withDefaults, type DeferredNatDefaulted as Inputs } from "../../provider/resources/deferred-nat-load-balancer/plan";
 import { handle } from "../../provider/handlers";
 import {
   assessHealth,
@@ -28,8 +29,8 @@ const backend = (i: number, hypervisor = "hv1", extra: Partial<DeferredNatBacken
   ...extra,
 });
 
-function lb(extra: Partial<Inputs> = {}): Inputs {
-  return {
+function lb(extra: Partial<DeferredNatLoadBalancerInputs> = {}): Inputs {
+  return withDefaults({
     name: "web",
     gateways: ["gw1", "gw2", "gw3"].map((name, i) => ({
       name,
@@ -44,7 +45,7 @@ function lb(extra: Partial<Inputs> = {}): Inputs {
     ovn,
     healthCheck: { probe: {}, southbound, enforce: true },
     ...extra,
-  };
+  });
 }
 
 /** The failures the provider's check gives (schema, then the rules), as "property: reason". */

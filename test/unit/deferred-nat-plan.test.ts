@@ -1,5 +1,6 @@
 import { describe, it, expect } from "vitest";
-import type { DeferredNatLoadBalancerInputs as Inputs, DeferredNatBackend } from "../../provider/model/inputs.generated";
+import type { DeferredNatBackend, DeferredNatLoadBalancerInputs } from "../../provider/model/inputs.generated";
+import type { DeferredNatDefaulted as Inputs } from "../../provider/resources/deferred-nat-load-balancer/plan";
 import {
   BUCKET_WEIGHT,
   actualInputs,
@@ -18,6 +19,7 @@ import {
   type RecordedIds,
 } from "../../provider/resources/deferred-nat-load-balancer/plan";
 import { toGroupEntry } from "../../provider/openflow";
+import { renderFinding } from "../../provider/model/drift";
 import { grePortState } from "../../provider/engine/gre-port";
 import { editedDump, observedFrom, recordedDump } from "../support/recorded-dumps";
 
@@ -30,7 +32,7 @@ const backend = (i: number, extra: Partial<DeferredNatBackend> = {}): DeferredNa
   hypervisor: "hv1",
   ...extra,
 });
-function lb(backends: DeferredNatBackend[], extra: Partial<Inputs> = {}): Inputs {
+function lb(backends: DeferredNatBackend[], extra: Partial<DeferredNatLoadBalancerInputs> = {}): Inputs {
   return withDefaults({
     name: "web",
     gateways: [{ name: "gw1", host: { connection: conn("172.30.0.11") }, bridge: "br-seg", segmentPort: "seg0", mac: "02:00:0a:00:00:0b" }],
@@ -80,11 +82,11 @@ describe("planning one gateway, against a gateway recorded from OVS", () => {
   const dump = recordedDump("deferred-nat-gw1");
   const observed = observedFrom(dump);
   const recorded: RecordedIds = { groupIds: dump.outputs.groupIds, bucketIds: dump.outputs.bucketIds };
-  const inputs = dump.inputs as Inputs;
+  const inputs = withDefaults(dump.inputs as DeferredNatLoadBalancerInputs);
   const port = { segmentOfport: dump.ports.seg0, mac: inputs.gateways[0].mac };
   const TCP = "tcp:10.0.0.193:80";
   const tcp = inputs.vips[0];
-  const withTcp = (backends: DeferredNatBackend[], extra: Partial<Inputs> = {}): Inputs => ({ ...inputs, vips: [{ ...tcp, backends }, inputs.vips[1]], ...extra });
+  const withTcp = (backends: DeferredNatBackend[], extra: Partial<DeferredNatLoadBalancerInputs> = {}): Inputs => withDefaults({ ...inputs, vips: [{ ...tcp, backends }, inputs.vips[1]], ...extra });
   const plan = (next: Inputs, ids: RecordedIds = recorded) => planGateway("gw1", next, mergeIds(recorded, ids), port, observed);
   const bucketOf = (b: DeferredNatBackend, r = 0) => recorded.bucketIds[TCP][replicaKey(b, r)];
 
@@ -153,7 +155,7 @@ describe("planning one gateway, against a gateway recorded from OVS", () => {
 
 describe("reading back recorded gateways", () => {
   const dump = recordedDump("deferred-nat-gw1");
-  const inputs = dump.inputs as Inputs;
+  const inputs = withDefaults(dump.inputs as DeferredNatLoadBalancerInputs);
   const ids: RecordedIds = { groupIds: dump.outputs.groupIds, bucketIds: dump.outputs.bucketIds };
   const port = { segmentOfport: dump.ports.seg0, mac: inputs.gateways[0].mac };
   const read = (d = dump) => actualInputs(inputs, ids, [{ name: "gw1", port, observed: observedFrom(d) }]);
@@ -172,9 +174,9 @@ describe("reading back recorded gateways", () => {
       ...inputs.vips[0].backends.filter((b) => b !== second).map((b) => [b.address, b.mac]),
       ["0.0.0.0", "02:00:0a:00:00:99"],
     ]);
-    expect(observations[0].findings).toEqual([
-      `VIP ${key}: bucket ${ids.bucketIds[key][replicaKey(second, 0)]} (${replicaKey(second, 0)}) missing`,
-      `VIP ${key}: bucket 4242 is not declared`,
+    expect(observations[0].findings.map(renderFinding)).toEqual([
+      `gw1: VIP ${key}: bucket ${ids.bucketIds[key][replicaKey(second, 0)]} (${replicaKey(second, 0)}) missing`,
+      `gw1: VIP ${key}: bucket 4242 is not declared`,
     ]);
   });
 
@@ -182,7 +184,7 @@ describe("reading back recorded gateways", () => {
     const gone = editedDump(dump, ({ flows, groups }) => ({ flows: flows.split("\n").filter((l) => !l.includes("nw_dst=10.0.0.194")).join("\n"), groups }));
     const { inputs: actual, observations } = read(gone);
     expect(actual.vips.map(vipKey)).toEqual(["tcp:10.0.0.193:80"]);
-    expect(observations[0].findings).toEqual(["VIP udp:10.0.0.194:53: flow missing or changed"]);
+    expect(observations[0].findings.map(renderFinding)).toEqual(["gw1: VIP udp:10.0.0.194:53: flow missing or changed"]);
   });
 });
 
@@ -288,7 +290,7 @@ describe("gre delivery", () => {
     expect(actualInputs(inputs, ids, [{ name: "gw1", port, observed }]).inputs).toEqual(inputs);
     const cut = actualInputs(inputs, ids, [{ name: "gw1", port: { ...port, tunnelOfports: new Map() }, observed }]);
     expect(cut.inputs.vips[0].backends.map((b) => b.hypervisor)).toEqual(["hv2"]);
-    expect(cut.observations[0].findings).toContain("VIP tcp:10.0.0.193:80: tunnel port to hypervisor hv1 missing or changed");
+    expect(cut.observations[0].findings.map(renderFinding)).toContain("gw1: VIP tcp:10.0.0.193:80: tunnel port to hypervisor hv1 missing or changed");
   });
 
   it("check asks for the tunnel addresses gre delivery needs", () => {

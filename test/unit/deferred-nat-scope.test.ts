@@ -1,6 +1,8 @@
 import { describe, expect, it } from "vitest";
-import type { DeferredNatBackend, DeferredNatLoadBalancerInputs as Inputs } from "../../provider/model/inputs.generated";
+import type { DeferredNatBackend } from "../../provider/model/inputs.generated";
+import type { DeferredNatDefaulted as Inputs } from "../../provider/resources/deferred-nat-load-balancer/plan";
 import { parseFlows, parseGroups } from "../../provider/openflow";
+import { driftOutputs, renderFinding, type DriftFinding } from "../../provider/model/drift";
 import {
   actualInputs,
   assignIds,
@@ -68,7 +70,7 @@ describe("a scoped update at the largest VIP set: one added backend among 1,024 
   const V = 500;
   const key = vipKey(old.vips[V]);
   const added = backend(V, 100);
-  const news: Inputs = { ...old, vips: old.vips.map((v, i) => (i === V ? { ...v, backends: [...v.backends, added] } : v)) };
+  const news: Inputs = withDefaults({ ...old, vips: old.vips.map((v, i) => (i === V ? { ...v, backends: [...v.backends, added] } : v)) });
 
   it("touches that VIP only", () => {
     expect(updateScope(old, news, state)).toEqual({ kind: "vips", touched: [key], removed: [] });
@@ -160,12 +162,13 @@ describe("drift a refresh recorded is touched and repaired (against a gateway re
   const observed = observedFrom(dump);
   // What `pulumi refresh` records: the inputs the gateway amounts to, and the findings.
   const refreshed = actualInputs(inputs, ids, [{ name: "gw1", port: gwPort, observed }]);
-  const drift = refreshed.observations.flatMap((o) => o.findings.map((f) => `${o.gateway}: ${f}`));
-  const state = { ...ids, drift, gatewayPorts: { gw1: recordPorts(gwPort) } };
+  const findings = refreshed.observations.flatMap((o) => o.findings);
+  const state = { ...ids, ...driftOutputs(findings), gatewayPorts: { gw1: recordPorts(gwPort) } };
   const TCP = vipKey(inputs.vips[0]);
   const second = inputs.vips[0].backends[1];
 
   it("the drifted VIP is touched, the other is not", () => {
+    expect(findings.map((f) => [f.kind, f.vip])).toEqual([["bucket-missing", TCP], ["bucket-stray", TCP]]);
     expect(updateScope(refreshed.inputs, inputs, state)).toEqual({ kind: "vips", touched: [TCP], removed: [] });
   });
 
@@ -187,12 +190,27 @@ describe("drift a refresh recorded is touched and repaired (against a gateway re
     expect(mods[1]).toMatchObject({ buckets: [{ bucketId: ids.bucketIds[TCP][replicaKey(second, 0)] }] });
   });
 
+  const recordedWith = (...f: DriftFinding[]) => ({ ...state, ...driftOutputs(f) });
+
   it("a finding that is not one VIP's reads everything", () => {
-    expect(updateScope(refreshed.inputs, inputs, { ...state, drift: ["northbound: load balancer row differs"] }).kind).toBe("all");
-    // A gateway's BFD or tunnel port serves every VIP (its drop flows are no VIP's): a restarted ovs-vswitchd lost them.
-    const bfd = `gw2: VIP ${TCP}: BFD port to hypervisor hv1 missing, changed, or not dropping data`;
-    expect(updateScope(refreshed.inputs, inputs, { ...state, drift: [bfd] }).kind).toBe("all");
-    expect(updateScope(refreshed.inputs, inputs, { ...state, drift: [`gw1: VIP ${TCP}: tunnel port to hypervisor hv2 missing or changed`] }).kind).toBe("all");
+    const row: DriftFinding = { host: "northbound", kind: "northbound-column", object: "OVN Load_Balancer lb-tcp", detail: "vips differs" };
+    expect(updateScope(refreshed.inputs, inputs, recordedWith(row)).kind).toBe("all");
+    // A gateway's BFD or tunnel port serves every VIP (its drop flows are no VIP's), though reported under one: a restarted ovs-vswitchd lost them.
+    const bfd: DriftFinding = { host: "gw2", kind: "bfd-port", object: "BFD port to hypervisor hv1", vip: TCP };
+    const tunnel: DriftFinding = { host: "gw1", kind: "tunnel-port", object: "tunnel port to hypervisor hv2", vip: TCP };
+    expect(updateScope(refreshed.inputs, inputs, recordedWith(bfd)).kind).toBe("all");
+    expect(updateScope(refreshed.inputs, inputs, recordedWith(findings[0], tunnel))).toMatchObject({ kind: "all", reason: expect.stringContaining(renderFinding(tunnel)) });
+    // A host a partial change did not reach.
+    const missed: DriftFinding = { host: "root@172.30.0.12:22 (gw2)", kind: "not-applied", object: "this change", detail: "OVS refused" };
+    expect(updateScope(refreshed.inputs, inputs, recordedWith(missed)).kind).toBe("all");
+  });
+
+  it("drift recorded before findings were (sentences only) reads everything, whatever the sentences say; none recorded scopes as usual", () => {
+    const old = { ...ids, gatewayPorts: state.gatewayPorts };
+    for (const sentence of [`gw1: VIP ${TCP}: bucket 7 (10.0.0.101:8080#0) missing`, "root@172.30.0.12:22 (gw2): not changed: OVS refused"]) {
+      expect(updateScope(refreshed.inputs, inputs, { ...old, drift: [sentence] })).toMatchObject({ kind: "all", reason: expect.stringMatching(/without findings/) });
+    }
+    expect(updateScope(refreshed.inputs, inputs, { ...old, drift: [] })).toEqual({ kind: "vips", touched: [TCP], removed: [] });
   });
 });
 

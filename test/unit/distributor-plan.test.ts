@@ -3,6 +3,7 @@ import * as pulumi from "@pulumi/pulumi";
 import type { DistributorAttachmentInputs } from "../../provider/model/inputs.generated";
 import { planBridge } from "../../provider/engine/plan";
 import {
+  type AttachmentDefaulted,
   actualInputs,
   assignSlots,
   attachmentIntent,
@@ -20,7 +21,7 @@ import { deleteRefusal } from "../../provider/resources/distributor-device/plan"
 import { parseOvsVersion } from "../../provider/model/ovs-versions";
 
 const host = { connection: { host: "172.30.0.31", user: "root", hostKey: "ssh-ed25519 AAAA", privateKeyPath: "/k" } };
-const base = (over: Partial<DistributorAttachmentInputs> = {}): DistributorAttachmentInputs => ({
+const base = (over: Partial<DistributorAttachmentInputs> = {}): AttachmentDefaulted => withDefaults({
   host, deviceId: "dev", uplinkBridge: "br-seg", attachmentId: "lb-a", vip: "10.0.0.100",
   amphorae: [
     { name: "a1", mac: "02:00:00:00:00:01", role: "active", slot: 1 },
@@ -28,7 +29,7 @@ const base = (over: Partial<DistributorAttachmentInputs> = {}): DistributorAttac
     { name: "sb", mac: "02:00:00:00:00:03", role: "standby" },
   ],
   ...over,
-});
+  });
 
 /** A recorded attachment: its inputs, the ids and slots its outputs recorded, and its bridge as OVS dumped it. */
 function recorded(name: string) {
@@ -40,7 +41,7 @@ function recorded(name: string) {
 }
 
 /** The bundle that takes a recorded attachment to `next`, as the handler plans it. */
-function planFrom(r: ReturnType<typeof recorded>, next: DistributorAttachmentInputs) {
+function planFrom(r: ReturnType<typeof recorded>, next: AttachmentDefaulted) {
   const { slots } = assignSlots(next.amphorae, r.previous.slots);
   const ids = planIds(next, slots.map((x) => x.slot), r.previous);
   return planBridge("dist1", attachmentIntent(next, ids, slots), r.observed);

@@ -2,9 +2,20 @@ import { describe, it, expect } from "vitest";
 import { check, diff } from "../../provider/handlers";
 import { planBridge } from "../../provider/engine/plan";
 import type { DsrHypervisorFlowsInputs } from "../../provider/model/inputs.generated";
-import { actualInputs, conntrackFlushes, cookieOf, derivedZone, desiredFlows, dsrId, planIntent, withDefaults, zonesOf } from "../../provider/resources/dsr-hypervisor-flows/plan";
+import { flushConntrackArgs } from "../../provider/openflow";
+import * as plan from "../../provider/resources/dsr-hypervisor-flows/plan";
+import { conntrackFlushes, cookieOf, derivedZone, dsrId, withDefaults, zonesOf } from "../../provider/resources/dsr-hypervisor-flows/plan";
 import { renderBundle } from "../../provider/openflow";
 import { editedDump, observedFrom, recordedDump } from "../support/recorded-dumps";
+
+// The plans take defaulted inputs (check defaults them once); these tests build raw ones.
+type Raw = import("../../provider/model/inputs.generated").DsrHypervisorFlowsInputs;
+const planIntent = (id: string, i: Raw, ...rest: Parameters<typeof plan.planIntent> extends [unknown, unknown, ...infer R] ? R : never) => plan.planIntent(id, withDefaults(i), ...rest);
+const desiredFlows = (i: Raw, ...rest: Parameters<typeof plan.desiredFlows> extends [unknown, ...infer R] ? R : never) => plan.desiredFlows(withDefaults(i), ...rest);
+const actualInputs = (i: Raw, ...rest: Parameters<typeof plan.actualInputs> extends [unknown, ...infer R] ? R : never) => plan.actualInputs(withDefaults(i), ...rest);
+
+/** The flushes as the argv ovs-appctl gets. */
+const flushArgs = (...args: Parameters<typeof conntrackFlushes>) => conntrackFlushes(...args).map(flushConntrackArgs);
 
 const KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJdD7y3aLq454yWBdwLWbieU1ebz9/cu7/QEXn9OIeZJ";
 const vm1 = { address: "10.0.0.101", port: 8080, mac: "02:00:0A:00:00:65", bridgePort: "vm1" };
@@ -204,7 +215,7 @@ describe("DsrHypervisorFlows upgrade from the flows of ovslb before the delivery
     const ops = planBridge("hv1", planIntent(id, inputs, zone, observed).intent, observed);
     expect(ops.map((o) => o.op).sort()).toEqual([...Array(3).fill("add-flow"), ...Array(3).fill("modify-flow")].sort());
     // Same zone, same backends: no conntrack entry is flushed.
-    expect(conntrackFlushes(owned, planIntent(id, inputs, zone, observed).intent.flows)).toEqual([]);
+    expect(flushArgs(owned, planIntent(id, inputs, zone, observed).intent.flows)).toEqual([]);
   });
 });
 
@@ -213,28 +224,28 @@ describe("DsrHypervisorFlows conntrack flushes", () => {
   const fewer = (): DsrHypervisorFlowsInputs => ({ ...inputs(), vips: [{ ...inputs().vips[0], backends: [vm1] }, inputs().vips[1]] });
 
   it("flush the entries of each (VIP, backend) the flows no longer commit, by partial tuples, and nothing else", () => {
-    expect(conntrackFlushes(flows(inputs()), flows(inputs()))).toEqual([]);
-    expect(conntrackFlushes(flows(fewer()), flows(inputs()))).toEqual([]);
-    expect(conntrackFlushes(flows(inputs()), flows(fewer()))).toEqual([
+    expect(flushArgs(flows(inputs()), flows(inputs()))).toEqual([]);
+    expect(flushArgs(flows(fewer()), flows(inputs()))).toEqual([]);
+    expect(flushArgs(flows(inputs()), flows(fewer()))).toEqual([
       ["dpctl/flush-conntrack", "zone=4242", "ct_nw_dst=10.0.0.220,ct_nw_proto=6,ct_tp_dst=80", "ct_nw_src=10.0.0.102,ct_nw_proto=6,ct_tp_src=8080"],
     ]);
     // vm1 leaves one VIP and keeps the other: only that VIP's entries of it go.
     const vm1OnOne = { ...inputs(), vips: [inputs().vips[0]] };
-    expect(conntrackFlushes(flows(inputs()), flows(vm1OnOne))).toEqual([
+    expect(flushArgs(flows(inputs()), flows(vm1OnOne))).toEqual([
       ["dpctl/flush-conntrack", "zone=4242", "ct_nw_dst=10.0.0.221,ct_nw_proto=6,ct_tp_dst=81", "ct_nw_src=10.0.0.101,ct_nw_proto=6,ct_tp_src=8080"],
     ]);
   });
 
   it("a udp VIP's entries are flushed as udp; a new zone flushes the old zone's entries; flows of others are never read as ours", () => {
     const udp = { ...inputs(), vips: [{ address: "10.0.0.222", port: 53, protocol: "udp" as const, backends: [{ ...vm1, port: 5353 }] }] };
-    expect(conntrackFlushes(flows(udp), flows(inputs()))).toEqual([
+    expect(flushArgs(flows(udp), flows(inputs()))).toEqual([
       ["dpctl/flush-conntrack", "zone=4242", "ct_nw_dst=10.0.0.222,ct_nw_proto=17,ct_tp_dst=53", "ct_nw_src=10.0.0.101,ct_nw_proto=17,ct_tp_src=5353"],
     ]);
-    expect(conntrackFlushes(flows(fewer(), 7), flows(fewer(), 8)).map((f) => f[1])).toEqual(["zone=7", "zone=7"]);
+    expect(flushArgs(flows(fewer(), 7), flows(fewer(), 8)).map((f) => f[1])).toEqual(["zone=7", "zone=7"]);
     // The second-chance pipeline commits in its SYN and no-chance flows: the same backends, once each.
     const sc = { ...inputs(), mode: "gre" as const, gre: { allowedSources: ["172.16.11.2"], secondChance: { peers: ["172.16.11.3"] } } };
     const scFlows = (i: DsrHypervisorFlowsInputs) => desiredFlows(withDefaults(i), { ...placement, greOfport: 60042 });
-    expect(conntrackFlushes(scFlows(sc), scFlows({ ...sc, vips: [sc.vips[1]] })).map((f) => f[2])).toEqual(["ct_nw_dst=10.0.0.220,ct_nw_proto=6,ct_tp_dst=80", "ct_nw_dst=10.0.0.220,ct_nw_proto=6,ct_tp_dst=80"]);
+    expect(flushArgs(scFlows(sc), scFlows({ ...sc, vips: [sc.vips[1]] })).map((f) => f[2])).toEqual(["ct_nw_dst=10.0.0.220,ct_nw_proto=6,ct_tp_dst=80", "ct_nw_dst=10.0.0.220,ct_nw_proto=6,ct_tp_dst=80"]);
   });
 });
 

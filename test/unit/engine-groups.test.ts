@@ -21,7 +21,7 @@ describe("diffGroup", () => {
 
   it("a missing bucket goes back right after its predecessor in desired order; a run of them is one insert; an append is 'last'", () => {
     const b = (id: number) => ({ bucketId: id, weight: 100, actions: [{ type: "output" as const, port: id }] });
-    const g = (ids: number[]) => ({ type: "select" as const, groupId: 9, selectionMethod: "hash" as const, fields: ["ip_src"], buckets: ids.map(b) });
+    const g = (ids: number[]): Group => ({ type: "select", groupId: 9, selectionMethod: "hash", fields: ["ip_src"], buckets: ids.map(b) });
     const inserts = (desired: number[], actual: number[]) =>
       diffGroup(g(desired), toGroupEntry(g(actual))).map((m) => (m.op === "insert-buckets" ? [m.commandBucketId, m.buckets.map((x) => x.bucketId)] : m.op));
     expect(inserts([1, 2, 3, 4], [1, 2, 4])).toEqual([[2, [3]]]);

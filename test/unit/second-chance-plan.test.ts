@@ -3,7 +3,8 @@ import { check, handle } from "../../provider/handlers";
 import { planBridge, type ObservedBridge } from "../../provider/engine/plan";
 import type { DeferredNatBackend, DeferredNatLoadBalancerInputs } from "../../provider/model/inputs.generated";
 import { renderBundle, toFlowEntry, type Flow } from "../../provider/openflow";
-import { actualInputs, gatewayIntent, tunnelPorts, withDefaults } from "../../provider/resources/deferred-nat-load-balancer/plan";
+import { renderFinding } from "../../provider/model/drift";
+import { actualInputs, gatewayIntent, tunnelPorts, withDefaults, type DeferredNatDefaulted } from "../../provider/resources/deferred-nat-load-balancer/plan";
 import { SLOT_TABLE, planAllSlots, recordAllSlots } from "../../provider/resources/deferred-nat-load-balancer/second-chance";
 import { actualInputs as dsrActual, cookieOf as dsrCookie, desiredFlows, withDefaults as dsrDefaults } from "../../provider/resources/dsr-hypervisor-flows/plan";
 
@@ -17,7 +18,7 @@ const backend = (i: number, hypervisor: string, extra: Partial<DeferredNatBacken
 });
 const four = [backend(1, "hv1"), backend(2, "hv1"), backend(3, "hv2"), backend(4, "hv2")];
 
-function lb(backends: DeferredNatBackend[], extra: Partial<DeferredNatLoadBalancerInputs> = {}): DeferredNatLoadBalancerInputs {
+function lb(backends: DeferredNatBackend[], extra: Partial<DeferredNatLoadBalancerInputs> = {}): DeferredNatDefaulted {
   return withDefaults({
     name: "sc",
     delivery: "gre",
@@ -32,7 +33,7 @@ const gw = { segmentOfport: 1, mac: "02:00:0a:00:00:0b", tunnelOfports: new Map(
 const NO_IDS = { groupIds: {}, bucketIds: {} };
 const ip = (n: number) => [n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join(".");
 
-function intent(inputs: DeferredNatLoadBalancerInputs, recorded?: Parameters<typeof planAllSlots>[1]) {
+function intent(inputs: DeferredNatDefaulted, recorded?: Parameters<typeof planAllSlots>[1]) {
   const slots = planAllSlots(inputs, recorded);
   return { slots, intent: gatewayIntent(inputs, NO_IDS, gw, slots.tables) };
 }
@@ -91,7 +92,7 @@ describe("secondChance on the gateways", () => {
     const owner = String(action(first, "eth_dst")!.value);
     const cut = actualInputs(inputs, NO_IDS, [{ ...g, observed: asObserved([entry, ...rest]) }], slots.tables);
     expect(cut.inputs.vips[0].backends.map((b) => b.mac)).toEqual(four.map((b) => b.mac).filter((m) => m !== owner));
-    expect(cut.observations[0].findings).toEqual(["VIP tcp:10.0.0.196:80: 1 slot flows missing or changed"]);
+    expect(cut.observations[0].findings.map(renderFinding)).toEqual(["gw1: VIP tcp:10.0.0.196:80: 1 slot flows missing or changed"]);
     expect(actualInputs(inputs, NO_IDS, [{ ...g, observed: asObserved(rest) }], slots.tables).inputs.vips).toEqual([]);
   });
 

@@ -1,15 +1,17 @@
+import type { DeferredNatLoadBalancerInputs } from "../../model/inputs.generated";
+import type { DeferredNatDefaulted as Inputs } from "./plan";
 import { observeOvsVersion, readOvsVersion } from "../../engine/ovs-version";
 import { versionRefusal } from "../../model/ovs-versions";
 import schema from "../../../schema/deferred-nat-load-balancer.json";
 import { applyBundle, bridgePorts, observeFlowsAndGroups, observePartial, ownedFlowCount, type BridgeRef } from "../../engine/bridge";
 import { ownedFlowCountAfter, ownedGroupIds, ownedFlows, type ApplySummary, type ObservedBridge } from "../../engine/plan";
-import type { DeferredNatLoadBalancerInputs as Inputs } from "../../model/inputs.generated";
 import type { DeferredNatLoadBalancerOutputs } from "../../model/outputs.generated";
+import { driftOutputs, renderFinding, type DriftFinding } from "../../model/drift";
 import type { DumpedFlow, GroupEntry } from "../../openflow";
 import { PartialApplyError, type ResourceHandler } from "../../resource-handler";
 import type { Modification } from "../../openflow";
-import { OpenFlowError } from "../../transport/openflow-bridge";
-import { operationLock, withAllOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
+import { converge, hostLabel } from "../../engine/converge";
+import { withAllOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
 import { applyNorthbound, deleteNorthbound, preflightNorthbound, readNorthbound, withNorthbound } from "./ovn";
 import { assessHealth, monitorsToMarkOffline, type BfdView } from "./health";
 import { markOffline, readSouthbound, withSouthbound } from "./southbound";
@@ -59,11 +61,11 @@ interface GatewayRead extends GatewayPorts {
 }
 
 /** Each gateway's ports from OVSDB: the segment port's number, and the working tunnel and BFD ports. */
-function readPorts(inputs: Inputs, sessions: OvsHostSession[]): Promise<GatewayPorts[]> {
+function readPorts(inputs: Inputs, sessions: readonly OvsHostSession[]): Promise<GatewayPorts[]> {
   return Promise.all(
     inputs.gateways.map(async (gw, i) => {
       const ref = { session: sessions[i], bridge: gw.bridge };
-      const where = `${ref.session.hostName} (${gw.name})`;
+      const where = hostLabel(ref.session, gw.name);
       const ports = await bridgePorts(ref.session, gw.bridge);
       if (!ports) throw new Error(`${where}: bridge ${gw.bridge} does not exist`);
       const segmentOfport = ports.get(gw.segmentPort);
@@ -75,7 +77,7 @@ function readPorts(inputs: Inputs, sessions: OvsHostSession[]): Promise<GatewayP
 }
 
 /** Reads each gateway's bridge: its ports (and working tunnel ports), table 0 (every owner's flows, for conflicts) and its groups. */
-async function readGateways(inputs: Inputs, sessions: OvsHostSession[], known?: GatewayPorts[]): Promise<GatewayRead[]> {
+async function readGateways(inputs: Inputs, sessions: readonly OvsHostSession[], known?: GatewayPorts[]): Promise<GatewayRead[]> {
   const cookie = cookieOf(inputs);
   const gateways = known ?? (await readPorts(inputs, sessions));
   return Promise.all(
@@ -156,12 +158,6 @@ async function observeHealth(inputs: Inputs, reads: readonly GatewayPorts[], enf
 }
 
 /**
- * Read every gateway, plan every gateway, then apply: nothing is sent until
- * every plan is made, so a refusal (an id or a flow someone else owns)
- * leaves all gateways untouched. Bundles go to all gateways in parallel to
- * keep the window in which they disagree short.
- */
-/**
  * A feature broken on a gateway's Open vSwitch is refused there, naming the
  * gateway, its version and the fixed releases, before any gateway is changed.
  * ovslb changes a group only by inserting and removing buckets, so a dp_hash
@@ -173,81 +169,110 @@ async function refuseBrokenOvs(d: Inputs, sessions: readonly OvsHostSession[]): 
   const versions = await Promise.all(sessions.map(readOvsVersion));
   const refusals = sessions.flatMap((s, i) => {
     const why = versionRefusal(versions[i], { dpHashBucketChanges: true });
-    return why ? [`${s.hostName} (${d.gateways[i].name}): ${why}`] : [];
+    return why ? [`${hostLabel(s, d.gateways[i].name)}: ${why}`] : [];
   });
   if (refusals.length > 0) throw new Error(`${lbId(d)}: selectionMethod dp_hash refused: ${refusals.join("; ")}`);
 }
 
-async function converge(
+/** One gateway's part of a change: its bundle, and what it held of this load balancer's flows before it. */
+interface GatewayPlan {
+  ref: BridgeRef;
+  name: string;
+  port: GatewayPort;
+  mods: Modification[];
+  heldFlows: number;
+}
+
+/**
+ * Read every gateway, plan every gateway, then apply (provider/engine/converge.ts):
+ * nothing is sent until every plan is made, so a refusal (an id or a flow
+ * someone else owns) leaves all gateways untouched. Bundles go to all
+ * gateways in parallel to keep the window in which they disagree short.
+ */
+async function apply(
   inputs: Inputs,
   recorded: RecordedIds,
   recordedSlots?: DeferredNatState["slotTables"],
   previous?: { inputs: Inputs; state: Partial<DeferredNatState> },
 ): Promise<DeferredNatState> {
-  const d = withDefaults(inputs);
+  const d = inputs;
   // secondChance: the slot tables first, pure, so a change that would take second chances away is refused before any host is touched.
   const slots = d.secondChance ? planAllSlots(d, recordedSlots) : undefined;
   if (slots && slots.unsafe.length > 0) throw unsafeMovesError(slots.unsafe);
   // An update: what it touches, from the recorded inputs (as applied, or as the last refresh found the hosts) against these.
-  let scope: UpdateScope = previous ? updateScope(withDefaults(previous.inputs), d, { ...recorded, ...previous.state }) : { kind: "all", reason: "create" };
-  return saysUnchanged(d, () => withNorthbound(d, (nb) => withAllOvsHosts(d.gateways.map((g) => g.host), async (sessions) => {
-    await refuseBrokenOvs(d, sessions);
-    // gre delivery: the tunnel ports first, so the buckets that output to them can be planned.
-    await Promise.all(d.gateways.map((gw, i) => ensureTunnels(sessions[i], d, gw, `${sessions[i].hostName} (${gw.name})`)));
-    const gateways = await readPorts(d, sessions);
-    if (scope.kind === "vips" && !gateways.every((g) => samePorts(previous?.state.gatewayPorts?.[g.name], g.port))) {
-      scope = { kind: "all", reason: "a gateway's port numbers changed since the last apply" };
-    }
-    let scoped: Awaited<ReturnType<typeof readScoped>>;
-    let held: number[] = [];
-    if (scope.kind === "vips") {
-      // Whether each gateway still holds what the last apply left, counted in the same round trip as the scoped read.
-      [held, scoped] = await Promise.all([Promise.all(gateways.map((g) => ownedFlowCount(g.ref, cookieOf(d)))), readScoped(d, scope, recorded, gateways)]);
-      const lost = lostFlows(gateways, held, previous?.state.gatewayFlows);
-      if (lost) scope = { kind: "all", reason: lost };
-      else if (!scoped) scope = { kind: "all", reason: "new VIPs' group ids did not settle in a scoped read" };
-    }
-    let reads: Omit<GatewayRead, "heldFlows">[];
-    let ids: RecordedIds;
-    let plans: Array<{ ref: BridgeRef; mods: ReturnType<typeof planGateway> }>;
-    if (scope.kind === "vips" && scoped) {
-      const s = scope;
-      reads = scoped.reads;
-      const marks = mergeIds(idsOf(recorded, [...s.touched, ...s.removed]), scoped.ids);
-      plans = reads.map((r) => ({ ref: r.ref, mods: planGatewayScoped(r.where, d, s, marks, r.port, r.observed) }));
-      // Untouched VIPs keep their recorded ids as they are.
-      const touched = new Set(s.touched);
-      ids = mergeIds(idsOf(recorded, d.vips.map(vipKey).filter((k) => !touched.has(k))), scoped.ids);
-    } else {
-      const full = await readGateways(d, sessions, gateways);
-      reads = full;
-      held = full.map((r) => r.heldFlows);
-      const foreign = new Set(reads.flatMap((r) => [...foreignGroupsOn(d, r.observed, recorded)]));
-      // secondChance VIPs have no groups: recorded ones (an earlier mode's) stay owned, so the plan removes them.
-      ids = slots ? { groupIds: {}, bucketIds: {} } : assignIds(d, recorded, foreign);
-      const marks = mergeIds(recorded, ids);
-      plans = reads.map((r) => ({ ref: r.ref, mods: planGateway(r.where, d, marks, r.port, r.observed, slots?.tables) }));
-    }
-    if (nb) await preflightNorthbound(d, nb);
-    const sent = await applyOrReport(d, reads, plans, mergeIds(recorded, ids), slots);
-    await Promise.all(d.gateways.map((gw, i) => removeStaleTunnels(sessions[i], d, gw)));
-    if (nb) await applyNorthbound(d, nb);
-    return {
-      ...ids,
-      cookie: `0x${cookieOf(d).toString(16)}`,
-      lastApply: Object.fromEntries(reads.map((r, i) => [r.name, sent[i]])),
-      drift: [],
-      // gre delivery: the key of the gateways' tunnel ports, for the hypervisors' gre.key.
-      ...(d.hypervisors.some((h) => deliveryOf(d, h.name) === "gre") ? { greKey: greKeyOf(d) } : {}),
-      ...(slots ? slotOutputs(slots) : {}),
-      ...(await observeHealth(d, reads, true)),
-      gatewayPorts: Object.fromEntries(reads.map((r) => [r.name, recordPorts(r.port)])),
-      gatewayFlows: Object.fromEntries(reads.map((r, i) => [r.name, ownedFlowCountAfter(held[i], plans[i].mods)])),
-      // As read reports them, so a refresh right after an apply reads no change.
-      ovsVersions: Object.assign({}, ...(await Promise.all(sessions.map(observeOvsVersion)))),
-      lastRead: scope.kind === "vips" ? { scope: "vips", vips: scope.touched.length + scope.removed.length } : { scope: "all", reason: scope.reason },
-    };
-  }, operationLock(lbId(d)))));
+  let scope: UpdateScope = previous ? updateScope(previous.inputs, d, { ...recorded, ...previous.state }) : { kind: "all", reason: "create" };
+  let ids: RecordedIds = EMPTY_IDS;
+  let gateways: GatewayPorts[] = [];
+  const cookie = `0x${cookieOf(d).toString(16)}`;
+  const slotState = slots ? slotOutputs(slots) : {};
+  return withNorthbound(d, (nb) =>
+    converge<GatewayPlan, ApplySummary, DeferredNatState>({
+      resource: lbId(d),
+      hosts: d.gateways.map((g) => g.host),
+      async plan(sessions) {
+        await refuseBrokenOvs(d, sessions);
+        // gre delivery: the tunnel ports first, so the buckets that output to them can be planned.
+        await Promise.all(d.gateways.map((gw, i) => ensureTunnels(sessions[i], d, gw, hostLabel(sessions[i], gw.name))));
+        gateways = await readPorts(d, sessions);
+        if (scope.kind === "vips" && !gateways.every((g) => samePorts(previous?.state.gatewayPorts?.[g.name], g.port))) {
+          scope = { kind: "all", reason: "a gateway's port numbers changed since the last apply" };
+        }
+        let plans: GatewayPlan[] | undefined;
+        if (scope.kind === "vips") {
+          // Whether each gateway still holds what the last apply left, counted in the same round trip as the scoped read.
+          const [held, scoped] = await Promise.all([Promise.all(gateways.map((g) => ownedFlowCount(g.ref, cookieOf(d)))), readScoped(d, scope, recorded, gateways)]);
+          const lost = lostFlows(gateways, held, previous?.state.gatewayFlows);
+          if (lost) scope = { kind: "all", reason: lost };
+          else if (!scoped) scope = { kind: "all", reason: "new VIPs' group ids did not settle in a scoped read" };
+          else {
+            const s = scope;
+            const marks = mergeIds(idsOf(recorded, [...s.touched, ...s.removed]), scoped.ids);
+            plans = scoped.reads.map((r, i) => ({ ...r, heldFlows: held[i], mods: planGatewayScoped(r.where, d, s, marks, r.port, r.observed) }));
+            // Untouched VIPs keep their recorded ids as they are.
+            const touched = new Set(s.touched);
+            ids = mergeIds(idsOf(recorded, d.vips.map(vipKey).filter((k) => !touched.has(k))), scoped.ids);
+          }
+        }
+        if (!plans) {
+          const reads = await readGateways(d, sessions, gateways);
+          const foreign = new Set(reads.flatMap((r) => [...foreignGroupsOn(d, r.observed, recorded)]));
+          // secondChance VIPs have no groups: recorded ones (an earlier mode's) stay owned, so the plan removes them.
+          ids = slots ? EMPTY_IDS : assignIds(d, recorded, foreign);
+          const marks = mergeIds(recorded, ids);
+          plans = reads.map((r) => ({ ...r, mods: planGateway(r.where, d, marks, r.port, r.observed, slots?.tables) }));
+        }
+        if (nb) await preflightNorthbound(d, nb);
+        return plans.map((p, i) => ({ session: sessions[i], where: gateways[i].where, plan: p }));
+      },
+      apply: ({ plan }) => applyBundle(plan.ref, plan.mods),
+      async finish(hosts, sent) {
+        await Promise.all(d.gateways.map((gw, i) => removeStaleTunnels(hosts[i].session, d, gw)));
+        if (nb) await applyNorthbound(d, nb);
+        return {
+          ...ids,
+          cookie,
+          lastApply: Object.fromEntries(hosts.map((h, i) => [h.plan.name, sent[i]])),
+          ...driftOutputs([]),
+          // gre delivery: the key of the gateways' tunnel ports, for the hypervisors' gre.key.
+          ...(d.hypervisors.some((h) => deliveryOf(d, h.name) === "gre") ? { greKey: greKeyOf(d) } : {}),
+          ...slotState,
+          ...(await observeHealth(d, gateways, true)),
+          gatewayPorts: Object.fromEntries(hosts.map((h) => [h.plan.name, recordPorts(h.plan.port)])),
+          gatewayFlows: Object.fromEntries(hosts.map((h) => [h.plan.name, ownedFlowCountAfter(h.plan.heldFlows, h.plan.mods)])),
+          lastRead: scope.kind === "vips" ? { scope: "vips", vips: scope.touched.length + scope.removed.length } : { scope: "all", reason: scope.reason },
+        };
+      },
+      // Every id that may now be on a gateway (this change's and the recorded ones, whose groups an unchanged
+      // gateway still holds), lastApply only where applied, drift naming the rest: the next update converges from it.
+      partial: (hosts, outcomes, findings) => ({
+        ...mergeIds(recorded, ids),
+        cookie,
+        lastApply: Object.fromEntries(hosts.flatMap((h, i) => { const o = outcomes[i]; return "applied" in o ? [[h.plan.name, o.applied]] : []; })),
+        ...driftOutputs(findings),
+        ...slotState,
+      }),
+    }),
+  );
 }
 
 /**
@@ -263,114 +288,37 @@ function lostFlows(gateways: readonly { name: string; where: string }[], held: r
   return `${gateways[i].where} holds ${held[i]} flows of this load balancer where the last apply left ${was ?? "none recorded"} (ovs-vswitchd restarted, the bridge re-created, or flows or groups deleted by hand)`;
 }
 
-/**
- * A failure before any bundle was sent (a gateway unreachable, a bridge
- * missing, a refusal while planning) changed no gateway's flows or groups:
- * the error says so. Past that point applyOrReport says what changed.
- */
-function saysUnchanged<R>(d: Inputs, fn: () => Promise<R>): Promise<R> {
-  return fn().catch((e: unknown) => {
-    if (e instanceof PartialApplyError || !(e instanceof Error) || e.message.startsWith(lbId(d))) throw e;
-    // Every bundle was applied and a later step failed (stale tunnels, the northbound, health): the state must say what the gateways hold.
-    const applied = appliedEverywhere.get(d);
-    if (applied) {
-      const message = `${lbId(d)}: changed every gateway (${Object.keys(applied.lastApply).join(", ")}), then failed: ${e.message}`;
-      throw new PartialApplyError(message, lbId(d), { ...applied, drift: [message] });
-    }
-    e.message = `${lbId(d)}: no gateway's flows or groups were changed: ${e.message}`;
-    throw e;
-  });
-}
-
-/** Set by applyOrReport once every gateway took its bundle: what is true from then on. */
-const appliedEverywhere = new WeakMap<Inputs, DeferredNatState>();
-
-interface Outcome {
-  applied?: ApplySummary;
-  /** OVS answered and refused the bundle: that gateway holds none of it. */
-  refused?: Error;
-  /** The connection was cut or timed out: the gateway holds all of the bundle or none of it, not known which. */
-  unknown?: Error;
-}
-
-/**
- * Applies each gateway's bundle (all in parallel) and, unless every one was
- * applied, fails saying which gateways were changed and which were not. When
- * some were (or may have been), the error carries the state that is true:
- * every id that may now be on a gateway (`marks`: this change's and the
- * recorded ones, whose groups an unchanged gateway still holds), lastApply
- * only where applied, and drift naming the rest; the engine records it and
- * the next update converges from it.
- */
-async function applyOrReport(
-  d: Inputs,
-  reads: readonly { name: string; where: string }[],
-  plans: ReadonlyArray<{ ref: BridgeRef; mods: readonly Modification[] }>,
-  marks: RecordedIds,
-  slots: SlotPlans | undefined,
-): Promise<ApplySummary[]> {
-  const outcomes = await applyEach(plans);
-  const state = (drift: string[]): DeferredNatState => ({
-    ...marks,
-    cookie: `0x${cookieOf(d).toString(16)}`,
-    lastApply: Object.fromEntries(reads.flatMap((r, i) => (outcomes[i].applied ? [[r.name, outcomes[i].applied!]] : []))),
-    drift,
-    ...(slots ? slotOutputs(slots) : {}),
-  });
-  if (outcomes.every((o) => o.applied)) {
-    appliedEverywhere.set(d, state([]));
-    return outcomes.map((o) => o.applied!);
-  }
-  const { message, failed } = describeOutcomes(lbId(d), reads, outcomes);
-  if (outcomes.every((o) => o.refused)) throw new Error(message);
-  throw new PartialApplyError<DeferredNatState>(message, lbId(d), state(failed));
-}
-
-/** Each gateway's bundle, all in parallel, and whether it was applied, refused, or may have been. */
-function applyEach(plans: ReadonlyArray<{ ref: BridgeRef; mods: readonly Modification[] }>): Promise<Outcome[]> {
-  return Promise.all(
-    plans.map((p) =>
-      applyBundle(p.ref, p.mods).then(
-        (applied): Outcome => ({ applied }),
-        // ovs-ofctl ran to its end and OVS refused: nothing applied. Cut or killed: not known.
-        (e: Error): Outcome => (e instanceof OpenFlowError && !/exited -1/.test(e.message) ? { refused: e } : { unknown: e }),
-      ),
-    ),
-  );
-}
-
-/** "ID: changed A, B; C: not changed: why; D: may or may not have been changed: why", and the failures alone. */
-function describeOutcomes(id: string, reads: readonly { where: string }[], outcomes: readonly Outcome[]): { message: string; failed: string[] } {
-  const changed = reads.filter((_, i) => outcomes[i].applied).map((r) => r.where);
-  const failed = outcomes.flatMap((o, i) => (o.applied ? [] : [`${reads[i].where}: ${o.unknown ? "may or may not have been changed" : "not changed"}: ${(o.unknown ?? o.refused)!.message}`]));
-  return { message: `${id}: changed ${changed.length > 0 ? changed.join(", ") : "no gateway"}; ${failed.join("; ")}`, failed };
-}
-
-/** Removes every flow and group this load balancer owns from the inputs' gateways. Idempotent. */
+/** Removes every flow and group this load balancer owns from the inputs' gateways, and its tunnel ports. Idempotent. */
 async function removeFrom(inputs: Inputs, ids: RecordedIds): Promise<void> {
-  await withAllOvsHosts(inputs.gateways.map((g) => g.host), async (sessions) => {
-    const reads = await readGateways(inputs, sessions);
-    // Nothing wanted: no VIP, and no BFD port left to guard.
-    const none = { ...inputs, vips: [] };
-    const outcomes = await applyEach(reads.map((r) => ({ ref: r.ref, mods: planGateway(r.where, none, ids, { ...r.port, bfdOfports: new Map() }, r.observed) })));
-    // The state still claims every gateway, so a retry removes the rest: the error says where it is done.
-    if (!outcomes.every((o) => o.applied)) throw new Error(`removing ${describeOutcomes(lbId(inputs), reads, outcomes).message}`);
-    await Promise.all(inputs.gateways.map((gw, i) => removeStaleTunnels(sessions[i], inputs, gw, true)));
-  }, operationLock(lbId(inputs)));
+  // Nothing wanted: no VIP, and no BFD port left to guard. The state still claims every gateway, so a retry removes the rest.
+  const none = { ...inputs, vips: [] };
+  await converge({
+    resource: lbId(inputs),
+    hosts: inputs.gateways.map((g) => g.host),
+    async plan(sessions) {
+      const reads = await readGateways(inputs, sessions);
+      return reads.map((r, i) => ({ session: sessions[i], where: r.where, plan: { ref: r.ref, mods: planGateway(r.where, none, ids, { ...r.port, bfdOfports: new Map() }, r.observed) } }));
+    },
+    apply: ({ plan }) => applyBundle(plan.ref, plan.mods),
+    async finish(hosts) {
+      await Promise.all(inputs.gateways.map((gw, i) => removeStaleTunnels(hosts[i].session, inputs, gw, true)));
+      return {};
+    },
+  });
 }
 
-export const deferredNatLoadBalancerHandler: ResourceHandler<Inputs, DeferredNatState> = {
+export const deferredNatLoadBalancerHandler: ResourceHandler<DeferredNatLoadBalancerInputs, DeferredNatState, Inputs> = {
   schema,
   withDefaults,
   checkRules,
   identity: (i) => ({ name: i.name }),
 
   async create(inputs) {
-    return { id: lbId(inputs), state: await converge(inputs, EMPTY_IDS, undefined) };
+    return { id: lbId(inputs), state: await apply(inputs, EMPTY_IDS, undefined) };
   },
 
   async read(_id, inputs, state) {
-    const d = withDefaults(inputs);
+    const d = inputs;
     const ids = recordedIn(state);
     return withAllOvsHosts(d.gateways.map((g) => g.host), async (sessions) => {
       const reads = await readGateways(d, sessions);
@@ -380,12 +328,12 @@ export const deferredNatLoadBalancerHandler: ResourceHandler<Inputs, DeferredNat
       if (!anything && !nb.present) return undefined;
       const tables = Object.fromEntries(Object.entries(state.slotTables ?? {}).map(([vip, t]) => [vip, readSlots(t)]));
       const { inputs: actual, observations } = actualInputs(d, ids, reads, tables);
-      const drift = [...observations.flatMap((o) => o.findings.map((f) => `${o.gateway}: ${f}`)), ...nb.findings];
+      const drift = driftOutputs([...observations.flatMap((o) => o.findings), ...nb.findings]);
       // A northbound row that differs reads as no OVN part, so the diff shows it and update rewrites it.
       if (nb.findings.length > 0) delete actual.ovn;
       const { health: _h, stale: _s, bfdKey: _k, ...kept } = state;
       const ovsVersions = Object.assign({}, ...(await Promise.all(sessions.map(observeOvsVersion))));
-      return { inputs: actual, state: { ...kept, drift, ...(await observeHealth(d, reads, false)), ovsVersions } };
+      return { inputs: actual, state: { ...kept, ...drift, ...(await observeHealth(d, reads, false)), ovsVersions } };
     });
   },
 
@@ -396,19 +344,19 @@ export const deferredNatLoadBalancerHandler: ResourceHandler<Inputs, DeferredNat
     const dropped = old.inputs.gateways.filter((g) => !kept.has(`${g.host.connection.host}/${g.bridge}`));
     // Until they are cleaned, a partial state keeps them in the recorded inputs, or the next run would no longer know to.
     const pending = { ...news, gateways: [...news.gateways, ...dropped] };
-    const state = await converge(news, recorded, old.state.slotTables, old).catch((e: unknown) => {
+    const state = await apply(news, recorded, old.state.slotTables, old).catch((e: unknown) => {
       throw e instanceof PartialApplyError && dropped.length > 0 ? new PartialApplyError(e.message, e.id, e.state, pending) : e;
     });
     if (dropped.length > 0) await removeFrom({ ...old.inputs, gateways: dropped }, recorded).catch((e: Error) => {
-      const message = `${lbId(news)}: changed every listed gateway; removing it from ${dropped.map((g) => g.name).join(", ")} failed: ${e.message}`;
-      throw new PartialApplyError(message, lbId(news), { ...state, ...mergeIds(recorded, state), drift: [message] }, pending);
+      const finding: DriftFinding = { host: lbId(news), kind: "gateway-removal-failed", object: dropped.map((g) => g.name).join(", "), detail: e.message };
+      throw new PartialApplyError(renderFinding(finding), lbId(news), { ...state, ...mergeIds(recorded, state), ...driftOutputs([finding]) }, pending);
     });
     if (!news.ovn) await withNorthbound(old.inputs, async (db) => db && deleteNorthbound(old.inputs, db));
     return state;
   },
 
   async delete(_id, inputs, state) {
-    await removeFrom(withDefaults(inputs), recordedIn(state));
+    await removeFrom(inputs, recordedIn(state));
     await withNorthbound(inputs, async (db) => db && deleteNorthbound(inputs, db));
   },
 };

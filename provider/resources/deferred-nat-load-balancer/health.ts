@@ -1,6 +1,5 @@
-import type { DeferredNatLoadBalancerInputs as Inputs } from "../../model/inputs.generated";
+import type { DeferredNatDefaulted as Inputs } from "./plan";
 import { assessVips, staleMonitors, type HealthObservations, type HealthReport, type MonitorView } from "../../engine/health";
-import { withDefaults } from "./plan";
 
 /**
  * The load balancer's healthCheck, assessed: the shared assessment
@@ -11,8 +10,8 @@ export type { BackendHealth, BfdView, BindingView, HealthObservations, HealthRep
 export { monitorKey } from "../../engine/health";
 
 /** Per backend, what was observed, and the stale ones (see assessVips). */
-export const assessHealth = (inputs: Inputs, obs: HealthObservations): HealthReport => assessVips(withDefaults(inputs).vips, obs);
+export const assessHealth = (inputs: Inputs, obs: HealthObservations): HealthReport => assessVips(inputs.vips, obs);
 
 /** The monitors to set offline: each stale backend's, once (a monitor serves every VIP with that backend). */
 export const monitorsToMarkOffline = (report: HealthReport, inputs: Inputs, monitors: readonly MonitorView[]): MonitorView[] =>
-  staleMonitors(report, withDefaults(inputs).vips, monitors);
+  staleMonitors(report, inputs.vips, monitors);

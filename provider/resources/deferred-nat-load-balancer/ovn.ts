@@ -1,5 +1,6 @@
+import type { DeferredNatDefaulted as Inputs } from "./plan";
 import { isDeepStrictEqual } from "node:util";
-import type { DeferredNatLoadBalancerInputs as Inputs, DeferredNatVip, OvnProbe } from "../../model/inputs.generated";
+import type { DeferredNatVip, OvnProbe } from "../../model/inputs.generated";
 import { withRemoteOvsdb, type OvsdbClient } from "../../transport/ovsdb-client";
 import {
   OVN_NORTHBOUND,
@@ -16,7 +17,8 @@ import {
   type Uuid,
 } from "../../ovsdb";
 import { attachedHealthChecks, attachedMappings, withHealthCheckRows, type HealthCheckColumns } from "../../engine/attached-health-checks";
-import { backendKey, lbId, withDefaults } from "./plan";
+import type { DriftFinding } from "../../model/drift";
+import { backendKey, lbId } from "./plan";
 
 /**
  * The optional OVN side: one northbound Load_Balancer row per protocol
@@ -48,7 +50,7 @@ export function probeOptions(probe: OvnProbe): Record<string, string> {
 
 /** The rows the inputs want, keyed by row name. Pure. */
 export function desiredNbRows(inputs: Inputs): NbLoadBalancer[] {
-  const d = withDefaults(inputs);
+  const d = inputs;
   const byProtocol = new Map<string, NbLoadBalancer>();
   for (const vip of d.vips) {
     let row = byProtocol.get(vip.protocol);
@@ -203,18 +205,20 @@ export async function applyNorthbound(inputs: Inputs, db: OvsdbClient): Promise<
 }
 
 /** What the northbound holds for the load balancer: whether any of its rows is there, and where they differ from the inputs (empty when they match). */
-export async function readNorthbound(inputs: Inputs, db: OvsdbClient): Promise<{ present: boolean; findings: string[] }> {
+export async function readNorthbound(inputs: Inputs, db: OvsdbClient): Promise<{ present: boolean; findings: DriftFinding[] }> {
   const want = desiredNbRows(inputs);
   const rows = await ownedRows(db, lbId(inputs));
   const t = new Transaction(OVN_NORTHBOUND);
   const routers = t.select("Logical_Router", [where("name", "==", inputs.ovn!.router)], ["load_balancer"]);
   const router = (await db.run(t)).first(routers);
   const attached = new Set((router?.load_balancer ?? []).map((u) => u.id));
-  const findings: string[] = [];
+  const findings: DriftFinding[] = [];
+  const rowDiffers = (name: string, detail: string) => findings.push({ host: "northbound", kind: "northbound-row", object: `OVN Load_Balancer ${name}`, detail });
+  const columnDiffers = (name: string, detail: string) => findings.push({ host: "northbound", kind: "northbound-column", object: `OVN Load_Balancer ${name}`, detail });
   for (const w of want) {
     const row = rows.find((r) => r.name === w.name);
     if (!row) {
-      findings.push(`OVN Load_Balancer ${w.name} missing`);
+      rowDiffers(w.name, "missing");
       continue;
     }
     const own = ownHealthChecks(row, lbId(inputs));
@@ -222,19 +226,19 @@ export async function readNorthbound(inputs: Inputs, db: OvsdbClient): Promise<{
     const others = attachedHealthChecks(row.healthCheckRows, lbId(inputs));
     const expected = { ...w, ipPortMappings: { ...attachedMappings(row.ip_port_mappings, others), ...w.ipPortMappings } };
     for (const k of ["vips", "selectionFields", "ipPortMappings", "options", "protocol"] as const) {
-      if (!isDeepStrictEqual(have[k], expected[k])) findings.push(`OVN Load_Balancer ${w.name}: ${k} differs`);
+      if (!isDeepStrictEqual(have[k], expected[k])) columnDiffers(w.name, `${k} differs`);
     }
     for (const [vip, options] of Object.entries(w.healthChecks)) {
-      if (!have.healthChecks[vip]) findings.push(`OVN Load_Balancer ${w.name}: health check of VIP ${vip} missing`);
-      else if (!isDeepStrictEqual(have.healthChecks[vip], options)) findings.push(`OVN Load_Balancer ${w.name}: health check of VIP ${vip} differs`);
+      if (!have.healthChecks[vip]) columnDiffers(w.name, `health check of VIP ${vip} missing`);
+      else if (!isDeepStrictEqual(have.healthChecks[vip], options)) columnDiffers(w.name, `health check of VIP ${vip} differs`);
     }
     for (const hc of row.healthCheckRows) {
       if ((own.get(hc.vip) === hc && w.healthChecks[hc.vip]) || others.includes(hc)) continue;
-      findings.push(`OVN Load_Balancer ${w.name}: health check of VIP ${hc.vip} not declared${ownerOf(hc) === lbId(inputs) ? "" : ` (${describeOwner(hc)})`}`);
+      columnDiffers(w.name, `health check of VIP ${hc.vip} not declared${ownerOf(hc) === lbId(inputs) ? "" : ` (${describeOwner(hc)})`}`);
     }
-    if (!attached.has(row._uuid.id)) findings.push(`OVN Load_Balancer ${w.name} not attached to router ${inputs.ovn!.router}`);
+    if (!attached.has(row._uuid.id)) rowDiffers(w.name, `not attached to router ${inputs.ovn!.router}`);
   }
-  for (const r of rows) if (!want.some((w) => w.name === r.name)) findings.push(`OVN Load_Balancer ${r.name} not declared`);
+  for (const r of rows) if (!want.some((w) => w.name === r.name)) rowDiffers(r.name, "not declared");
   return { present: rows.length > 0, findings };
 }
 

@@ -6,8 +6,10 @@ import { checkSecondChance, slotFlows } from "./second-chance";
 import type { SlotTable } from "./slots";
 import { foreignGroupIds, planBridge, type BridgeIntent, type ObservedBridge } from "../../engine/plan";
 import { MAX_BUCKET_ID, MAX_GROUP_ID, bfdOfportRequest, derivedId, interfaceName, ownerCookie, tunnelOfportRequest } from "../../model/ids";
-import type { DeferredNatBackend, DeferredNatLoadBalancerInputs as Inputs, DeferredNatVip } from "../../model/inputs.generated";
+import type { DeferredNatBackend, DeferredNatLoadBalancerInputs, DeferredNatVip } from "../../model/inputs.generated";
+import type { Defaulted } from "../../model/defaulted";
 import { checkConnection, type CheckFailure } from "../../model/validate";
+import type { DriftFinding } from "../../model/drift";
 import {
   bucketMac,
   sameBucket,
@@ -42,8 +44,8 @@ export const DEFAULT_SELECTION_FIELDS = ["ip_src", "ip_dst", "tp_src", "tp_dst"]
  */
 export const MAX_BUCKETS_PER_GROUP = 1000;
 
-export const lbId = (inputs: Inputs) => `deferred-nat/${inputs.name}`;
-export const cookieOf = (inputs: Inputs) => ownerCookie(KIND, inputs.name);
+export const lbId = (inputs: Pick<Inputs, "name">) => `deferred-nat/${inputs.name}`;
+export const cookieOf = (inputs: Pick<Inputs, "name">) => ownerCookie(KIND, inputs.name);
 export const vipKey = (v: Pick<DeferredNatVip, "protocol" | "address" | "port">) => `${v.protocol}:${v.address}:${v.port}`;
 export const backendKey = (b: Pick<DeferredNatBackend, "address" | "port">) => `${b.address}:${b.port}`;
 /** One bucket per unit of weight: "10.0.0.5:80#0", "10.0.0.5:80#1", ... */
@@ -57,26 +59,27 @@ export interface RecordedIds {
   bucketIds: Record<string, Record<string, number>>;
 }
 
-export function withDefaults(inputs: Inputs): Inputs {
+/** A backend with its weight given and its MAC in lower case (OVS prints MACs so). */
+export type DefaultedBackend = Defaulted<DeferredNatBackend, "weight">;
+export type DefaultedVip = Omit<DeferredNatVip, "backends"> & { backends: DefaultedBackend[] };
+/** DeferredNatLoadBalancer inputs as withDefaults returns them: the only form the plans take. */
+export type DeferredNatDefaulted = Omit<Defaulted<DeferredNatLoadBalancerInputs, "selectionMethod" | "selectionFields" | "delivery">, "vips"> & { vips: DefaultedVip[] };
+type Inputs = DeferredNatDefaulted;
+
+export function withDefaults(inputs: DeferredNatLoadBalancerInputs): Inputs {
   return {
-    selectionMethod: "hash",
-    selectionFields: [...DEFAULT_SELECTION_FIELDS],
-    delivery: "mac",
     ...inputs,
-    // A VIP already defaulted is kept as it is, not copied nor scanned again (plans default their inputs again; 100,000 backends add up).
-    vips: inputs.vips.map((v) => {
-      if (defaultedVips.has(v)) return v;
-      const out = v.backends.every(isDefaulted) ? v : { ...v, backends: v.backends.map((b) => (isDefaulted(b) ? b : { weight: 1, ...b, mac: b.mac.toLowerCase() })) };
-      defaultedVips.add(out);
-      return out;
-    }),
+    selectionMethod: inputs.selectionMethod ?? "hash",
+    selectionFields: inputs.selectionFields ?? [...DEFAULT_SELECTION_FIELDS],
+    delivery: inputs.delivery ?? "mac",
+    // A VIP already defaulted (recorded inputs are) is kept as it is, not copied: 100,000 backends add up.
+    vips: inputs.vips.map((v) => (isDefaultedVip(v) ? v : { ...v, backends: v.backends.map((b) => (isDefaulted(b) ? b : { ...b, weight: b.weight ?? 1, mac: b.mac.toLowerCase() })) })),
   };
 }
 
-/** VIPs withDefaults returned (inputs are never modified in place). */
-const defaultedVips = new WeakSet<DeferredNatVip>();
 // toLowerCase returns the very string when nothing changes: no copy for a MAC already in lower case.
-const isDefaulted = (b: DeferredNatBackend) => b.weight !== undefined && b.mac === b.mac.toLowerCase();
+const isDefaulted = (b: DeferredNatBackend): b is DefaultedBackend => b.weight !== undefined && b.mac === b.mac.toLowerCase();
+const isDefaultedVip = (v: DeferredNatVip): v is DefaultedVip => v.backends.every(isDefaulted);
 
 export function checkRules(inputs: Inputs): CheckFailure[] {
   const failures: CheckFailure[] = [];
@@ -93,7 +96,7 @@ export function checkRules(inputs: Inputs): CheckFailure[] {
   const hypervisors = new Set(inputs.hypervisors.map((h) => h.name));
   duplicates(inputs.vips.map(vipKey)).forEach((i) => fail(`vips[${i}]`, "is the same address, port and protocol as another VIP"));
   inputs.vips.forEach((vip, v) => {
-    const buckets = vip.backends.reduce((n, b) => n + (b.weight ?? 1), 0);
+    const buckets = vip.backends.reduce((n, b) => n + b.weight, 0);
     // secondChance has no group: its own limit is the slot table's (checkSecondChance).
     if (!inputs.secondChance && buckets > MAX_BUCKETS_PER_GROUP) {
       fail(`vips[${v}].backends`, `needs ${buckets} buckets (one per backend and unit of weight); a group holds at most ${MAX_BUCKETS_PER_GROUP}, the most OVS can send or report in one OpenFlow message`);
@@ -200,7 +203,7 @@ export function assignIds(inputs: Inputs, recorded: RecordedIds, foreignGroupIds
     const used = new Set<number>();
     const fresh: string[] = [];
     for (const b of vip.backends) {
-      for (let r = 0; r < (b.weight ?? 1); r++) {
+      for (let r = 0; r < b.weight; r++) {
         const rk = replicaKey(b, r);
         const id = kept[rk];
         if (id === undefined) fresh.push(rk);
@@ -250,7 +253,7 @@ export interface GatewayPort {
 
 /** How a hypervisor's backends are reached: its own delivery, else the load balancer's. */
 export const deliveryOf = (inputs: Inputs, hypervisor: string) =>
-  inputs.hypervisors.find((h) => h.name === hypervisor)?.delivery ?? inputs.delivery ?? "mac";
+  inputs.hypervisors.find((h) => h.name === hypervisor)?.delivery ?? inputs.delivery;
 
 /** The GRE key of the load balancer's tunnels: derived from its name, so each load balancer's tunnels to one hypervisor are distinct ports. */
 export const greKeyOf = (inputs: Pick<Inputs, "name">) => derivedId([KIND, inputs.name, "gre-key"], 0xfffffffe);
@@ -329,7 +332,7 @@ export interface VipDataplane {
  * the port it came in on.
  */
 export function desiredDataplane(inputs: Inputs, ids: RecordedIds, gw: GatewayPort): VipDataplane[] {
-  const d = withDefaults(inputs);
+  const d = inputs;
   const cookie = cookieOf(d);
   const bfd = !!d.healthCheck?.bfd;
   // Actions are never modified in place: the gateway's own are shared by all its buckets.
@@ -347,7 +350,7 @@ export function desiredDataplane(inputs: Inputs, ids: RecordedIds, gw: GatewayPo
     const bucketIds = ids.bucketIds[key];
     const buckets: SelectBucket[] = [];
     for (const b of vip.backends) {
-      for (let r = 0; r < (b.weight ?? 1); r++) {
+      for (let r = 0; r < b.weight; r++) {
         const bucket: SelectBucket = {
           bucketId: bucketIds[replicaKey(b, r)],
           weight: BUCKET_WEIGHT,
@@ -456,7 +459,7 @@ export function planGateway(
 
 /** secondChance: each VIP's entry and slot flows, no groups (recorded groups of an earlier mode are owned, so they go). */
 function slotIntent(inputs: Inputs, ids: RecordedIds, gw: GatewayPort, slots: Readonly<Record<string, SlotTable>>): BridgeIntent {
-  const d = withDefaults(inputs);
+  const d = inputs;
   const cookie = cookieOf(d);
   const vipOf = new Map<Flow, string>();
   const flows = d.vips.flatMap((vip) => {
@@ -485,7 +488,7 @@ const SELECTION_FIELD_OF: Readonly<Record<string, string>> = {
 /** What read found on one gateway that the inputs cannot say by themselves. */
 export interface GatewayObservation {
   gateway: string;
-  findings: string[];
+  findings: DriftFinding[];
 }
 
 /**
@@ -501,10 +504,10 @@ export function actualInputs(
   perGateway: readonly { name: string; port: GatewayPort; observed: ObservedBridge }[],
   slots?: Readonly<Record<string, SlotTable>>,
 ): { inputs: Inputs; observations: GatewayObservation[] } {
-  const d = withDefaults(inputs);
+  const d = inputs;
   if (d.secondChance) return actualSlotInputs(d, perGateway, slots ?? {});
-  const observations = perGateway.map((g) => ({ gateway: g.name, findings: [] as string[] }));
-  const vips: DeferredNatVip[] = [];
+  const observations = perGateway.map((g) => ({ gateway: g.name, findings: [] as DriftFinding[] }));
+  const vips: DefaultedVip[] = [];
   let selectionFields = d.selectionFields!;
   for (const vip of d.vips) {
     const key = vipKey(vip);
@@ -514,28 +517,29 @@ export function actualInputs(
     let right: Set<string> | undefined;
     const strays = new Map<number, string>();
     perGateway.forEach((g, gi) => {
-      const note = (finding: string) => observations[gi].findings.push(`VIP ${key}: ${finding}`);
+      const note = (kind: DriftFinding["kind"], object: string, detail?: string) =>
+        observations[gi].findings.push({ host: g.name, kind, object, vip: key, ...(detail === undefined ? {} : { detail }) });
       // Backends behind a tunnel port that is gone or changed cannot be reached from this gateway.
       const noTunnel = (b: DeferredNatBackend) => deliveryOf(d, b.hypervisor) === "gre" && !g.port.tunnelOfports?.has(b.hypervisor);
       const bfdDropping = (hv: string) => bfdDropFlows(d, { ...g.port, bfdOfports: new Map([[hv, g.port.bfdOfports!.get(hv)!]]) }).every(flowPresent(g.observed.flows));
       const noBfd = (b: DeferredNatBackend) => !!d.healthCheck?.bfd && !(g.port.bfdOfports?.has(b.hypervisor) && bfdDropping(b.hypervisor));
       const cut = new Set(vip.backends.filter((b) => noTunnel(b) || noBfd(b)));
-      for (const hv of new Set(vip.backends.filter(noTunnel).map((b) => b.hypervisor))) note(`tunnel port to hypervisor ${hv} missing or changed`);
-      for (const hv of new Set(vip.backends.filter(noBfd).map((b) => b.hypervisor))) note(`BFD port to hypervisor ${hv} missing, changed, or not dropping data`);
+      for (const hv of new Set(vip.backends.filter(noTunnel).map((b) => b.hypervisor))) note("tunnel-port", `tunnel port to hypervisor ${hv}`);
+      for (const hv of new Set(vip.backends.filter(noBfd).map((b) => b.hypervisor))) note("bfd-port", `BFD port to hypervisor ${hv}`);
       const want = desiredDataplane({ ...d, vips: [{ ...vip, backends: vip.backends.filter((b) => !cut.has(b)) }] }, ids, g.port)[0];
       const wantGroup = toGroupEntry(want.group);
       const group = g.observed.groups.find((x) => x.groupId === want.group.groupId);
       if (!flowPresent(g.observed.flows)(want.flow)) {
-        note("flow missing or changed");
+        note("flow-changed", "flow");
         present = false;
       }
       if (!group) {
-        note(`group ${want.group.groupId} missing`);
+        note("group-missing", `group ${want.group.groupId}`);
         present = false;
         return;
       }
       if (group.selectionMethod !== "hash" || !isDeepStrictEqual([...group.fields], [...wantGroup.fields])) {
-        note(`selection is ${group.selectionMethod ?? "default"} on ${group.fields.join(",") || "no fields"}`);
+        note("selection-changed", "selection", `${group.selectionMethod ?? "default"} on ${group.fields.join(",") || "no fields"}`);
         selectionFields = group.fields.map((f) => SELECTION_FIELD_OF[f] ?? f) as typeof selectionFields;
       }
       const have = new Map(group.buckets.map((b) => [b.bucketId, b]));
@@ -544,19 +548,19 @@ export function actualInputs(
         const rk = replicaOf.get(wb.bucketId)!;
         const hb = have.get(wb.bucketId);
         if (hb && sameBucket(hb, wb)) ok.add(rk);
-        else note(`bucket ${wb.bucketId} (${rk}) ${hb ? "changed" : "missing"}`);
+        else note(hb ? "bucket-changed" : "bucket-missing", `bucket ${wb.bucketId} (${rk})`);
       }
       right = right ? new Set([...right].filter((rk) => ok.has(rk))) : ok;
       for (const hb of group.buckets) {
         if (replicaOf.has(hb.bucketId)) continue;
-        note(`bucket ${hb.bucketId} is not declared`);
+        note("bucket-stray", `bucket ${hb.bucketId}`);
         strays.set(hb.bucketId, bucketMac(hb.actions) ?? "00:00:00:00:00:00");
       }
     });
     if (!present) continue;
-    const backends: DeferredNatBackend[] = [];
+    const backends: DefaultedBackend[] = [];
     for (const b of vip.backends) {
-      const weight = Array.from({ length: b.weight ?? 1 }, (_, r) => replicaKey(b, r)).filter((rk) => right?.has(rk)).length;
+      const weight = Array.from({ length: b.weight }, (_, r) => replicaKey(b, r)).filter((rk) => right?.has(rk)).length;
       if (weight > 0) backends.push({ ...b, weight });
     }
     // An undeclared bucket reads as a backend nobody declared, so the diff shows it.
@@ -577,8 +581,8 @@ function actualSlotInputs(
   perGateway: readonly { name: string; port: GatewayPort; observed: ObservedBridge }[],
   slots: Readonly<Record<string, SlotTable>>,
 ): { inputs: Inputs; observations: GatewayObservation[] } {
-  const observations = perGateway.map((g) => ({ gateway: g.name, findings: [] as string[] }));
-  const vips: DeferredNatVip[] = [];
+  const observations = perGateway.map((g) => ({ gateway: g.name, findings: [] as DriftFinding[] }));
+  const vips: DefaultedVip[] = [];
   for (const vip of d.vips) {
     const key = vipKey(vip);
     const table = slots[key];
@@ -586,16 +590,17 @@ function actualSlotInputs(
     let present = true;
     const wrong = new Set<string>();
     perGateway.forEach((g, gi) => {
-      const note = (finding: string) => observations[gi].findings.push(`VIP ${key}: ${finding}`);
+      const note = (kind: DriftFinding["kind"], object: string, detail?: string) =>
+        observations[gi].findings.push({ host: g.name, kind, object, vip: key, ...(detail === undefined ? {} : { detail }) });
       const tunnels = g.port.tunnelOfports ?? new Map<string, number>();
       const cut = new Set(d.hypervisors.filter((h) => !tunnels.has(h.name)).map((h) => h.name));
-      for (const hv of cut) note(`tunnel port to hypervisor ${hv} missing or changed`);
+      for (const hv of cut) note("tunnel-port", `tunnel port to hypervisor ${hv}`);
       // Plan as if the cut hypervisors' tunnels were there, to see which slots are wrong.
       const flows = slotFlows(d, vip, table, { ...g.port, tunnelOfports: new Map([...d.hypervisors.map((h) => [h.name, tunnels.get(h.name) ?? 0xfeff] as const)]) }, cookieOf(d));
       const present_ = flowPresent(g.observed.flows);
       const [entry, ...slotFlowsWanted] = flows;
       if (!present_(entry)) {
-        note("entry flow missing or changed");
+        note("flow-changed", "entry flow");
         present = false;
       }
       let missing = 0;
@@ -607,7 +612,7 @@ function actualSlotInputs(
           wrong.add(owner);
         }
       });
-      if (missing > 0) note(`${missing} slot flows missing or changed`);
+      if (missing > 0) note("slot-flows-changed", `${missing} slot flows`);
     });
     if (!present) continue;
     vips.push({ ...vip, backends: vip.backends.filter((b) => !wrong.has(backendKey(b))) });

@@ -1,9 +1,11 @@
+import type { DeferredNatDefaulted as Inputs } from "./plan";
 import { isDeepStrictEqual } from "node:util";
 import type { PartialScope } from "../../engine/bridge";
 import { flowKey, type Flow, type Modification } from "../../openflow";
 import { planBridge, type ObservedBridge } from "../../engine/plan";
-import type { DeferredNatBackend, DeferredNatLoadBalancerInputs as Inputs, DeferredNatVip } from "../../model/inputs.generated";
+import type { DeferredNatBackend, DeferredNatVip } from "../../model/inputs.generated";
 import type { RecordedPorts } from "../../model/outputs.generated";
+import { confinedVip, recordedFindings, renderFinding, type DriftFinding } from "../../model/drift";
 import { VIP_FLOW_PRIORITY, backendKey, cookieOf, gatewayIntent, vipKey, type GatewayPort, type RecordedIds } from "./plan";
 
 /**
@@ -45,6 +47,7 @@ export const MAX_SCOPED_VIPS = 64;
 /** What of the recorded state a scoped update needs. */
 export interface RecordedForScope extends RecordedIds {
   drift?: readonly string[];
+  driftFindings?: readonly DriftFinding[];
   gatewayPorts?: Record<string, RecordedPorts>;
 }
 
@@ -59,13 +62,15 @@ export function updateScope(old: Inputs, news: Inputs, recorded: RecordedForScop
   const { vips: oldVips, ...oldRest } = old;
   const { vips: newVips, ...newRest } = news;
   if (!isDeepStrictEqual(oldRest, newRest)) return { kind: "all", reason: "a setting of the whole load balancer changed" };
-  // A finding a refresh recorded names its VIP ("gw1: VIP tcp:10.0.0.1:80: ..."); any other is not one VIP's,
-  // and neither is a gateway's tunnel or BFD port (its BFD drop flows serve every VIP).
+  // Drift a refresh recorded: each finding confined to one VIP touches that VIP; any other (a gateway's
+  // tunnel or BFD port, the northbound, a host a change missed) is not one VIP's.
+  const findings = recordedFindings(recorded);
+  if (!findings) return { kind: "all", reason: "the last read found drift recorded without findings (state from an earlier ovslb)" };
   const drifted = new Set<string>();
-  for (const finding of recorded.drift ?? []) {
-    const m = / VIP ([a-z]+:[0-9.]+:[0-9]+): /.exec(finding);
-    if (!m || / port to hypervisor /.test(finding)) return { kind: "all", reason: `the last read found drift that is not one VIP's (${finding})` };
-    drifted.add(m[1]);
+  for (const finding of findings) {
+    const vip = confinedVip(finding);
+    if (vip === undefined) return { kind: "all", reason: `the last read found drift that is not one VIP's (${renderFinding(finding)})` };
+    drifted.add(vip);
   }
   const before = new Map(oldVips.map((v) => [vipKey(v), v]));
   const touched: string[] = [];

@@ -1,4 +1,5 @@
-import type { DeferredNatBackend, DeferredNatLoadBalancerInputs as Inputs, DeferredNatVip } from "../../model/inputs.generated";
+import type { DeferredNatDefaulted as Inputs } from "./plan";
+import type { DeferredNatBackend, DeferredNatVip } from "../../model/inputs.generated";
 import type { CheckFailure } from "../../model/validate";
 import { ipv4Number, type Flow, type MultipathFields } from "../../openflow";
 import { MAX_SLOTS, NONE, planSlots, readSlots, recordSlots, slotCount, type RecordedSlotTable, type SlotTable } from "./slots";
@@ -53,7 +54,7 @@ export function checkSecondChance(inputs: Inputs): CheckFailure[] {
     return failures;
   }
   inputs.hypervisors.forEach((h, i) => {
-    if ((h.delivery ?? inputs.delivery ?? "mac") !== "gre") {
+    if ((h.delivery ?? inputs.delivery) !== "gre") {
       fail(`hypervisors[${i}].delivery`, "must be gre with secondChance: the previous owner's hypervisor travels in the GRE key");
     }
   });
@@ -66,9 +67,9 @@ export function checkSecondChance(inputs: Inputs): CheckFailure[] {
   }
   let flows = 0;
   inputs.vips.forEach((vip, v) => {
-    const weight = vip.backends.filter((b) => b.state !== "draining").reduce((n, b) => n + (b.weight ?? 1), 0);
+    const weight = vip.backends.filter((b) => b.state !== "draining").reduce((n, b) => n + b.weight, 0);
     if (vip.backends.length > 0 && weight === 0) fail(`vips[${v}].backends`, "are all draining: a VIP needs an active backend to take new connections");
-    const size = inputs.secondChance!.slots ?? slotCount(vip.backends.map((b) => ({ key: "", weight: b.weight ?? 1, state: "active" })));
+    const size = inputs.secondChance!.slots ?? slotCount(vip.backends.map((b) => ({ key: "", weight: b.weight, state: "active" })));
     if (weight * MIN_SLOTS_PER_WEIGHT > size) {
       fail(`vips[${v}].backends`, `weigh ${weight} in all: ${size} slots give under ${MIN_SLOTS_PER_WEIGHT} per unit of weight, too few to keep the shares (at most ${size / MIN_SLOTS_PER_WEIGHT} units; give secondChance.slots up to ${MAX_SLOTS})`);
     }
@@ -90,7 +91,7 @@ export function planAllSlots(inputs: Inputs, recorded: Readonly<Record<string, R
   for (const vip of inputs.vips) {
     const key = vipKey(vip);
     const before = recorded?.[key] ? readSlots(recorded[key]) : undefined;
-    const backends = vip.backends.map((b) => ({ key: backendKey(b), weight: b.weight ?? 1, state: b.state ?? ("active" as const) }));
+    const backends = vip.backends.map((b) => ({ key: backendKey(b), weight: b.weight, state: b.state ?? ("active" as const) }));
     const plan = planSlots(key, backends, before, { ...(inputs.secondChance?.slots ? { size: inputs.secondChance.slots } : {}), release: inputs.secondChance?.release ?? false });
     plans.tables[key] = plan.table;
     plans.moves[key] = { moved: plan.moved, minimum: plan.minimum };

@@ -1,8 +1,7 @@
-import type { DeferredNatLoadBalancerInputs as Inputs } from "../../model/inputs.generated";
+import type { DeferredNatDefaulted as Inputs } from "./plan";
 import { withRemoteOvsdb, type OvsdbClient } from "../../transport/ovsdb-client";
 import { logicalPortsOf } from "../../engine/health";
 import { readPortsHealth, type SouthboundView } from "../../engine/southbound";
-import { withDefaults } from "./plan";
 
 /**
  * The load balancer's healthCheck on the southbound: the shared read and
@@ -18,4 +17,4 @@ export async function withSouthbound<R>(inputs: Inputs, fn: (db: OvsdbClient | u
 }
 
 /** The monitors and bindings of the backends' logical ports, in one read transaction. */
-export const readSouthbound = (inputs: Inputs, db: OvsdbClient): Promise<SouthboundView> => readPortsHealth(logicalPortsOf(withDefaults(inputs).vips), db);
+export const readSouthbound = (inputs: Inputs, db: OvsdbClient): Promise<SouthboundView> => readPortsHealth(logicalPortsOf(inputs.vips), db);

@@ -1,5 +1,5 @@
+import type { DeferredNatDefaulted as Inputs } from "./plan";
 import { ensureTunnelPorts, readTunnelPorts, removeTunnelPorts } from "../../engine/tunnel-ports";
-import type { DeferredNatLoadBalancerInputs as Inputs } from "../../model/inputs.generated";
 import type { OvsHostSession } from "../../transport/ovs-host";
 import type { BfdView } from "./health";
 import { BFD_ROLE, TUNNEL_ROLE, hasRole, lbId, tunnelPorts } from "./plan";

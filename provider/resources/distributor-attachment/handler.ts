@@ -1,13 +1,14 @@
-import { observeOvsVersion, withOvsVersion } from "../../engine/ovs-version";
+import { convergeOn, onHost } from "../../engine/converge";
+import { observeOvsVersion } from "../../engine/ovs-version";
 import type { DistributorAttachmentOutputs } from "../../model/outputs.generated";
 import schema from "../../../schema/distributor-attachment.json";
-import { applyBundle, observeBridge, openflowOf, type BridgeRef } from "../../engine/bridge";
+import { applyBundle, insertOwnedBridge, observeBridge, openflowOf, type BridgeRef } from "../../engine/bridge";
 import { arpAnnouncement } from "../../openflow";
 import { foreignGroupIds, ownedFlows, ownedGroupIds, planBridge, type ObservedBridge } from "../../engine/plan";
 import type { DistributorAttachmentInputs } from "../../model/inputs.generated";
 import { ATTACHMENT_KEY, DEVICE_KEY, OPEN_VSWITCH, OwnedTransaction, Transaction, mutation, ownerMark, ownerOf, where, type BridgeRow } from "../../ovsdb";
 import type { ResourceHandler } from "../../resource-handler";
-import { operationLock, withOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
+import { withOvsHosts } from "../../transport/ovs-host";
 import type { OvsdbClient } from "../../transport/ovsdb-client";
 import { registeredDevice } from "../distributor-device/plan";
 import {
@@ -21,6 +22,7 @@ import {
   readBack,
   type SlotOccupant,
   withDefaults,
+  type AttachmentDefaulted,
   type ActualDataplane,
   type DataplaneIds,
   type RecordedSlot,
@@ -61,13 +63,13 @@ async function readRows(db: OvsdbClient, i: DistributorAttachmentInputs) {
 type DeviceRows = Awaited<ReturnType<typeof readRows>>;
 
 /** Refuses a device that is not registered as deviceId, and ids or names that someone else holds. */
-function refuseCollisions(s: OvsHostSession, i: DistributorAttachmentInputs, rows: DeviceRows, creating: boolean): void {
+function refuseCollisions(i: DistributorAttachmentInputs, rows: DeviceRows, creating: boolean): void {
   const me = attachmentId(i);
   const registered = registeredDevice(rows.root);
   if (registered !== i.deviceId) {
-    throw new Error(`${s.hostName}: the host is ${registered ? `distributor device ${registered}` : "not a registered distributor device"}, not ${i.deviceId}`);
+    throw new Error(`the host is ${registered ? `distributor device ${registered}` : "not a registered distributor device"}, not ${i.deviceId}`);
   }
-  if (!rows.uplink) throw new Error(`${s.hostName}: uplink bridge ${i.uplinkBridge} does not exist on device ${i.deviceId}`);
+  if (!rows.uplink) throw new Error(`uplink bridge ${i.uplinkBridge} does not exist on device ${i.deviceId}`);
   const names = attachmentNames(i);
   const taken = [
     ...(rows.bridge && (creating || ownerOf(rows.bridge) !== me) ? [`bridge ${names.bridge} (${ownerOf(rows.bridge) ?? "not owned by ovslb"})`] : []),
@@ -75,15 +77,15 @@ function refuseCollisions(s: OvsHostSession, i: DistributorAttachmentInputs, row
     ...rows.ports.filter((p) => (creating && !rows.bridge) || ownerOf(p) !== me).map((p) => `port ${p.name} (${ownerOf(p) ?? "not owned by ovslb"})`),
   ];
   if (taken.length > 0) {
-    throw new Error(`${s.hostName}: attachment id ${i.attachmentId} collides on device ${i.deviceId}: ${taken.join(", ")} already exist; refusing to take them over`);
+    throw new Error(`attachment id ${i.attachmentId} collides on device ${i.deviceId}: ${taken.join(", ")} already exist; refusing to take them over`);
   }
 }
 
 const ownedBy = (i: DistributorAttachmentInputs, comment: string) => new OwnedTransaction(OPEN_VSWITCH, ownerMark(attachmentId(i)), comment);
 
 /** One transaction: the attachment's bridge with its frontend patch port, and the patch's peer on the uplink. */
-function createRows(i: DistributorAttachmentInputs, uplink: NonNullable<DeviceRows["uplink"]>) {
-  const d = withDefaults(i);
+function createRows(d: AttachmentDefaulted, uplink: NonNullable<DeviceRows["uplink"]>) {
+  const i = d;
   const names = attachmentNames(i);
   const marks = { [DEVICE_KEY]: i.deviceId, [ATTACHMENT_KEY]: i.attachmentId };
   const txn = ownedBy(i, `ovslb: attach ${attachmentId(i)}`);
@@ -91,24 +93,24 @@ function createRows(i: DistributorAttachmentInputs, uplink: NonNullable<DeviceRo
   txn.requireAbsent("Port", [where("name", "==", names.uplinkPort)]);
   txn.requireAbsent("Port", [where("name", "==", names.frontendPort)]);
   txn.requireUnchanged("Bridge", uplink, ["name"]);
-  const local = txn.insert("Interface", { name: names.bridge, type: "internal" }, "local_if");
-  const localPort = txn.insert("Port", { name: names.bridge, interfaces: [local] }, "local_port");
   const fe = txn.insert("Interface", { name: names.frontendPort, type: "patch", options: { peer: names.uplinkPort }, ofport_request: [FRONTEND_OFPORT] }, "fe_if");
   const fePort = txn.insertOwned("Port", { name: names.frontendPort, interfaces: [fe], external_ids: marks }, "fe_port");
   const up = txn.insert("Interface", { name: names.uplinkPort, type: "patch", options: { peer: names.frontendPort } }, "up_if");
   // An access port: only the tenant's VLAN (0 = untagged) reaches the attachment.
   const upPort = txn.insertOwned("Port", { name: names.uplinkPort, interfaces: [up], tag: [d.vlan ?? 0], external_ids: marks }, "up_port");
-  const bridge = txn.insertOwned("Bridge", {
-    name: names.bridge,
-    datapath_type: "netdev",
-    fail_mode: ["secure"],
-    protocols: PROTOCOLS,
-    ports: [localPort, fePort],
-    external_ids: marks,
-    // The frontend MAC is the bridge's own, set once and only on this attachment's bridge.
-    other_config: { hwaddr: d.frontendMac! },
-  }, "bridge");
-  txn.mutate("Open_vSwitch", [], [mutation("bridges", "insert", [bridge])]);
+  insertOwnedBridge(
+    txn,
+    {
+      name: names.bridge,
+      datapath_type: "netdev",
+      fail_mode: ["secure"],
+      protocols: PROTOCOLS,
+      external_ids: marks,
+      // The frontend MAC is the bridge's own, set once and only on this attachment's bridge.
+      other_config: { hwaddr: d.frontendMac! },
+    },
+    [fePort],
+  );
   txn.mutate("Bridge", [where("_uuid", "==", uplink._uuid)], [mutation("ports", "insert", [upPort])]);
   return txn;
 }
@@ -124,77 +126,97 @@ async function observeAttachment(ref: BridgeRef, cookie: bigint): Promise<Observ
 const recordedSlots = (state: DistributorAttachmentState | undefined): RecordedSlot[] => state?.slots ?? [];
 
 /** The owned flows and the attachment's group if one of them references it (or its recorded buckets mark it). */
-function ownDataplane(d: DistributorAttachmentInputs, observed: ObservedBridge, ids: DataplaneIds): ActualDataplane {
+function ownDataplane(d: AttachmentDefaulted, observed: ObservedBridge, ids: DataplaneIds): ActualDataplane {
   const owned = ownedGroupIds(observed, attachmentIntent(d, ids, []));
   return { flows: ownedFlows(observed, ids.cookie), group: owned.has(ids.groupId) ? observed.groups.find((g) => g.groupId === ids.groupId) : undefined };
 }
 
-/** Brings the device to the inputs: OVSDB rows first (one transaction), then one bundle on the attachment's bridge. */
-async function ensure(
-  s: OvsHostSession,
-  inputs: DistributorAttachmentInputs,
-  previous: DistributorAttachmentState | undefined,
-): Promise<DistributorAttachmentState> {
-  const d = withDefaults(inputs);
+/**
+ * Brings the device to the inputs: OVSDB rows first (one transaction, so
+ * the bridge exists to be read), then one bundle on the attachment's bridge.
+ */
+async function ensure(d: AttachmentDefaulted, previous: DistributorAttachmentState | undefined): Promise<DistributorAttachmentState> {
   const names = attachmentNames(d);
-  const db = await s.vswitchDb();
-  let rows = await readRows(db, d);
   const creating = previous === undefined;
-  refuseCollisions(s, d, rows, creating);
-
   let made = false;
-  if (!rows.bridge) {
-    await s.commitApplied(createRows(d, rows.uplink!));
-    made = true;
-    rows = await readRows(db, d);
-  } else {
-    // Put back settings changed on the host; the MAC and names never change for an existing attachment.
-    const txn = ownedBy(d, `ovslb: repair ${attachmentId(d)}`);
-    if (rows.bridge.other_config.get("hwaddr") !== d.frontendMac) {
-      txn.requireOwned("Bridge", rows.bridge);
-      const byUuid = [where<BridgeRow>("_uuid", "==", rows.bridge._uuid)];
-      txn.mutate("Bridge", byUuid, [mutation("other_config", "delete", ["hwaddr"])]);
-      txn.mutate("Bridge", byUuid, [mutation("other_config", "insert", { hwaddr: d.frontendMac! })]);
-    }
-    const up = rows.uplinkPort;
-    if (up && (up.tag[0] ?? -1) !== (d.vlan ?? 0)) txn.updateOwned("Port", up, { tag: [d.vlan ?? 0] }, ["external_ids"]);
-    if (txn.operations.length > 1) await s.commitApplied(txn);
-  }
-
-  const ref: BridgeRef = { session: s, bridge: names.bridge };
   try {
-    const { slots, vacant } = assignSlots(d.amphorae, recordedSlots(previous));
-    const kept = planIds(d, [], previous);
-    const observed = await observeAttachment(ref, kept.cookie);
-    // A new group id is probed past groups that are not the attachment's.
-    const foreign = foreignGroupIds(observed, attachmentIntent(d, kept, []));
-    const ids = planIds(d, slots.map((x) => x.slot), previous, (g) => foreign.has(g));
-    const lastApply = await applyBundle(ref, planBridge(`${s.hostName}: bridge ${names.bridge}`, attachmentIntent(d, ids, slots), observed));
-    // A router that gave up on this next hop (the device was down) takes it back now, not at its next resolution.
-    if (d.nextHop) await openflowOf(ref).packetOut(arpAnnouncement(d.frontendMac!, d.nextHop), FRONTEND_OFPORT);
-    return {
-      bridge: names.bridge,
-      bridgeUuid: rows.bridge!._uuid.id,
-      frontendPort: names.frontendPort,
-      uplinkPort: names.uplinkPort,
-      frontendOfport: FRONTEND_OFPORT,
-      cookie: `0x${ids.cookie.toString(16)}`,
-      groupId: ids.groupId,
-      slots: slots.map((x) => ({ slot: x.slot, bucketId: ids.bucketIds.get(x.slot)!, amphora: x.amphora, mac: x.mac, ...(x.takenOver ? { takenOver: x.takenOver } : {}) })),
-      vacantSlots: vacant,
-      lastApply,
-      slotLiveness: await slotLiveness(ref, slots),
-    };
+    return await convergeOn(attachmentId(d), d.host, {
+      async plan(s, where) {
+        const db = await s.vswitchDb();
+        let rows = await readRows(db, d);
+        await onHost(where, () => refuseCollisions(d, rows, creating));
+        if (!rows.bridge) {
+          await s.commitApplied(createRows(d, rows.uplink!));
+          made = true;
+          rows = await readRows(db, d);
+        } else {
+          const repair = repairRows(d, rows);
+          if (repair) await s.commitApplied(repair);
+        }
+        const ref: BridgeRef = { session: s, bridge: names.bridge };
+        const { slots, vacant } = assignSlots(d.amphorae, recordedSlots(previous));
+        const kept = planIds(d, [], previous);
+        const observed = await observeAttachment(ref, kept.cookie);
+        // A new group id is probed past groups that are not the attachment's.
+        const foreign = foreignGroupIds(observed, attachmentIntent(d, kept, []));
+        const ids = planIds(d, slots.map((x) => x.slot), previous, (g) => foreign.has(g));
+        const mods = await onHost(where, () => planBridge(`bridge ${names.bridge}`, attachmentIntent(d, ids, slots), observed));
+        return { ref, mods, ids, slots, vacant, bridgeUuid: rows.bridge!._uuid.id };
+      },
+      async apply(_s, plan) {
+        const lastApply = await applyBundle(plan.ref, plan.mods);
+        // A router that gave up on this next hop (the device was down) takes it back now, not at its next resolution.
+        if (d.nextHop) await openflowOf(plan.ref).packetOut(arpAnnouncement(d.frontendMac!, d.nextHop), FRONTEND_OFPORT);
+        return lastApply;
+      },
+      async finish(_s, plan, lastApply) {
+        const { ids, slots } = plan;
+        return {
+          bridge: names.bridge,
+          bridgeUuid: plan.bridgeUuid,
+          frontendPort: names.frontendPort,
+          uplinkPort: names.uplinkPort,
+          frontendOfport: FRONTEND_OFPORT,
+          cookie: `0x${ids.cookie.toString(16)}`,
+          groupId: ids.groupId,
+          slots: slots.map((x) => ({ slot: x.slot, bucketId: ids.bucketIds.get(x.slot)!, amphora: x.amphora, mac: x.mac, ...(x.takenOver ? { takenOver: x.takenOver } : {}) })),
+          vacantSlots: plan.vacant,
+          lastApply,
+          slotLiveness: await slotLiveness(plan.ref, slots),
+        };
+      },
+    });
   } catch (e) {
     // A create that could not program its bridge leaves nothing behind.
-    if (made && creating) await removeRows(s, db, d).catch(() => undefined);
+    if (made && creating) await remove(d).catch(() => undefined);
     throw e;
   }
 }
 
-/** Removes the attachment's bridge and its uplink patch port, only if they carry its owner mark. */
-async function removeRows(s: OvsHostSession, db: OvsdbClient, i: DistributorAttachmentInputs): Promise<void> {
-  const rows = await readRows(db, i);
+/** Settings changed on the host put back (the MAC and names never change for an existing attachment); undefined when none changed. */
+function repairRows(d: AttachmentDefaulted, rows: DeviceRows) {
+  const txn = ownedBy(d, `ovslb: repair ${attachmentId(d)}`);
+  if (rows.bridge!.other_config.get("hwaddr") !== d.frontendMac) {
+    txn.requireOwned("Bridge", rows.bridge!);
+    const byUuid = [where<BridgeRow>("_uuid", "==", rows.bridge!._uuid)];
+    txn.mutate("Bridge", byUuid, [mutation("other_config", "delete", ["hwaddr"])]);
+    txn.mutate("Bridge", byUuid, [mutation("other_config", "insert", { hwaddr: d.frontendMac! })]);
+  }
+  const up = rows.uplinkPort;
+  if (up && (up.tag[0] ?? -1) !== (d.vlan ?? 0)) txn.updateOwned("Port", up, { tag: [d.vlan ?? 0] }, ["external_ids"]);
+  return txn.operations.length > 1 ? txn : undefined;
+}
+
+/** Removes the attachment's bridge and its uplink patch port (their flows and groups go with the bridge). */
+function remove(d: AttachmentDefaulted) {
+  return convergeOn(attachmentId(d), d.host, {
+    plan: async (s) => removeTransaction(d, await readRows(await s.vswitchDb(), d)),
+    apply: async (s, txn) => void (txn && (await s.commitApplied(txn))),
+  });
+}
+
+/** The transaction that removes the attachment's bridge and uplink patch port, only where they carry its owner mark; undefined when none is left. */
+function removeTransaction(i: DistributorAttachmentInputs, rows: DeviceRows) {
   const me = attachmentId(i);
   const txn = ownedBy(i, `ovslb: detach ${me}`);
   if (rows.bridge && ownerOf(rows.bridge) === me) {
@@ -206,10 +228,10 @@ async function removeRows(s: OvsHostSession, db: OvsdbClient, i: DistributorAtta
     txn.requireOwned("Port", up);
     txn.mutate("Bridge", [where("_uuid", "==", rows.uplink._uuid)], [mutation("ports", "delete", [up._uuid])]);
   }
-  if (txn.operations.length > 1) await s.commitApplied(txn);
+  return txn.operations.length > 1 ? txn : undefined;
 }
 
-export const distributorAttachmentHandler: ResourceHandler<DistributorAttachmentInputs, DistributorAttachmentState> = {
+export const distributorAttachmentHandler: ResourceHandler<DistributorAttachmentInputs, DistributorAttachmentState, AttachmentDefaulted> = {
   schema,
   withDefaults,
   checkRules,
@@ -222,13 +244,12 @@ export const distributorAttachmentHandler: ResourceHandler<DistributorAttachment
   }),
 
   async create(inputs) {
-    const [state] = await withOvsHosts([inputs.host], async (s) => withOvsVersion(s, await ensure(s, inputs, undefined)), operationLock(attachmentId(inputs)));
-    return { id: attachmentId(inputs), state };
+    return { id: attachmentId(inputs), state: await ensure(inputs, undefined) };
   },
 
   async read(_id, inputs, state) {
+    const d = inputs;
     const [found] = await withOvsHosts([inputs.host], async (s) => {
-      const d = withDefaults(inputs);
       const db = await s.vswitchDb();
       const rows = await readRows(db, d);
       if (!rows.bridge || ownerOf(rows.bridge) !== attachmentId(d)) return undefined;
@@ -245,11 +266,10 @@ export const distributorAttachmentHandler: ResourceHandler<DistributorAttachment
   },
 
   async update(_id, old, news) {
-    const [state] = await withOvsHosts([news.host], async (s) => withOvsVersion(s, await ensure(s, news, old.state)), operationLock(attachmentId(news)));
-    return state;
+    return ensure(news, old.state);
   },
 
   async delete(_id, inputs) {
-    await withOvsHosts([inputs.host], async (s) => removeRows(s, await s.vswitchDb(), withDefaults(inputs)), operationLock(attachmentId(inputs)));
+    await remove(inputs);
   },
 };

@@ -1,4 +1,5 @@
 import type { DistributorAmphora, DistributorAttachmentInputs } from "../../model/inputs.generated";
+import type { Defaulted } from "../../model/defaulted";
 import type { DistributorSlot } from "../../model/outputs.generated";
 import { derivedId, interfaceName, MAX_BUCKET_ID, MAX_GROUP_ID, ownerCookie } from "../../model/ids";
 import { checkConnection, type CheckFailure } from "../../model/validate";
@@ -38,17 +39,20 @@ export function derivedFrontendMac(id: string): string {
   return bytes.map((b) => b.toString(16).padStart(2, "0")).join(":");
 }
 
-export function withDefaults(inputs: DistributorAttachmentInputs): DistributorAttachmentInputs {
+/** DistributorAttachment inputs as withDefaults returns them (MACs in lower case, as OVS prints them): the only form the plans take. */
+export type AttachmentDefaulted = Defaulted<DistributorAttachmentInputs, "affinity" | "returnPath" | "frontendMac">;
+
+export function withDefaults(inputs: DistributorAttachmentInputs): AttachmentDefaulted {
   return {
-    affinity: "5-tuple",
-    returnPath: "direct",
     ...inputs,
+    affinity: inputs.affinity ?? "5-tuple",
+    returnPath: inputs.returnPath ?? "direct",
     frontendMac: (inputs.frontendMac ?? derivedFrontendMac(inputs.attachmentId)).toLowerCase(),
     amphorae: inputs.amphorae.map((a) => ({ ...a, mac: a.mac.toLowerCase() })),
   };
 }
 
-export function checkRules(inputs: DistributorAttachmentInputs): CheckFailure[] {
+export function checkRules(inputs: AttachmentDefaulted): CheckFailure[] {
   const failures: CheckFailure[] = [...checkConnection(inputs.host.connection, "host.connection")];
   const fail = (property: string, reason: string) => failures.push({ property, reason });
   const names = new Set<string>();
@@ -58,7 +62,7 @@ export function checkRules(inputs: DistributorAttachmentInputs): CheckFailure[] 
     const at = `amphorae[${i}]`;
     if (names.has(a.name)) fail(`${at}.name`, "is used by another amphora of this attachment");
     names.add(a.name);
-    const mac = a.mac.toLowerCase();
+    const mac = a.mac;
     if (macs.has(mac)) fail(`${at}.mac`, `is also amphorae[${macs.get(mac)}]'s MAC`);
     macs.set(mac, i);
     if (a.role === "standby") {
@@ -73,8 +77,7 @@ export function checkRules(inputs: DistributorAttachmentInputs): CheckFailure[] 
   if (inputs.amphorae.length > 0 && failures.length === 0 && assignSlots(inputs.amphorae).slots.length === 0) {
     fail("amphorae", "no slot would be served: give at least one active amphora (or a standby for a failed one)");
   }
-  const frontendMac = (inputs.frontendMac ?? derivedFrontendMac(inputs.attachmentId)).toLowerCase();
-  if (macs.has(frontendMac)) fail("frontendMac", `is amphorae[${macs.get(frontendMac)}]'s MAC`);
+  if (macs.has(inputs.frontendMac)) fail("frontendMac", `is amphorae[${macs.get(inputs.frontendMac)}]'s MAC`);
   if (inputs.returnPath === "hairpin" && !inputs.gatewayMac) fail("gatewayMac", "is required when returnPath is hairpin");
   if (inputs.returnPath !== "hairpin" && inputs.gatewayMac) fail("gatewayMac", "is only used when returnPath is hairpin");
   if (inputs.nextHop && inputs.nextHop === inputs.vip) fail("nextHop", "is the VIP: the router's next hop must be an address of its own");
@@ -188,9 +191,8 @@ export interface DesiredDataplane {
 const setMac = (field: "eth_src" | "eth_dst" | "arp_sha", value: string): Action => ({ type: "set_field", field, value });
 
 /** The attachment's flows (all in table 0, all with its cookie) and its select group, for the slots as assigned. */
-export function desiredDataplane(inputs: DistributorAttachmentInputs, ids: DataplaneIds, slots: readonly SlotOccupant[]): DesiredDataplane {
-  const d = withDefaults(inputs);
-  const fe = d.frontendMac!;
+export function desiredDataplane(d: AttachmentDefaulted, ids: DataplaneIds, slots: readonly SlotOccupant[]): DesiredDataplane {
+  const fe = d.frontendMac;
   const inPort = FRONTEND_OFPORT;
   const flow = (priority: number, match: Flow["match"], actions: Action[]): Flow => ({ table: 0, priority, cookie: ids.cookie, match, actions });
   // The distributor answers ARP for the VIP (and its next hop) with the frontend MAC (amphorae must not).
@@ -239,7 +241,7 @@ export function desiredDataplane(inputs: DistributorAttachmentInputs, ids: Datap
 }
 
 /** What the attachment wants on its own bridge. Buckets change in place (the engine's group differ), so a takeover moves no other slot. */
-export function attachmentIntent(inputs: DistributorAttachmentInputs, ids: DataplaneIds, slots: readonly SlotOccupant[]): BridgeIntent {
+export function attachmentIntent(inputs: AttachmentDefaulted, ids: DataplaneIds, slots: readonly SlotOccupant[]): BridgeIntent {
   const { flows, group } = desiredDataplane(inputs, ids, slots);
   return {
     cookie: ids.cookie,
@@ -263,12 +265,11 @@ export interface ActualDataplane {
  * so a refresh shows the drift and the next update restores it.
  */
 export function actualInputs(
-  recorded: DistributorAttachmentInputs,
+  d: AttachmentDefaulted,
   ids: DataplaneIds,
   actual: ActualDataplane,
   previous: readonly RecordedSlot[] = [],
 ): DistributorAttachmentInputs {
-  const d = withDefaults(recorded);
   if (!actual.group) return { ...d, amphorae: d.amphorae.filter((a) => a.role !== "active") };
   const bySlot = new Map([...ids.bucketIds].map(([slot, bucketId]) => [bucketId, slot]));
   const buckets = new Map(actual.group.buckets.map((b) => [b.bucketId, b]));
@@ -313,7 +314,7 @@ export function actualInputs(
  * its actual MAC).
  */
 export function readBack(
-  recorded: DistributorAttachmentInputs,
+  recorded: AttachmentDefaulted,
   ids: DataplaneIds,
   actual: ActualDataplane,
   slots: readonly OccupiedSlot[],

@@ -3,7 +3,9 @@ import type { DistributorDeviceOutputs } from "../../model/outputs.generated";
 import schema from "../../../schema/distributor-device.json";
 import type { ResourceHandler } from "../../resource-handler";
 import type { DistributorDeviceInputs } from "../../model/inputs.generated";
-import { bridgeSocket, operationLock, withOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
+import { withOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
+import { convergeOn, onHost } from "../../engine/converge";
+import { ownedFlowCount, openflowOf } from "../../engine/bridge";
 import { ovsVersionOf } from "../../engine/ovs-version";
 import { ATTACHMENT_KEY, DEVICE_KEY, DISTRIBUTOR_DEVICE_KEY, OPEN_VSWITCH, OwnedTransaction, Transaction, ownerMark, where, type BridgeRow, type OpenVSwitchRow } from "../../ovsdb";
 import { SshError } from "../../transport/ssh";
@@ -45,30 +47,43 @@ async function readRows(s: OvsHostSession, inputs: DistributorDeviceInputs): Pro
   return { root: rootRow, uplink: uplinkRow, attachments: [...bridges.keys()].sort(), bridges, uplinkPorts };
 }
 
-/** Each attachment's bridge: its two patch ports there, and its own flows (by its cookie) on it. */
+/** Each attachment's bridge: its two patch ports there, and how many of its own flows (by its cookie) it carries. */
 async function attachmentHealth(s: OvsHostSession, inputs: DistributorDeviceInputs, rows: DeviceRows) {
   const health: Record<string, { ports: boolean; flows: number }> = {};
   for (const [attachment, b] of rows.bridges) {
     const names = attachmentNames({ attachmentId: attachment });
     const cookie = ownerCookie(KIND, attachmentId({ deviceId: inputs.deviceId, attachmentId: attachment }));
-    const dump = await s.ssh.run(["ovs-ofctl", "-O", "OpenFlow15", "dump-flows", bridgeSocket(inputs.host, b.bridge), `cookie=0x${cookie.toString(16)}/-1`]);
-    const flows = dump.exitCode === 0 ? dump.stdout.split("\n").filter((l) => l.includes("cookie=")).length : 0;
-    health[attachment] = { ports: b.ports.has(names.frontendPort) && rows.uplinkPorts.has(names.uplinkPort), flows };
+    health[attachment] = { ports: b.ports.has(names.frontendPort) && rows.uplinkPorts.has(names.uplinkPort), flows: await ownedFlowCount({ session: s, bridge: b.bridge }, cookie) };
   }
   return health;
 }
 
 async function observe(s: OvsHostSession, inputs: DistributorDeviceInputs, rows: DeviceRows): Promise<DistributorDeviceState> {
   const ovsVersion = await ovsVersionOf(s, rows.root);
-  const probe = await s.ssh.run(["ovs-ofctl", "-O", "OpenFlow15", "show", bridgeSocket(inputs.host, inputs.uplinkBridge)]);
   return {
     reachable: true,
     ...(ovsVersion ? { ovsVersion } : {}),
     ovsVersions: { [inputs.host.connection.host]: describeVersion(ovsVersion) },
-    openflow15: probe.exitCode === 0,
+    openflow15: await openflowOf({ session: s, bridge: inputs.uplinkBridge }).speaksOpenFlow15(),
     attachments: rows.attachments,
     attachmentHealth: await attachmentHealth(s, inputs, rows),
   };
+}
+
+/** The device's one change: `txn` (built from the rows read; none when there is nothing to write), then what it observes (or `finish`). */
+function deviceChange<S extends object = DistributorDeviceState>(
+  inputs: DistributorDeviceInputs,
+  txnFor: (rows: DeviceRows) => OwnedTransaction<typeof OPEN_VSWITCH> | undefined,
+  finish: (s: OvsHostSession, rows: DeviceRows) => Promise<S> = (s, rows) => observe(s, inputs, rows) as Promise<S>,
+) {
+  return convergeOn(deviceResourceId(inputs), inputs.host, {
+    async plan(s, where) {
+      const rows = await readRows(s, inputs);
+      return { rows, txn: await onHost(where, () => txnFor(rows)) };
+    },
+    apply: async (s, plan) => void (plan.txn && (await (await s.vswitchDb()).run(plan.txn))),
+    finish: (s, plan) => finish(s, plan.rows),
+  });
 }
 
 export const distributorDeviceHandler: ResourceHandler<DistributorDeviceInputs, DistributorDeviceState> = {
@@ -78,23 +93,17 @@ export const distributorDeviceHandler: ResourceHandler<DistributorDeviceInputs, 
   identity: (i) => ({ "host.connection.host": i.host.connection.host, deviceId: i.deviceId }),
 
   async create(inputs) {
-    const [state] = await withOvsHosts([inputs.host], async (s) => {
-      const rows = await readRows(s, inputs);
+    const state = await deviceChange(inputs, (rows) => {
       const registered = registeredDevice(rows.root);
-      if (registered && registered !== inputs.deviceId) {
-        throw new Error(`${s.hostName}: this host is already distributor device ${registered}; refusing to register it as ${inputs.deviceId}`);
-      }
-      if (!rows.uplink) throw new Error(`${s.hostName}: uplink bridge ${inputs.uplinkBridge} does not exist on the device`);
-      if (!registered) {
-        const db = await s.vswitchDb();
-        const txn = new OwnedTransaction(OPEN_VSWITCH, ownerMark(inputs.deviceId, DISTRIBUTOR_DEVICE_KEY), `ovslb: register distributor device ${inputs.deviceId}`);
-        // Precondition: external_ids unchanged since read, so no one registered meanwhile.
-        txn.requireUnchanged("Open_vSwitch", rows.root, ["external_ids"]);
-        txn.addMark("Open_vSwitch", rows.root);
-        await db.run(txn);
-      }
-      return observe(s, inputs, rows);
-    }, operationLock(deviceResourceId(inputs)));
+      if (registered && registered !== inputs.deviceId) throw new Error(`this host is already distributor device ${registered}; refusing to register it as ${inputs.deviceId}`);
+      if (!rows.uplink) throw new Error(`uplink bridge ${inputs.uplinkBridge} does not exist on the device`);
+      if (registered) return undefined;
+      const txn = new OwnedTransaction(OPEN_VSWITCH, ownerMark(inputs.deviceId, DISTRIBUTOR_DEVICE_KEY), `ovslb: register distributor device ${inputs.deviceId}`);
+      // Precondition: external_ids unchanged since read, so no one registered meanwhile.
+      txn.requireUnchanged("Open_vSwitch", rows.root, ["external_ids"]);
+      txn.addMark("Open_vSwitch", rows.root);
+      return txn;
+    });
     return { id: deviceResourceId(inputs), state };
   },
 
@@ -114,27 +123,23 @@ export const distributorDeviceHandler: ResourceHandler<DistributorDeviceInputs, 
   },
 
   async update(_id, _old, news) {
-    const [state] = await withOvsHosts([news.host], async (s) => {
-      const rows = await readRows(s, news);
-      if (!rows.uplink) throw new Error(`${s.hostName}: uplink bridge ${news.uplinkBridge} does not exist on the device`);
-      return observe(s, news, rows);
-    }, operationLock(deviceResourceId(news)));
-    return state;
+    return deviceChange(news, (rows) => {
+      if (!rows.uplink) throw new Error(`uplink bridge ${news.uplinkBridge} does not exist on the device`);
+      return undefined;
+    });
   },
 
   async delete(_id, inputs) {
-    await withOvsHosts([inputs.host], async (s) => {
-      const rows = await readRows(s, inputs);
+    await deviceChange(inputs, (rows) => {
       const refusal = deleteRefusal(inputs.deviceId, rows.attachments);
-      if (refusal) throw new Error(`${s.hostName}: ${refusal}`);
-      if (registeredDevice(rows.root) !== inputs.deviceId) return; // already gone, or not ours
-      const db = await s.vswitchDb();
+      if (refusal) throw new Error(refusal);
+      if (registeredDevice(rows.root) !== inputs.deviceId) return undefined; // already gone, or not ours
       const txn = new OwnedTransaction(OPEN_VSWITCH, ownerMark(inputs.deviceId, DISTRIBUTOR_DEVICE_KEY), `ovslb: unregister distributor device ${inputs.deviceId}`);
       txn.requireOwned("Open_vSwitch", rows.root);
       // No attachment may appear between the check and the commit.
       txn.requireAbsent("Bridge", [where("external_ids", "includes", { [DEVICE_KEY]: inputs.deviceId })]);
       txn.removeMark("Open_vSwitch", rows.root);
-      await db.run(txn);
-    }, operationLock(deviceResourceId(inputs)));
+      return txn;
+    }, async () => ({}));
   },
 };

@@ -1,4 +1,5 @@
-import { observeOvsVersion, withOvsVersion } from "../../engine/ovs-version";
+import { convergeOn, onHost } from "../../engine/converge";
+import { observeOvsVersion } from "../../engine/ovs-version";
 import type { DsrHypervisorFlowsOutputs } from "../../model/outputs.generated";
 import schema from "../../../schema/dsr-hypervisor-flows.json";
 import { applyBundle, observeBridge, observeBundles as observeAllBundles, type BridgeRef } from "../../engine/bridge";
@@ -6,7 +7,7 @@ import { ownedFlows, planBridge } from "../../engine/plan";
 import type { DsrHypervisorFlowsInputs } from "../../model/inputs.generated";
 import type { ResourceHandler } from "../../resource-handler";
 import { OPEN_VSWITCH, OwnedTransaction, ROLE_KEY, Transaction, describeOwner, mutation, ownerMark, where } from "../../ovsdb";
-import { operationLock, withOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
+import { withOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
 import { ensureTunnelPorts, readTunnelPorts, removeTunnelPorts } from "../../engine/tunnel-ports";
 import {
   BFD_PEER_ROLE,
@@ -22,12 +23,13 @@ import {
   planIntent,
   withDefaults,
   zonesOf,
+  type DsrDefaulted,
 } from "./plan";
 import { grePortState, type GrePortRows } from "../../engine/gre-port";
 import { flowPresent } from "../../engine/flows";
-import { liveConnections, parseConntrack, type DumpedFlow } from "../../openflow";
+import { liveConnections, type DumpedFlow, type Modification } from "../../openflow";
 
-type Inputs = DsrHypervisorFlowsInputs;
+type Inputs = DsrDefaulted;
 
 /** What DsrHypervisorFlows records besides its inputs: its outputs, declared in schema/dsr-hypervisor-flows.json ("x-outputs"). */
 export type DsrHypervisorFlowsState = DsrHypervisorFlowsOutputs;
@@ -35,7 +37,7 @@ export type DsrHypervisorFlowsState = DsrHypervisorFlowsOutputs;
 /** gre.secondChance: each declared backend's live connections in the zone. */
 async function connectionsOf(s: OvsHostSession, inputs: Inputs, zone: number): Promise<Record<string, number> | undefined> {
   if (!inputs.gre?.secondChance) return undefined;
-  const live = liveConnections(parseConntrack(await s.appctl(["dpctl/dump-conntrack", `zone=${zone}`])), zone);
+  const live = liveConnections(await s.dumpConntrack(zone), zone);
   return Object.fromEntries([...new Set(inputs.vips.flatMap((v) => v.backends.map((b) => `${b.address}:${b.port}`)))].map((k) => [k, live.get(k) ?? 0]));
 }
 
@@ -51,20 +53,9 @@ async function readBfdPeers(s: OvsHostSession, id: string, inputs: Inputs, owned
   return { states, working: new Set(reads.filter((r) => r.state === "right" && dropping(r)).map((r) => r.want.peer)) };
 }
 
-const ALL_ONES = (1n << 64n) - 1n;
 
 /** Every bundle any resource sends (tests prove incremental applies from it). */
 export const observeBundles = observeAllBundles;
-
-/** Refusals found while planning name the host. */
-async function onHost<R>(s: OvsHostSession, fn: () => R): Promise<R> {
-  try {
-    return fn();
-  } catch (e) {
-    if (e instanceof Error && !e.message.startsWith(s.hostName)) e.message = `${s.hostName}: ${e.message}`;
-    throw e;
-  }
-}
 
 /** The GRE port's rows on the host (by name), and whether the port is on the bridge. */
 async function readGrePort(s: OvsHostSession, bridge: string, name: string) {
@@ -121,34 +112,77 @@ async function removeGrePort(s: OvsHostSession, id: string, bridge: string, name
 
 /**
  * Reads the bridge, plans the difference and applies it in one bundle: the
- * same path for create and update, so a partial or drifted host converges.
+ * same path for create, update and delete (which wants nothing), so a
+ * partial or drifted host converges. The GRE and BFD ports go first, so
+ * their ofports are known to the plan.
  */
-async function converge(s: OvsHostSession, id: string, inputs: Inputs, recordedZone: number | undefined): Promise<DsrHypervisorFlowsState> {
-  const ref: BridgeRef = { session: s, bridge: inputs.bridge };
-  if (inputs.mode === "gre") await ensureGrePort(s, id, inputs);
-  const bfd = bfdPorts(id, inputs);
-  await ensureTunnelPorts(s, id, inputs.bridge, bfd, s.hostName);
-  await removeTunnelPorts(s, id, inputs.bridge, BFD_PEER_ROLE, isBfdPeer, bfd);
-  // Every flow of the bridge: others' flows decide the zone and must not be overwritten.
-  const observed = await observeBridge(ref, "all", cookieOf(id));
-  if (!observed) throw new Error(`${s.hostName}: bridge ${inputs.bridge} does not exist`);
-  const { intent, zone, ofports } = await onHost(s, () => planIntent(id, inputs, recordedZone, observed));
-  const lastApply = await applyBundle(ref, planBridge(`${s.hostName}: bridge ${inputs.bridge}`, intent, observed));
-  // After the bundle: once no flow commits connections to a backend that left, none of its entries can come back.
-  for (const flush of conntrackFlushes(ownedFlows(observed, intent.cookie), intent.flows)) await s.appctl(flush);
-  const peers = bfd.length > 0 ? (await readBfdPeers(s, id, inputs)).states : undefined;
-  const connections = await connectionsOf(s, inputs, zone);
-  return {
-    cookie: `0x${intent.cookie.toString(16)}`,
-    ctZone: zone,
-    ofports: Object.fromEntries(ofports),
-    lastApply,
-    ...(peers ? { bfd: peers } : {}),
-    ...(connections ? { connections } : {}),
-  };
+function change(id: string, inputs: Inputs, recordedZone: number | undefined, after?: (s: OvsHostSession) => Promise<void>) {
+  return convergeOn(id, inputs.host, {
+    async plan(s, where) {
+      const ref: BridgeRef = { session: s, bridge: inputs.bridge };
+      if (inputs.mode === "gre") await ensureGrePort(s, id, inputs);
+      const bfd = bfdPorts(id, inputs);
+      await ensureTunnelPorts(s, id, inputs.bridge, bfd, s.hostName);
+      await removeTunnelPorts(s, id, inputs.bridge, BFD_PEER_ROLE, isBfdPeer, bfd);
+      // Every flow of the bridge: others' flows decide the zone and must not be overwritten.
+      const observed = await observeBridge(ref, "all", cookieOf(id));
+      if (!observed) throw new Error(`${where}: bridge ${inputs.bridge} does not exist`);
+      const planned = await onHost(where, () => planIntent(id, inputs, recordedZone, observed));
+      const mods = await onHost(where, () => planBridge(`bridge ${inputs.bridge}`, planned.intent, observed));
+      // Once no flow commits connections to a backend that left, none of its entries can come back: they go after the bundle.
+      const flushes = conntrackFlushes(ownedFlows(observed, planned.intent.cookie), planned.intent.flows);
+      return { ref, mods, flushes, ...planned, bfd };
+    },
+    async apply(s, plan) {
+      const lastApply = await applyBundle(plan.ref, plan.mods);
+      for (const flush of plan.flushes) await s.flushConntrack(flush);
+      return lastApply;
+    },
+    async finish(s, plan, lastApply) {
+      await after?.(s);
+      const peers = plan.bfd.length > 0 ? (await readBfdPeers(s, id, inputs)).states : undefined;
+      const connections = await connectionsOf(s, inputs, plan.zone);
+      return {
+        cookie: `0x${plan.intent.cookie.toString(16)}`,
+        ctZone: plan.zone,
+        ofports: Object.fromEntries(plan.ofports),
+        lastApply,
+        ...(peers ? { bfd: peers } : {}),
+        ...(connections ? { connections } : {}),
+      };
+    },
+  });
 }
 
-export const dsrHypervisorFlowsHandler: ResourceHandler<Inputs, DsrHypervisorFlowsState> = {
+const ALL_ONES = (1n << 64n) - 1n;
+
+/**
+ * Removes every flow it owns, then the zone's
+ * conntrack entries (connections NATed in the zone would outlive the flows,
+ * and whoever takes the zone next would inherit them), its GRE port and
+ * its BFD ports.
+ */
+function remove(id: string, inputs: Inputs) {
+  return convergeOn(id, inputs.host, {
+    async plan(s) {
+      const ref: BridgeRef = { session: s, bridge: inputs.bridge };
+      const cookie = cookieOf(id);
+      const observed = await observeBridge(ref, "owned", cookie);
+      const owned = observed ? ownedFlows(observed, cookie) : [];
+      // Every flow it owns, in one message (it owns no group).
+      const mods: Modification[] = owned.length > 0 ? [{ op: "delete-flows", cookie, mask: ALL_ONES }] : [];
+      return { ref, mods, zones: mods.length > 0 ? zonesOf(owned) : [], bridge: !!observed };
+    },
+    async apply(s, plan) {
+      await applyBundle(plan.ref, plan.mods);
+      for (const zone of plan.zones) await s.flushConntrack({ zone });
+      if (inputs.mode === "gre" && plan.bridge) await removeGrePort(s, id, inputs.bridge, inputs.gre!.port!);
+      await removeTunnelPorts(s, id, inputs.bridge, BFD_PEER_ROLE, isBfdPeer, []);
+    },
+  });
+}
+
+export const dsrHypervisorFlowsHandler: ResourceHandler<DsrHypervisorFlowsInputs, DsrHypervisorFlowsState, DsrDefaulted> = {
   schema,
   withDefaults,
   checkRules,
@@ -156,8 +190,7 @@ export const dsrHypervisorFlowsHandler: ResourceHandler<Inputs, DsrHypervisorFlo
 
   async create(inputs) {
     const id = dsrId(inputs);
-    const [state] = await withOvsHosts([inputs.host], async (s) => withOvsVersion(s, await converge(s, id, inputs, undefined)), operationLock(id));
-    return { id, state };
+    return { id, state: await change(id, inputs, undefined) };
   },
 
   async read(id, inputs, state) {
@@ -193,29 +226,13 @@ export const dsrHypervisorFlowsHandler: ResourceHandler<Inputs, DsrHypervisorFlo
   async update(id, old, news) {
     // The zone is sticky; dropping an explicit zone goes back to the derived one.
     const recorded = old.inputs.zone !== undefined && news.zone === undefined ? undefined : old.state.ctZone;
-    const [state] = await withOvsHosts([news.host], async (s) => {
-      const converged = await converge(s, id, news, recorded);
-      // Out of gre mode, or onto another GRE port: the old port goes once no flow uses it.
-      const oldPort = old.inputs.mode === "gre" ? old.inputs.gre?.port : undefined;
-      if (oldPort && (news.mode !== "gre" || news.gre?.port !== oldPort)) await removeGrePort(s, id, news.bridge, oldPort);
-      return withOvsVersion(s, converged);
-    }, operationLock(dsrId(news)));
-    return state;
+    // Out of gre mode, or onto another GRE port: the old port goes once no flow uses it.
+    const oldPort = old.inputs.mode === "gre" ? old.inputs.gre?.port : undefined;
+    const dropPort = oldPort && (news.mode !== "gre" || news.gre?.port !== oldPort) ? oldPort : undefined;
+    return change(dsrId(news), news, recorded, dropPort ? (s) => removeGrePort(s, id, news.bridge, dropPort) : undefined);
   },
 
   async delete(id, inputs) {
-    const cookie = cookieOf(id);
-    await withOvsHosts([inputs.host], async (s) => {
-      const ref: BridgeRef = { session: s, bridge: inputs.bridge };
-      const observed = await observeBridge(ref, "owned", cookie);
-      const owned = observed ? ownedFlows(observed, cookie) : [];
-      if (observed && owned.length > 0) {
-        await applyBundle(ref, [{ op: "delete-flows", cookie, mask: ALL_ONES }]);
-        // Connections NATed in the zone would outlive the flows, and whoever takes the zone next would inherit them.
-        for (const zone of zonesOf(owned)) await s.appctl(["dpctl/flush-conntrack", `zone=${zone}`]);
-      }
-      if (inputs.mode === "gre" && observed) await removeGrePort(s, id, inputs.bridge, inputs.gre!.port!);
-      await removeTunnelPorts(s, id, inputs.bridge, BFD_PEER_ROLE, isBfdPeer, []);
-    }, operationLock(dsrId(inputs)));
+    await remove(id, inputs);
   },
 };

@@ -5,7 +5,8 @@ import { PEER_KEY, ROLE_KEY } from "../../ovsdb";
 import { MAX_CT_ZONE, bfdOfportRequest, derivedId, interfaceName, ownerCookie, tunnelOfportRequest } from "../../model/ids";
 import type { DsrBackend, DsrHypervisorFlowsInputs, DsrVip } from "../../model/inputs.generated";
 import { checkConnection, type CheckFailure } from "../../model/validate";
-import { bucketMac, flowKey, ipv4Number, type DumpedFlow, type Flow } from "../../openflow";
+import type { Defaulted } from "../../model/defaulted";
+import { bucketMac, flowKey, ipv4Number, type ConntrackFlush, type DumpedFlow, type Flow } from "../../openflow";
 
 /**
  * DsrHypervisorFlows as pure data. On one bridge, with conntrack zone Z:
@@ -32,8 +33,16 @@ import { bucketMac, flowKey, ipv4Number, type DumpedFlow, type Flow } from "../.
  * flow), so ovslb never needs to know how the bridge forwards.
  */
 
-type Inputs = DsrHypervisorFlowsInputs;
 type Protocol = NonNullable<DsrVip["protocol"]>;
+
+/** A VIP with its protocol given and its backends' MACs in lower case (OVS prints them so). */
+export type DefaultedDsrVip = Defaulted<DsrVip, "protocol">;
+/** DsrHypervisorFlows inputs as withDefaults returns them: the only form the plans take. */
+export type DsrDefaulted = Omit<Defaulted<DsrHypervisorFlowsInputs, "mode">, "vips" | "gre"> & {
+  vips: DefaultedDsrVip[];
+  gre?: Defaulted<NonNullable<DsrHypervisorFlowsInputs["gre"]>, "port">;
+};
+type Inputs = DsrDefaulted;
 
 export const KIND = "DsrHypervisorFlows";
 /** Above the bridge's own flows (its NORMAL is priority 0), below anything an operator pins at the top. */
@@ -87,17 +96,18 @@ export const cookieOf = (id: string) => ownerCookie(KIND, id);
 /** The zone to use when none is given: derived from the resource id, past zones others use. */
 export const derivedZone = (id: string, taken: ReadonlySet<number>) => derivedId([KIND, id], MAX_CT_ZONE, (z) => taken.has(z));
 
-export const vipKey = (v: DsrVip) => `${v.protocol ?? "tcp"}:${v.address}:${v.port}`;
+export const vipKey = (v: DefaultedDsrVip) => `${v.protocol}:${v.address}:${v.port}`;
 const backendKey = (b: Pick<DsrBackend, "address" | "port">) => `${b.address}:${b.port}`;
 
 /** The GRE port's name when gre.port is not given. */
 export const DEFAULT_GRE_PORT = "ovslb-gre";
 
-export function withDefaults(inputs: Inputs): Inputs {
+export function withDefaults(inputs: DsrHypervisorFlowsInputs): Inputs {
+  const { gre, ...rest } = inputs;
   return {
-    ...inputs,
+    ...rest,
     mode: inputs.mode ?? "mac",
-    ...(inputs.gre ? { gre: { port: DEFAULT_GRE_PORT, ...inputs.gre } } : {}),
+    ...(gre ? { gre: { ...gre, port: gre.port ?? DEFAULT_GRE_PORT } } : {}),
     // OVS prints MACs in lower case: so must the inputs, or a refresh shows a change.
     vips: inputs.vips.map((v) => ({
       ...v,
@@ -127,7 +137,7 @@ export function checkRules(inputs: Inputs): CheckFailure[] {
     const macs = new Map<string, number>();
     vip.backends.forEach((b, k) => {
       const bat = `${at}.backends[${k}]`;
-      const mac = b.mac.toLowerCase();
+      const mac = b.mac;
       const same = backends.get(backendKey(b));
       if (same !== undefined) {
         failures.push({ property: bat, reason: `duplicates ${at}.backends[${same}]: the same address and port` });
@@ -201,10 +211,10 @@ function checkGre(inputs: Inputs): CheckFailure[] {
       reason: "ipip cannot be received by OVS (it has no IPIP port type, and its decap action strips only Ethernet, NSH and MPLS); have the load balancer send GRE and use gre",
     });
   }
-  if ((inputs.mode ?? "mac") === "gre" && !inputs.gre) {
+  if (inputs.mode === "gre" && !inputs.gre) {
     failures.push({ property: "gre", reason: "is required in gre mode: give gre.allowedSources, the load balancers whose GRE may be delivered" });
   }
-  if ((inputs.mode ?? "mac") !== "gre" && inputs.gre) failures.push({ property: "gre", reason: "is only used in gre mode" });
+  if (inputs.mode !== "gre" && inputs.gre) failures.push({ property: "gre", reason: "is only used in gre mode" });
   if (inputs.gre?.secondChance && inputs.gre.key !== undefined) {
     failures.push({ property: "gre.key", reason: "must not be set with gre.secondChance: the gateways' GRE key then carries the previous owner's hypervisor, not a fixed key" });
   }
@@ -267,19 +277,19 @@ function deliverFlow(protocol: Protocol, b: DsrBackend, p: Placement, at: string
     cookie: p.cookie,
     match: { ct_zone: p.zone, protocol, nw_dst: b.address, tp_dst: b.port },
     actions: [
-      { type: "set_field", field: "eth_dst", value: b.mac.toLowerCase() },
+      { type: "set_field", field: "eth_dst", value: b.mac },
       { type: "output", port: ofportOf(p, b, at) },
     ],
   };
 }
 
-function requestFlow(vip: DsrVip, b: DsrBackend, p: Placement): Flow {
-  const protocol = (vip.protocol ?? "tcp") as Protocol;
+function requestFlow(vip: DefaultedDsrVip, b: DsrBackend, p: Placement): Flow {
+  const protocol = vip.protocol;
   return {
     table: ENTRY_TABLE,
     priority: REQUEST_PRIORITY,
     cookie: p.cookie,
-    match: { protocol, dl_dst: b.mac.toLowerCase(), nw_dst: vip.address, tp_dst: vip.port },
+    match: { protocol, dl_dst: b.mac, nw_dst: vip.address, tp_dst: vip.port },
     actions: commitTo(b, p),
   };
 }
@@ -290,8 +300,8 @@ function requestFlow(vip: DsrVip, b: DsrBackend, p: Placement): Flow {
  * whatever inner MAC the load balancer used; with several, the inner frame
  * names the backend by its MAC (as ovslb's gateways address it).
  */
-function greRequestFlow(inputs: Inputs, vip: DsrVip, b: DsrBackend, source: string, p: Placement): Flow {
-  const protocol = (vip.protocol ?? "tcp") as Protocol;
+function greRequestFlow(inputs: Inputs, vip: DefaultedDsrVip, b: DsrBackend, source: string, p: Placement): Flow {
+  const protocol = vip.protocol;
   const key = inputs.gre?.key;
   return {
     table: ENTRY_TABLE,
@@ -302,7 +312,7 @@ function greRequestFlow(inputs: Inputs, vip: DsrVip, b: DsrBackend, source: stri
       in_port: greOfportOf(p),
       tun_src: source,
       ...(key === undefined ? {} : { tun_id: key }),
-      ...(vip.backends.length > 1 ? { dl_dst: b.mac.toLowerCase() } : {}),
+      ...(vip.backends.length > 1 ? { dl_dst: b.mac } : {}),
       nw_dst: vip.address,
       tp_dst: vip.port,
     },
@@ -367,24 +377,24 @@ export function desiredFlows(inputs: Inputs, p: Placement): Flow[] {
  * flows, wanted once whichever VIPs it serves: the reply flow, and out of
  * second chance (whose table 61 delivers by conntrack itself) the delivery.
  */
-function backendFlows(inputs: Inputs, vip: DsrVip, b: DsrBackend, p: Placement, at: string) {
-  const protocol = (vip.protocol ?? "tcp") as Protocol;
+function backendFlows(inputs: Inputs, vip: DefaultedDsrVip, b: DsrBackend, p: Placement, at: string) {
+  const protocol = vip.protocol;
   const reply = replyFlow(protocol, b, p, at);
   if (inputs.gre?.secondChance) return { requests: secondChanceFlows(inputs, vip, b, p, at), backend: [reply] };
-  const requests = (inputs.mode ?? "mac") === "gre" ? inputs.gre!.allowedSources.map((source) => greRequestFlow(inputs, vip, b, source, p)) : [requestFlow(vip, b, p)];
+  const requests = inputs.mode === "gre" ? inputs.gre!.allowedSources.map((source) => greRequestFlow(inputs, vip, b, source, p)) : [requestFlow(vip, b, p)];
   return { requests, backend: [deliverFlow(protocol, b, p, at), reply] };
 }
 
 /** The flows the whole zone needs: the un-NAT forward flow, in gre mode the GRE port's drop flow, and with second chance the drop of handed-on packets nobody knows. */
 function zoneFlows(inputs: Inputs, p: Placement): Flow[] {
   const handedDrop: Flow = { table: SECOND_CHANCE_TABLE, priority: HANDED_DROP_PRIORITY, cookie: p.cookie, match: { ct_zone: p.zone, reg13: 1 }, actions: [{ type: "drop" }] };
-  return [forwardFlow(p), ...((inputs.mode ?? "mac") === "gre" ? [greDropFlow(p)] : []), ...(inputs.gre?.secondChance ? [handedDrop] : [])];
+  return [forwardFlow(p), ...(inputs.mode === "gre" ? [greDropFlow(p)] : []), ...(inputs.gre?.secondChance ? [handedDrop] : [])];
 }
 
 /** The second-chance pipeline's flows for one (VIP, backend); the VIP-wide ones repeat for each backend and are kept once. */
-function secondChanceFlows(inputs: Inputs, vip: DsrVip, b: DsrBackend, p: Placement, at: string): Flow[] {
-  const protocol = (vip.protocol ?? "tcp") as Protocol;
-  const mac = b.mac.toLowerCase();
+function secondChanceFlows(inputs: Inputs, vip: DefaultedDsrVip, b: DsrBackend, p: Placement, at: string): Flow[] {
+  const protocol = vip.protocol;
+  const mac = b.mac;
   const vipMatch = { protocol, nw_dst: vip.address, tp_dst: vip.port };
   const lookup = { type: "ct", table: SECOND_CHANCE_TABLE, zone: p.zone, nat: { kind: "existing" } } as const;
   const commit = { type: "ct", commit: true, zone: p.zone, nat: { kind: "dst", ip: b.address, port: b.port } } as const;
@@ -438,8 +448,8 @@ export function bfdDropFlows(p: Pick<Placement, "cookie" | "bfdOfports">): Flow[
 export function actualInputs(inputs: Inputs, owned: readonly DumpedFlow[], p: Placement & { portNames: ReadonlyMap<number, string> }): Inputs {
   const present = flowPresent(owned);
   // gre mode with the GRE port gone: nothing can arrive, whatever flows are left.
-  if ((inputs.mode ?? "mac") === "gre" && p.greOfport === undefined) return { ...inputs, vips: [] };
-  const candidates = new Map<string, { vip: DsrVip; backends: Map<string, DsrBackend> }>();
+  if (inputs.mode === "gre" && p.greOfport === undefined) return { ...inputs, vips: [] };
+  const candidates = new Map<string, { vip: DefaultedDsrVip; backends: Map<string, DsrBackend> }>();
   // The flows that commit a backend's connections: the request flows, or with second chance the SYN flows (which deliver too).
   const sc = !!inputs.gre?.secondChance;
   const [commitTable, commitPriority] = sc ? [SECOND_CHANCE_TABLE, SYN_PRIORITY] : [ENTRY_TABLE, REQUEST_PRIORITY];
@@ -457,14 +467,14 @@ export function actualInputs(inputs: Inputs, owned: readonly DumpedFlow[], p: Pl
     if (bridgePort === undefined) continue; // delivers to a port that is gone: not a working backend
     const mac = f.match.dl_dst ?? bucketMac(delivery!.actions);
     if (!mac) continue;
-    const vip: DsrVip = { address: nw_dst, port: tp_dst, protocol, backends: [] };
+    const vip: DefaultedDsrVip = { address: nw_dst, port: tp_dst, protocol, backends: [] };
     const backend: DsrBackend = { address: ct.nat.ip, port: ct.nat.port, mac, bridgePort };
     const entry = candidates.get(vipKey(vip)) ?? { vip, backends: new Map() };
     entry.backends.set(JSON.stringify(backend), backend);
     candidates.set(vipKey(vip), entry);
   }
   // A (VIP, backend) counts only when every flow it needs is there and right.
-  const found: Array<{ vip: DsrVip; backend: DsrBackend }> = [];
+  const found: Array<{ vip: DefaultedDsrVip; backend: DsrBackend }> = [];
   for (const { vip, backends } of candidates.values()) {
     const whole = { ...vip, backends: [...backends.values()] };
     for (const backend of whole.backends) {
@@ -473,7 +483,7 @@ export function actualInputs(inputs: Inputs, owned: readonly DumpedFlow[], p: Pl
     }
   }
 
-  const vips = new Map<string, DsrVip>();
+  const vips = new Map<string, DefaultedDsrVip>();
   const declared = new Map<string, DsrBackend[]>(inputs.vips.map((v) => [vipKey(v), v.backends]));
   for (const v of inputs.vips) vips.set(vipKey(v), { ...v, backends: [] });
   for (const { vip } of found) {
@@ -541,17 +551,17 @@ export function planIntent(id: string, inputs: Inputs, recordedZone: number | un
 const IP_PROTO: Record<Protocol, number> = { tcp: 6, udp: 17, sctp: 132 };
 
 /** The (VIP, backend)s whose connections the flows commit, by zone: what conntrack may hold entries for there. */
-function committed(flows: readonly Pick<Flow, "match" | "actions">[]): Map<number, Map<string, string[]>> {
-  const byZone = new Map<number, Map<string, string[]>>();
+function committed(flows: readonly Pick<Flow, "match" | "actions">[]): Map<number, Map<string, ConntrackFlush>> {
+  const byZone = new Map<number, Map<string, ConntrackFlush>>();
   for (const f of flows) {
     const { protocol, nw_dst, tp_dst } = f.match;
     for (const a of f.actions) {
       if (a.type !== "ct" || !a.commit || a.zone === undefined || a.nat?.kind !== "dst" || a.nat.port === undefined) continue;
       if (!protocol || !(protocol in IP_PROTO) || !nw_dst || tp_dst === undefined) continue;
       const proto = IP_PROTO[protocol as Protocol];
-      const tuples = [`ct_nw_dst=${nw_dst},ct_nw_proto=${proto},ct_tp_dst=${tp_dst}`, `ct_nw_src=${a.nat.ip},ct_nw_proto=${proto},ct_tp_src=${a.nat.port}`];
-      const zone = byZone.get(a.zone) ?? new Map<string, string[]>();
-      zone.set(tuples.join(" "), tuples);
+      const flush: ConntrackFlush = { zone: a.zone, orig: { proto, dst: nw_dst, dport: tp_dst }, reply: { proto, src: a.nat.ip, sport: a.nat.port } };
+      const zone = byZone.get(a.zone) ?? new Map<string, ConntrackFlush>();
+      zone.set(`${nw_dst}:${tp_dst}/${proto} ${a.nat.ip}:${a.nat.port}`, flush);
       byZone.set(a.zone, zone);
     }
   }
@@ -564,14 +574,14 @@ function committed(flows: readonly Pick<Flow, "match" | "actions">[]): Map<numbe
  * connections to (`before`) and the applied flows (`after`) no longer do.
  * Left, they would pin a new connection from a reused client port to a
  * backend that is gone (OVN's Load_Balancer `ct_flush` does the same). Each
- * is one `dpctl/flush-conntrack zone=Z ORIG REPLY` with partial tuples (the
- * VIP's, the backend's), which OVS 3.1+ matches against every entry.
+ * flush gives partial tuples (the VIP's, the backend's), which OVS 3.1+
+ * matches against every entry.
  */
-export function conntrackFlushes(before: readonly Pick<Flow, "match" | "actions">[], after: readonly Pick<Flow, "match" | "actions">[]): string[][] {
+export function conntrackFlushes(before: readonly Pick<Flow, "match" | "actions">[], after: readonly Pick<Flow, "match" | "actions">[]): ConntrackFlush[] {
   const kept = committed(after);
-  const flushes: string[][] = [];
+  const flushes: ConntrackFlush[] = [];
   for (const [zone, pairs] of committed(before)) {
-    for (const [key, [orig, reply]] of pairs) if (!kept.get(zone)?.has(key)) flushes.push(["dpctl/flush-conntrack", `zone=${zone}`, orig, reply]);
+    for (const [key, flush] of pairs) if (!kept.get(zone)?.has(key)) flushes.push(flush);
   }
   return flushes;
 }

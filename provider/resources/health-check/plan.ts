@@ -1,8 +1,9 @@
 import { isDeepStrictEqual } from "node:util";
 import { claimedBy } from "../../engine/attached-health-checks";
 import { healthVipKey } from "../../engine/health";
-import type { DeferredNatLoadBalancerInputs, HealthCheckInputs as Inputs, HealthCheckVip } from "../../model/inputs.generated";
+import type { HealthCheckInputs as Inputs, HealthCheckVip } from "../../model/inputs.generated";
 import { checkConnection, type CheckFailure } from "../../model/validate";
+import type { DriftFinding } from "../../model/drift";
 import { LOAD_BALANCER_KEY, MAPPINGS_KEY, OWNER_KEY, describeOwner, ownerOf, type Uuid } from "../../ovsdb";
 import { lbId as deferredNatId } from "../deferred-nat-load-balancer/plan";
 import { probeOptions } from "../deferred-nat-load-balancer/ovn";
@@ -20,7 +21,7 @@ type Protocol = (typeof PROTOCOLS)[number];
 /** The resource id and the owner mark of its Load_Balancer_Health_Check rows. */
 export const healthCheckId = (inputs: Pick<Inputs, "loadBalancer">) => `health-check/${inputs.loadBalancer}`;
 /** The owner of the load balancer's rows (DeferredNatLoadBalancer's id). */
-export const loadBalancerOwner = (inputs: Pick<Inputs, "loadBalancer">) => deferredNatId({ name: inputs.loadBalancer } as DeferredNatLoadBalancerInputs);
+export const loadBalancerOwner = (inputs: Pick<Inputs, "loadBalancer">) => deferredNatId({ name: inputs.loadBalancer });
 /** The load balancer's NB row of a protocol, as DeferredNatLoadBalancer names it (one protocol per row). */
 export const rowName = (inputs: Pick<Inputs, "loadBalancer">, protocol: string) => `ovslb-${inputs.loadBalancer}-${protocol}`;
 /** The key OVN matches a health check to a VIP by: exactly the vips key, "IP:PORT". */
@@ -208,36 +209,38 @@ export function planRows(inputs: Inputs, observed: ReadonlyMap<string, ObservedR
 const withoutOwner = (ids: ReadonlyMap<string, string>) => new Map([...ids].filter(([k]) => k !== OWNER_KEY));
 
 /**
- * Where the northbound differs from the inputs, in words, and the indexes
+ * Where the northbound differs from the inputs, as findings, and the indexes
  * of the VIPs it concerns (a VIP whose row, health check or mappings are not
  * as declared reads as not declared, so a diff shows it and update puts it
  * back). Pure.
  */
-export function nbFindings(inputs: Inputs, observed: ReadonlyMap<string, ObservedRow | undefined>): { findings: string[]; driftedVips: Set<number> } {
+export function nbFindings(inputs: Inputs, observed: ReadonlyMap<string, ObservedRow | undefined>): { findings: DriftFinding[]; driftedVips: Set<number> } {
   const want = desiredRows(inputs);
   const me = healthCheckId(inputs);
   const lb = loadBalancerOwner(inputs);
-  const findings: string[] = [];
+  const findings: DriftFinding[] = [];
+  const rowDiffers = (name: string, detail: string) => findings.push({ host: "northbound", kind: "northbound-row", object: `OVN Load_Balancer ${name}`, detail });
+  const columnDiffers = (name: string, detail: string) => findings.push({ host: "northbound", kind: "northbound-column", object: `OVN Load_Balancer ${name}`, detail });
   const driftedVips = new Set<number>();
   for (const protocol of PROTOCOLS) {
     const w = want.get(protocol);
     const row = observed.get(protocol);
     const all = Object.values(w?.checks ?? {}).map((c) => c.index);
     if (w && !row) {
-      findings.push(`OVN Load_Balancer ${w.name} missing`);
+      rowDiffers(w.name, "missing");
       all.forEach((i) => driftedVips.add(i));
       continue;
     }
     if (!row) continue;
     if (w && ownerOf(row) !== lb) {
-      findings.push(`OVN Load_Balancer ${w.name} is ${describeOwner(row)}, not ${lb}`);
+      rowDiffers(w.name, `is ${describeOwner(row)}, not ${lb}`);
       all.forEach((i) => driftedVips.add(i));
       continue;
     }
     const { byVip, extra } = ownRows(row, me);
     for (const [vip, { options, index, addresses }] of Object.entries(w?.checks ?? {})) {
       const have = byVip.get(vip);
-      const say = (what: string) => (findings.push(`OVN Load_Balancer ${row.name}: ${what}`), driftedVips.add(index));
+      const say = (what: string) => (columnDiffers(row.name, what), driftedVips.add(index));
       if (!row.vips.has(vip)) say(`VIP ${vip} is not one of its VIPs`);
       if (!have) say(`health check of VIP ${vip} missing`);
       else if (!sameMap(have.options, options)) say(`health check of VIP ${vip} differs`);
@@ -248,7 +251,7 @@ export function nbFindings(inputs: Inputs, observed: ReadonlyMap<string, Observe
       }
     }
     for (const hc of [...byVip.values(), ...extra]) {
-      if (!w?.checks[hc.vip] || extra.includes(hc)) findings.push(`OVN Load_Balancer ${row.name}: health check of VIP ${hc.vip} not declared`);
+      if (!w?.checks[hc.vip] || extra.includes(hc)) columnDiffers(row.name, `health check of VIP ${hc.vip} not declared`);
     }
   }
   return { findings, driftedVips };

@@ -1,10 +1,12 @@
-import { observeOvsVersion, withOvsVersion } from "../../engine/ovs-version";
+import { convergeOn } from "../../engine/converge";
+import { observeOvsVersion } from "../../engine/ovs-version";
+import { insertOwnedBridge } from "../../engine/bridge";
 import type { OvsBridgeOutputs } from "../../model/outputs.generated";
 import schema from "../../../schema/ovs-bridge.json";
 import type { ResourceHandler } from "../../resource-handler";
 import type { OvsBridgeInputs } from "../../model/inputs.generated";
-import { bridgeSocket, operationLock, withOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
-import { OPEN_VSWITCH, OwnedTransaction, Transaction, describeOwner, mutation, ownerMark, where, type BridgeRow, type Condition } from "../../ovsdb";
+import { bridgeSocket, withOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
+import { OPEN_VSWITCH, OwnedTransaction, Transaction, describeOwner, mutation, ownerMark, where, type BridgeRow, type Condition, type TransactionResults } from "../../ovsdb";
 import { BRIDGE_COLUMNS, actualInputs, bridgeId, checkRules, desiredColumns, ownerOf, withDefaults, type BridgeRead } from "./plan";
 
 /** What OvsBridge records besides its inputs: its outputs, declared in schema/ovs-bridge.json ("x-outputs"). */
@@ -37,37 +39,51 @@ function updateColumns(txn: OwnedTransaction<typeof OPEN_VSWITCH>, row: BridgeRe
   if (want.hwaddr) txn.mutate("Bridge", byUuid, [mutation("other_config", "insert", { hwaddr: want.hwaddr })]);
 }
 
-async function ensure(s: OvsHostSession, inputs: OvsBridgeInputs, previousKeys: string[]): Promise<OvsBridgeState> {
-  const db = await s.vswitchDb();
-  const row = await selectBridge(s, inputs.name);
+/** The one transaction that brings the bridge to the inputs: created whole, or its owned columns set. */
+function ensureTransaction(s: OvsHostSession, inputs: OvsBridgeInputs, row: BridgeRead | undefined, previousKeys: string[]) {
   const txn = new OwnedTransaction(OPEN_VSWITCH, ownerMark(bridgeId(inputs)), `ovslb: ensure bridge ${inputs.name}`);
   if (row) {
     refuseForeign(s, inputs, row);
     updateColumns(txn, row, inputs, previousKeys);
-    await db.run(txn);
-    return { uuid: row._uuid.id, managementSocket: bridgeSocket(s.host, inputs.name) };
+    return { txn, uuid: () => row._uuid.id };
   }
   const want = desiredColumns(inputs);
   // Precondition: still no bridge of that name when this commits.
   txn.requireAbsent("Bridge", [where("name", "==", inputs.name)]);
-  const iface = txn.insert("Interface", { name: inputs.name, type: "internal" }, "iface");
-  const port = txn.insert("Port", { name: inputs.name, interfaces: [iface] }, "port");
-  const bridge = txn.insertOwned(
-    "Bridge",
-    {
-      name: inputs.name,
-      datapath_type: want.datapath_type,
-      fail_mode: [want.fail_mode],
-      protocols: want.protocols,
-      ports: [port],
-      external_ids: want.externalIds,
-      other_config: want.hwaddr ? { hwaddr: want.hwaddr } : {},
+  const bridge = insertOwnedBridge(txn, {
+    name: inputs.name,
+    datapath_type: want.datapath_type,
+    fail_mode: [want.fail_mode],
+    protocols: want.protocols,
+    external_ids: want.externalIds,
+    other_config: want.hwaddr ? { hwaddr: want.hwaddr } : {},
+  });
+  return { txn, uuid: (results: TransactionResults) => results.uuid(bridge).id };
+}
+
+/** Creates the bridge or puts its owned columns back: one owned transaction on the one host. */
+function ensure(inputs: OvsBridgeInputs, previousKeys: string[]): Promise<OvsBridgeState> {
+  return convergeOn(bridgeId(inputs), inputs.host, {
+    plan: async (s) => ensureTransaction(s, inputs, await selectBridge(s, inputs.name), previousKeys),
+    apply: async (s, plan) => plan.uuid(await (await s.vswitchDb()).run(plan.txn)),
+    finish: async (_s, _plan, uuid) => ({ uuid, managementSocket: bridgeSocket(inputs.host, inputs.name) }),
+  });
+}
+
+/** Removes the bridge (its ports and interfaces with it) when it is still ours. */
+async function remove(inputs: OvsBridgeInputs): Promise<void> {
+  await convergeOn(bridgeId(inputs), inputs.host, {
+    async plan(s) {
+      const row = await selectBridge(s, inputs.name);
+      if (!row || ownerOf(row) !== bridgeId(inputs)) return undefined; // already gone, or no longer ours
+      const txn = new OwnedTransaction(OPEN_VSWITCH, ownerMark(bridgeId(inputs)), `ovslb: delete bridge ${inputs.name}`);
+      txn.requireOwned("Bridge", row);
+      // Bridges are not a root table: dropping the reference deletes the row, its ports and interfaces.
+      txn.mutate("Open_vSwitch", [], [mutation("bridges", "delete", [row._uuid])]);
+      return txn;
     },
-    "bridge",
-  );
-  txn.mutate("Open_vSwitch", [], [mutation("bridges", "insert", [bridge])]);
-  const results = await db.run(txn);
-  return { uuid: results.uuid(bridge).id, managementSocket: bridgeSocket(s.host, inputs.name) };
+    apply: async (s, txn) => void (txn && (await (await s.vswitchDb()).run(txn))),
+  });
 }
 
 export const ovsBridgeHandler: ResourceHandler<OvsBridgeInputs, OvsBridgeState> = {
@@ -77,8 +93,7 @@ export const ovsBridgeHandler: ResourceHandler<OvsBridgeInputs, OvsBridgeState> 
   identity: (i) => ({ "host.connection.host": i.host.connection.host, name: i.name }),
 
   async create(inputs) {
-    const [state] = await withOvsHosts([inputs.host], async (s) => withOvsVersion(s, await ensure(s, inputs, [])), operationLock(bridgeId(inputs)));
-    return { id: bridgeId(inputs), state };
+    return { id: bridgeId(inputs), state: await ensure(inputs, []) };
   },
 
   async read(_id, inputs) {
@@ -94,21 +109,10 @@ export const ovsBridgeHandler: ResourceHandler<OvsBridgeInputs, OvsBridgeState> 
   },
 
   async update(_id, old, news) {
-    const previousKeys = Object.keys(old.inputs.externalIds ?? {});
-    const [state] = await withOvsHosts([news.host], async (s) => withOvsVersion(s, await ensure(s, news, previousKeys)), operationLock(bridgeId(news)));
-    return state;
+    return ensure(news, Object.keys(old.inputs.externalIds ?? {}));
   },
 
   async delete(_id, inputs) {
-    await withOvsHosts([inputs.host], async (s) => {
-      const row = await selectBridge(s, inputs.name);
-      if (!row || ownerOf(row) !== bridgeId(inputs)) return; // already gone, or no longer ours
-      const db = await s.vswitchDb();
-      const txn = new OwnedTransaction(OPEN_VSWITCH, ownerMark(bridgeId(inputs)), `ovslb: delete bridge ${inputs.name}`);
-      txn.requireOwned("Bridge", row);
-      // Bridges are not a root table: dropping the reference deletes the row, its ports and interfaces.
-      txn.mutate("Open_vSwitch", [], [mutation("bridges", "delete", [row._uuid])]);
-      await db.run(txn);
-    }, operationLock(bridgeId(inputs)));
+    await remove(inputs);
   },
 };
