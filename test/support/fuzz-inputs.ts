@@ -5,6 +5,7 @@ import dsrSchema from "../../schema/dsr-hypervisor-flows.json";
 import dnatSchema from "../../schema/deferred-nat-load-balancer.json";
 import deviceSchema from "../../schema/distributor-device.json";
 import attachmentSchema from "../../schema/distributor-attachment.json";
+import healthCheckSchema from "../../schema/health-check.json";
 import type {
   DeferredNatLoadBalancerInputs,
   DistributorAttachmentInputs,
@@ -23,7 +24,7 @@ import { assignSlots, attachmentIntent, planIds, withDefaults as attachmentDefau
  * test (check, render, parse back) and the lab one (OVS accepts the flows).
  */
 
-export const KINDS = ["OvsBridge", "DsrHypervisorFlows", "DeferredNatLoadBalancer", "DistributorDevice", "DistributorAttachment"] as const;
+export const KINDS = ["OvsBridge", "DsrHypervisorFlows", "DeferredNatLoadBalancer", "DistributorDevice", "DistributorAttachment", "HealthCheck"] as const;
 export type Kind = (typeof KINDS)[number];
 
 export const SCHEMAS: Record<Kind, object> = {
@@ -32,6 +33,7 @@ export const SCHEMAS: Record<Kind, object> = {
   DeferredNatLoadBalancer: dnatSchema,
   DistributorDevice: deviceSchema,
   DistributorAttachment: attachmentSchema,
+  HealthCheck: healthCheckSchema,
 };
 
 /** Values that try to break out of the grammar they are placed in: flow syntax, shell, OVSDB, unicode, numbers. */
@@ -239,12 +241,61 @@ const attachment = fc
   })
   .map((a) => JSON.parse(JSON.stringify(a)));
 
+const ovsdbSocket = fc.record({
+  connection,
+  socket: fc.constantFrom("/run/ovn/ovnnb_db.sock", "/var/run/ovn/ovnsb_db.sock", "/run/ovslb-lab/hosts/central/run/ovnnb_db.sock"),
+});
+const logicalPort = fc.stringMatching(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,20}$/);
+const healthCheck = fc
+  .record({
+    loadBalancer: lowerName,
+    northbound: ovsdbSocket,
+    southbound: fc.option(ovsdbSocket, { freq: 4, nil: undefined }),
+    sourceIp: ipv4,
+    hypervisorNames: fc.uniqueArray(lowerName, { minLength: 1, maxLength: 3 }),
+    vips: fc.uniqueArray(
+      fc.record({
+        address: ipv4,
+        port: l4Port,
+        protocol: fc.constantFrom("tcp", "udp", "sctp"),
+        backends: fc.uniqueArray(fc.record({ address: ipv4, port: l4Port, logicalPort, hypervisor: fc.option(fc.nat(), { nil: undefined }) }), {
+          maxLength: 3,
+          selector: (b) => `${b.address}:${b.port}`,
+        }),
+      }),
+      { minLength: 1, maxLength: 3, selector: (v) => `${v.protocol}:${v.address}:${v.port}` },
+    ),
+    probe: fc.option(
+      fc.record(
+        { interval: fc.integer({ min: 1, max: 3600 }), timeout: fc.integer({ min: 1, max: 3600 }), successCount: fc.integer({ min: 1, max: 100 }), failureCount: fc.integer({ min: 1, max: 100 }) },
+        { requiredKeys: [] },
+      ),
+      { nil: undefined },
+    ),
+    enforce: fc.boolean(),
+    gateways: fc.option(fc.uniqueArray(fc.record({ name: lowerName, host: ovsHost, bridge: bridgeName }), { minLength: 1, maxLength: 2, selector: (g) => g.name }), { nil: undefined }),
+  })
+  .map(({ hypervisorNames, vips, ...rest }) => ({
+    ...rest,
+    // enforce needs southbound, and with gateways every backend names its hypervisor: mostly inside the rules, so accepted inputs are common.
+    enforce: rest.enforce && rest.southbound !== undefined,
+    vips: vips.map((v) => ({
+      ...v,
+      backends: v.backends.map((b) => ({
+        ...b,
+        hypervisor: b.hypervisor === undefined && !rest.gateways ? undefined : hypervisorNames[(b.hypervisor ?? 0) % hypervisorNames.length],
+      })),
+    })),
+  }))
+  .map((h) => JSON.parse(JSON.stringify(h)) as Record<string, unknown>);
+
 const BASES: Record<Kind, fc.Arbitrary<Record<string, unknown>>> = {
   OvsBridge: ovsBridge,
   DsrHypervisorFlows: dsr,
   DeferredNatLoadBalancer: dnat,
   DistributorDevice: device,
   DistributorAttachment: attachment as fc.Arbitrary<Record<string, unknown>>,
+  HealthCheck: healthCheck,
 };
 
 /** Every path in a JSON value (objects and arrays too), as lists of keys. */

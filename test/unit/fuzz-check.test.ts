@@ -66,8 +66,11 @@ describe.each(KINDS)("fuzzed %s inputs", (kind: Kind) => {
         }
         // Accepted: nothing unusual made it through.
         expect(Object.prototype.hasOwnProperty.call(checked, "__proto__")).toBe(false);
-        // (externalIds values are free text stored as OVSDB JSON strings; connections are never put in a flow or command line.)
-        for (const s of stringsIn({ ...checked, host: undefined, gateways: undefined, externalIds: undefined })) expect(s).not.toMatch(/[\n\r\0`$;|&]/);
+        // (externalIds values are free text stored as OVSDB JSON strings; connections, the OVSDB sockets' too, are never put in a flow or command line.)
+        const sockets = [checked.northbound, checked.southbound].map((db) => (db as { socket?: unknown } | undefined)?.socket);
+        for (const s of stringsIn({ ...checked, host: undefined, gateways: undefined, externalIds: undefined, northbound: undefined, southbound: undefined, sockets })) {
+          expect(s).not.toMatch(/[\n\r\0`$;|&]/);
+        }
         const hosts = [checked.host, ...((checked.gateways as { host: unknown }[] | undefined) ?? []).map((g) => g.host)].filter(Boolean);
         for (const bridge of [checked.bridge, checked.name, checked.uplinkBridge, ...((checked.gateways as { bridge: string }[] | undefined) ?? []).map((g) => g.bridge)]) {
           // Every address ovs-ofctl is given is a unix socket path of plain characters.

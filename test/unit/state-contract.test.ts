@@ -16,6 +16,8 @@ import {
   derivedFrontendMac,
   planIds,
 } from "../../provider/resources/distributor-attachment/plan";
+import { KIND as HEALTH_CHECK_KIND, healthCheckId, loadBalancerOwner, rowName } from "../../provider/resources/health-check/plan";
+import { LOAD_BALANCER_KEY, MAPPINGS_KEY } from "../../provider/ovsdb";
 import { FIXTURE_KINDS, loadFixture } from "../support/state-fixtures";
 
 /**
@@ -41,6 +43,17 @@ describe("the resource kinds and the provider's entry point", () => {
       expect(loadFixture(kind).type).toBe(`pulumi-nodejs:dynamic/ovslb:${kind}`);
     }
     await expect(handle("LoadBalancer", "check", [{}, {}])).rejects.toThrow(/unknown resource kind "LoadBalancer"/);
+  });
+
+  it("HealthCheck (added after the fixtures, none recorded for it yet) is a kind too: its string, id, owner mark and the load balancer's rows it attaches to", async () => {
+    expect(HEALTH_CHECK_KIND).toBe("HealthCheck");
+    const r = (await handle("HealthCheck", "check", [{}, {}])) as { failures: unknown[] };
+    expect(r.failures.length).toBeGreaterThan(0);
+    // The id is also the owner mark of its Load_Balancer_Health_Check rows; the rows it attaches to are DeferredNatLoadBalancer's.
+    expect(healthCheckId({ loadBalancer: "web" })).toBe("health-check/web");
+    expect(loadBalancerOwner({ loadBalancer: "web" })).toBe("deferred-nat/web");
+    expect(["tcp", "udp", "sctp"].map((p) => rowName({ loadBalancer: "web" }, p))).toEqual(["ovslb-web-tcp", "ovslb-web-udp", "ovslb-web-sctp"]);
+    expect([LOAD_BALANCER_KEY, MAPPINGS_KEY]).toEqual(["ovslb:load-balancer", "ovslb:ip-port-mappings"]);
   });
 
   it("the serialized provider requires ovslb/dist/provider/handlers and calls handle(kind, method, args): that module never moves", () => {

@@ -79,6 +79,16 @@ const CASES: Record<Kind, { valid: () => Record<string, unknown>; bad: (v: Recor
     bad: (v) => Object.defineProperty(v.amphorae[0], "__proto__", { value: { role: "active" }, enumerable: true }),
     property: "amphorae[0].__proto__",
   },
+  HealthCheck: {
+    valid: () => ({
+      loadBalancer: "fuzz",
+      northbound: { connection: connection(), socket: "/run/ovn/ovnnb_db.sock" },
+      sourceIp: "10.0.0.254",
+      vips: [{ address: "10.0.0.100", port: 80, protocol: "tcp", backends: [{ address: "10.0.0.21", port: 8080, logicalPort: "lsp-1" }] }],
+    }),
+    bad: (v) => (v.northbound.socket = "/run/ovn/ovnnb_db.sock;reboot"),
+    property: "northbound.socket",
+  },
 };
 
 const bad = (kind: Kind) => {
