@@ -426,20 +426,6 @@ export interface DsrHypervisorFlowsOutputs {
   ovsVersions?: OvsVersions;
 }
 /**
- * What OvsBridge records besides its inputs.
- */
-export interface OvsBridgeOutputs {
-  /**
-   * the Bridge row's uuid
-   */
-  uuid: string;
-  /**
-   * the bridge's OpenFlow management socket on the host (unix:...mgmt)
-   */
-  managementSocket: string;
-  ovsVersions?: OvsVersions;
-}
-/**
  * What HealthCheck records besides its inputs.
  */
 export interface HealthCheckOutputs {
@@ -463,4 +449,18 @@ export interface HealthCheckOutputs {
    * the gateways whose BFD sessions counted toward stale, sorted (none without gateways: stale is then judged on the southbound's bindings alone)
    */
   bfdGateways: string[];
+}
+/**
+ * What OvsBridge records besides its inputs.
+ */
+export interface OvsBridgeOutputs {
+  /**
+   * the Bridge row's uuid
+   */
+  uuid: string;
+  /**
+   * the bridge's OpenFlow management socket on the host (unix:...mgmt)
+   */
+  managementSocket: string;
+  ovsVersions?: OvsVersions;
 }

@@ -216,10 +216,6 @@ export interface DsrHypervisorFlowsOutputProperties {
 export const DSR_HYPERVISOR_FLOWS_OUTPUTS = ["cookie", "ctZone", "ofports", "lastApply", "bfd", "connections", "ovsVersions"] as const;
 
 /**
- * The outputs of a OvsBridge resource, as Pulumi outputs (schema/ovs-bridge.json, "x-outputs"). What OvsBridge records besides its inputs.
- */
-export interface OvsBridgeOutputProperties {
-/**
  * The outputs of a HealthCheck resource, as Pulumi outputs (schema/health-check.json, "x-outputs"). What HealthCheck records besides its inputs.
  */
 export interface HealthCheckOutputProperties {
@@ -249,6 +245,10 @@ export interface HealthCheckOutputProperties {
  */
 export const HEALTH_CHECK_OUTPUTS = ["drift", "driftFindings", "health", "stale", "bfdGateways"] as const;
 
+/**
+ * The outputs of a OvsBridge resource, as Pulumi outputs (schema/ovs-bridge.json, "x-outputs"). What OvsBridge records besides its inputs.
+ */
+export interface OvsBridgeOutputProperties {
   /**
    * the Bridge row's uuid
    */
