@@ -1,5 +1,5 @@
 import type { DumpedFlow, GroupEntry, Modification } from "../openflow";
-import { OPEN_VSWITCH, Transaction, where } from "../ovsdb";
+import { OPEN_VSWITCH, Transaction, mutation, where, type NamedUuid, type OwnedTransaction, type RowInputOf, type RowOf } from "../ovsdb";
 import { OpenFlowBridge, type BundleSent, type FlowFilter } from "../transport/openflow-bridge";
 import { bridgeSocket, type OvsHostSession } from "../transport/ovs-host";
 import { mapBounded } from "../transport/ssh";
@@ -31,6 +31,23 @@ function filtersOf(scope: FlowScope, cookie: bigint): (FlowFilter | undefined)[]
   if (scope === "owned") return [{ cookie, mask: ALL_ONES }];
   const tables = "tables" in scope ? scope.tables : [scope.table];
   return tables.map((table) => ({ cookie: 0n, mask: 0n, table }));
+}
+
+/**
+ * Adds to `txn` an owned bridge with its local port (the internal interface
+ * named after the bridge, which OVS gives every bridge) besides `ports`, and
+ * the root row's reference to it. Returns the bridge's uuid in the transaction.
+ */
+export function insertOwnedBridge(
+  txn: OwnedTransaction<typeof OPEN_VSWITCH>,
+  bridge: Omit<RowInputOf<RowOf<typeof OPEN_VSWITCH, "Bridge">>, "ports"> & { name: string },
+  ports: readonly NamedUuid[] = [],
+): NamedUuid {
+  const local = txn.insert("Interface", { name: bridge.name, type: "internal" }, "local_if");
+  const localPort = txn.insert("Port", { name: bridge.name, interfaces: [local] }, "local_port");
+  const row = txn.insertOwned("Bridge", { ...bridge, ports: [localPort, ...ports] }, "bridge");
+  txn.mutate("Open_vSwitch", [], [mutation("bridges", "insert", [row])]);
+  return row;
 }
 
 /** The bridge's interfaces and their ofports (name -> ofport), or undefined when the bridge does not exist. */
