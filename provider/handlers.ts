@@ -24,7 +24,8 @@ const PROVIDER_KEY = "__provider";
 /** The engine's placeholder for a value not known during preview. */
 const UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9";
 
-const registry: Record<string, ResourceHandler<any, any>> = {
+// Handler methods are declared with method syntax, so each kind's handler is a ResourceHandler of objects.
+const registry: Record<string, ResourceHandler<object, object, object>> = {
   OvsBridge: ovsBridgeHandler,
   DsrHypervisorFlows: dsrHypervisorFlowsHandler,
   DeferredNatLoadBalancer: deferredNatLoadBalancerHandler,
@@ -100,10 +101,11 @@ function redacted(e: unknown, inputs: Props | undefined): Error {
 function failure(e: unknown, inputs: Props, provider: unknown): Error {
   const err = redacted(e, inputs);
   if (!(e instanceof PartialApplyError)) return err;
-  const recorded = (e.inputs ?? inputs) as Props;
+  const partial = e as PartialApplyError<object>;
+  const recorded = (partial.inputs ?? inputs) as Props;
   return Object.assign(new Error(err.message), {
-    id: e.id,
-    properties: { ...joinOutputs(recorded, e.state), [PROVIDER_KEY]: provider },
+    id: partial.id,
+    properties: { ...joinOutputs(recorded, partial.state), [PROVIDER_KEY]: provider },
     reasons: [err.message],
   });
 }

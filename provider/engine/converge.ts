@@ -121,7 +121,7 @@ export async function converge<P, A, S extends object>(change: Change<P, A, S>):
         if (!change.partial || outcomes.every((o) => "refused" in o)) throw new ConvergeError(text);
         throw new PartialApplyError(text, resource, change.partial(plans, outcomes, failed));
       }
-      applied = outcomes.map((o) => (o as { applied: A }).applied);
+      applied = outcomes.flatMap((o) => ("applied" in o ? [o.applied] : []));
       const state = await change.finish(plans, applied);
       const ovsVersions = Object.assign({}, ...(await Promise.all(sessions.map(observeOvsVersion)))) as Record<string, HostOvsVersion>;
       return { ...state, ovsVersions };

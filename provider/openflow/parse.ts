@@ -13,12 +13,22 @@ import { type Action, type BucketEntry, CT_STATE_FLAGS, type DumpedFlow, type Gr
 
 /** Dump output that is not in the expected shape; `line` is the offending line. */
 export class OpenFlowParseError extends Error {
+  /** The host and bridge the dump came from, once the transport knows them ("root@172.30.0.11:22: bridge unix:..."). */
+  where?: string;
+
   constructor(
     readonly line: string,
-    reason: string,
+    readonly reason: string,
   ) {
     super(`cannot parse OVS dump line ${JSON.stringify(line)}: ${reason}`);
     this.name = "OpenFlowParseError";
+  }
+
+  /** The same error, saying which host and bridge printed the line. */
+  at(where: string): this {
+    this.where = where;
+    this.message = `${where}: cannot parse OVS dump line ${JSON.stringify(this.line)}: ${this.reason}`;
+    return this;
   }
 }
 

@@ -1,7 +1,7 @@
 import { readOfctlFailure, type OpenFlowErrorCode } from "../openflow/ofctl-errors";
 import { CommandResult, CommandRunner } from "./exec";
 import { SshConnectionLostError, SshError } from "./ssh";
-import { flowStreamParser, groupStreamParser, parseAggregate, type DumpStreamParser, type FlowAggregate } from "../openflow/parse";
+import { OpenFlowParseError, flowStreamParser, groupStreamParser, parseAggregate, type DumpStreamParser, type FlowAggregate } from "../openflow/parse";
 import { MAX_GROUP_ID, MAX_TABLE, OpenFlowValueError, checkUint, renderBundle, renderCookieMatch, renderMatch } from "../openflow/render";
 import { DumpedFlow, GroupEntry, Match, Modification } from "../openflow/types";
 import { parsePortsDesc, type PortDesc } from "../openflow/ports";
@@ -180,11 +180,16 @@ export class OpenFlowBridge {
 
   /** ovs-ofctl with its output fed to `parser` as it arrives. */
   private async ofctlStream(args: readonly string[], parser: DumpStreamParser): Promise<void> {
-    const result = await this.runner.run([...this.ofctlArgv(), ...args], { onStdout: (chunk) => parser.push(chunk) });
-    if (result.exitCode !== 0) throw this.failure(result, []);
-    // A runner that does not stream (a test's, a wrapper's) hands the output back whole: parsed all the same.
-    if (result.stdout !== "") parser.push(result.stdout);
-    parser.end();
+    try {
+      const result = await this.runner.run([...this.ofctlArgv(), ...args], { onStdout: (chunk) => parser.push(chunk) });
+      if (result.exitCode !== 0) throw this.failure(result, []);
+      // A runner that does not stream (a test's, a wrapper's) hands the output back whole: parsed all the same.
+      if (result.stdout !== "") parser.push(result.stdout);
+      parser.end();
+    } catch (e) {
+      // A line that does not parse names the host and bridge that printed it.
+      throw e instanceof OpenFlowParseError && e.where === undefined ? e.at(`${this.runner.hostName}: bridge ${this.address}`) : e;
+    }
   }
 
   /**
