@@ -25,14 +25,16 @@ export function grePortState(owner: string, options: Readonly<Record<string, str
 export interface WantedTunnelPort {
   name: string;
   options: Readonly<Record<string, string>>;
-  /** The Interface's bfd column; undefined: no BFD (the column must be empty). */
-  bfd?: Readonly<Record<string, string>>;
+  /** The Interface's bfd column; undefined: no BFD (the column must be empty); "unmanaged": left as found. */
+  bfd?: Readonly<Record<string, string>> | "unmanaged";
   /** Derived and kept, so a port re-created by hand keeps its number and what refers to it. */
   ofportRequest: number;
   /** An access VLAN: 4095 (never on a wire) keeps the bridge's NORMAL from flooding into the tunnel. */
   tag?: number;
-  /** What the port is for (external_ids, besides the owner mark): must include ROLE_KEY. */
+  /** What the port is for (external_ids, besides the owner mark): ROLE_KEY, unless its owner removes it by name. */
   externalIds: Readonly<Record<string, string>>;
+  /** How a refusal of someone else's port of this name starts (the input naming it) and ends (what to do instead). */
+  refusal?: { property: string; hint: string };
 }
 
 /** The Interface bfd column for a session with these timers (decay off, so an idle session keeps its rate). */

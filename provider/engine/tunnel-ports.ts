@@ -34,10 +34,13 @@ async function readRows<W extends WantedTunnelPort>(s: OvsHostSession, owner: st
   return { bridge: r.first(br), owned: r.rows(owned), wanted: wanted.map((want, i) => ({ want, port: r.first(ports[i]), iface: r.first(ifaces[i]) })) };
 }
 
+/** The bfd column a wanted port sets: none when it leaves the column as found. */
+const bfdSet = (w: WantedTunnelPort) => (w.bfd === "unmanaged" ? {} : { bfd: w.bfd ?? {} });
+
 function stateOf(owner: string, w: Rows["wanted"][number], bridge: Rows["bridge"]): TunnelPortRead["state"] {
   const onBridge = !w.port || !bridge ? undefined : bridge.ports.some((u) => u.id === w.port!._uuid.id);
   const state = grePortState(owner, w.want.options, { port: w.port, iface: w.iface, ...(onBridge === undefined ? {} : { onBridge }) });
-  if (state !== "right") return state;
+  if (state !== "right" || w.want.bfd === "unmanaged") return state;
   const want = w.want.bfd ?? {};
   const have = w.iface!.bfd;
   const sameBfd = have.size === Object.keys(want).length && Object.entries(want).every(([k, v]) => have.get(k) === v);
@@ -54,7 +57,7 @@ export async function readTunnelPorts<W extends WantedTunnelPort>(s: OvsHostSess
       want: w.want,
       state,
       ...(state === "right" && ofport !== undefined && ofport > 0 ? { ofport } : {}),
-      ...(state === "right" && w.want.bfd ? { bfdStatus: w.iface!.bfd_status } : {}),
+      ...(state === "right" && w.want.bfd && w.want.bfd !== "unmanaged" ? { bfdStatus: w.iface!.bfd_status } : {}),
     };
   });
 }
@@ -72,7 +75,10 @@ export async function ensureTunnelPorts(s: OvsHostSession, owner: string, bridge
   for (const w of rows.wanted) {
     const state = stateOf(owner, w, rows.bridge);
     if (state === "foreign") {
-      throw new Error(`${where_}: port ${w.want.name} exists and is ${w.port ? describeOwner(w.port) : "not owned by ovslb"} (or not on bridge ${bridge}); refusing to take it over`);
+      const { property, hint } = w.want.refusal ?? {};
+      throw new Error(
+        `${where_}: ${property ? `${property}: ` : ""}port ${w.want.name} exists and is ${w.port ? describeOwner(w.port) : "not owned by ovslb"} (or not on bridge ${bridge}); refusing to take it over${hint ? ` (${hint})` : ""}`,
+      );
     }
     if (state === "absent") {
       txn.requireAbsent("Port", [where("name", "==", w.want.name)]);
@@ -81,7 +87,7 @@ export async function ensureTunnelPorts(s: OvsHostSession, owner: string, bridge
         name: w.want.name,
         type: "gre",
         options: w.want.options,
-        bfd: w.want.bfd ?? {},
+        ...bfdSet(w.want),
         ofport_request: [w.want.ofportRequest],
       });
       const port = txn.insertOwned("Port", {
@@ -98,25 +104,25 @@ export async function ensureTunnelPorts(s: OvsHostSession, owner: string, bridge
       if (!rows.bridge.ports.some((u) => u.id === w.port!._uuid.id)) {
         txn.mutate("Bridge", [where("_uuid", "==", rows.bridge._uuid)], [mutation("ports", "insert", [w.port!._uuid])]);
       }
-      txn.update("Interface", [where("_uuid", "==", w.iface!._uuid)], { type: "gre", options: w.want.options, bfd: w.want.bfd ?? {} });
+      txn.update("Interface", [where("_uuid", "==", w.iface!._uuid)], { type: "gre", options: w.want.options, ...bfdSet(w.want) });
       changes++;
     }
   }
   if (changes > 0) await s.commitApplied(txn);
 }
 
-/** Removes the owner's ports of a role (told by their external ids) on the bridge that are not in `keep`. */
+/** Removes the owner's ports of a role (told by their external ids, or their name) on the bridge that are not in `keep`. */
 export async function removeTunnelPorts(
   s: OvsHostSession,
   owner: string,
   bridge: string,
   role: string,
-  isRole: (externalIds: ReadonlyMap<string, string>) => boolean,
+  isRole: (externalIds: ReadonlyMap<string, string>, name: string) => boolean,
   keep: readonly WantedTunnelPort[],
 ): Promise<void> {
   const rows = await readRows(s, owner, bridge, []);
   const kept = new Set(keep.map((w) => w.name));
-  const stale = rows.owned.filter((p) => isRole(p.external_ids) && !kept.has(p.name));
+  const stale = rows.owned.filter((p) => isRole(p.external_ids, p.name) && !kept.has(p.name));
   if (stale.length === 0 || !rows.bridge) return;
   const txn = new OwnedTransaction(OPEN_VSWITCH, ownerMark(owner), `ovslb: remove ${role} ports of ${owner}`);
   for (const p of stale) txn.requireOwned("Port", p);

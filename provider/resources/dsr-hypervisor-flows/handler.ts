@@ -6,12 +6,11 @@ import { applyBundle, observeBridge, observeBundles as observeAllBundles, type B
 import { ownedFlows, planBridge } from "../../engine/plan";
 import type { DsrHypervisorFlowsInputs } from "../../model/inputs.generated";
 import type { ResourceHandler } from "../../resource-handler";
-import { OPEN_VSWITCH, OwnedTransaction, ROLE_KEY, Transaction, describeOwner, mutation, ownerMark, where } from "../../ovsdb";
+import { ROLE_KEY } from "../../ovsdb";
 import { withOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
 import { ensureTunnelPorts, readTunnelPorts, removeTunnelPorts } from "../../engine/tunnel-ports";
 import {
   BFD_PEER_ROLE,
-  GRE_OPTIONS,
   actualInputs,
   bfdDropFlows,
   bfdPorts,
@@ -19,13 +18,12 @@ import {
   conntrackFlushes,
   cookieOf,
   dsrId,
-  greOfportRequest,
+  grePort,
   planIntent,
   withDefaults,
   zonesOf,
   type DsrDefaulted,
 } from "./plan";
-import { grePortState, type GrePortRows } from "../../engine/gre-port";
 import { flowPresent } from "../../engine/flows";
 import { liveConnections, type DumpedFlow, type Modification } from "../../openflow";
 
@@ -57,58 +55,8 @@ async function readBfdPeers(s: OvsHostSession, id: string, inputs: Inputs, owned
 /** Every bundle any resource sends (tests prove incremental applies from it). */
 export const observeBundles = observeAllBundles;
 
-/** The GRE port's rows on the host (by name), and whether the port is on the bridge. */
-async function readGrePort(s: OvsHostSession, bridge: string, name: string) {
-  const txn = new Transaction(OPEN_VSWITCH);
-  const br = txn.select("Bridge", [where("name", "==", bridge)], ["_uuid", "ports"]);
-  const port = txn.select("Port", [where("name", "==", name)], ["_uuid", "name", "external_ids"]);
-  const iface = txn.select("Interface", [where("name", "==", name)], ["_uuid", "name", "type", "options", "external_ids"]);
-  const r = await (await s.vswitchDb()).run(txn);
-  const rows = { bridge: r.first(br), port: r.first(port), iface: r.first(iface) };
-  const onBridge = !!rows.port && !!rows.bridge?.ports.some((u) => u.id === rows.port!._uuid.id);
-  return { ...rows, onBridge } satisfies GrePortRows & Record<string, unknown>;
-}
-
-/**
- * gre mode: the flow-based GRE port, ensured in one owned transaction (created,
- * or its type and options put back) and applied before flows are planned, so
- * its ofport is known. Someone else's port of that name is refused.
- */
-async function ensureGrePort(s: OvsHostSession, id: string, inputs: Inputs): Promise<void> {
-  const name = inputs.gre!.port!;
-  const rows = await readGrePort(s, inputs.bridge, name);
-  const state = grePortState(id, GRE_OPTIONS, rows);
-  if (!rows.bridge) throw new Error(`${s.hostName}: bridge ${inputs.bridge} does not exist`);
-  const txn = new OwnedTransaction(OPEN_VSWITCH, ownerMark(id), `ovslb: GRE port ${name} of ${id}`);
-  if (state === "foreign") {
-    throw new Error(
-      `${s.hostName}: gre.port: port ${name} exists and is ${rows.port ? describeOwner(rows.port) : "not owned by ovslb"} (or not on bridge ${inputs.bridge}); refusing to take it over (a bridge has one flow-based GRE port: give the services of one bridge to one DsrHypervisorFlows)`,
-    );
-  }
-  if (state === "right") return;
-  if (state === "absent") {
-    txn.requireAbsent("Port", [where("name", "==", name)]);
-    txn.requireAbsent("Interface", [where("name", "==", name)]);
-    const iface = txn.insertOwned("Interface", { name, type: "gre", options: GRE_OPTIONS, ofport_request: [greOfportRequest(id)] }, "gre_if");
-    const port = txn.insertOwned("Port", { name, interfaces: [iface] }, "gre_port");
-    txn.requireUnchanged("Bridge", rows.bridge, []);
-    txn.mutate("Bridge", [where("_uuid", "==", rows.bridge._uuid)], [mutation("ports", "insert", [port])]);
-  } else {
-    txn.requireOwned("Port", rows.port!);
-    txn.update("Interface", [where("_uuid", "==", rows.iface!._uuid)], { type: "gre", options: GRE_OPTIONS });
-  }
-  await s.commitApplied(txn);
-}
-
-/** Removes the resource's GRE port from the bridge, if it has one. */
-async function removeGrePort(s: OvsHostSession, id: string, bridge: string, name: string): Promise<void> {
-  const rows = await readGrePort(s, bridge, name);
-  if (!rows.port || !rows.bridge || grePortState(id, GRE_OPTIONS, rows) === "foreign") return;
-  const txn = new OwnedTransaction(OPEN_VSWITCH, ownerMark(id), `ovslb: remove GRE port ${name} of ${id}`);
-  txn.requireOwned("Port", rows.port);
-  txn.mutate("Bridge", [where("_uuid", "==", rows.bridge._uuid)], [mutation("ports", "delete", [rows.port._uuid])]);
-  await s.commitApplied(txn);
-}
+/** Removes the resource's GRE port from the bridge, if it has one (it is told by its name: it has no role). */
+const removeGrePort = (s: OvsHostSession, id: string, bridge: string, name: string) => removeTunnelPorts(s, id, bridge, "GRE", (_ids, port) => port === name, []);
 
 /**
  * Reads the bridge, plans the difference and applies it in one bundle: the
@@ -120,7 +68,7 @@ function change(id: string, inputs: Inputs, recordedZone: number | undefined, af
   return convergeOn(id, inputs.host, {
     async plan(s, where) {
       const ref: BridgeRef = { session: s, bridge: inputs.bridge };
-      if (inputs.mode === "gre") await ensureGrePort(s, id, inputs);
+      if (inputs.mode === "gre") await ensureTunnelPorts(s, id, inputs.bridge, [grePort(id, inputs.gre!.port!)], s.hostName);
       const bfd = bfdPorts(id, inputs);
       await ensureTunnelPorts(s, id, inputs.bridge, bfd, s.hostName);
       await removeTunnelPorts(s, id, inputs.bridge, BFD_PEER_ROLE, isBfdPeer, bfd);
@@ -201,9 +149,9 @@ export const dsrHypervisorFlowsHandler: ResourceHandler<DsrHypervisorFlowsInputs
       if (!observed || owned.length === 0) return undefined; // bridge or every flow gone: the resource is gone
       const portNames = new Map([...observed.ports].map(([name, ofport]) => [ofport, name]));
       // gre mode: a GRE port removed or changed by hand delivers nothing, whatever flows are left.
-      const grePort = inputs.mode === "gre" ? inputs.gre!.port! : undefined;
-      const greRight = grePort !== undefined && grePortState(id, GRE_OPTIONS, await readGrePort(s, inputs.bridge, grePort)) === "right";
-      const greOfport = greRight ? observed.ports.get(grePort!) : undefined;
+      const greName = inputs.mode === "gre" ? inputs.gre!.port! : undefined;
+      const greRight = greName !== undefined && (await readTunnelPorts(s, id, inputs.bridge, [grePort(id, greName)]))[0].state === "right";
+      const greOfport = greRight ? observed.ports.get(greName) : undefined;
       const actual = actualInputs(inputs, owned, { cookie, zone: state.ctZone, ofports: observed.ports, portNames, ...(greOfport === undefined ? {} : { greOfport }) });
       const ofports = Object.fromEntries(
         actual.vips.flatMap((v) => v.backends.map((b) => [b.bridgePort, observed.ports.get(b.bridgePort)!] as const)),

@@ -179,6 +179,16 @@ export const GRE_OPTIONS: Readonly<Record<string, string>> = { remote_ip: "flow"
 /** The GRE port's ofport_request, derived from the resource. */
 export const greOfportRequest = (id: string) => tunnelOfportRequest([KIND, id, "gre-port"]);
 
+/** gre mode: the flow-based GRE port as engine/tunnel-ports.ts ensures it (no role: it is removed by name; its bfd column is not ours). */
+export const grePort = (id: string, name: string): WantedTunnelPort => ({
+  name,
+  options: GRE_OPTIONS,
+  bfd: "unmanaged",
+  ofportRequest: greOfportRequest(id),
+  externalIds: {},
+  refusal: { property: "gre.port", hint: "a bridge has one flow-based GRE port: give the services of one bridge to one DsrHypervisorFlows" },
+});
+
 /** Port role of the BFD liveness ports (external_ids ovslb:role). */
 export const BFD_PEER_ROLE = "bfd-peer";
 
