@@ -38,9 +38,13 @@ export interface DeferredNatLoadBalancerOutputs {
     [k: string]: ApplySummary;
   };
   /**
-   * where the hosts differed from the inputs at the last read (empty when in sync)
+   * where the hosts differed from the inputs at the last read (empty when in sync): driftFindings, one sentence each
    */
   drift: string[];
+  /**
+   * drift as data, one finding per sentence of drift (absent in state recorded before ovslb recorded it)
+   */
+  driftFindings?: DriftFinding[];
   ovsVersions?: OvsVersions;
   /**
    * gre delivery: the GRE key of the gateways' tunnel ports (their key, or in_key with secondChance), derived from the name: the hypervisors' DsrHypervisorFlows gre.key
@@ -113,6 +117,46 @@ export interface ApplySummary {
   operations: {
     [k: string]: number;
   };
+}
+/**
+ * one place where the hosts differ from the inputs, or a host a change did not (or may not have) reach; its sentence in `drift` is rendered from it (provider/model/drift.ts)
+ */
+export interface DriftFinding {
+  /**
+   * the gateway or host as the resource names it ("gw1", "root@172.30.0.11:22 (gw1)"), the resource for a failure after every host changed, "northbound" for OVN rows
+   */
+  host: string;
+  /**
+   * what differs
+   */
+  kind:
+    | "flow-changed"
+    | "group-missing"
+    | "selection-changed"
+    | "bucket-missing"
+    | "bucket-changed"
+    | "bucket-stray"
+    | "slot-flows-changed"
+    | "tunnel-port"
+    | "bfd-port"
+    | "northbound-row"
+    | "northbound-column"
+    | "not-applied"
+    | "may-be-applied"
+    | "failed-after-apply"
+    | "gateway-removal-failed";
+  /**
+   * what differs ("flow", "bucket 123 (10.0.3.53:8080#0)", "tunnel port to hypervisor hv1", "OVN Load_Balancer lb-tcp", "this change")
+   */
+  object: string;
+  /**
+   * the VIP ("tcp:10.0.0.193:80") when the finding is under one VIP
+   */
+  vip?: string;
+  /**
+   * the rest: a selection as found, a northbound column, the error a host answered
+   */
+  detail?: string;
 }
 /**
  * by host (as its connection names it): the host's Open vSwitch version and the known issues it has, at the last create, update or read

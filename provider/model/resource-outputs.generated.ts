@@ -32,9 +32,13 @@ export interface DeferredNatLoadBalancerOutputProperties {
    */
   readonly lastApply: pulumi.Output<DeferredNatLoadBalancerOutputs["lastApply"]>;
   /**
-   * where the hosts differed from the inputs at the last read (empty when in sync)
+   * where the hosts differed from the inputs at the last read (empty when in sync): driftFindings, one sentence each
    */
   readonly drift: pulumi.Output<DeferredNatLoadBalancerOutputs["drift"]>;
+  /**
+   * drift as data, one finding per sentence of drift (absent in state recorded before ovslb recorded it)
+   */
+  readonly driftFindings: pulumi.Output<DeferredNatLoadBalancerOutputs["driftFindings"]>;
   /**
    * by host (as its connection names it): the host's Open vSwitch version and the known issues it has, at the last create, update or read
    */
@@ -83,7 +87,7 @@ export interface DeferredNatLoadBalancerOutputProperties {
 /**
  * The names of DeferredNatLoadBalancer's outputs, as declared in schema/deferred-nat-load-balancer.json.
  */
-export const DEFERRED_NAT_LOAD_BALANCER_OUTPUTS = ["groupIds", "bucketIds", "cookie", "lastApply", "drift", "ovsVersions", "greKey", "slotTables", "slotShares", "slotMoves", "bfdKey", "health", "stale", "gatewayPorts", "gatewayFlows", "lastRead"] as const;
+export const DEFERRED_NAT_LOAD_BALANCER_OUTPUTS = ["groupIds", "bucketIds", "cookie", "lastApply", "drift", "driftFindings", "ovsVersions", "greKey", "slotTables", "slotShares", "slotMoves", "bfdKey", "health", "stale", "gatewayPorts", "gatewayFlows", "lastRead"] as const;
 
 /**
  * The outputs of a DistributorAttachment resource, as Pulumi outputs (schema/distributor-attachment.json, "x-outputs"). What DistributorAttachment records besides its inputs: names and ids on the device, sticky across updates.

@@ -123,6 +123,7 @@ export class SshSession implements CommandRunner {
         client.on("error", (err: Error) => {
           // ssh2's own message is generic; say which host and why, never echoing key material.
           if (keyRejected) reject(new HostKeyMismatchError(hostName));
+          // ssh2 tells a host key type mismatch from other failed key exchanges only in its message text (same level and reason).
           else if (/no matching host key format/.test(err.message)) reject(new HostKeyTypeError(hostName, [...new Set(keys.map((k) => k.type))]));
           else reject(new SshError(hostName, `connect failed: ${err.message}`));
         });
@@ -219,7 +220,8 @@ export class SshSession implements CommandRunner {
   /** A channel to a unix socket on the host (OpenSSH streamlocal), e.g. OVSDB's db.sock. */
   openUnixStream(socketPath: string): Promise<Duplex> {
     return this.openChannel(`opening ${socketPath}`, (done) => this.client.openssh_forwardOutStreamLocal(socketPath, done), (err) => {
-      // sshd says only "open failed": name the two causes (it connects as the login user).
+      // sshd says only "open failed": name the two causes (it connects as the login user). ssh2 gives sshd's
+      // description only as message text (and a bare reason number), so the hint keys on that text.
       const why = /open failed/.test(err.message)
         ? " (the socket is missing, or the login user has no permission on it: it needs write access to the socket and search access to its directory; see README, Least privilege)"
         : "";
@@ -338,6 +340,7 @@ function loginRefused(c: SshConnection, e: unknown): SshError {
   if (e instanceof HostKeyMismatchError || e instanceof HostKeyTypeError) {
     why = `host key refused: ${why}`;
   } else if (/All configured authentication methods failed/.test(why)) {
+    // Reads ssh2's text: its key parser gives no code, and its auth failure's `level` is not kept by the SshError that wraps it.
     why = `authentication refused: the host did not accept the key for ${failed?.user ?? c.user} (${why.replace(/^connect failed: /, "")})`;
   } else if (/Cannot parse privateKey|does not contain a \(valid\) private key|passphrase/i.test(why)) {
     why = `the private key cannot be used: ${why.replace(/^connect failed: /, "")}`;

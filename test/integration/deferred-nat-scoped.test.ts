@@ -88,6 +88,8 @@ describe("deferred-NAT update reads and plans only what it changes", () => {
     // A refresh reads everything and records the drift; the update from it touches VIP 1 and puts the bucket back.
     const read = await lb.read();
     expect(read.props.drift).toEqual([`gw2: VIP ${other}: bucket ${victim} (${backend(1, 3).address}:8080#0) missing`]);
+    // The same, as data: the update scopes on its kind and VIP.
+    expect(read.props.driftFindings).toEqual([{ host: "gw2", kind: "bucket-missing", object: `bucket ${victim} (${backend(1, 3).address}:8080#0)`, vip: other }]);
     expect((await lb.diff(inputsWith(2), read.props)).changes).toBe(true);
     lb.outputs = read.props;
     await lb.update(inputsWith(2));

@@ -81,6 +81,7 @@ describe("two gateways, one failing", () => {
       expect(Object.keys(properties.lastApply)).toEqual(["g1"]);
       expect(properties.lastApply.g1.operations).toEqual({ "add-group": 2, "add-flow": 2 });
       expect(properties.drift).toEqual([expect.stringMatching(/^root@172\.31\.204\.2:22 \(g2\): not changed: /)]);
+      expect(properties.driftFindings).toEqual([expect.objectContaining({ host: "root@172.31.204.2:22 (g2)", kind: "not-applied" })]);
       expect(Object.keys(properties.groupIds)).toHaveLength(2);
       expect(typeof properties.__provider).toBe("string");
       expect(JSON.stringify(properties)).not.toContain("PRIVATE KEY");

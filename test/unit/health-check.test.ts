@@ -2,6 +2,7 @@ import { describe, it, expect } from "vitest";
 import { handle } from "../../provider/handlers";
 import type { HealthCheckInputs as Inputs } from "../../provider/model/inputs.generated";
 import { Uuid } from "../../provider/ovsdb";
+import { renderFinding } from "../../provider/model/drift";
 import { LOAD_BALANCER_KEY, MAPPINGS_KEY } from "../../provider/ovsdb";
 import { desiredRows, nbFindings, planRows, type HealthCheckRow, type ObservedRow } from "../../provider/resources/health-check/plan";
 
@@ -149,7 +150,7 @@ describe("HealthCheck's northbound rows", () => {
       ["ovslb-web-tcp", 0, 0, [], {}, ["9", "9"]],
       ["ovslb-web-udp", 0, 0, [], {}, ["9"]],
     ]);
-    expect(nbFindings(hc({ probe: { interval: 9 } }), observed(tcp, udp)).findings).toEqual([
+    expect(nbFindings(hc({ probe: { interval: 9 } }), observed(tcp, udp)).findings.map(renderFinding)).toEqual([
       "OVN Load_Balancer ovslb-web-tcp: health check of VIP 10.0.0.193:80 differs",
       "OVN Load_Balancer ovslb-web-tcp: health check of VIP 10.0.0.194:80 differs",
       "OVN Load_Balancer ovslb-web-udp: health check of VIP 10.0.0.193:53 differs",

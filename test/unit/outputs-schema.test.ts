@@ -44,7 +44,7 @@ const ADDED_SINCE_FIXTURES: Record<FixtureKind, string[]> = {
   OvsBridge: ["ovsVersions"],
   DsrHypervisorFlows: ["bfd", "connections", "ovsVersions"],
   DeferredNatLoadBalancer: [
-    "ovsVersions", "greKey", "slotTables", "slotShares", "slotMoves", "bfdKey", "health", "stale", "gatewayPorts", "gatewayFlows", "lastRead",
+    "ovsVersions", "greKey", "slotTables", "slotShares", "slotMoves", "bfdKey", "health", "stale", "gatewayPorts", "gatewayFlows", "lastRead", "driftFindings",
   ],
   DistributorDevice: ["ovsVersions", "attachmentHealth"],
   DistributorAttachment: ["slotLiveness", "ovsVersions"],
