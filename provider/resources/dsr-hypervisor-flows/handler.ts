@@ -68,7 +68,7 @@ function change(id: string, inputs: Inputs, recordedZone: number | undefined, af
   return convergeOn(id, inputs.host, {
     async plan(s, where) {
       const ref: BridgeRef = { session: s, bridge: inputs.bridge };
-      if (inputs.mode === "gre") await ensureTunnelPorts(s, id, inputs.bridge, [grePort(id, inputs.gre!.port!)], s.hostName);
+      if (inputs.mode === "gre") await ensureTunnelPorts(s, id, inputs.bridge, [grePort(id, inputs.gre!.port)], s.hostName);
       const bfd = bfdPorts(id, inputs);
       await ensureTunnelPorts(s, id, inputs.bridge, bfd, s.hostName);
       await removeTunnelPorts(s, id, inputs.bridge, BFD_PEER_ROLE, isBfdPeer, bfd);
@@ -124,7 +124,7 @@ function remove(id: string, inputs: Inputs) {
     async apply(s, plan) {
       await applyBundle(plan.ref, plan.mods);
       for (const zone of plan.zones) await s.flushConntrack({ zone });
-      if (inputs.mode === "gre" && plan.bridge) await removeGrePort(s, id, inputs.bridge, inputs.gre!.port!);
+      if (inputs.mode === "gre" && plan.bridge) await removeGrePort(s, id, inputs.bridge, inputs.gre!.port);
       await removeTunnelPorts(s, id, inputs.bridge, BFD_PEER_ROLE, isBfdPeer, []);
     },
   });
@@ -149,7 +149,7 @@ export const dsrHypervisorFlowsHandler: ResourceHandler<DsrHypervisorFlowsInputs
       if (!observed || owned.length === 0) return undefined; // bridge or every flow gone: the resource is gone
       const portNames = new Map([...observed.ports].map(([name, ofport]) => [ofport, name]));
       // gre mode: a GRE port removed or changed by hand delivers nothing, whatever flows are left.
-      const greName = inputs.mode === "gre" ? inputs.gre!.port! : undefined;
+      const greName = inputs.mode === "gre" ? inputs.gre!.port : undefined;
       const greRight = greName !== undefined && (await readTunnelPorts(s, id, inputs.bridge, [grePort(id, greName)]))[0].state === "right";
       const greOfport = greRight ? observed.ports.get(greName) : undefined;
       const actual = actualInputs(inputs, owned, { cookie, zone: state.ctZone, ofports: observed.ports, portNames, ...(greOfport === undefined ? {} : { greOfport }) });
