@@ -5,7 +5,7 @@ import { PartialApplyError } from "../resource-handler";
 import { OvsdbTransactionError } from "../ovsdb";
 import { OpenFlowError } from "../transport/openflow-bridge";
 import { operationLock, withAllOvsHosts, type OvsHostSession } from "../transport/ovs-host";
-import { observeOvsVersion } from "./ovs-version";
+import { observeOvsVersions } from "./ovs-version";
 
 /**
  * The one sequence every change of a resource follows, on all its hosts:
@@ -123,8 +123,7 @@ export async function converge<P, A, S extends object>(change: Change<P, A, S>):
       }
       applied = outcomes.flatMap((o) => ("applied" in o ? [o.applied] : []));
       const state = await change.finish(plans, applied);
-      const ovsVersions = Object.assign({}, ...(await Promise.all(sessions.map(observeOvsVersion)))) as Record<string, HostOvsVersion>;
-      return { ...state, ovsVersions };
+      return { ...state, ovsVersions: await observeOvsVersions(sessions) };
     }, operationLock(resource));
   } catch (e) {
     if (e instanceof PartialApplyError || e instanceof ConvergeError) throw e;

@@ -33,3 +33,9 @@ export async function observeOvsVersion(s: OvsHostSession): Promise<Record<strin
 export async function withOvsVersion<S extends object>(s: OvsHostSession, state: S): Promise<S & { ovsVersions: Record<string, HostOvsVersion> }> {
   return { ...state, ovsVersions: await observeOvsVersion(s) };
 }
+
+/** What read reports of all the hosts it read: each host's version, by host. */
+export async function observeOvsVersions(sessions: readonly OvsHostSession[]): Promise<Record<string, HostOvsVersion>> {
+  const each = await Promise.all(sessions.map(observeOvsVersion));
+  return Object.fromEntries(each.flatMap((r) => Object.entries(r)));
+}

@@ -1,6 +1,6 @@
 import type { DeferredNatLoadBalancerInputs } from "../../model/inputs.generated";
 import type { DeferredNatDefaulted as Inputs } from "./plan";
-import { observeOvsVersion, readOvsVersion } from "../../engine/ovs-version";
+import { observeOvsVersions, readOvsVersion } from "../../engine/ovs-version";
 import { versionRefusal } from "../../model/ovs-versions";
 import schema from "../../../schema/deferred-nat-load-balancer.json";
 import { applyBundle, bridgePorts, observeFlowsAndGroups, observePartial, ownedFlowCount, type BridgeRef } from "../../engine/bridge";
@@ -10,7 +10,7 @@ import { driftOutputs, renderFinding, type DriftFinding } from "../../model/drif
 import type { DumpedFlow, GroupEntry } from "../../openflow";
 import { PartialApplyError, type ResourceHandler } from "../../resource-handler";
 import type { Modification } from "../../openflow";
-import { converge, hostLabel } from "../../engine/converge";
+import { converge, hostLabel, onHost } from "../../engine/converge";
 import { withAllOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
 import { applyNorthbound, deleteNorthbound, preflightNorthbound, readNorthbound, withNorthbound } from "./ovn";
 import { assessHealth, monitorsToMarkOffline, type BfdView } from "./health";
@@ -227,7 +227,7 @@ async function apply(
           else {
             const s = scope;
             const marks = mergeIds(idsOf(recorded, [...s.touched, ...s.removed]), scoped.ids);
-            plans = scoped.reads.map((r, i) => ({ ...r, heldFlows: held[i], mods: planGatewayScoped(r.where, d, s, marks, r.port, r.observed) }));
+            plans = await Promise.all(scoped.reads.map(async (r, i) => ({ ...r, heldFlows: held[i], mods: await onHost(r.where, () => planGatewayScoped(r.where, d, s, marks, r.port, r.observed)) })));
             // Untouched VIPs keep their recorded ids as they are.
             const touched = new Set(s.touched);
             ids = mergeIds(idsOf(recorded, d.vips.map(vipKey).filter((k) => !touched.has(k))), scoped.ids);
@@ -239,7 +239,7 @@ async function apply(
           // secondChance VIPs have no groups: recorded ones (an earlier mode's) stay owned, so the plan removes them.
           ids = slots ? EMPTY_IDS : assignIds(d, recorded, foreign);
           const marks = mergeIds(recorded, ids);
-          plans = reads.map((r) => ({ ...r, mods: planGateway(r.where, d, marks, r.port, r.observed, slots?.tables) }));
+          plans = await Promise.all(reads.map(async (r) => ({ ...r, mods: await onHost(r.where, () => planGateway(r.where, d, marks, r.port, r.observed, slots?.tables)) })));
         }
         if (nb) await preflightNorthbound(d, nb);
         return plans.map((p, i) => ({ session: sessions[i], where: gateways[i].where, plan: p }));
@@ -297,7 +297,7 @@ async function removeFrom(inputs: Inputs, ids: RecordedIds): Promise<void> {
     hosts: inputs.gateways.map((g) => g.host),
     async plan(sessions) {
       const reads = await readGateways(inputs, sessions);
-      return reads.map((r, i) => ({ session: sessions[i], where: r.where, plan: { ref: r.ref, mods: planGateway(r.where, none, ids, { ...r.port, bfdOfports: new Map() }, r.observed) } }));
+      return Promise.all(reads.map(async (r, i) => ({ session: sessions[i], where: r.where, plan: { ref: r.ref, mods: await onHost(r.where, () => planGateway(r.where, none, ids, { ...r.port, bfdOfports: new Map() }, r.observed)) } })));
     },
     apply: ({ plan }) => applyBundle(plan.ref, plan.mods),
     async finish(hosts) {
@@ -332,7 +332,7 @@ export const deferredNatLoadBalancerHandler: ResourceHandler<DeferredNatLoadBala
       // A northbound row that differs reads as no OVN part, so the diff shows it and update rewrites it.
       if (nb.findings.length > 0) delete actual.ovn;
       const { health: _h, stale: _s, bfdKey: _k, ...kept } = state;
-      const ovsVersions = Object.assign({}, ...(await Promise.all(sessions.map(observeOvsVersion))));
+      const ovsVersions = await observeOvsVersions(sessions);
       return { inputs: actual, state: { ...kept, ...drift, ...(await observeHealth(d, reads, false)), ovsVersions } };
     });
   },

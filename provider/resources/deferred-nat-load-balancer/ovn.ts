@@ -59,7 +59,7 @@ export function desiredNbRows(inputs: Inputs): NbLoadBalancer[] {
         name: `ovslb-${d.name}-${vip.protocol}`,
         protocol: vip.protocol,
         vips: {},
-        selectionFields: [...d.selectionFields!].sort(),
+        selectionFields: [...d.selectionFields].sort(),
         ipPortMappings: {},
         options: { "deferred-nat": "true" },
         healthChecks: {},

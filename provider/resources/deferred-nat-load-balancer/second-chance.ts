@@ -1,8 +1,9 @@
 import type { DeferredNatDefaulted as Inputs } from "./plan";
-import type { DeferredNatBackend, DeferredNatVip } from "../../model/inputs.generated";
+import type { DeferredNatVip } from "../../model/inputs.generated";
 import type { CheckFailure } from "../../model/validate";
 import { ipv4Number, type Flow, type MultipathFields } from "../../openflow";
 import { MAX_SLOTS, NONE, planSlots, readSlots, recordSlots, slotCount, type RecordedSlotTable, type SlotTable } from "./slots";
+import { backendKey, vipKey } from "./ids";
 
 /**
  * secondChance on the gateways, as pure data. Per VIP, on every gateway:
@@ -36,8 +37,6 @@ export function multipathFields(fields: readonly string[], protocol: Protocol): 
   return undefined;
 }
 
-const backendKey = (b: Pick<DeferredNatBackend, "address" | "port">) => `${b.address}:${b.port}`;
-const vipKey = (v: Pick<DeferredNatVip, "protocol" | "address" | "port">) => `${v.protocol}:${v.address}:${v.port}`;
 
 /** Refusals of what secondChance cannot carry. */
 export function checkSecondChance(inputs: Inputs): CheckFailure[] {
@@ -131,7 +130,7 @@ export function slotFlows(inputs: Inputs, vip: DeferredNatVip, table: SlotTable,
       cookie,
       match: { ...vipMatch, in_port: gw.segmentOfport },
       actions: [
-        { type: "multipath", fields: multipathFields(inputs.selectionFields!, vip.protocol)!, basis: 0, links: table.size, dst: "NXM_NX_REG12", bits },
+        { type: "multipath", fields: multipathFields(inputs.selectionFields, vip.protocol)!, basis: 0, links: table.size, dst: "NXM_NX_REG12", bits },
         { type: "resubmit", table: SLOT_TABLE },
       ],
     },
