@@ -114,6 +114,9 @@ export default tseslint.config(
       // run, OvsdbClient's run) and call the saved original with
       // `.call(this, ...)`: the unbound reference is the point.
       "@typescript-eslint/unbound-method": "off",
+      // Tests index what the provider returns (Record<string, unknown>) as Record<string, any>: the rule
+      // counts that assertion as no change (the two are assignable both ways), yet tsc needs it to index.
+      "@typescript-eslint/no-unnecessary-type-assertion": "off",
     },
   },
 

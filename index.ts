@@ -1,7 +1,4 @@
-export {
-  DeferredNatLoadBalancer,
-  type DeferredNatLoadBalancerArgs,
-} from "./provider/resources/deferred-nat-load-balancer/resource";
+export { DeferredNatLoadBalancer, type DeferredNatLoadBalancerArgs } from "./provider/resources/deferred-nat-load-balancer/resource";
 export { DistributorAttachment, type DistributorAttachmentArgs, type DistributorSlot } from "./provider/resources/distributor-attachment/resource";
 export { DistributorDevice, type DistributorDeviceArgs } from "./provider/resources/distributor-device/resource";
 export {

@@ -100,7 +100,10 @@ export async function machineNote(host: CommandRunner): Promise<Record<string, s
     node: process.version,
     ovs: ovs.stdout.split("\n")[0]?.trim() || "unknown",
     /** 1, 5 and 15 minute load averages as the run started: the lab shares this machine, so times depend on it. */
-    load: os.loadavg().map((l) => l.toFixed(2)).join(" "),
+    load: os
+      .loadavg()
+      .map((l) => l.toFixed(2))
+      .join(" "),
   };
 }
 
@@ -214,7 +217,8 @@ export class UnixctlClient {
         const w = this.waiting.get(m.id);
         if (!w) continue;
         this.waiting.delete(m.id);
-        if (m.error !== null && m.error !== undefined) w.reject(new Error(`unixctl: ${(typeof m.error === "string" ? m.error : JSON.stringify(m.error)).trim()}`));
+        if (m.error !== null && m.error !== undefined)
+          w.reject(new Error(`unixctl: ${(typeof m.error === "string" ? m.error : JSON.stringify(m.error)).trim()}`));
         else w.resolve(m.result ?? "");
       }
     });

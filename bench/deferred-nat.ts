@@ -155,7 +155,7 @@ async function readGateway(gw: Gateway): Promise<ObservedBridge> {
  * by those flows or created by this run. Removed at the end whatever happens.
  */
 class Owned {
-  readonly cookies = new Set<bigint>([cookieOf({ name: LB_MOVES } as Inputs), cookieOf({ name: LB_APPLY } as Inputs), POSITIONAL_COOKIE, DP_HASH_COOKIE]);
+  readonly cookies = new Set<bigint>([cookieOf({ name: LB_MOVES }), cookieOf({ name: LB_APPLY }), POSITIONAL_COOKIE, DP_HASH_COOKIE]);
   readonly groups = new Set<number>();
   /** Every group this run made or found referenced by its flows, kept after removal: to check none is left. */
   readonly made = new Set<number>();
@@ -192,7 +192,14 @@ async function leftBehind(gw: Gateway, owned: Owned): Promise<{ flows: number; g
  */
 export async function acceptanceInvariants(gatewayInput: Inputs["gateways"][number]): Promise<Invariant[]> {
   const out: Invariant[] = [];
-  const vip = (n: number) => rawInputs(gatewayInput, LB_APPLY, VIPS.apply, 443, Array.from({ length: n }, (_, i) => applyBackend(i)));
+  const vip = (n: number) =>
+    rawInputs(
+      gatewayInput,
+      LB_APPLY,
+      VIPS.apply,
+      443,
+      Array.from({ length: n }, (_, i) => applyBackend(i)),
+    );
   for (const n of FULL.apply) {
     for (const size of [n, n + 1]) {
       const refused = await refusals(vip(size));
@@ -425,8 +432,7 @@ function dpHashStrategy(gw: Gateway, owned: Owned): MoveStrategy {
     });
     return `group_id=${groupId},type=select,selection_method=dp_hash,${buckets.join(",")}`;
   };
-  const packet = (extra: string, src: string) =>
-    `in_port=${gw.port.segmentOfport},${extra}tcp,nw_src=${src},nw_dst=${vip},tcp_src=40000,tcp_dst=${VIP_PORT}`;
+  const packet = (extra: string, src: string) => `in_port=${gw.port.segmentOfport},${extra}tcp,nw_src=${src},nw_dst=${vip},tcp_src=40000,tcp_dst=${VIP_PORT}`;
   const trace = (flow: string) => gw.unixctl.call("ofproto/trace", [BRIDGE, flow]);
 
   async function slots(src: string): Promise<{ mask: number; macs: string[] } | undefined> {
@@ -556,7 +562,18 @@ async function measureMoves(s: MoveStrategy, ctx: BenchContext): Promise<MoveRes
     const moved = after.filter((b, j) => b !== before[j]).length;
     const needless = after.filter((b, j) => b !== before[j] && (sc.added ? b !== keyOf(sc.added) : before[j] !== keyOf(sc.removed!))).length;
     const required = sc.added ? after.filter((b) => b === keyOf(sc.added!)).length : before.filter((b) => b === keyOf(sc.removed!)).length;
-    results.push({ strategy: s.key, label: s.label, unit: s.unit, scenario: sc.key, sent, samples: after.length, moved, needless, required, baseRestored: restored });
+    results.push({
+      strategy: s.key,
+      label: s.label,
+      unit: s.unit,
+      scenario: sc.key,
+      sent,
+      samples: after.length,
+      moved,
+      needless,
+      required,
+      baseRestored: restored,
+    });
     ctx.log(`  ${s.key} ${sc.key}: ${moved}/${after.length} ${s.unit} moved, ${needless} needlessly`);
   }
   return results;
@@ -613,11 +630,26 @@ async function sendGroup(gw: Gateway, mods: Modification[], tap: boolean): Promi
     return { mods: sent.messages, bytes: sent.bytes, ops: opsOf(mods), ms, ...(tap && gw.tapped ? { wire: wireOf(gw.tapped.tap.last) } : {}) };
   } catch (e) {
     const bytes = Buffer.byteLength(`${lines.join("\n")}\n`);
-    return { mods: lines.length, bytes, ops: opsOf(mods), ms: NaN, error: (e as Error).message.slice(0, 400), ...(tap && gw.tapped ? { wire: wireOf(gw.tapped.tap.last) } : {}) };
+    return {
+      mods: lines.length,
+      bytes,
+      ops: opsOf(mods),
+      ms: NaN,
+      error: (e as Error).message.slice(0, 400),
+      ...(tap && gw.tapped ? { wire: wireOf(gw.tapped.tap.last) } : {}),
+    };
   }
 }
 
-async function measureApply(gw: Gateway, owned: Owned, n: number, vipPort: number, ctx: BenchContext, invariants: Invariant[], smaller?: ApplyCost): Promise<ApplyCost> {
+async function measureApply(
+  gw: Gateway,
+  owned: Owned,
+  n: number,
+  vipPort: number,
+  ctx: BenchContext,
+  invariants: Invariant[],
+  smaller?: ApplyCost,
+): Promise<ApplyCost> {
   const all = Array.from({ length: n + 1 }, (_, i) => applyBackend(i));
   const inputsN = await lbInputs(gw, LB_APPLY, VIPS.apply, vipPort, all.slice(0, n));
   const inputsN1 = await lbInputs(gw, LB_APPLY, VIPS.apply, vipPort, all);
@@ -631,7 +663,10 @@ async function measureApply(gw: Gateway, owned: Owned, n: number, vipPort: numbe
     // Reported, not hidden: the numbers below need the VIP to exist.
     ctx.log(`  ${n}: ovslb could not create the VIP: ${(e as Error).message}`);
     invariants.push({ name: `ovslb creates a VIP of ${fmtInt(n)} backends check accepted`, ok: false, detail: (e as Error).message.slice(0, 200) });
-    return { backends: n, create: { mods: 2, bytes: NaN, ops: "add-group ×1, add-flow ×1", error: (e as Error).message.slice(0, 400), wire: wireOf(gw.tapped?.tap.last) } };
+    return {
+      backends: n,
+      create: { mods: 2, bytes: NaN, ops: "add-group ×1, add-flow ×1", error: (e as Error).message.slice(0, 400), wire: wireOf(gw.tapped?.tap.last) },
+    };
   }
   const result: ApplyCost = {
     backends: n,
@@ -643,7 +678,9 @@ async function measureApply(gw: Gateway, owned: Owned, n: number, vipPort: numbe
   // ovslb: read, plan, apply; the first add under strace for the wire figures, then timed runs.
   const add = await ovslbApply(gw, owned, inputsN1, recorded, true);
   recorded = add.ids;
-  const groupDumpBytes = Buffer.byteLength(await runChecked(gw.runner, ["ovs-ofctl", "-O", "OpenFlow15", "--no-names", "dump-groups", gw.socket, `${groupId}`]));
+  const groupDumpBytes = Buffer.byteLength(
+    await runChecked(gw.runner, ["ovs-ofctl", "-O", "OpenFlow15", "--no-names", "dump-groups", gw.socket, `${groupId}`]),
+  );
   const applyMs: number[] = [];
   const readMs: number[] = [];
   const planned = [opsOf(add.mods)];
@@ -661,7 +698,11 @@ async function measureApply(gw: Gateway, owned: Owned, n: number, vipPort: numbe
     detail: odd.length === 0 ? `${planned.length} adds` : `planned: ${planned.join("; ")}`,
   });
   const afterAdd = await gw.bridge.dumpGroup(groupId);
-  invariants.push({ name: `after the add the VIP's group holds ${fmtInt(n + 1)} buckets`, ok: afterAdd?.buckets.length === n + 1, detail: `${afterAdd?.buckets.length ?? "no group"}` });
+  invariants.push({
+    name: `after the add the VIP's group holds ${fmtInt(n + 1)} buckets`,
+    ok: afterAdd?.buckets.length === n + 1,
+    detail: `${afterAdd?.buckets.length ?? "no group"}`,
+  });
   result.ovslb = { mods: add.sent.messages, bytes: add.sent.bytes, ops: opsOf(add.mods), wire: wireOf(add.wire), applyMs, readMs, groupDumpBytes };
   ctx.log(`  ${n}: ovslb ${result.ovslb.ops}, ${add.sent.bytes} B, median apply ${fmtMs(median(applyMs))}`);
 
@@ -675,7 +716,11 @@ async function measureApply(gw: Gateway, owned: Owned, n: number, vipPort: numbe
   if (!first.error) {
     const dumped = await gw.bridge.dumpGroup(groupId);
     const same = dumped?.buckets.length === n + 1 && full.buckets.every((b) => dumped.buckets.some((d) => d.bucketId === b.bucketId));
-    invariants.push({ name: `the re-push left the same ${fmtInt(n + 1)} bucket ids ovslb's add did`, ok: same, detail: `${dumped?.buckets.length ?? "no group"} buckets` });
+    invariants.push({
+      name: `the re-push left the same ${fmtInt(n + 1)} bucket ids ovslb's add did`,
+      ok: same,
+      detail: `${dumped?.buckets.length ?? "no group"} buckets`,
+    });
     for (let r = 0; r < SIZES.timingRuns; r++) {
       await gw.bridge.applyBundle([{ op: "modify-group", group: groupOf(inputsN) }]);
       const again = await sendGroup(gw, [{ op: "modify-group", group: full }], false);
@@ -721,7 +766,9 @@ async function measureApply(gw: Gateway, owned: Owned, n: number, vipPort: numbe
       });
       // Back to ovslb's own group straight away.
       await gw.bridge.applyBundle([{ op: "modify-group", group: full }]);
-      ctx.log(`  limit: ${perBucket} B per bucket, at most ${maxBuckets} buckets; probe ${probe.error ? `FAILED: ${probe.error}` : `ok, largest message ${probe.wire?.largest} B`}`);
+      ctx.log(
+        `  limit: ${perBucket} B per bucket, at most ${maxBuckets} buckets; probe ${probe.error ? `FAILED: ${probe.error}` : `ok, largest message ${probe.wire?.largest} B`}`,
+      );
     }
   }
 
@@ -757,14 +804,18 @@ function applyTable(costs: readonly ApplyCost[], floorMs: number): string {
     const size = `${fmtInt(c.backends)} → ${fmtInt(c.backends + 1)}`;
     if (c.ovslb) {
       const o = c.ovslb;
-      rows.push(`| ${size} | ovslb: ${o.ops} | ${o.mods} | ${fmtInt(o.bytes)} B | ${wire(o)} | ${largest(o)} | ${fmtMs(median(o.applyMs))} | ${fmtMs(median(o.readMs))} |`);
+      rows.push(
+        `| ${size} | ovslb: ${o.ops} | ${o.mods} | ${fmtInt(o.bytes)} B | ${wire(o)} | ${largest(o)} | ${fmtMs(median(o.applyMs))} | ${fmtMs(median(o.readMs))} |`,
+      );
     } else {
       rows.push(`| ${size} | ovslb: could not create the VIP (${c.create.error}) | | | | | | |`);
     }
     if (c.repush) {
       const r = c.repush;
       const ms = r.error ? `FAILED: ${r.error}` : fmtMs(median(r.applyMs));
-      rows.push(`| ${size} | full re-push: modify-group, ${fmtInt(c.backends + 1)} buckets | ${r.mods} | ${fmtInt(r.bytes)} B | ${wire(r)} | ${largest(r)} | ${ms} | none |`);
+      rows.push(
+        `| ${size} | full re-push: modify-group, ${fmtInt(c.backends + 1)} buckets | ${r.mods} | ${fmtInt(r.bytes)} B | ${wire(r)} | ${largest(r)} | ${ms} | none |`,
+      );
     }
   }
   return [
@@ -824,7 +875,10 @@ export const deferredNatBenchmark: Benchmark = {
         baseRestoredExactly: stable.every((m) => m.baseRestored),
       };
       invariants.push(
-        { name: "ovslb (stable ids): every flow that moved on an add went to the new backend", ok: stable.length === 3 && stableChecks.addsMovedOnlyToNewBackend },
+        {
+          name: "ovslb (stable ids): every flow that moved on an add went to the new backend",
+          ok: stable.length === 3 && stableChecks.addsMovedOnlyToNewBackend,
+        },
         { name: "ovslb (stable ids): on the remove, exactly the removed backend's flows moved", ok: stableChecks.removeMovedOnlyRemovedBackendsFlows },
         { name: "ovslb (stable ids): going back to the 4 backends restored every flow's first choice", ok: stableChecks.baseRestoredExactly },
         {

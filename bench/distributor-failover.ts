@@ -15,7 +15,19 @@ import { inNamespace, labSsh, loadInventory, restartVswitchd, spawnInNamespace, 
 import { openLiveConnections, type LiveConnections } from "../test/support/tcp-clients";
 import { waitUntil } from "../test/support/wait";
 import type { ProberConfig } from "./programs/prober";
-import { benchProgram, fmtMs, machineNote, median, type BenchContext, type BenchReport, type Benchmark, type Invariant, labRun, teardownSteps, type LabRunOptions } from "./common";
+import {
+  benchProgram,
+  fmtMs,
+  machineNote,
+  median,
+  type BenchContext,
+  type BenchReport,
+  type Benchmark,
+  type Invariant,
+  labRun,
+  teardownSteps,
+  type LabRunOptions,
+} from "./common";
 
 /**
  * Issue 11's benchmark: one load balancer on two distributor devices (dist1,
@@ -116,7 +128,9 @@ class Prober {
       if (m.started !== undefined) start(m.started);
       else if (!m.done) this.probes.push(m);
     });
-    this.finished = new Promise((resolve, reject) => child.once("exit", (code) => (code === 0 ? resolve() : reject(new Error(`prober exited (${code}) ${stderr.trim()}`)))));
+    this.finished = new Promise((resolve, reject) =>
+      child.once("exit", (code) => (code === 0 ? resolve() : reject(new Error(`prober exited (${code}) ${stderr.trim()}`)))),
+    );
     this.finished.catch(() => undefined);
   }
   static start(inv: LabInventory, rounds: number[][]): Prober {
@@ -222,7 +236,10 @@ async function nextHops(inv: LabInventory, ports: readonly number[]): Promise<st
     child.once("exit", (code) => (code === 0 ? resolve(stdout) : reject(new Error(`ip route get: ${stderr.trim()}`))));
     child.stdin.end(lines);
   });
-  const hops = out.split("\n").filter((l) => l.startsWith(`${VIP} `)).map((l) => /via (\S+)/.exec(l)?.[1] ?? "none");
+  const hops = out
+    .split("\n")
+    .filter((l) => l.startsWith(`${VIP} `))
+    .map((l) => /via (\S+)/.exec(l)?.[1] ?? "none");
   if (hops.length !== ports.length) throw new Error(`ip route get: ${hops.length} answers for ${ports.length} ports`);
   return hops;
 }
@@ -317,7 +334,9 @@ function repairAll(lab: Lab) {
   if (pid !== undefined && isAlive(pid) && stopped(pid)) process.kill(pid, "SIGCONT");
   if (!linkUp(VICTIM)) setLink(VICTIM, true);
   if (!vswitchdRunning(lab)) {
-    execFileSync("ip", ["netns", "exec", lab.inv.hosts[VICTIM].namespace, ...vswitchdCommand(rundir(lab))], { env: { ...process.env, OVS_RUNDIR: rundir(lab), OVS_DBDIR: rundir(lab), OVS_LOGDIR: rundir(lab) } });
+    execFileSync("ip", ["netns", "exec", lab.inv.hosts[VICTIM].namespace, ...vswitchdCommand(rundir(lab))], {
+      env: { ...process.env, OVS_RUNDIR: rundir(lab), OVS_DBDIR: rundir(lab), OVS_LOGDIR: rundir(lab) },
+    });
   }
 }
 
@@ -347,7 +366,9 @@ function teardown(lab: Lab): Promise<string[]> {
     await attempt("neighbour monitor", () => lab.monitor?.stop());
     await attempt("capture", () => lab.sniffer?.stop());
     for (const d of DEVICES) {
-      await attempt(`delete attachment ${LB} on ${d}`, () => (lab.attachment[d].id ? lab.attachment[d].delete() : lab.attachment[d].purge(attachmentInputs(lab, d))));
+      await attempt(`delete attachment ${LB} on ${d}`, () =>
+        lab.attachment[d].id ? lab.attachment[d].delete() : lab.attachment[d].purge(attachmentInputs(lab, d)),
+      );
     }
     for (const d of DEVICES) await attempt(`delete device ${d}`, () => (lab.device[d].id ? lab.device[d].delete() : undefined));
     await attempt("routes, VIPs, neighbour entries", () => removeNetworkState(lab));
@@ -388,7 +409,13 @@ async function leftBehind(lab: Lab): Promise<string[]> {
 /** 5-tuples from the client's side into an attachment's frontend port (as the HA test traces them). */
 function tracedPackets(count: number, mac: string, inv: LabInventory): Match[] {
   return Array.from({ length: count }, (_, i) => ({
-    protocol: "tcp" as const, in_port: 1, dl_dst: mac, nw_src: `10.0.${1 + Math.floor(i / 250)}.${(i % 250) + 1}`, nw_dst: VIP, tp_src: 10000 + ((i * 7919) % 50000), tp_dst: inv.backendPort,
+    protocol: "tcp" as const,
+    in_port: 1,
+    dl_dst: mac,
+    nw_src: `10.0.${1 + Math.floor(i / 250)}.${(i % 250) + 1}`,
+    nw_dst: VIP,
+    tp_src: 10000 + ((i * 7919) % 50000),
+    tp_dst: inv.backendPort,
   }));
 }
 
@@ -398,7 +425,9 @@ async function picks(lab: Lab, d: Device, count: number): Promise<(string | unde
   const s = lab.ssh[d]!;
   const group = await new OpenFlowBridge(s, `unix:${lab.inv.hosts[d].ovsRundir}/${bridge}.mgmt`).dumpGroup(lab.attachment[d].outputs.groupId);
   const macs = new Map(group!.buckets.map((b) => [b.bucketId, bucketMac(b.actions)]));
-  const buckets = await traceBuckets(s, bridge, tracedPackets(count, lab.attachment[d].outputs.frontendMac, lab.inv), { ovsRundir: lab.inv.hosts[d].ovsRundir });
+  const buckets = await traceBuckets(s, bridge, tracedPackets(count, lab.attachment[d].outputs.frontendMac, lab.inv), {
+    ovsRundir: lab.inv.hosts[d].ovsRundir,
+  });
   return buckets.map((b) => (b === undefined ? undefined : macs.get(b)));
 }
 
@@ -427,7 +456,16 @@ interface Trial {
    * how many of the captured ones went through dist2 once recovered, and through dist1 again after the return;
    * broken in this trial; answering from their own amphora after it.
    */
-  live: { before: number; viaVictim: number; viaVictimByRouteGet: number; routeGetAgrees: number; movedToSurvivor: number; backOnVictim: number; broken: number; sameAmphoraAfter: number };
+  live: {
+    before: number;
+    viaVictim: number;
+    viaVictimByRouteGet: number;
+    routeGetAgrees: number;
+    movedToSurvivor: number;
+    backOnVictim: number;
+    broken: number;
+    sameAmphoraAfter: number;
+  };
   /** What the attachment's update on dist1 sent after the repair. */
   update: { messages: number; bytes: number; ms: number };
   /** dist1's attachment's own flows as the device's read saw them after the restart, before the update (restart only). */
@@ -459,16 +497,28 @@ async function runTrial(lab: Lab, ctx: BenchContext, fault: FaultKind, trial: nu
   const { inv } = lab;
   const sniffer = lab.sniffer!;
   // Before: both next hops in use, every live connection answering; where each one's packets went.
-  await waitUntil(() => DEVICES.every((d) => neighState(inv, NEXT_HOP[d]) !== "FAILED"), { what: "both next hops valid in the edge router", timeoutMs: GIVE_UP_MS });
+  await waitUntil(() => DEVICES.every((d) => neighState(inv, NEXT_HOP[d]) !== "FAILED"), {
+    what: "both next hops valid in the edge router",
+    timeoutMs: GIVE_UP_MS,
+  });
   sniffer.forget(now() - 1000);
   const tBefore = now();
   const before = (await live.round()).filter((c) => !c.broken);
-  const pathsBefore = await sniffer.paths(tBefore, before.map((c) => c.port));
+  const pathsBefore = await sniffer.paths(
+    tBefore,
+    before.map((c) => c.port),
+  );
   const viaVictim = before.filter((c) => only(pathsBefore.get(c.port), VICTIM));
-  const predicted = await nextHops(inv, before.map((c) => c.port));
+  const predicted = await nextHops(
+    inv,
+    before.map((c) => c.port),
+  );
   const routeGetAgrees = before.filter((c, i) => only(pathsBefore.get(c.port), deviceOfHop(predicted[i])!)).length;
   if (viaVictim.length === 0) throw new Error("no live connection goes through dist1");
-  const loadAverage = os.loadavg().map((l) => l.toFixed(2)).join(" ");
+  const loadAverage = os
+    .loadavg()
+    .map((l) => l.toFixed(2))
+    .join(" ");
 
   const rounds = takeRounds(lab, Math.ceil((BASELINE_MS + GIVE_UP_MS + HOLD_MS) / PROBE_INTERVAL_MS));
   const prober = Prober.start(inv, rounds);
@@ -484,7 +534,11 @@ async function runTrial(lab: Lab, ctx: BenchContext, fault: FaultKind, trial: nu
   let recovered: { round: number; lastFailed: number } | undefined;
   try {
     const complete = (r: number) => prober.probes.filter((p) => p.r === r).length === rounds[r].length && prober.probes.every((p) => p.r !== r || p.ok);
-    recovered = await waitUntil(() => recoveredRound(prober.probes, complete), { what: `new connections succeeding again after dist1 ${fault}`, timeoutMs: GIVE_UP_MS, intervalMs: 20 });
+    recovered = await waitUntil(() => recoveredRound(prober.probes, complete), {
+      what: `new connections succeeding again after dist1 ${fault}`,
+      timeoutMs: GIVE_UP_MS,
+      intervalMs: 20,
+    });
   } finally {
     await prober.stop().catch(() => undefined);
     lab.prober = undefined;
@@ -495,7 +549,13 @@ async function runTrial(lab: Lab, ctx: BenchContext, fault: FaultKind, trial: nu
   lab.pool.unshift(...rounds.slice(started + 1).flat());
   const baseline = probes.filter((p) => p.s + PROBE_TIMEOUT_MS < faultAt);
   const baselineFailed = baseline.filter((p) => !p.ok);
-  if (baselineFailed.length > 0) throw new Error(`before the fault, ${baselineFailed.length} of ${baseline.length} probes failed: ${baselineFailed.slice(0, 3).map((p) => `port ${p.p} ${p.why}`).join(", ")}`);
+  if (baselineFailed.length > 0)
+    throw new Error(
+      `before the fault, ${baselineFailed.length} of ${baseline.length} probes failed: ${baselineFailed
+        .slice(0, 3)
+        .map((p) => `port ${p.p} ${p.why}`)
+        .join(", ")}`,
+    );
   const failed = probes.filter((p) => !p.ok);
   const recoveredAt = Math.max(...probes.filter((p) => p.r === recovered.round).map((p) => p.e));
   // Where each probe's SYN went.
@@ -504,12 +564,16 @@ async function runTrial(lab: Lab, ctx: BenchContext, fault: FaultKind, trial: nu
   const failedVia = { dist1: 0, dist2: 0, unseen: 0 };
   for (const p of failed) failedVia[synTo.get(p.p) ?? "unseen"]++;
   const neighFailedAt = lab.monitor!.first(NEXT_HOP[VICTIM], ["FAILED"], faultAt - 1)?.at;
-  const sentToVictimAfterFailed = neighFailedAt === undefined ? 0 : sniffer.frames.filter((f) => f.syn && f.device === VICTIM && f.at > neighFailedAt + 1 && f.at < recoveredAt).length;
+  const sentToVictimAfterFailed =
+    neighFailedAt === undefined ? 0 : sniffer.frames.filter((f) => f.syn && f.device === VICTIM && f.at > neighFailedAt + 1 && f.at < recoveredAt).length;
 
   // Recovered: every live connection answers, dist1's now through dist2, from the amphora it had.
   const tDuring = now();
   const during = await live.round();
-  const pathsDuring = await sniffer.paths(tDuring, during.filter((c) => !c.broken).map((c) => c.port));
+  const pathsDuring = await sniffer.paths(
+    tDuring,
+    during.filter((c) => !c.broken).map((c) => c.port),
+  );
   const movedToSurvivor = viaVictim.filter((c) => only(pathsDuring.get(c.port), "dist2")).length;
 
   // Repair, then the attachment's update (re-programs after a restart, announces the next hop in every case).
@@ -538,7 +602,10 @@ async function runTrial(lab: Lab, ctx: BenchContext, fault: FaultKind, trial: nu
 
   const tAfter = now();
   const afterRound = await live.round();
-  const pathsAfter = await sniffer.paths(tAfter, afterRound.filter((c) => !c.broken).map((c) => c.port));
+  const pathsAfter = await sniffer.paths(
+    tAfter,
+    afterRound.filter((c) => !c.broken).map((c) => c.port),
+  );
   const mine = new Set(before.map((c) => c.port));
   const nb = lab.monitor!.first(NEXT_HOP[VICTIM], VALID, repairAt - 1);
   const result: Trial = {
@@ -570,9 +637,14 @@ async function runTrial(lab: Lab, ctx: BenchContext, fault: FaultKind, trial: nu
     ...(nb ? { neighBack: nb.at - repairAt, neighBackState: nb.state } : {}),
   };
   const f = (x?: number) => (x === undefined ? "not seen" : fmtMs(x));
-  ctx.log(`  ${fault} #${trial + 1}: new connections again ${fmtMs(result.recover)} (neighbour FAILED ${f(result.neighFailed)}; failed probes sent to dist1 ${failedVia.dist1}, to dist2 ${failedVia.dist2}, unseen ${failedVia.unseen}); live: ${result.live.viaVictim}/${result.live.before} through dist1 (route get: ${result.live.viaVictimByRouteGet}, agrees for ${routeGetAgrees}), ${movedToSurvivor} moved to dist2, ${result.live.backOnVictim} back, ${result.live.broken} broken; update ${result.update.messages} messages in ${fmtMs(result.update.ms)}; back ${fmtMs(result.back)} (neighbour ${f(result.neighBack)} ${result.neighBackState ?? ""}); load ${loadAverage}`);
+  ctx.log(
+    `  ${fault} #${trial + 1}: new connections again ${fmtMs(result.recover)} (neighbour FAILED ${f(result.neighFailed)}; failed probes sent to dist1 ${failedVia.dist1}, to dist2 ${failedVia.dist2}, unseen ${failedVia.unseen}); live: ${result.live.viaVictim}/${result.live.before} through dist1 (route get: ${result.live.viaVictimByRouteGet}, agrees for ${routeGetAgrees}), ${movedToSurvivor} moved to dist2, ${result.live.backOnVictim} back, ${result.live.broken} broken; update ${result.update.messages} messages in ${fmtMs(result.update.ms)}; back ${fmtMs(result.back)} (neighbour ${f(result.neighBack)} ${result.neighBackState ?? ""}); load ${loadAverage}`,
+  );
   // The next fault starts from both next hops resolved in the edge router (REACHABLE or STALE, not mid-probe).
-  await waitUntil(() => DEVICES.every((d) => ["REACHABLE", "STALE"].includes(neighState(lab.inv, NEXT_HOP[d]))), { what: "both next hops resolved in the edge router", timeoutMs: GIVE_UP_MS });
+  await waitUntil(() => DEVICES.every((d) => ["REACHABLE", "STALE"].includes(neighState(lab.inv, NEXT_HOP[d]))), {
+    what: "both next hops resolved in the edge router",
+    timeoutMs: GIVE_UP_MS,
+  });
   return result;
 }
 
@@ -617,7 +689,11 @@ function rowsOf(trials: readonly Trial[]): Row[] {
       recoverWorst: Math.max(...mine.map((t) => t.recover)),
       underGoal: mine.filter((t) => t.recover < GOAL_MS).length,
       neighFailed: stats(mine.map((t) => t.neighFailed)),
-      failedVia: { dist1: sum(mine.map((t) => t.failedVia.dist1)), dist2: sum(mine.map((t) => t.failedVia.dist2)), unseen: sum(mine.map((t) => t.failedVia.unseen)) },
+      failedVia: {
+        dist1: sum(mine.map((t) => t.failedVia.dist1)),
+        dist2: sum(mine.map((t) => t.failedVia.dist2)),
+        unseen: sum(mine.map((t) => t.failedVia.unseen)),
+      },
       sentToVictimAfterFailed: sum(mine.map((t) => t.sentToVictimAfterFailed)),
       liveViaVictim: mine.map((t) => t.live.viaVictim),
       liveMoved: sum(mine.map((t) => t.live.movedToSurvivor)),
@@ -638,13 +714,20 @@ function rowsOf(trials: readonly Trial[]): Row[] {
 const range = (xs: readonly number[]) => (Math.min(...xs) === Math.max(...xs) ? `${xs[0]}` : `${Math.min(...xs)}-${Math.max(...xs)}`);
 
 function markdownOf(rows: readonly Row[], sizes: Sizes, machine: Record<string, string>, probesPerTrial: number): string {
-  const ms = (s: { median: number; worst: number; n: number } | undefined, of: number) => (s ? `${fmtMs(s.median)} / ${fmtMs(s.worst)}${s.n < of ? ` (${s.n} of ${of})` : ""}` : "not seen");
-  const detect = rows.map((r) =>
-    `| ${FAULT_LABEL[r.fault]} | **${fmtMs(r.recoverMedian)} / ${fmtMs(r.recoverWorst)}** | ${r.underGoal} of ${r.trials} | ${ms(r.neighFailed, r.trials)} | ${r.failedVia.dist1} / ${r.failedVia.dist2} / ${r.failedVia.unseen} | ${r.sentToVictimAfterFailed} | ${r.trials} |`);
-  const conns = rows.map((r) =>
-    `| ${FAULT_LABEL[r.fault]} | ${range(r.liveViaVictim)} of ${LIVE_CONNECTIONS} | ${r.liveMoved} of ${sum(r.liveViaVictim)} | ${r.liveBroken} | ${range(r.liveSameAfter)} of ${LIVE_CONNECTIONS} | ${r.liveBack} of ${sum(r.liveViaVictim)} | ${r.routeGetAgrees} of ${r.routeGetOf} |`);
-  const back = rows.map((r) =>
-    `| ${FAULT_LABEL[r.fault]} | ${fmtMs(r.backMedian)} / ${fmtMs(r.backWorst)} | ${r.neighBackStates.join(", ")} | ${r.updateMessages.join(", ")} | ${fmtMs(r.updateMsMedian)} |`);
+  const ms = (s: { median: number; worst: number; n: number } | undefined, of: number) =>
+    s ? `${fmtMs(s.median)} / ${fmtMs(s.worst)}${s.n < of ? ` (${s.n} of ${of})` : ""}` : "not seen";
+  const detect = rows.map(
+    (r) =>
+      `| ${FAULT_LABEL[r.fault]} | **${fmtMs(r.recoverMedian)} / ${fmtMs(r.recoverWorst)}** | ${r.underGoal} of ${r.trials} | ${ms(r.neighFailed, r.trials)} | ${r.failedVia.dist1} / ${r.failedVia.dist2} / ${r.failedVia.unseen} | ${r.sentToVictimAfterFailed} | ${r.trials} |`,
+  );
+  const conns = rows.map(
+    (r) =>
+      `| ${FAULT_LABEL[r.fault]} | ${range(r.liveViaVictim)} of ${LIVE_CONNECTIONS} | ${r.liveMoved} of ${sum(r.liveViaVictim)} | ${r.liveBroken} | ${range(r.liveSameAfter)} of ${LIVE_CONNECTIONS} | ${r.liveBack} of ${sum(r.liveViaVictim)} | ${r.routeGetAgrees} of ${r.routeGetOf} |`,
+  );
+  const back = rows.map(
+    (r) =>
+      `| ${FAULT_LABEL[r.fault]} | ${fmtMs(r.backMedian)} / ${fmtMs(r.backWorst)} | ${r.neighBackStates.join(", ")} | ${r.updateMessages.join(", ")} | ${fmtMs(r.updateMsMedian)} |`,
+  );
   return [
     "### Failover: fault on dist1 → new connections succeed again",
     "",
@@ -679,7 +762,8 @@ function markdownOf(rows: readonly Row[], sizes: Sizes, machine: Record<string, 
 
 export const distributorFailoverBenchmark: Benchmark = {
   name: "distributor-failover",
-  description: "issue 11: one load balancer on two distributor devices; dist1 stopped, cut or restarted: time until new connections succeed again, live connections kept, the device's return",
+  description:
+    "issue 11: one load balancer on two distributor devices; dist1 stopped, cut or restarted: time until new connections succeed again, live connections kept, the device's return",
   async run(ctx) {
     const sizes = ctx.smoke ? SMOKE : FULL;
     const inv = loadInventory();
@@ -710,9 +794,17 @@ export const distributorFailoverBenchmark: Benchmark = {
       for (const d of DEVICES) await lab.attachment[d].purge(attachmentInputs(lab, d));
       removeNetworkState(lab);
 
-      ctx.log(`creating ${LB} on dist1 and dist2 (VIP ${VIP}, next hops ${NEXT_HOP.dist1} and ${NEXT_HOP.dist2}; amphorae ${lab.amphorae.map((b) => b.name).join(", ")})`);
+      ctx.log(
+        `creating ${LB} on dist1 and dist2 (VIP ${VIP}, next hops ${NEXT_HOP.dist1} and ${NEXT_HOP.dist2}; amphorae ${lab.amphorae.map((b) => b.name).join(", ")})`,
+      );
       for (const b of lab.amphorae) amphoraVip(b, VIP, true);
-      inNamespace(edgeNs(inv), ["ip", "route", "replace", `${VIP}/32`, ...DEVICES.flatMap((d) => ["nexthop", "via", NEXT_HOP[d], "dev", inv.edgeRouter!.port])]);
+      inNamespace(edgeNs(inv), [
+        "ip",
+        "route",
+        "replace",
+        `${VIP}/32`,
+        ...DEVICES.flatMap((d) => ["nexthop", "via", NEXT_HOP[d], "dev", inv.edgeRouter!.port]),
+      ]);
       inNamespace(inv.client.namespace, ["ip", "route", "replace", `${VIP}/32`, "via", inv.edgeRouter!.address, "dev", "eth0"]);
       for (const d of DEVICES) await lab.device[d].create(deviceInputs(lab, d));
       for (const d of DEVICES) await lab.attachment[d].create(attachmentInputs(lab, d));
@@ -728,23 +820,37 @@ export const distributorFailoverBenchmark: Benchmark = {
       });
 
       // Probe ports: not one the client holds a socket on (an earlier run's TIME_WAIT would refuse the bind).
-      const held = new Set(inNamespace(inv.client.namespace, ["ss", "-Htan"]).split("\n").map((l) => Number(/\S+:(\d+)\s+\S+:\d+\s*$/.exec(l.trim())?.[1])));
+      const held = new Set(
+        inNamespace(inv.client.namespace, ["ss", "-Htan"])
+          .split("\n")
+          .map((l) => Number(/\S+:(\d+)\s+\S+:\d+\s*$/.exec(l.trim())?.[1])),
+      );
       lab.pool = Array.from({ length: PROBE_PORTS.to - PROBE_PORTS.from + 1 }, (_, i) => PROBE_PORTS.from + i).filter((p) => !held.has(p));
       // 5-tuples the edge router hashes to dist1 (by \`ip route get\`, both next hops valid: no entry yet), to see it take dist1 back.
       const sample = Array.from({ length: 200 }, (_, i) => 60000 + i);
       const sampleHops = await nextHops(inv, sample);
       const hashedToVictim = sample.filter((_, i) => deviceOfHop(sampleHops[i]) === VICTIM).slice(0, 8);
-      invariants.push({ name: "the edge router hashes 5-tuples over both next hops (`ip route get`)", ok: hashedToVictim.length === 8 && sampleHops.some((h) => deviceOfHop(h) === "dist2"), detail: DEVICES.map((d) => `${d} ${sampleHops.filter((h) => deviceOfHop(h) === d).length} of ${sample.length}`).join(", ") });
+      invariants.push({
+        name: "the edge router hashes 5-tuples over both next hops (`ip route get`)",
+        ok: hashedToVictim.length === 8 && sampleHops.some((h) => deviceOfHop(h) === "dist2"),
+        detail: DEVICES.map((d) => `${d} ${sampleHops.filter((h) => deviceOfHop(h) === d).length} of ${sample.length}`).join(", "),
+      });
       lab.sniffer = await Sniffer.start(SEGMENT_PORT_OF_EDGE);
 
       lab.live = await openLiveConnections(inv.client.namespace, VIP, inv.backendPort, LIVE_CONNECTIONS);
       const initial = lab.live.initial;
       const tInitial = now();
       const initialRound = await lab.live.round();
-      const initialPaths = await lab.sniffer.paths(tInitial, initialRound.filter((c) => !c.broken).map((c) => c.port));
+      const initialPaths = await lab.sniffer.paths(
+        tInitial,
+        initialRound.filter((c) => !c.broken).map((c) => c.port),
+      );
       invariants.push({
         name: `all ${LIVE_CONNECTIONS} live connections opened, spread over both devices (captured), each to an active amphora`,
-        ok: initial.every((c) => !c.broken) && DEVICES.every((d) => initial.some((c) => only(initialPaths.get(c.port), d))) && initial.every((c) => c.backend === lab.amphorae[0].name || c.backend === lab.amphorae[1].name),
+        ok:
+          initial.every((c) => !c.broken) &&
+          DEVICES.every((d) => initial.some((c) => only(initialPaths.get(c.port), d))) &&
+          initial.every((c) => c.backend === lab.amphorae[0].name || c.backend === lab.amphorae[1].name),
         detail: DEVICES.map((d) => `${d} ${initial.filter((c) => only(initialPaths.get(c.port), d)).length}`).join(", "),
       });
 
@@ -758,19 +864,59 @@ export const distributorFailoverBenchmark: Benchmark = {
       const rows = rowsOf(trials);
       const finalRound = await lab.live.round();
 
-      invariants.push({ name: "every fault made probes sent to dist1 fail, and new connections succeeded again (within 10 s)", ok: trials.every((t) => t.failedVia.dist1 > 0), detail: `${trials.filter((t) => t.failedVia.dist1 > 0).length} of ${trials.length}` });
-      invariants.push({ name: "the edge router's neighbour entry of dist1's next hop went FAILED in every trial", ok: trials.every((t) => t.neighFailed !== undefined), detail: `${trials.filter((t) => t.neighFailed !== undefined).length} of ${trials.length}` });
-      invariants.push({ name: "in every trial some live connections went through dist1 (captured), all of them through dist2 once recovered, and through dist1 again after the return", ok: trials.every((t) => t.live.viaVictim > 0 && t.live.movedToSurvivor === t.live.viaVictim && t.live.backOnVictim === t.live.viaVictim), detail: `through dist1: ${range(trials.map((t) => t.live.viaVictim))}; moved ${sum(trials.map((t) => t.live.movedToSurvivor))}, back ${sum(trials.map((t) => t.live.backOnVictim))} of ${sum(trials.map((t) => t.live.viaVictim))}` });
+      invariants.push({
+        name: "every fault made probes sent to dist1 fail, and new connections succeeded again (within 10 s)",
+        ok: trials.every((t) => t.failedVia.dist1 > 0),
+        detail: `${trials.filter((t) => t.failedVia.dist1 > 0).length} of ${trials.length}`,
+      });
+      invariants.push({
+        name: "the edge router's neighbour entry of dist1's next hop went FAILED in every trial",
+        ok: trials.every((t) => t.neighFailed !== undefined),
+        detail: `${trials.filter((t) => t.neighFailed !== undefined).length} of ${trials.length}`,
+      });
+      invariants.push({
+        name: "in every trial some live connections went through dist1 (captured), all of them through dist2 once recovered, and through dist1 again after the return",
+        ok: trials.every((t) => t.live.viaVictim > 0 && t.live.movedToSurvivor === t.live.viaVictim && t.live.backOnVictim === t.live.viaVictim),
+        detail: `through dist1: ${range(trials.map((t) => t.live.viaVictim))}; moved ${sum(trials.map((t) => t.live.movedToSurvivor))}, back ${sum(trials.map((t) => t.live.backOnVictim))} of ${sum(trials.map((t) => t.live.viaVictim))}`,
+      });
       const broken = finalRound.filter((c) => c.broken);
-      invariants.push({ name: `no live connection broke in any trial: all ${LIVE_CONNECTIONS} still answer, each from the amphora that greeted it`, ok: broken.length === 0 && finalRound.length === LIVE_CONNECTIONS, detail: broken.length ? broken.slice(0, 3).map((c) => `port ${c.port}: ${c.broken}`).join("; ") : undefined });
+      invariants.push({
+        name: `no live connection broke in any trial: all ${LIVE_CONNECTIONS} still answer, each from the amphora that greeted it`,
+        ok: broken.length === 0 && finalRound.length === LIVE_CONNECTIONS,
+        detail: broken.length
+          ? broken
+              .slice(0, 3)
+              .map((c) => `port ${c.port}: ${c.broken}`)
+              .join("; ")
+          : undefined,
+      });
       const upd = trials.map((t) => `${t.fault} ${t.update.messages}`);
-      invariants.push({ name: "the update after the repair sent 0 OpenFlow messages after a stop or a cut, and re-programmed dist1 (messages > 0) after a restart", ok: trials.every((t) => (t.fault === "restarted" ? t.update.messages > 0 : t.update.messages === 0)), detail: [...new Set(upd)].join(", ") });
-      invariants.push({ name: "after each restart, the device's read showed the attachment with 0 flows until the update", ok: trials.filter((t) => t.fault === "restarted").every((t) => t.flowsBeforeUpdate === 0), detail: trials.filter((t) => t.fault === "restarted").map((t) => t.flowsBeforeUpdate).join(", ") });
+      invariants.push({
+        name: "the update after the repair sent 0 OpenFlow messages after a stop or a cut, and re-programmed dist1 (messages > 0) after a restart",
+        ok: trials.every((t) => (t.fault === "restarted" ? t.update.messages > 0 : t.update.messages === 0)),
+        detail: [...new Set(upd)].join(", "),
+      });
+      invariants.push({
+        name: "after each restart, the device's read showed the attachment with 0 flows until the update",
+        ok: trials.filter((t) => t.fault === "restarted").every((t) => t.flowsBeforeUpdate === 0),
+        detail: trials
+          .filter((t) => t.fault === "restarted")
+          .map((t) => t.flowsBeforeUpdate)
+          .join(", "),
+      });
 
       const failed = await teardown(lab);
-      invariants.push({ name: "every resource of the run was removed (attachments, devices, routes, VIPs), dist1 repaired", ok: failed.length === 0, detail: failed.join("; ") || undefined });
+      invariants.push({
+        name: "every resource of the run was removed (attachments, devices, routes, VIPs), dist1 repaired",
+        ok: failed.length === 0,
+        detail: failed.join("; ") || undefined,
+      });
       const left = await leftBehind(lab);
-      invariants.push({ name: "nothing of the run is left: no bridge or port of the attachment, no device registration, no route for the VIP in the edge router or the client, no neighbour entry for its next hops, no VIP or arp sysctl on the amphorae; s-dist1 up, dist1's ovs-vswitchd running", ok: left.length === 0, detail: left.join("; ") || undefined });
+      invariants.push({
+        name: "nothing of the run is left: no bridge or port of the attachment, no device registration, no route for the VIP in the edge router or the client, no neighbour entry for its next hops, no VIP or arp sysctl on the amphorae; s-dist1 up, dist1's ovs-vswitchd running",
+        ok: left.length === 0,
+        detail: left.join("; ") || undefined,
+      });
 
       const probesPerTrial = Math.round(median(trials.map((t) => t.probes)));
       const data = {

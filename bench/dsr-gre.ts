@@ -12,7 +12,19 @@ import type { LabBackend, LabInventory } from "../test/lab/topology";
 import { ProviderDriver, labLoadBalancer } from "../test/support/deferred-nat";
 import { inNamespace, labSsh, loadInventory, spawnInNamespace, sshTo } from "../test/support/lab";
 import type { LoadConfig } from "./programs/load-driver";
-import { benchProgram, fmtInt, fmtMs, machineNote, type BenchContext, type BenchReport, type Benchmark, type Invariant, labRun, teardownSteps, type LabRunOptions } from "./common";
+import {
+  benchProgram,
+  fmtInt,
+  fmtMs,
+  machineNote,
+  type BenchContext,
+  type BenchReport,
+  type Benchmark,
+  type Invariant,
+  labRun,
+  teardownSteps,
+  type LabRunOptions,
+} from "./common";
 
 /**
  * Issue 8's benchmark: HTTP requests per second and p50/p99 latency through
@@ -305,7 +317,9 @@ export function lbInputs(inv: LabInventory, delivery: "mac" | "gre"): DeferredNa
 export function hvInputs(inv: LabInventory, hv: "hv1" | "hv2", mode: "mac" | "gre"): DsrHypervisorFlowsInputs {
   const h = inv.hosts[hv];
   const server = (b: LabBackend) => ({ address: b.address, port: PORTS[mode], mac: b.mac, bridgePort: b.port });
-  const here = poolOf(inv).filter((b) => b.hypervisor === hv).map(server);
+  const here = poolOf(inv)
+    .filter((b) => b.hypervisor === hv)
+    .map(server);
   const common = { host: { connection: sshTo(inv, h), ovsRundir: h.ovsRundir }, bridge: "br-seg" };
   if (mode === "mac") {
     return { ...common, name: `${NAMES.mac}-${hv}`, mode: "mac", vips: [{ address: VIPS.mac, port: 80, protocol: "tcp", backends: here }] };
@@ -359,7 +373,10 @@ async function teardownOnce(lab: Lab): Promise<string[]> {
     await attempt(`delete ${(r.inputs as { name: string }).name}`, async () => (r.driver.id ? r.driver.delete() : r.driver.purge(r.inputs)));
   }
   for (const g of ["gw1", "gw2"] as const) {
-    await attempt(`${g} counting flows`, () => lab.ssh[g] && runChecked(lab.ssh[g], ["ovs-ofctl", "del-flows", "br-seg", `cookie=0x${SPY_COOKIE.toString(16)}/-1`]));
+    await attempt(
+      `${g} counting flows`,
+      () => lab.ssh[g] && runChecked(lab.ssh[g], ["ovs-ofctl", "del-flows", "br-seg", `cookie=0x${SPY_COOKIE.toString(16)}/-1`]),
+    );
   }
   for (const s of lab.servers) await attempt(`server ${s.backend.name}`, () => s.stop());
   return failed;
@@ -430,7 +447,10 @@ async function measure(lab: Lab, path: PathKey, round: number, sizes: Sizes, ctx
   }
   for (const s of lab.servers) await s.report(); // reset
   const before = await snapshot(lab);
-  const loadAverage = os.loadavg().map((l) => l.toFixed(2)).join(" ");
+  const loadAverage = os
+    .loadavg()
+    .map((l) => l.toFixed(2))
+    .join(" ");
   const { latencies, ...load } = loadOf(lab.inv, url, sizes);
   const after = await snapshot(lab);
   const served: Record<string, ServerCounts> = {};
@@ -449,7 +469,9 @@ async function measure(lab: Lab, path: PathKey, round: number, sizes: Sizes, ctx
     loadAverage,
     latencies,
   };
-  ctx.log(`  round ${round + 1}, ${SHORT[path]}: ${fmtInt(Math.round(m.reqPerSec))} req/s, p50 ${fmtMs(m.p50)}, p99 ${fmtMs(m.p99)} (${fmtInt(load.run.ok)} answers in ${load.run.duration.toFixed(1)} s; load ${loadAverage})`);
+  ctx.log(
+    `  round ${round + 1}, ${SHORT[path]}: ${fmtInt(Math.round(m.reqPerSec))} req/s, p50 ${fmtMs(m.p50)}, p99 ${fmtMs(m.p99)} (${fmtInt(load.run.ok)} answers in ${load.run.duration.toFixed(1)} s; load ${loadAverage})`,
+  );
   return m;
 }
 
@@ -499,14 +521,27 @@ function pathInvariants(lab: Lab, m: Measurement, sizes: Sizes): Invariant[] {
       out.push({ name: `${tag}: no flow of the load balancers or the hypervisors' DSR saw it`, ...ownOnly({}) });
       break;
     case "mac":
-      out.push({ name: `${tag}: the gateways' mac VIP flows and the hypervisors' mac request flows counted at least a packet per answer; no GRE flow counted any`, ...ownOnly({ gatewaysMac: true, hypervisorsMac: true }) });
+      out.push({
+        name: `${tag}: the gateways' mac VIP flows and the hypervisors' mac request flows counted at least a packet per answer; no GRE flow counted any`,
+        ...ownOnly({ gatewaysMac: true, hypervisorsMac: true }),
+      });
       break;
     case "gre":
-      out.push({ name: `${tag}: the gateways' gre VIP flows and the hypervisors' GRE request flows (from the gateways' tunnel addresses) counted at least a packet per answer; no mac flow counted any`, ...ownOnly({ gatewaysGre: true, hypervisorsGre: true }) });
-      out.push({ name: `${tag}: GRE arrived on both hypervisors`, ok: c.perHypervisorGre.hv1 > 0 && c.perHypervisorGre.hv2 > 0, detail: `hv1 ${fmtInt(c.perHypervisorGre.hv1)}, hv2 ${fmtInt(c.perHypervisorGre.hv2)}` });
+      out.push({
+        name: `${tag}: the gateways' gre VIP flows and the hypervisors' GRE request flows (from the gateways' tunnel addresses) counted at least a packet per answer; no mac flow counted any`,
+        ...ownOnly({ gatewaysGre: true, hypervisorsGre: true }),
+      });
+      out.push({
+        name: `${tag}: GRE arrived on both hypervisors`,
+        ok: c.perHypervisorGre.hv1 > 0 && c.perHypervisorGre.hv2 > 0,
+        detail: `hv1 ${fmtInt(c.perHypervisorGre.hv1)}, hv2 ${fmtInt(c.perHypervisorGre.hv2)}`,
+      });
       break;
     case "l3dsr":
-      out.push({ name: `${tag}: hv1's GRE request flow from the l3dsr's address counted at least a packet per answer; no gateway flow counted any`, ...ownOnly({ hv1FromL3dsr: true }) });
+      out.push({
+        name: `${tag}: hv1's GRE request flow from the l3dsr's address counted at least a packet per answer; no gateway flow counted any`,
+        ...ownOnly({ hv1FromL3dsr: true }),
+      });
       out.push({
         name: `${tag}: no copy of its requests reached hv1 through the gateways' tunnels (the segment did not flood them)`,
         ok: c.l3dsrVipFromGateways === 0,
@@ -533,7 +568,15 @@ function combine(path: PathKey, ms: ReadonlyArray<Measurement & { latencies: num
   const latencies = mine.flatMap((m) => m.latencies).sort((a, b) => a - b);
   const requests = mine.reduce((n, m) => n + m.load.run.ok, 0);
   const seconds = mine.reduce((n, m) => n + m.load.run.duration, 0);
-  const servers = [...new Set(mine.flatMap((m) => Object.entries(m.served).filter(([, c]) => c.requests > 0).map(([n]) => n)))].sort();
+  const servers = [
+    ...new Set(
+      mine.flatMap((m) =>
+        Object.entries(m.served)
+          .filter(([, c]) => c.requests > 0)
+          .map(([n]) => n),
+      ),
+    ),
+  ].sort();
   return {
     path,
     servers,
@@ -600,7 +643,11 @@ export const dsrGreBenchmark: Benchmark = {
       const machine = await machineNote(lab.ssh.gw1);
       await purge(lab);
 
-      ctx.log(`starting servers (ports ${Object.values(PORTS).join(", ")}) in ${poolOf(inv).map((b) => b.name).join(", ")}`);
+      ctx.log(
+        `starting servers (ports ${Object.values(PORTS).join(", ")}) in ${poolOf(inv)
+          .map((b) => b.name)
+          .join(", ")}`,
+      );
       for (const b of poolOf(inv)) lab.servers.push(await Server.start(inv, b));
 
       ctx.log("creating the resources through the provider's handlers");
@@ -612,13 +659,22 @@ export const dsrGreBenchmark: Benchmark = {
       for (const g of ["gw1", "gw2"] as const) {
         // Counts whatever reaches the gateway from a VIP: a reply that passed through it would.
         for (const vip of Object.values(VIPS)) {
-          await runChecked(lab.ssh[g], ["ovs-ofctl", "add-flow", "br-seg", `cookie=0x${SPY_COOKIE.toString(16)},priority=2000,tcp,nw_src=${vip},tp_src=80,actions=NORMAL`]);
+          await runChecked(lab.ssh[g], [
+            "ovs-ofctl",
+            "add-flow",
+            "br-seg",
+            `cookie=0x${SPY_COOKIE.toString(16)},priority=2000,tcp,nw_src=${vip},tp_src=80,actions=NORMAL`,
+          ]);
         }
       }
       lab.tunnel = encapsulateVip(inv, { vip: VIPS.l3dsr, hypervisor: "hv1", key: greKeyOf({ name: NAMES.gre }), innerMac: soleOf(inv).mac });
       const cookies = [
-        lab.lbMac.outputs.cookie, lab.lbGre.outputs.cookie,
-        lab.hvMac.hv1.outputs.cookie, lab.hvMac.hv2.outputs.cookie, lab.hvGre.hv1.outputs.cookie, lab.hvGre.hv2.outputs.cookie,
+        lab.lbMac.outputs.cookie,
+        lab.lbGre.outputs.cookie,
+        lab.hvMac.hv1.outputs.cookie,
+        lab.hvMac.hv2.outputs.cookie,
+        lab.hvGre.hv1.outputs.cookie,
+        lab.hvGre.hv2.outputs.cookie,
         `0x${SPY_COOKIE.toString(16)}`,
       ] as string[];
 
@@ -629,7 +685,11 @@ export const dsrGreBenchmark: Benchmark = {
         const sysctl = ["arp_ignore", "arp_announce"].map((k) => inNamespace(b.namespace, ["sysctl", "-n", `net.ipv4.conf.all.${k}`]).trim());
         return Object.values(VIPS).every((v) => !addrs.includes(v)) && !/\b(gre|gretap|ipip|ip6tnl)\b/.test(links) && sysctl.every((v) => v === "0");
       });
-      invariants.push({ name: "the servers hold no VIP address, no tunnel interface and arp_ignore = arp_announce = 0", ok: bare.length === poolOf(inv).length, detail: `${bare.length} of ${poolOf(inv).length}` });
+      invariants.push({
+        name: "the servers hold no VIP address, no tunnel interface and arp_ignore = arp_announce = 0",
+        ok: bare.length === poolOf(inv).length,
+        detail: `${bare.length} of ${poolOf(inv).length}`,
+      });
 
       ctx.log(`measuring: ${sizes.rounds} round(s) of ${sizes.seconds} s per path, ${sizes.connections} connections, ${sizes.warmupSeconds} s warm-up each`);
       const measurements: Array<Measurement & { latencies: number[] }> = [];
@@ -646,9 +706,17 @@ export const dsrGreBenchmark: Benchmark = {
 
       // Take everything down, and check that nothing is left.
       const failed = await teardown(lab);
-      invariants.push({ name: "every resource, counting flow, tunnel and server of the run was removed", ok: failed.length === 0, detail: failed.join("; ") || undefined });
+      invariants.push({
+        name: "every resource, counting flow, tunnel and server of the run was removed",
+        ok: failed.length === 0,
+        detail: failed.join("; ") || undefined,
+      });
       const left = await leftBehind(lab, cookies);
-      invariants.push({ name: "nothing of the run is left (flows with its cookies, ports it owned, the tunnel device, a listener on :8081)", ok: left.length === 0, detail: left.join("; ") || undefined });
+      invariants.push({
+        name: "nothing of the run is left (flows with its cookies, ports it owned, the tunnel device, a listener on :8081)",
+        ok: left.length === 0,
+        detail: left.join("; ") || undefined,
+      });
 
       const direct = results.find((r) => r.path === "direct")!;
       const data = {
@@ -659,7 +727,9 @@ export const dsrGreBenchmark: Benchmark = {
         serverPorts: PORTS,
         vips: VIPS,
         results,
-        ratiosToDirect: Object.fromEntries(results.map((r) => [r.path, { reqPerSec: r.reqPerSec / direct.reqPerSec, p50: r.p50 / direct.p50, p99: r.p99 / direct.p99 }])),
+        ratiosToDirect: Object.fromEntries(
+          results.map((r) => [r.path, { reqPerSec: r.reqPerSec / direct.reqPerSec, p50: r.p50 / direct.p50, p99: r.p99 / direct.p99 }]),
+        ),
         measurements: measurements.map(({ latencies: _l, ...m }) => m),
       };
       const markdown = [

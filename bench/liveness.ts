@@ -16,7 +16,20 @@ import { ProviderDriver, labBackend, labHypervisorFlows, labLoadBalancer } from 
 import { inNamespace, labSsh, loadInventory, spawnInNamespace } from "../test/support/lab";
 import { waitUntil } from "../test/support/wait";
 import type { CheckerConfig } from "./programs/tcp-checker";
-import { benchProgram, fmtMs, machineNote, median, UnixctlClient, type BenchContext, type BenchReport, type Benchmark, type Invariant, labRun, teardownSteps, type LabRunOptions } from "./common";
+import {
+  benchProgram,
+  fmtMs,
+  machineNote,
+  median,
+  UnixctlClient,
+  type BenchContext,
+  type BenchReport,
+  type Benchmark,
+  type Invariant,
+  labRun,
+  teardownSteps,
+  type LabRunOptions,
+} from "./common";
 
 /**
  * Issue 9's benchmark: how long a dead hypervisor's backends keep being
@@ -123,7 +136,12 @@ class Checker {
 
 /** A TCP listener on hv1's underlay address, for the checker that probes across the underlay. */
 function startListener(inv: LabInventory): Promise<ChildProcess> {
-  const child = spawnInNamespace(inv.hosts[VICTIM].namespace, [process.execPath, benchProgram("tcp-listener.ts"), String(PROBE_PORT), inv.hosts[VICTIM].underlay!.address]);
+  const child = spawnInNamespace(inv.hosts[VICTIM].namespace, [
+    process.execPath,
+    benchProgram("tcp-listener.ts"),
+    String(PROBE_PORT),
+    inv.hosts[VICTIM].underlay!.address,
+  ]);
   return new Promise((resolve, reject) => {
     createInterface({ input: child.stdout! }).once("line", (l) => (l === "listening" ? resolve(child) : reject(new Error(`hv1 listener: ${l}`))));
     child.once("exit", (c) => reject(new Error(`hv1 listener exited (${c})`)));
@@ -151,7 +169,12 @@ const underlay = (lab: Lab, host: string) => lab.inv.hosts[host].underlay!.addre
 const vips = (lab: Lab) => [{ address: VIP, port: 80, protocol: "tcp" as const, backends: lab.pool }];
 
 function lbInputs(lab: Lab): DeferredNatLoadBalancerInputs {
-  const base = labLoadBalancer(lab.inv, NAME, vips(lab).map((v) => ({ ...v, backends: v.backends.map((b) => labBackend(lab.inv, b)) })), { delivery: "gre" });
+  const base = labLoadBalancer(
+    lab.inv,
+    NAME,
+    vips(lab).map((v) => ({ ...v, backends: v.backends.map((b) => labBackend(lab.inv, b)) })),
+    { delivery: "gre" },
+  );
   return {
     ...base,
     gateways: base.gateways.map((g) => ({ ...g, tunnelAddress: underlay(lab, g.name) })),
@@ -201,8 +224,13 @@ function teardown(lab: Lab): Promise<string[]> {
   lab.tornDown ??= (async () => {
     const { failed, attempt } = teardownSteps();
     // Repair first: the hypervisor's delete needs its ovs-vswitchd running.
-    await attempt("resume ovs-vswitchd", () => { const pid = vswitchdPid(lab); if (stopped(pid)) process.kill(pid, "SIGCONT"); });
-    await attempt("underlay up", () => { if (!underlayUp(VICTIM)) repair(lab, "underlay"); });
+    await attempt("resume ovs-vswitchd", () => {
+      const pid = vswitchdPid(lab);
+      if (stopped(pid)) process.kill(pid, "SIGCONT");
+    });
+    await attempt("underlay up", () => {
+      if (!underlayUp(VICTIM)) repair(lab, "underlay");
+    });
     lab.faulted = undefined;
     for (const c of lab.checkers) await attempt("checker", () => c.stop());
     await attempt("hv1 listener", () => lab.listener?.stdin?.end());
@@ -220,12 +248,17 @@ async function leftBehind(lab: Lab, cookies: string[]): Promise<string[]> {
   const left: string[] = [];
   for (const h of [...GATEWAYS, ...HYPERVISORS]) {
     for (const c of cookies) {
-      const flows = (await runChecked(lab.ssh[h], ["ovs-ofctl", "-O", "OpenFlow15", "dump-flows", "br-seg", `cookie=${c}/-1`])).split("\n").filter((l) => l.includes("cookie="));
+      const flows = (await runChecked(lab.ssh[h], ["ovs-ofctl", "-O", "OpenFlow15", "dump-flows", "br-seg", `cookie=${c}/-1`]))
+        .split("\n")
+        .filter((l) => l.includes("cookie="));
       if (flows.length > 0) left.push(`${h}: ${flows.length} flows with cookie ${c}`);
     }
   }
   for (const g of GATEWAYS) {
-    const names = tunnelPorts(withDefaults(lbInputs(lab)), lbInputs(lab).gateways.find((x) => x.name === g)!).map((p) => p.name);
+    const names = tunnelPorts(
+      withDefaults(lbInputs(lab)),
+      lbInputs(lab).gateways.find((x) => x.name === g)!,
+    ).map((p) => p.name);
     const ports = (await runChecked(lab.ssh[g], ["ovs-vsctl", "list-ports", "br-seg"])).split("\n");
     const mine = ports.filter((p) => names.includes(p.trim()));
     if (mine.length > 0) left.push(`${g}: ports ${mine.join(", ")}`);
@@ -261,14 +294,28 @@ async function negotiated(lab: Lab, hvs: readonly string[]): Promise<void> {
   const t = lab.timers;
   await Promise.all(
     GATEWAYS.map(async (g) => {
-      const ports = tunnelPorts(withDefaults(inputs), inputs.gateways.find((x) => x.name === g)!).filter((p) => p.bfd && hvs.includes(p.hypervisor)).map((p) => p.name);
-      await waitUntil(async () => {
-        const blocks = (await lab.unixctl[g].call("bfd/show", [])).split(/^---- /m);
-        return ports.every((name) =>
-          blocks.some((b) => b.startsWith(`${name} ----`) && /Forwarding: true/.test(b) && /Local Session State: up/.test(b) &&
-            b.includes(`TX Interval: Approx ${Math.max(t.minTx, t.minRx)}ms`) && b.includes(`RX Interval: Approx ${Math.max(t.minRx, t.minTx)}ms`)),
-        );
-      }, { what: `${g}: BFD up at ${label(t)} toward ${hvs.join(", ")}`, timeoutMs: 20_000, intervalMs: 50 });
+      const ports = tunnelPorts(
+        withDefaults(inputs),
+        inputs.gateways.find((x) => x.name === g)!,
+      )
+        .filter((p) => p.bfd && hvs.includes(p.hypervisor))
+        .map((p) => p.name);
+      await waitUntil(
+        async () => {
+          const blocks = (await lab.unixctl[g].call("bfd/show", [])).split(/^---- /m);
+          return ports.every((name) =>
+            blocks.some(
+              (b) =>
+                b.startsWith(`${name} ----`) &&
+                /Forwarding: true/.test(b) &&
+                /Local Session State: up/.test(b) &&
+                b.includes(`TX Interval: Approx ${Math.max(t.minTx, t.minRx)}ms`) &&
+                b.includes(`RX Interval: Approx ${Math.max(t.minRx, t.minTx)}ms`),
+            ),
+          );
+        },
+        { what: `${g}: BFD up at ${label(t)} toward ${hvs.join(", ")}`, timeoutMs: 20_000, intervalMs: 50 },
+      );
     }),
   );
 }
@@ -276,7 +323,10 @@ async function negotiated(lab: Lab, hvs: readonly string[]): Promise<void> {
 /** When `g`'s ovs-vswitchd logged hv1's BFD session going down between `from` and `to` (ms after `from`), from its log's ms timestamps. */
 async function bfdDownLogged(lab: Lab, g: string, from: number, to: number): Promise<number | undefined> {
   const inputs = lbInputs(lab);
-  const port = tunnelPorts(withDefaults(inputs), inputs.gateways.find((x) => x.name === g)!).find((p) => p.bfd && p.hypervisor === VICTIM)!.name;
+  const port = tunnelPorts(
+    withDefaults(inputs),
+    inputs.gateways.find((x) => x.name === g)!,
+  ).find((p) => p.bfd && p.hypervisor === VICTIM)!.name;
   const tail = await runChecked(lab.ssh[g], ["tail", "-c", "100000", `${lab.inv.hosts[g].ovsRundir}/ovs-vswitchd.log`]);
   for (const line of tail.split("\n")) {
     if (!line.includes(`${port}: BFD state change: up->down`)) continue;
@@ -303,7 +353,13 @@ interface Loop {
  * every gateway `done(picks)` holds; every pass also counts non-victim
  * tuples that are not on their bucket.
  */
-async function loopUntil(lab: Lab, tuples: readonly Tuple[], expected: readonly number[], victimIdx: ReadonlySet<number>, done: (picks: Array<number | undefined>) => boolean): Promise<Loop> {
+async function loopUntil(
+  lab: Lab,
+  tuples: readonly Tuple[],
+  expected: readonly number[],
+  victimIdx: ReadonlySet<number>,
+  done: (picks: Array<number | undefined>) => boolean,
+): Promise<Loop> {
   const loop: Loop = { doneAt: {}, passes: 0, passMs: [], violations: 0, violationSamples: [] };
   const deadline = now() + GIVE_UP_MS;
   await Promise.all(
@@ -359,16 +415,37 @@ interface Trial {
   victimStillChosen: number;
 }
 
-async function runTrial(lab: Lab, ctx: BenchContext, fault: FaultKind, trial: number, probe: Tuple[], probeExpected: number[], probeVictim: Set<number>, wide: Tuple[], wideBefore: Record<string, Array<number | undefined>>, ofHv: Map<number, string>, underlayCheck: Checker, backendCheck: Checker, backendTarget: string): Promise<Trial> {
+async function runTrial(
+  lab: Lab,
+  ctx: BenchContext,
+  fault: FaultKind,
+  trial: number,
+  probe: Tuple[],
+  probeExpected: number[],
+  probeVictim: Set<number>,
+  wide: Tuple[],
+  wideBefore: Record<string, Array<number | undefined>>,
+  ofHv: Map<number, string>,
+  underlayCheck: Checker,
+  backendCheck: Checker,
+  backendTarget: string,
+): Promise<Trial> {
   const isVictim = (b: number | undefined) => b === undefined || ofHv.get(b) === VICTIM;
   await negotiated(lab, HYPERVISORS);
-  await waitUntil(() => underlayCheck.state.underlay === "up" && backendCheck.state[backendTarget] === "up", { what: "the checkers see hv1 up", timeoutMs: 10_000 });
+  await waitUntil(() => underlayCheck.state.underlay === "up" && backendCheck.state[backendTarget] === "up", {
+    what: "the checkers see hv1 up",
+    timeoutMs: 10_000,
+  });
   // Both gateways pick as before the trial, for every probe tuple.
   for (const g of GATEWAYS) {
     const picks = await traceOn(lab, g, probe);
-    if (picks.some((b, i) => b !== probeExpected[i])) throw new Error(`${g}: probe tuples not on their buckets before trial: ${JSON.stringify(picks)} vs ${JSON.stringify(probeExpected)}`);
+    if (picks.some((b, i) => b !== probeExpected[i]))
+      throw new Error(`${g}: probe tuples not on their buckets before trial: ${JSON.stringify(picks)} vs ${JSON.stringify(probeExpected)}`);
   }
-  const loadAverage = os.loadavg().map((l) => l.toFixed(2)).join(" ");
+  const loadAverage = os
+    .loadavg()
+    .map((l) => l.toFixed(2))
+    .join(" ");
 
   const t0 = now();
   inflict(lab, fault);
@@ -391,7 +468,10 @@ async function runTrial(lab: Lab, ctx: BenchContext, fault: FaultKind, trial: nu
   }
   // The checkers on the paths the fault cut go down (3 failures: about 3 s).
   const cutsSegment = fault === "vswitchd";
-  await waitUntil(() => underlayCheck.first("underlay", "down", t0) && (!cutsSegment || backendCheck.first(backendTarget, "down", t0)), { what: "the checkers declaring hv1 down", timeoutMs: GIVE_UP_MS }).catch(() => undefined);
+  await waitUntil(() => underlayCheck.first("underlay", "down", t0) && (!cutsSegment || backendCheck.first(backendTarget, "down", t0)), {
+    what: "the checkers declaring hv1 down",
+    timeoutMs: GIVE_UP_MS,
+  }).catch(() => undefined);
   const uDown = underlayCheck.first("underlay", "down", t0);
   const bDown = backendCheck.first(backendTarget, "down", t0);
 
@@ -401,7 +481,10 @@ async function runTrial(lab: Lab, ctx: BenchContext, fault: FaultKind, trial: nu
   const recovered = await loopUntil(lab, probe, probeExpected, probeVictim, (picks) => picks.every((b, i) => b === probeExpected[i]));
   violations += recovered.violations;
   violationSamples.push(...recovered.violationSamples.slice(0, Math.max(0, 5 - violationSamples.length)));
-  await waitUntil(() => underlayCheck.first("underlay", "up", t1) && (!bDown || backendCheck.first(backendTarget, "up", t1)), { what: "the checkers seeing hv1 up again", timeoutMs: GIVE_UP_MS }).catch(() => undefined);
+  await waitUntil(() => underlayCheck.first("underlay", "up", t1) && (!bDown || backendCheck.first(backendTarget, "up", t1)), {
+    what: "the checkers seeing hv1 up again",
+    timeoutMs: GIVE_UP_MS,
+  }).catch(() => undefined);
   // The sessions renegotiated, then the whole wide set maps exactly as before.
   await negotiated(lab, HYPERVISORS);
   let notRestored = 0;
@@ -436,7 +519,9 @@ async function runTrial(lab: Lab, ctx: BenchContext, fault: FaultKind, trial: nu
     victimStillChosen,
   };
   const f = (ms?: number) => (ms === undefined ? "never" : fmtMs(ms));
-  ctx.log(`  ${label(lab.timers)} ${fault} #${trial + 1}: BFD gone on every gateway ${fmtMs(result.detect)} (${GATEWAYS.map((g) => `${g} ${fmtMs(detectPerGateway[g])}, logged down ${f(bfdDownLoggedPerGateway[g])}`).join("; ")}; pass ${fmtMs(result.passMs)}), back ${fmtMs(result.recover)}; checker underlay ${f(result.checkUnderlay)}, backend ${f(result.checkBackend)}; moved ${violations}, not restored ${notRestored}; load ${loadAverage}`);
+  ctx.log(
+    `  ${label(lab.timers)} ${fault} #${trial + 1}: BFD gone on every gateway ${fmtMs(result.detect)} (${GATEWAYS.map((g) => `${g} ${fmtMs(detectPerGateway[g])}, logged down ${f(bfdDownLoggedPerGateway[g])}`).join("; ")}; pass ${fmtMs(result.passMs)}), back ${fmtMs(result.recover)}; checker underlay ${f(result.checkUnderlay)}, backend ${f(result.checkBackend)}; moved ${violations}, not restored ${notRestored}; load ${loadAverage}`,
+  );
   return result;
 }
 
@@ -505,11 +590,17 @@ export const OVN = {
 } as const;
 
 function markdownOf(rows: readonly Row[], sizes: Sizes, machine: Record<string, string>): string {
-  const tableRows = rows.map((r) =>
-    `| ${FAULT_LABEL[r.fault]} | ovslb BFD ${r.setting} | ${ms(r.configuredDetectMs)} | **${ms(r.detectMedian)} / ${ms(r.detectWorst)}** (${GATEWAYS.map((g) => `${g} ${ms(r.detectPerGatewayMedian[g])}`).join(", ")}) | ${r.bfdDownLogged ? `${ms(r.bfdDownLogged.median)} / ${ms(r.bfdDownLogged.worst)}${r.bfdDownLogged.n < 2 * r.trials ? ` (${r.bfdDownLogged.n} of ${2 * r.trials})` : ""}` : "n/a"} | ${ms(r.recoverMedian)} / ${ms(r.recoverWorst)} | ${ms(r.passMedian)} | ${r.violations} | ${r.trials} |`);
-  const checkRows = rows.filter((r) => r.setting === label(SETTINGS[0])).map((r) =>
-    `| ${FAULT_LABEL[r.fault]} | keepalived-style 3 × 1 s, gw1 → hv1's underlay address | ${ms(CHECK_FALL * CHECK_INTERVAL_MS)}-${ms(CHECK_FALL * CHECK_INTERVAL_MS + CHECK_TIMEOUT_MS)} | ${medWorst(stats(rowsTrials(r, "checkUnderlay")), rowsTotal(r))} | | | | | ${rowsTotal(r)} |\n` +
-    `| ${FAULT_LABEL[r.fault]} | keepalived-style 3 × 1 s, client → backend hv1-vm1:8080 (the lab's segment) | ${ms(CHECK_FALL * CHECK_INTERVAL_MS)}-${ms(CHECK_FALL * CHECK_INTERVAL_MS + CHECK_TIMEOUT_MS)} | ${medWorst(stats(rowsTrials(r, "checkBackend")), rowsTotal(r))} | | | | | ${rowsTotal(r)} |`);
+  const tableRows = rows.map(
+    (r) =>
+      `| ${FAULT_LABEL[r.fault]} | ovslb BFD ${r.setting} | ${ms(r.configuredDetectMs)} | **${ms(r.detectMedian)} / ${ms(r.detectWorst)}** (${GATEWAYS.map((g) => `${g} ${ms(r.detectPerGatewayMedian[g])}`).join(", ")}) | ${r.bfdDownLogged ? `${ms(r.bfdDownLogged.median)} / ${ms(r.bfdDownLogged.worst)}${r.bfdDownLogged.n < 2 * r.trials ? ` (${r.bfdDownLogged.n} of ${2 * r.trials})` : ""}` : "n/a"} | ${ms(r.recoverMedian)} / ${ms(r.recoverWorst)} | ${ms(r.passMedian)} | ${r.violations} | ${r.trials} |`,
+  );
+  const checkRows = rows
+    .filter((r) => r.setting === label(SETTINGS[0]))
+    .map(
+      (r) =>
+        `| ${FAULT_LABEL[r.fault]} | keepalived-style 3 × 1 s, gw1 → hv1's underlay address | ${ms(CHECK_FALL * CHECK_INTERVAL_MS)}-${ms(CHECK_FALL * CHECK_INTERVAL_MS + CHECK_TIMEOUT_MS)} | ${medWorst(stats(rowsTrials(r, "checkUnderlay")), rowsTotal(r))} | | | | | ${rowsTotal(r)} |\n` +
+        `| ${FAULT_LABEL[r.fault]} | keepalived-style 3 × 1 s, client → backend hv1-vm1:8080 (the lab's segment) | ${ms(CHECK_FALL * CHECK_INTERVAL_MS)}-${ms(CHECK_FALL * CHECK_INTERVAL_MS + CHECK_TIMEOUT_MS)} | ${medWorst(stats(rowsTrials(r, "checkBackend")), rowsTotal(r))} | | | | | ${rowsTotal(r)} |`,
+    );
   return [
     "### Time until a dead hypervisor's backends stop being chosen",
     "",
@@ -522,7 +613,7 @@ function markdownOf(rows: readonly Row[], sizes: Sizes, machine: Record<string, 
     "",
     `Each row's trials were run one after the other in one run; the keepalived-style checkers ran throughout, on the same faults as the 100/100/3 and the 300/300/3 trials (their rows pool both). ${sizes.trials} trial(s) per setting and fault. ` +
       "\"Not chosen on every gateway\" is the end of the first `ofproto/trace` pass, on each of gw1 and gw2 (concurrently, over ovs-vswitchd's unixctl socket), in which none of the probe tuples (one per bucket of the VIP; those that hit hv1's two buckets before) takes an hv1 bucket; the fault's time is taken just before the command that makes it, so both ends err on the slow side by up to a trace pass. " +
-      "\"Chosen again\": from the repair until every probe tuple is back on its own bucket on both gateways. " +
+      '"Chosen again": from the repair until every probe tuple is back on its own bucket on both gateways. ' +
       `"Other hypervisors' tuples moved": tuples of hv2's and hv3's buckets found on another bucket in any pass, plus ${sizes.wideTuples} tuples traced on both gateways once hv1 was gone; after each repair, once the sessions were negotiated again, those ${sizes.wideTuples} tuples all mapped exactly as before (invariant).`,
     "",
     `Machine: ${machine.cpu}, ${machine.memory}, ${machine.kernel}, ${machine.ovs} (userspace datapath), Node ${machine.node}; load average ${machine.load} as the run started; ${machine.date}.`,
@@ -536,7 +627,8 @@ const rowsTotal = (r: Row) => ALL_TRIALS.filter((t) => t.fault === r.fault).leng
 
 export const livenessBenchmark: Benchmark = {
   name: "liveness",
-  description: "issue 9: a dead hypervisor's backends stop being chosen: ovslb BFD (100/100/3, 300/300/3) vs keepalived-style 3 x 1 s checks vs OVN's probes (quoted)",
+  description:
+    "issue 9: a dead hypervisor's backends stop being chosen: ovslb BFD (100/100/3, 300/300/3) vs keepalived-style 3 x 1 s checks vs OVN's probes (quoted)",
   async run(ctx) {
     const sizes = ctx.smoke ? SMOKE : FULL;
     const inv = loadInventory();
@@ -597,12 +689,31 @@ export const livenessBenchmark: Benchmark = {
         // Tuples, and the bucket each takes (the same on both gateways): one per bucket for the tight loop, the first wideTuples for the wide check.
         const seg = Number((await runChecked(lab.ssh.gw1, ["ovs-vsctl", "get", "interface", "seg0", "ofport"])).trim());
         const candidates: Tuple[] = Array.from({ length: Math.max(400, sizes.wideTuples) }, (_, i) => {
-          const match: Match = { protocol: "tcp", in_port: seg, nw_src: `10.9.${(i >> 8) & 255}.${(i & 255) || 1}`, nw_dst: VIP, tp_src: 1024 + ((i * 7919) % 60000), tp_dst: 80 };
+          const match: Match = {
+            protocol: "tcp",
+            in_port: seg,
+            nw_src: `10.9.${(i >> 8) & 255}.${i & 255 || 1}`,
+            nw_dst: VIP,
+            tp_src: 1024 + ((i * 7919) % 60000),
+            tp_dst: 80,
+          };
           return { match, flow: traceFlow(match, `tuple ${i}`) };
         });
-        const picks = await traceBuckets(lab.ssh.gw1, "br-seg", candidates.map((c) => c.match));
-        const picks2 = await traceBuckets(lab.ssh.gw2, "br-seg", candidates.map((c) => c.match));
-        invariants.push({ name: `${label(timers)}: both gateways pick the same bucket for each of ${candidates.length} tuples, and every bucket is chosen`, ok: picks.every((b, i) => b === picks2[i]) && [...ofHv.keys()].every((id) => picks.includes(id)), detail: `${new Set(picks).size} of ${ofHv.size} buckets chosen` });
+        const picks = await traceBuckets(
+          lab.ssh.gw1,
+          "br-seg",
+          candidates.map((c) => c.match),
+        );
+        const picks2 = await traceBuckets(
+          lab.ssh.gw2,
+          "br-seg",
+          candidates.map((c) => c.match),
+        );
+        invariants.push({
+          name: `${label(timers)}: both gateways pick the same bucket for each of ${candidates.length} tuples, and every bucket is chosen`,
+          ok: picks.every((b, i) => b === picks2[i]) && [...ofHv.keys()].every((id) => picks.includes(id)),
+          detail: `${new Set(picks).size} of ${ofHv.size} buckets chosen`,
+        });
         const probe: Tuple[] = [];
         const probeExpected: number[] = [];
         for (const id of [...ofHv.keys()].sort((a, b) => a - b)) {
@@ -618,7 +729,23 @@ export const livenessBenchmark: Benchmark = {
         for (const fault of FAULTS) {
           for (let trial = 0; trial < sizes.trials; trial++) {
             if (interrupted()) throw new Error("interrupted");
-            trials.push(await runTrial(lab, ctx, fault, trial, probe, probeExpected, probeVictim, wide, wideBefore, ofHv, underlayCheck, backendCheck, backendTarget.name));
+            trials.push(
+              await runTrial(
+                lab,
+                ctx,
+                fault,
+                trial,
+                probe,
+                probeExpected,
+                probeVictim,
+                wide,
+                wideBefore,
+                ofHv,
+                underlayCheck,
+                backendCheck,
+                backendTarget.name,
+              ),
+            );
           }
         }
       }
@@ -626,20 +753,55 @@ export const livenessBenchmark: Benchmark = {
       const rows = rowsOf(trials);
 
       const violations = trials.reduce((n, t) => n + t.violations, 0);
-      invariants.push({ name: "in every trial, no tuple of hv2's or hv3's buckets moved (tight loop and wide trace, both gateways)", ok: violations === 0, detail: `${violations} moved${violations ? `: ${trials.flatMap((t) => t.violationSamples).slice(0, 5).join("; ")}` : ""}` });
+      invariants.push({
+        name: "in every trial, no tuple of hv2's or hv3's buckets moved (tight loop and wide trace, both gateways)",
+        ok: violations === 0,
+        detail: `${violations} moved${
+          violations
+            ? `: ${trials
+                .flatMap((t) => t.violationSamples)
+                .slice(0, 5)
+                .join("; ")}`
+            : ""
+        }`,
+      });
       const still = trials.reduce((n, t) => n + t.victimStillChosen, 0);
-      invariants.push({ name: "once detected, no traced tuple of the wide set takes an hv1 bucket on either gateway", ok: still === 0, detail: `${still} tuples` });
+      invariants.push({
+        name: "once detected, no traced tuple of the wide set takes an hv1 bucket on either gateway",
+        ok: still === 0,
+        detail: `${still} tuples`,
+      });
       const notRestored = trials.reduce((n, t) => n + t.notRestored, 0);
-      invariants.push({ name: `after every repair, all ${sizes.wideTuples} wide tuples map exactly as before, on both gateways`, ok: notRestored === 0, detail: `${notRestored} differ` });
+      invariants.push({
+        name: `after every repair, all ${sizes.wideTuples} wide tuples map exactly as before, on both gateways`,
+        ok: notRestored === 0,
+        detail: `${notRestored} differ`,
+      });
       const missedU = trials.filter((t) => t.checkUnderlay === undefined).length;
-      invariants.push({ name: "the keepalived-style checker across the underlay declared hv1 down in every trial", ok: missedU === 0, detail: `${trials.length - missedU} of ${trials.length}` });
+      invariants.push({
+        name: "the keepalived-style checker across the underlay declared hv1 down in every trial",
+        ok: missedU === 0,
+        detail: `${trials.length - missedU} of ${trials.length}`,
+      });
       const missedB = trials.filter((t) => t.fault === "vswitchd" && t.checkBackend === undefined).length;
-      invariants.push({ name: "the keepalived-style checker of the backend declared it down in every ovs-vswitchd trial", ok: missedB === 0, detail: `${trials.filter((t) => t.fault === "vswitchd").length - missedB} of ${trials.filter((t) => t.fault === "vswitchd").length}` });
+      invariants.push({
+        name: "the keepalived-style checker of the backend declared it down in every ovs-vswitchd trial",
+        ok: missedB === 0,
+        detail: `${trials.filter((t) => t.fault === "vswitchd").length - missedB} of ${trials.filter((t) => t.fault === "vswitchd").length}`,
+      });
 
       const failed = await teardown(lab);
-      invariants.push({ name: "every resource, checker and listener of the run was removed; hv1's underlay is up and its ovs-vswitchd runs", ok: failed.length === 0, detail: failed.join("; ") || undefined });
+      invariants.push({
+        name: "every resource, checker and listener of the run was removed; hv1's underlay is up and its ovs-vswitchd runs",
+        ok: failed.length === 0,
+        detail: failed.join("; ") || undefined,
+      });
       const left = await leftBehind(lab, cookies);
-      invariants.push({ name: "nothing of the run is left (flows with its cookies, its gateway ports, a cut link, a stopped ovs-vswitchd)", ok: left.length === 0, detail: left.join("; ") || undefined });
+      invariants.push({
+        name: "nothing of the run is left (flows with its cookies, its gateway ports, a cut link, a stopped ovs-vswitchd)",
+        ok: left.length === 0,
+        detail: left.join("; ") || undefined,
+      });
 
       const data = {
         machine,
@@ -647,7 +809,16 @@ export const livenessBenchmark: Benchmark = {
         vip: VIP,
         name: NAME,
         settings: SETTINGS.map((t) => ({ ...t, configuredDetectMs: detectMs(t) })),
-        checker: { intervalMs: CHECK_INTERVAL_MS, timeoutMs: CHECK_TIMEOUT_MS, fall: CHECK_FALL, rise: 1, targets: { underlay: `${inv.hosts.gw1.namespace} -> ${inv.hosts[VICTIM].underlay!.address}:${PROBE_PORT}`, backend: `${inv.client.namespace} -> ${backendTarget.address}:${inv.backendPort}` } },
+        checker: {
+          intervalMs: CHECK_INTERVAL_MS,
+          timeoutMs: CHECK_TIMEOUT_MS,
+          fall: CHECK_FALL,
+          rise: 1,
+          targets: {
+            underlay: `${inv.hosts.gw1.namespace} -> ${inv.hosts[VICTIM].underlay!.address}:${PROBE_PORT}`,
+            backend: `${inv.client.namespace} -> ${backendTarget.address}:${inv.backendPort}`,
+          },
+        },
         ovn: OVN,
         rows,
         trials,

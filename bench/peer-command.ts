@@ -103,7 +103,12 @@ async function countingSshBytes<T>(fn: () => Promise<T>): Promise<{ value: T; se
   try {
     const value = await fn();
     const socks = opened.map((s) => (s as unknown as { client: { _sock?: { bytesWritten: number; bytesRead: number } } }).client._sock);
-    return { value, sent: socks.reduce((n, k) => n + (k?.bytesWritten ?? 0), 0), received: socks.reduce((n, k) => n + (k?.bytesRead ?? 0), 0), connections: opened.length };
+    return {
+      value,
+      sent: socks.reduce((n, k) => n + (k?.bytesWritten ?? 0), 0),
+      received: socks.reduce((n, k) => n + (k?.bytesRead ?? 0), 0),
+      connections: opened.length,
+    };
   } finally {
     SshSession.connect = original;
   }
@@ -249,8 +254,13 @@ function serverSockets(lab: Lab, kill: boolean): number {
   let found = 0;
   for (const vm of lab.pool) {
     for (let i = 0; i < ports.length; i += 40) {
-      const filter = `( sport = :${lab.inv.backendPort} and dst ${lab.inv.client.address} and ( ${ports.slice(i, i + 40).map((p) => `dport = :${p}`).join(" or ")} ) )`;
-      found += inNamespace(vm.namespace, ["ss", "-tnH", ...(kill ? ["-K"] : []), "state", "established", filter]).split("\n").filter((l) => l.trim()).length;
+      const filter = `( sport = :${lab.inv.backendPort} and dst ${lab.inv.client.address} and ( ${ports
+        .slice(i, i + 40)
+        .map((p) => `dport = :${p}`)
+        .join(" or ")} ) )`;
+      found += inNamespace(vm.namespace, ["ss", "-tnH", ...(kill ? ["-K"] : []), "state", "established", filter])
+        .split("\n")
+        .filter((l) => l.trim()).length;
     }
   }
   return found;
@@ -297,7 +307,18 @@ interface StepResult {
   buckets: Array<{ id: number; mac: string }>;
 }
 
-async function runMode(lab: Lab, mode: Mode, sizes: Sizes, ctx: BenchContext, invariants: Invariant[]): Promise<{ mode: Mode; steps: StepResult[]; initialBuckets: Array<{ id: number; mac: string }>; counted: Record<"add" | "remove", { messages: number; bytes: number; commands: number }> }> {
+async function runMode(
+  lab: Lab,
+  mode: Mode,
+  sizes: Sizes,
+  ctx: BenchContext,
+  invariants: Invariant[],
+): Promise<{
+  mode: Mode;
+  steps: StepResult[];
+  initialBuckets: Array<{ id: number; mac: string }>;
+  counted: Record<"add" | "remove", { messages: number; bytes: number; commands: number }>;
+}> {
   const four = lab.pool.filter((b) => b.hypervisor !== "hv3");
   const fifth = lab.pool.find((b) => b.hypervisor === "hv3")!;
   const removed = four[1];
@@ -312,7 +333,12 @@ async function runMode(lab: Lab, mode: Mode, sizes: Sizes, ctx: BenchContext, in
     invariants.push({
       name: `${mode}, cycle ${cycle + 1}: all ${sizes.connections} connections opened`,
       ok: live.initial.every((c) => !c.broken),
-      detail: live.initial.filter((c) => c.broken).map((c) => c.broken).slice(0, 3).join(", ") || undefined,
+      detail:
+        live.initial
+          .filter((c) => c.broken)
+          .map((c) => c.broken)
+          .slice(0, 3)
+          .join(", ") || undefined,
     });
     let state: LiveConnection[] = live.initial;
     const plans = { add: [...four, fifth], remove: [...four, fifth].filter((b) => b !== removed) };
@@ -325,7 +351,18 @@ async function runMode(lab: Lab, mode: Mode, sizes: Sizes, ctx: BenchContext, in
       const brokeNow = state.filter((c) => c.broken && alive.some((a) => a.port === c.port));
       const onRemoved = step === "remove" ? alive.filter((c) => c.backend === removed.name) : [];
       const buckets = await bucketsOn(lab, mode);
-      const nowOn = await traceBuckets(lab.ssh.gw1, "br-seg", onRemoved.map((c) => ({ protocol: "tcp" as const, in_port: lab.segOfport.gw1, nw_src: lab.inv.client.address, nw_dst: VIP, tp_src: c.port, tp_dst: VPORT })));
+      const nowOn = await traceBuckets(
+        lab.ssh.gw1,
+        "br-seg",
+        onRemoved.map((c) => ({
+          protocol: "tcp" as const,
+          in_port: lab.segOfport.gw1,
+          nw_src: lab.inv.client.address,
+          nw_dst: VIP,
+          tp_src: c.port,
+          tp_dst: VPORT,
+        })),
+      );
       const hypervisorOf = (bucket: number | undefined) => lab.pool.find((b) => b.name === buckets.find((x) => x.id === bucket)?.mac)?.hypervisor;
       steps.push({
         step,
@@ -377,7 +414,12 @@ async function run(ctx: BenchContext): Promise<BenchReport> {
 
   await labRun(
     ctx,
-    { locks: ["hv1-gre"], interrupted: "removing the peer's and ovslb's load balancers", teardown: () => teardown(lab), close: () => Object.values(lab.ssh).forEach((s) => s.close()) },
+    {
+      locks: ["hv1-gre"],
+      interrupted: "removing the peer's and ovslb's load balancers",
+      teardown: () => teardown(lab),
+      close: () => Object.values(lab.ssh).forEach((s) => s.close()),
+    },
     async (interrupted) => {
       for (const h of [...GATEWAYS, ...HYPERVISORS]) lab.ssh[h] = await labSsh(inv, h);
       machine = await machineNote(lab.ssh.gw1);
@@ -411,7 +453,9 @@ async function run(ctx: BenchContext): Promise<BenchReport> {
       // Nothing left: no flow with either cookie, no group of either.
       for (const g of GATEWAYS) {
         const flows = await runChecked(lab.ssh[g], ["ovs-ofctl", "-O", "OpenFlow15", "dump-flows", "br-seg"]);
-        const groups = parseGroups(await runChecked(lab.ssh[g], ["ovs-ofctl", "-O", "OpenFlow15", "--no-names", "dump-groups", "br-seg"])).map((x) => x.groupId);
+        const groups = parseGroups(await runChecked(lab.ssh[g], ["ovs-ofctl", "-O", "OpenFlow15", "--no-names", "dump-groups", "br-seg"])).map(
+          (x) => x.groupId,
+        );
         const cookies = [PEER_COOKIE, BigInt(lab.lb?.outputs.cookie ?? "0")].map((c) => `cookie=0x${c.toString(16)},`);
         if (cookies.some((c) => flows.includes(c))) left.push(`${g}: flows`);
         const ours = [PEER_GROUP, ...Object.values((lab.lb?.outputs.groupIds ?? {}) as Record<string, number>)];
@@ -432,9 +476,15 @@ async function run(ctx: BenchContext): Promise<BenchReport> {
     invariants.push({
       name: `${r.mode}: every removal broke every connection on the removed backend but those the trace sends to another backend of its hypervisor (which still serves it: conntrack there keeps them on it)`,
       ok: r.steps.filter((s) => s.step === "remove").every((s) => s.brokenOnRemoved === s.onRemoved - s.keptOnItsHypervisor),
-      detail: r.steps.filter((s) => s.step === "remove").map((s) => `${s.brokenOnRemoved} of ${s.onRemoved} broke, ${s.keptOnItsHypervisor} kept`).join("; "),
+      detail: r.steps
+        .filter((s) => s.step === "remove")
+        .map((s) => `${s.brokenOnRemoved} of ${s.onRemoved} broke, ${s.keptOnItsHypervisor} kept`)
+        .join("; "),
     });
-    invariants.push({ name: `${r.mode}: each add broke at most the connections that moved to the new backend (fewer than half)`, ok: r.steps.filter((s) => s.step === "add").every((s) => s.broken < s.alive / 2) });
+    invariants.push({
+      name: `${r.mode}: each add broke at most the connections that moved to the new backend (fewer than half)`,
+      ok: r.steps.filter((s) => s.step === "add").every((s) => s.broken < s.alive / 2),
+    });
   }
   if (by.ovslb) {
     const ids = by.ovslb.initialBuckets.map((b) => `${b.mac}:${b.id}`);
@@ -457,21 +507,32 @@ async function run(ctx: BenchContext): Promise<BenchReport> {
     "| Change | Mode | Wall, median | Bytes over SSH: sent / received, median | SSH connections | OpenFlow messages sent to ovs-vswitchd | Connections broken (of those working) |",
     "| --- | --- | --- | --- | --- | --- | --- |",
     ...(["add", "remove"] as const).flatMap((k) =>
-      results.map((r) =>
-        `| ${k === "add" ? "add hv3-vm3 (end of the list)" : "remove hv1-vm4 (second of the list)"} | ${MODE_LABEL[r.mode]} | ${fmtMs(med(r.mode, k, (s) => s.wallMs))} | ${fmtInt(med(r.mode, k, (s) => s.sshSent))} / ${fmtInt(med(r.mode, k, (s) => s.sshReceived))} | ${med(r.mode, k, (s) => s.sshConnections)} | ${r.counted[k].messages} (${fmtInt(r.counted[k].bytes)} B) in ${r.counted[k].commands} ovs-ofctl | ${sum(r.mode, k, (s) => s.broken)} of ${sum(r.mode, k, (s) => s.alive)}${k === "remove" ? ` (${sum(r.mode, k, (s) => s.brokenOnRemoved)} on the removed backend, which held ${sum(r.mode, k, (s) => s.onRemoved)}; ${sum(r.mode, k, (s) => s.keptOnItsHypervisor)} of them, sent to its hypervisor's other backend, lived)` : ""} |`),
+      results.map(
+        (r) =>
+          `| ${k === "add" ? "add hv3-vm3 (end of the list)" : "remove hv1-vm4 (second of the list)"} | ${MODE_LABEL[r.mode]} | ${fmtMs(med(r.mode, k, (s) => s.wallMs))} | ${fmtInt(med(r.mode, k, (s) => s.sshSent))} / ${fmtInt(med(r.mode, k, (s) => s.sshReceived))} | ${med(r.mode, k, (s) => s.sshConnections)} | ${r.counted[k].messages} (${fmtInt(r.counted[k].bytes)} B) in ${r.counted[k].commands} ovs-ofctl | ${sum(r.mode, k, (s) => s.broken)} of ${sum(r.mode, k, (s) => s.alive)}${k === "remove" ? ` (${sum(r.mode, k, (s) => s.brokenOnRemoved)} on the removed backend, which held ${sum(r.mode, k, (s) => s.onRemoved)}; ${sum(r.mode, k, (s) => s.keptOnItsHypervisor)} of them, sent to its hypervisor's other backend, lived)` : ""} |`,
+      ),
     ),
     "",
     "Why they broke (the client's reason, summed over the cycles):",
     "",
-    ...results.flatMap((r) => (["add", "remove"] as const).map((k) => {
-      const why: Record<string, number> = {};
-      for (const st of r.steps.filter((x) => x.step === k)) for (const [w, n] of Object.entries(st.reasons)) why[w] = (why[w] ?? 0) + n;
-      return `- ${r.mode}, ${k}: ${Object.entries(why).map(([w, n]) => `${w} ${n}`).join(", ") || "none"}`;
-    })),
+    ...results.flatMap((r) =>
+      (["add", "remove"] as const).map((k) => {
+        const why: Record<string, number> = {};
+        for (const st of r.steps.filter((x) => x.step === k)) for (const [w, n] of Object.entries(st.reasons)) why[w] = (why[w] ?? 0) + n;
+        return `- ${r.mode}, ${k}: ${
+          Object.entries(why)
+            .map(([w, n]) => `${w} ${n}`)
+            .join(", ") || "none"
+        }`;
+      }),
+    ),
     "",
     "Bucket ids on gw1 (backend=bucket_id) before the first change and after each change of the first cycle:",
     "",
-    ...results.map((r) => `- ${r.mode}: ${bucketsText(r.initialBuckets)}; after the add: ${bucketsText(r.steps[0].buckets)}; after the remove: ${bucketsText(r.steps[1].buckets)}`),
+    ...results.map(
+      (r) =>
+        `- ${r.mode}: ${bucketsText(r.initialBuckets)}; after the add: ${bucketsText(r.steps[0].buckets)}; after the remove: ${bucketsText(r.steps[1].buckets)}`,
+    ),
     "",
     "Bytes: what this process wrote to and read from the gateways' SSH TCP sockets during the change (handshake, authentication, channels, commands, stdin, output); both modes open one connection per gateway per change. " +
       "OpenFlow messages: every message ovs-ofctl wrote to the gateways' ovs-vswitchd (both gateways; hello, requests, bundle controls and mods), from `strace -f -e trace=sendto` around each ovs-ofctl in a counted pass of the same two changes (not timed); the vswitchd's own coverage counters (`vconn_received`) count every client's messages, and tests read these shared gateways without a lock.",

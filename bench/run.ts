@@ -27,7 +27,17 @@ import { secondChanceBenchmark } from "./second-chance";
  *
  * Add a benchmark by listing it here.
  */
-const BENCHMARKS: readonly Benchmark[] = [deferredNatBenchmark, dsrGreBenchmark, livenessBenchmark, secondChanceBenchmark, distributorFailoverBenchmark, scaleFanoutBenchmark, peerCommandBenchmark, scalePlanningBenchmark, scaleReadingBenchmark];
+const BENCHMARKS: readonly Benchmark[] = [
+  deferredNatBenchmark,
+  dsrGreBenchmark,
+  livenessBenchmark,
+  secondChanceBenchmark,
+  distributorFailoverBenchmark,
+  scaleFanoutBenchmark,
+  peerCommandBenchmark,
+  scalePlanningBenchmark,
+  scaleReadingBenchmark,
+];
 
 /** Compiled to dist/bench/run.js: the tracked results sit next to the sources. */
 const RESULTS = resolve(__dirname, "..", "..", "bench", "results");
@@ -39,7 +49,11 @@ function invariantLines(report: BenchReport): string[] {
 }
 
 async function main() {
-  const { names, smoke, list, out } = parseArgs(process.argv.slice(2), RESULTS, BENCHMARKS.map((b) => b.name));
+  const { names, smoke, list, out } = parseArgs(
+    process.argv.slice(2),
+    RESULTS,
+    BENCHMARKS.map((b) => b.name),
+  );
   if (list) {
     for (const b of BENCHMARKS) console.log(`${b.name}: ${b.description}`);
     return;

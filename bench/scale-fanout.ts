@@ -107,7 +107,8 @@ function logSince(h: LabHost, from: number): string {
 /** Each COMMIT_REPLY ovs-vswitchd sent, as epoch milliseconds (microsecond timestamps). */
 export function commitReplies(log: string): number[] {
   const out: number[] = [];
-  const re = /^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.(\d+))Z\|\d+\|vconn\|DBG\|[^\n]*sent \(Success\): OFPT_BUNDLE_CONTROL[^\n]*\n bundle_id=\S+ type=COMMIT_REPLY/gm;
+  const re =
+    /^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.(\d+))Z\|\d+\|vconn\|DBG\|[^\n]*sent \(Success\): OFPT_BUNDLE_CONTROL[^\n]*\n bundle_id=\S+ type=COMMIT_REPLY/gm;
   for (const m of log.matchAll(re)) {
     const whole = m[1].slice(0, 19);
     const frac = m[2];
@@ -241,7 +242,13 @@ async function runCounts(ctx: BenchContext, inv: LabInventory, hosts: Record<str
     const lb = lbs.get(count)!;
     const gws = plans(count);
     // Every gateway holds the same group (same ids, buckets, fields; each its own eth_src): one dump each.
-    const dumps = gws.map((p) => daemon(hosts[p.name], ["ovs-ofctl", "-O", "OpenFlow15", "--no-names", "dump-groups", "br-seg", String(lb.outputs.groupIds[keyOf(count)])]).replace(/\(xid=0x[0-9a-f]+\)/, "").split(segmentMacOf(p)).join("GATEWAY-MAC").trim());
+    const dumps = gws.map((p) =>
+      daemon(hosts[p.name], ["ovs-ofctl", "-O", "OpenFlow15", "--no-names", "dump-groups", "br-seg", String(lb.outputs.groupIds[keyOf(count)])])
+        .replace(/\(xid=0x[0-9a-f]+\)/, "")
+        .split(segmentMacOf(p))
+        .join("GATEWAY-MAC")
+        .trim(),
+    );
     const cs = changes.get(count)!;
     results.push({
       gateways: count,
@@ -311,7 +318,10 @@ async function run(ctx: BenchContext): Promise<BenchReport> {
   const machine = await machineNote(new LocalRunner());
 
   await labRun(ctx, { locks: [LOCK], interrupted: "removing the extra gateway hosts", teardown, close: () => undefined }, async (interrupted) => {
-    const loadBefore = os.loadavg().map((l) => l.toFixed(2)).join(" ");
+    const loadBefore = os
+      .loadavg()
+      .map((l) => l.toFixed(2))
+      .join(" ");
     const t0 = Date.now();
     hosts = extra.start(plans(maxCount));
     const startSeconds = (Date.now() - t0) / 1000;
@@ -324,7 +334,10 @@ async function run(ctx: BenchContext): Promise<BenchReport> {
     }
     const idle = await measureIdle(Object.values(hosts), ctx.smoke ? 2 : 5);
     // What one SSH command costs, before ovslb does anything: an exec of `true`, one after another, on fan1 and on the lab's gw1 (whose login shell reads root's .bashrc).
-    for (const [where, h] of [["fan1", hosts.fan1], ["gw1", inv.hosts.gw1]] as const) {
+    for (const [where, h] of [
+      ["fan1", hosts.fan1],
+      ["gw1", inv.hosts.gw1],
+    ] as const) {
       const ssh = await SshSession.connect(sshTo(inv, h));
       try {
         for (let i = 0; i < 5; i++) {
@@ -336,22 +349,36 @@ async function run(ctx: BenchContext): Promise<BenchReport> {
         ssh.close();
       }
     }
-    load = { idle, loadBefore, loadAfterHosts: os.loadavg().map((l) => l.toFixed(2)).join(" "), loadAtEnd: "", startSeconds };
+    load = {
+      idle,
+      loadBefore,
+      loadAfterHosts: os
+        .loadavg()
+        .map((l) => l.toFixed(2))
+        .join(" "),
+      loadAtEnd: "",
+      startSeconds,
+    };
     if (interrupted()) return;
     results.push(...(await runCounts(ctx, inv, hosts, sizes, made)));
-    load.loadAtEnd = os.loadavg().map((l) => l.toFixed(2)).join(" ");
+    load.loadAtEnd = os
+      .loadavg()
+      .map((l) => l.toFixed(2))
+      .join(" ");
     // Nothing of the load balancers is left on any host.
     for (const h of Object.values(hosts)) {
       const flows = daemon(h, ["ovs-ofctl", "-O", "OpenFlow15", "dump-flows", "br-seg"]);
       const groups = daemon(h, ["ovs-ofctl", "-O", "OpenFlow15", "dump-groups", "br-seg"]);
       for (const count of sizes.gateways) {
-        const cookie = `0x${cookieOf({ name: nameOf(count) } as Inputs).toString(16)}`;
+        const cookie = `0x${cookieOf({ name: nameOf(count) }).toString(16)}`;
         if (flows.includes(`cookie=${cookie},`)) left.push(`${h.name}: flows of ${nameOf(count)}`);
       }
       if (/group_id=/.test(groups)) left.push(`${h.name}: groups`);
     }
   });
-  const gone = Object.values(hosts).filter((h) => existsSync(`/run/netns/${h.namespace}`) || Object.values(daemonPids(h)).some((p) => p !== undefined && isAlive(p)));
+  const gone = Object.values(hosts).filter(
+    (h) => existsSync(`/run/netns/${h.namespace}`) || Object.values(daemonPids(h)).some((p) => p !== undefined && isAlive(p)),
+  );
   left = [...left, ...gone.map((h) => `${h.name}: namespace or daemons still there`)];
 
   // ---------------------------------------------------------------- invariants
@@ -365,7 +392,11 @@ async function run(ctx: BenchContext): Promise<BenchReport> {
       name: `${r.gateways} gateways: each change sent each gateway one message (one insert_bucket or remove_bucket)`,
       ok: r.changes.every((c) => c.messages.length === r.gateways && c.messages.every((m) => m === 1)),
     });
-    invariants.push({ name: `${r.gateways} gateways: all hold the same group afterwards`, ok: r.identicalGroups, detail: r.identicalGroups ? undefined : r.groupDump.slice(0, 300) });
+    invariants.push({
+      name: `${r.gateways} gateways: all hold the same group afterwards`,
+      ok: r.identicalGroups,
+      detail: r.identicalGroups ? undefined : r.groupDump.slice(0, 300),
+    });
     invariants.push({
       name: `${r.gateways} gateways: the commit window lies within the update`,
       ok: r.changes.every((c) => c.firstCommitMs > 0 && c.firstCommitMs + c.windowMs < c.wallMs),
@@ -385,8 +416,10 @@ async function run(ctx: BenchContext): Promise<BenchReport> {
     "",
     "| Gateways | Update wall, median (add / remove) | Worst | vs 1 gateway | Commit window, median | Worst | Window from the provider's side, median | First commit after the update's start, median | Provider's own CPU per update, median | Machine CPU busy during the updates |",
     "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    ...results.map((r) =>
-      `| ${r.gateways} | ${fmtMs(med(r, (c) => c.wallMs))} (${fmtMs(med(r, (c) => c.wallMs, "add"))} / ${fmtMs(med(r, (c) => c.wallMs, "remove"))}) | ${fmtMs(max(r, (c) => c.wallMs))} | ${one ? `${(med(r, (c) => c.wallMs) / med(one, (c) => c.wallMs)).toFixed(2)}x` : "-"} | ${r.gateways > 1 ? fmtMs(med(r, (c) => c.windowMs)) : "-"} | ${r.gateways > 1 ? fmtMs(max(r, (c) => c.windowMs)) : "-"} | ${r.gateways > 1 ? fmtMs(med(r, (c) => c.clientWindowMs)) : "-"} | ${fmtMs(med(r, (c) => c.firstCommitMs))} | ${fmtMs(med(r, (c) => c.providerCpuMs))} | ${(100 * r.cpuBusy).toFixed(0)}% |`),
+    ...results.map(
+      (r) =>
+        `| ${r.gateways} | ${fmtMs(med(r, (c) => c.wallMs))} (${fmtMs(med(r, (c) => c.wallMs, "add"))} / ${fmtMs(med(r, (c) => c.wallMs, "remove"))}) | ${fmtMs(max(r, (c) => c.wallMs))} | ${one ? `${(med(r, (c) => c.wallMs) / med(one, (c) => c.wallMs)).toFixed(2)}x` : "-"} | ${r.gateways > 1 ? fmtMs(med(r, (c) => c.windowMs)) : "-"} | ${r.gateways > 1 ? fmtMs(max(r, (c) => c.windowMs)) : "-"} | ${r.gateways > 1 ? fmtMs(med(r, (c) => c.clientWindowMs)) : "-"} | ${fmtMs(med(r, (c) => c.firstCommitMs))} | ${fmtMs(med(r, (c) => c.providerCpuMs))} | ${(100 * r.cpuBusy).toFixed(0)}% |`,
+    ),
     "",
     "Commit window: from the first to the last COMMIT_REPLY the gateways' ovs-vswitchd sent, from their own logs (vconn debug, microsecond timestamps; all hosts are processes on this machine, one clock). From the provider's side: from the first to the last `ovs-ofctl bundle` returning over SSH.",
   ];
@@ -401,7 +434,10 @@ async function run(ctx: BenchContext): Promise<BenchReport> {
     lines.push(
       "",
       `The ${maxCount} extra gateway hosts (each: namespace, ovsdb-server, userspace ovs-vswitchd, sshd) took ${load.startSeconds.toFixed(1)} s to build. Idle, summed over them: ` +
-        Object.entries(load.idle).map(([n, u]) => `${n} ${u.cpuPercentOfOneCore.toFixed(1)}% of one core, ${u.rssMiB.toFixed(0)} MiB resident`).join("; ") + ".",
+        Object.entries(load.idle)
+          .map(([n, u]) => `${n} ${u.cpuPercentOfOneCore.toFixed(1)}% of one core, ${u.rssMiB.toFixed(0)} MiB resident`)
+          .join("; ") +
+        ".",
     );
   }
   return {

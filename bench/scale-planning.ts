@@ -7,7 +7,16 @@ import { childResult, fmtInt, fmtMs, labRun, machineNote, median, teardownSteps 
 import type { DeferredNatBackend, DeferredNatLoadBalancerInputs as Inputs } from "../provider/model/inputs.generated";
 import { parseFlows, parseGroups, renderBundle, type Modification } from "../provider/openflow";
 import { deferredNatLoadBalancerHandler as handler, type DeferredNatState } from "../provider/resources/deferred-nat-load-balancer/handler";
-import { assignIds, cookieOf, foreignGroupsOn, mergeIds, planGateway, vipKey, withDefaults, type RecordedIds } from "../provider/resources/deferred-nat-load-balancer/plan";
+import {
+  assignIds,
+  cookieOf,
+  foreignGroupsOn,
+  mergeIds,
+  planGateway,
+  vipKey,
+  withDefaults,
+  type RecordedIds,
+} from "../provider/resources/deferred-nat-load-balancer/plan";
 import { idsOf, planGatewayScoped, updateScope, recordPorts } from "../provider/resources/deferred-nat-load-balancer/scope";
 import { labSsh, loadInventory, sshTo } from "../test/support/lab";
 import type { LabInventory } from "../test/lab/topology";
@@ -79,7 +88,9 @@ function inputsFor(inv: LabInventory | undefined, size: { vips: number; backends
     gateways: [
       {
         name: GATEWAY,
-        host: h ? { connection: sshTo(inv, h), ovsRundir: h.ovsRundir } : { connection: { host: "192.0.2.1", user: "root", hostKey: "x", privateKeyPath: "/k" } },
+        host: h
+          ? { connection: sshTo(inv, h), ovsRundir: h.ovsRundir }
+          : { connection: { host: "192.0.2.1", user: "root", hostKey: "x", privateKeyPath: "/k" } },
         bridge: BRIDGE,
         segmentPort: PORT,
         mac: "02:00:0a:00:01:0c",
@@ -114,9 +125,14 @@ function gatewayDump(d: Inputs, ids: RecordedIds, segmentOfport: number): { grou
   for (const vip of d.vips) {
     const key = vipKey(vip);
     const g = ids.groupIds[key];
-    const buckets = vip.backends.map((b) => `bucket=bucket_id:${ids.bucketIds[key][`${b.address}:${b.port}#0`]},weight:100,actions=set_field:${gwMac}->eth_src,set_field:${b.mac}->eth_dst,IN_PORT`);
+    const buckets = vip.backends.map(
+      (b) =>
+        `bucket=bucket_id:${ids.bucketIds[key][`${b.address}:${b.port}#0`]},weight:100,actions=set_field:${gwMac}->eth_src,set_field:${b.mac}->eth_dst,IN_PORT`,
+    );
     groups.push(` group_id=${g},type=select,selection_method=hash,fields(ip_src,ip_dst,tcp_src,tcp_dst),${buckets.join(",")}`);
-    flows.push(` cookie=0x${cookie}, duration=12.5s, table=0, n_packets=0, n_bytes=0, idle_age=12, priority=100,tcp,in_port=${segmentOfport},nw_dst=${vip.address},tp_dst=${vip.port} actions=group:${g}`);
+    flows.push(
+      ` cookie=0x${cookie}, duration=12.5s, table=0, n_packets=0, n_bytes=0, idle_age=12, priority=100,tcp,in_port=${segmentOfport},nw_dst=${vip.address},tp_dst=${vip.port} actions=group:${g}`,
+    );
   }
   flows.push(" cookie=0x0, duration=802.488s, table=0, n_packets=558, n_bytes=36439, idle_age=93, priority=0 actions=NORMAL");
   return { groups: `${groups.join("\n")}\n`, flows: `${flows.join("\n")}\n` };
@@ -185,7 +201,10 @@ async function labScenario(name: string, size: { vips: number; backends: number 
     const d = withDefaults(base);
     const { value, figures } = await measure(() => handler.create(d));
     writeFileSync(file, JSON.stringify({ id: value.id, inputs: d, state: value.state }));
-    return { ...figures, detail: { operations: value.state.lastApply[GATEWAY].operations, bytes: value.state.lastApply[GATEWAY].bytes, lastRead: value.state.lastRead } };
+    return {
+      ...figures,
+      detail: { operations: value.state.lastApply[GATEWAY].operations, bytes: value.state.lastApply[GATEWAY].bytes, lastRead: value.state.lastRead },
+    };
   }
   const saved = JSON.parse(readFileSync(file, "utf8")) as Saved;
   if (name === "lab-delete") {
@@ -201,7 +220,11 @@ async function labScenario(name: string, size: { vips: number; backends: number 
     // Copies: a provider gets fresh objects in every call, so nothing of this warm-up is reused but the compiled code.
     // The recorded inputs lack VIP 0: the warm-up reads that VIP's group and flow, finds them as wanted, and sends nothing.
     const copy = JSON.parse(JSON.stringify(saved)) as Saved;
-    await handler.update(copy.id, { inputs: withDefaults({ ...copy.inputs, vips: copy.inputs.vips.slice(1) }), state: copy.state }, withDefaults(JSON.parse(JSON.stringify(saved.inputs)) as Inputs));
+    await handler.update(
+      copy.id,
+      { inputs: withDefaults({ ...copy.inputs, vips: copy.inputs.vips.slice(1) }), state: copy.state },
+      withDefaults(JSON.parse(JSON.stringify(saved.inputs)) as Inputs),
+    );
   }
   const { value, figures } = await measure(() => handler.update(saved.id, old, news));
   writeFileSync(file, JSON.stringify({ id: saved.id, inputs: news, state: value }));
@@ -210,10 +233,15 @@ async function labScenario(name: string, size: { vips: number; backends: number 
 
 /** Runs one scenario in a fresh node process and returns its figures. */
 function child(ctx: BenchContext, scenario: string, size: { vips: number; backends: number }, file = "", full = false, warm = false): Figures {
-  const r = spawnSync(process.execPath, [__filename, "--child", JSON.stringify({ scenario, size, file, full, warm })], { encoding: "utf8", maxBuffer: 1 << 24 });
+  const r = spawnSync(process.execPath, [__filename, "--child", JSON.stringify({ scenario, size, file, full, warm })], {
+    encoding: "utf8",
+    maxBuffer: 1 << 24,
+  });
   if (r.status !== 0) throw new Error(`scale-planning child ${scenario} failed (exit ${r.status}): ${r.stderr.slice(-2000)}`);
   const figures = JSON.parse(r.stdout.trim().split("\n").at(-1)!) as Figures;
-  ctx.log(`  ${scenario}${full ? " (full path)" : ""}${warm ? " (warm)" : ""}: ${fmtMs(figures.wallMs)} wall, ${fmtMs(figures.cpuMs)} CPU, peak ${figures.peakRssMiB.toFixed(0)} MiB`);
+  ctx.log(
+    `  ${scenario}${full ? " (full path)" : ""}${warm ? " (warm)" : ""}: ${fmtMs(figures.wallMs)} wall, ${fmtMs(figures.cpuMs)} CPU, peak ${figures.peakRssMiB.toFixed(0)} MiB`,
+  );
   return figures;
 }
 
@@ -229,11 +257,15 @@ const mib = (f: Figures) => `${f.peakRssMiB.toFixed(0)} MiB (${(f.peakRssMiB - f
 const med = (runs: Figures[], k: "wallMs" | "cpuMs" | "peakRssMiB") => median(runs.map((r) => r[k]));
 const medRow = (what: string, path: string, runs: Figures[], ops: string) =>
   `| ${what} | ${path} | ${fmtMs(med(runs, "wallMs"))} | ${fmtMs(med(runs, "cpuMs"))} | ${med(runs, "peakRssMiB").toFixed(0)} MiB (${(med(runs, "peakRssMiB") - median(runs.map((r) => r.rssBeforeMiB))).toFixed(0)} over) | ${ops} |`;
-const opsText = (ops: unknown) => Object.entries((ops ?? {}) as Record<string, number>).map(([k, n]) => `${k} ×${fmtInt(n)}`).join(", ") || "nothing";
+const opsText = (ops: unknown) =>
+  Object.entries((ops ?? {}) as Record<string, number>)
+    .map(([k, n]) => `${k} ×${fmtInt(n)}`)
+    .join(", ") || "nothing";
 
 export const scalePlanningBenchmark: Benchmark = {
   name: "scale-planning",
-  description: "issue 13: the largest DeferredNatLoadBalancer (1,024 VIPs x 100 backends) planned from scratch, and one backend change, scoped vs the full read and plan",
+  description:
+    "issue 13: the largest DeferredNatLoadBalancer (1,024 VIPs x 100 backends) planned from scratch, and one backend change, scoped vs the full read and plan",
   async run(ctx) {
     const size = ctx.smoke ? SMOKE : FULL;
     const invariants: Invariant[] = [];
@@ -243,7 +275,11 @@ export const scalePlanningBenchmark: Benchmark = {
     const fullInputs = withDefaults(inputsFor(inv, FULL));
     const { validateAgainstSchema } = await import("../provider/model/validate");
     const failures = [...validateAgainstSchema(handler.schema, fullInputs), ...handler.checkRules!(fullInputs)];
-    invariants.push({ name: `check accepts the full size, the schema's largest VIP set (${FULL.vips} VIPs x ${FULL.backends} backends)`, ok: failures.length === 0 && schemaMax === FULL.vips, detail: failures.length ? JSON.stringify(failures[0]) : `vips.maxItems ${schemaMax}` });
+    invariants.push({
+      name: `check accepts the full size, the schema's largest VIP set (${FULL.vips} VIPs x ${FULL.backends} backends)`,
+      ok: failures.length === 0 && schemaMax === FULL.vips,
+      detail: failures.length ? JSON.stringify(failures[0]) : `vips.maxItems ${schemaMax}`,
+    });
 
     ctx.log(`1. pure planning, ${size.vips} VIPs x ${size.backends} backends`);
     const scratch = Array.from({ length: size.runs }, () => child(ctx, "plan-scratch", size));
@@ -251,7 +287,10 @@ export const scalePlanningBenchmark: Benchmark = {
     const pureScoped = Array.from({ length: size.runs }, () => child(ctx, "plan-change-scoped", size));
     const insertOnly = (f: Figures) => JSON.stringify(f.detail.operations) === JSON.stringify({ "insert-buckets": 1 });
     invariants.push({ name: "one added backend plans one insert-buckets, in full and scoped", ok: [...pureFull, ...pureScoped].every(insertOnly) });
-    invariants.push({ name: "from scratch plans one add-group and one add-flow per VIP", ok: scratch.every((f) => JSON.stringify(f.detail.operations) === JSON.stringify({ "add-group": size.vips, "add-flow": size.vips })) });
+    invariants.push({
+      name: "from scratch plans one add-group and one add-flow per VIP",
+      ok: scratch.every((f) => JSON.stringify(f.detail.operations) === JSON.stringify({ "add-group": size.vips, "add-flow": size.vips })),
+    });
 
     ctx.log(`2. through the handler on ${GATEWAY}, bridge ${BRIDGE} (its own)`);
     const gw = await labSsh(inv, GATEWAY);
@@ -270,7 +309,24 @@ export const scalePlanningBenchmark: Benchmark = {
     };
     return labRun(ctx, { locks: [], interrupted: `deleting bridge ${BRIDGE} on ${GATEWAY}`, teardown, close: () => gw.close() }, async () => {
       await vsctl("--if-exists", "del-br", BRIDGE);
-      const made = await vsctl("add-br", BRIDGE, "--", "set", "bridge", BRIDGE, "datapath_type=netdev", "--", "add-port", BRIDGE, PORT, "--", "set", "interface", PORT, "type=internal");
+      const made = await vsctl(
+        "add-br",
+        BRIDGE,
+        "--",
+        "set",
+        "bridge",
+        BRIDGE,
+        "datapath_type=netdev",
+        "--",
+        "add-port",
+        BRIDGE,
+        PORT,
+        "--",
+        "set",
+        "interface",
+        PORT,
+        "type=internal",
+      );
       if (made.exitCode !== 0) throw new Error(`cannot make ${BRIDGE} on ${GATEWAY}: ${made.stderr}`);
       const machine = await machineNote(gw);
       const create = child(ctx, "lab-create", size, file);
@@ -287,19 +343,35 @@ export const scalePlanningBenchmark: Benchmark = {
       const dumpGroups = await gw.run(["ovs-ofctl", "-O", "OpenFlow15", "dump-groups", BRIDGE]);
       const groupsLeft = dumpGroups.stdout.split("\n").filter((l) => l.includes("group_id=")).length;
       const bucketsLeft = (dumpGroups.stdout.match(/bucket=/g) ?? []).length;
-      invariants.push({ name: "after the changes the bridge holds exactly the load balancer's groups and buckets", ok: groupsLeft === size.vips && bucketsLeft === size.vips * size.backends, detail: `${groupsLeft} groups, ${bucketsLeft} buckets` });
+      invariants.push({
+        name: "after the changes the bridge holds exactly the load balancer's groups and buckets",
+        ok: groupsLeft === size.vips && bucketsLeft === size.vips * size.backends,
+        detail: `${groupsLeft} groups, ${bucketsLeft} buckets`,
+      });
       const del = child(ctx, "lab-delete", size, file);
       const after = await gw.run(["ovs-ofctl", "-O", "OpenFlow15", "dump-groups", BRIDGE]);
       invariants.push({ name: "delete leaves no group", ok: !after.stdout.includes("group_id=") });
 
       const all = [...lab.scoped.add, ...lab.scoped.remove, ...lab.scopedWarm.add, ...lab.scopedWarm.remove];
-      invariants.push({ name: "every scoped update read only the one VIP it changed", ok: all.every((f) => JSON.stringify(f.detail.lastRead) === JSON.stringify({ scope: "vips", vips: 1 })), detail: JSON.stringify(all.map((f) => f.detail.lastRead)) });
+      invariants.push({
+        name: "every scoped update read only the one VIP it changed",
+        ok: all.every((f) => JSON.stringify(f.detail.lastRead) === JSON.stringify({ scope: "vips", vips: 1 })),
+        detail: JSON.stringify(all.map((f) => f.detail.lastRead)),
+      });
       const fulls = [...lab.full.add, ...lab.full.remove, ...lab.fullWarm.add, ...lab.fullWarm.remove];
-      invariants.push({ name: "every update without recorded port numbers read everything (today's path)", ok: fulls.every((f) => (f.detail.lastRead as { scope?: string })?.scope === "all") });
+      invariants.push({
+        name: "every update without recorded port numbers read everything (today's path)",
+        ok: fulls.every((f) => (f.detail.lastRead as { scope?: string })?.scope === "all"),
+      });
       invariants.push({
         name: "both paths sent the same one-bucket bundle (insert on add, remove on remove)",
-        ok: [...lab.scoped.add, ...lab.full.add, ...lab.scopedWarm.add, ...lab.fullWarm.add].every((f) => JSON.stringify(f.detail.operations) === JSON.stringify({ "insert-buckets": 1 }))
-          && [...lab.scoped.remove, ...lab.full.remove, ...lab.scopedWarm.remove, ...lab.fullWarm.remove].every((f) => JSON.stringify(f.detail.operations) === JSON.stringify({ "remove-buckets": 1 })),
+        ok:
+          [...lab.scoped.add, ...lab.full.add, ...lab.scopedWarm.add, ...lab.fullWarm.add].every(
+            (f) => JSON.stringify(f.detail.operations) === JSON.stringify({ "insert-buckets": 1 }),
+          ) &&
+          [...lab.scoped.remove, ...lab.full.remove, ...lab.scopedWarm.remove, ...lab.fullWarm.remove].every(
+            (f) => JSON.stringify(f.detail.operations) === JSON.stringify({ "remove-buckets": 1 }),
+          ),
       });
 
       const cores = os.cpus().length;
@@ -312,12 +384,32 @@ export const scalePlanningBenchmark: Benchmark = {
         "",
         "| Operation | Path | Wall | CPU | Peak memory (RSS) | Planned / sent |",
         "| --- | --- | --- | --- | --- | --- |",
-        medRow("plan from scratch (ids, plan, bundle text; no host)", "—", scratch, `${opsText(scratch[0].detail.operations)}; ${fmtInt(Number(scratch[0].detail.bundleBytes))} B of bundle`),
-        medRow("plan one added backend (no host)", "full: parse the gateway's whole dump, plan every VIP (before)", pureFull, `${opsText(pureFull[0].detail.operations)}; dump ${fmtInt(Number(pureFull[0].detail.dumpBytes))} B`),
+        medRow(
+          "plan from scratch (ids, plan, bundle text; no host)",
+          "—",
+          scratch,
+          `${opsText(scratch[0].detail.operations)}; ${fmtInt(Number(scratch[0].detail.bundleBytes))} B of bundle`,
+        ),
+        medRow(
+          "plan one added backend (no host)",
+          "full: parse the gateway's whole dump, plan every VIP (before)",
+          pureFull,
+          `${opsText(pureFull[0].detail.operations)}; dump ${fmtInt(Number(pureFull[0].detail.dumpBytes))} B`,
+        ),
         medRow("plan one added backend (no host)", "scoped: compare, plan the one VIP", pureScoped, opsText(pureScoped[0].detail.operations)),
         `| create from scratch on ${GATEWAY} (connect, read, plan, apply one bundle) | — | ${fmtMs(create.wallMs)} | ${fmtMs(create.cpuMs)} | ${mib(create)} | ${opsText(create.detail.operations)}; ${fmtInt(Number(create.detail.bytes))} B |`,
-        medRow(`update: one backend added, on ${GATEWAY}`, "full (before): read every group and flow, plan every VIP", lab.full.add, opsText(lab.full.add[0].detail.operations)),
-        medRow(`update: one backend added, on ${GATEWAY}`, "scoped: read and plan that VIP's group and flow", lab.scoped.add, opsText(lab.scoped.add[0].detail.operations)),
+        medRow(
+          `update: one backend added, on ${GATEWAY}`,
+          "full (before): read every group and flow, plan every VIP",
+          lab.full.add,
+          opsText(lab.full.add[0].detail.operations),
+        ),
+        medRow(
+          `update: one backend added, on ${GATEWAY}`,
+          "scoped: read and plan that VIP's group and flow",
+          lab.scoped.add,
+          opsText(lab.scoped.add[0].detail.operations),
+        ),
         medRow(`update: that backend removed, on ${GATEWAY}`, "full (before)", lab.full.remove, opsText(lab.full.remove[0].detail.operations)),
         medRow(`update: that backend removed, on ${GATEWAY}`, "scoped", lab.scoped.remove, opsText(lab.scoped.remove[0].detail.operations)),
         medRow(`update, warm process: one backend added`, "full (before)", lab.fullWarm.add, opsText(lab.fullWarm.add[0].detail.operations)),
@@ -327,10 +419,15 @@ export const scalePlanningBenchmark: Benchmark = {
         `| delete | — | ${fmtMs(del.wallMs)} | ${fmtMs(del.cpuMs)} | ${mib(del)} | |`,
         "",
         "An update's figures include opening its SSH connection (key exchange), the OVSDB reads of the gateway's ports and tunnels, the read, the plan and the one bundle. " +
-          "A fresh process pays for compiling the code it runs the first time (the SSH client alone is about 30 ms of CPU on its first connection, 8 ms after); \"warm\" is a process that has already updated the resource once (one VIP read, found as wanted, nothing sent), as the provider is after its first resource of a `pulumi up`.",
+          'A fresh process pays for compiling the code it runs the first time (the SSH client alone is about 30 ms of CPU on its first connection, 8 ms after); "warm" is a process that has already updated the resource once (one VIP read, found as wanted, nothing sent), as the provider is after its first resource of a `pulumi up`.',
         "The scoped read is `dump-groups BR GROUP` and `dump-flows BR table=0,MATCH` for the one VIP (4 channels at most at once); the full read is `dump-groups BR` and `dump-flows` of tables 0 and 20, parsed as they stream in.",
       ].join("\n");
-      return { name: "scale-planning", markdown, invariants, data: { size, machine, pure: { scratch, full: pureFull, scoped: pureScoped }, lab: { create, ...lab, delete: del } } };
+      return {
+        name: "scale-planning",
+        markdown,
+        invariants,
+        data: { size, machine, pure: { scratch, full: pureFull, scoped: pureScoped }, lab: { create, ...lab, delete: del } },
+      };
     });
   },
 };

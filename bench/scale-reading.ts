@@ -65,11 +65,13 @@ async function writeDumps(dir: string, size: { groups: number; buckets: number }
     for (let g = 0; g < size.groups; g++) {
       if (g % perReply === 0) yield header(g + perReply < size.groups);
       // Group ids as ovslb derives them are spread over 32 bits; bucket ids too.
-      const id = 1 + ((g * 2654435761) >>> 0) % 0xffffff00;
+      const id = 1 + (((g * 2654435761) >>> 0) % 0xffffff00);
       const buckets: string[] = [];
       for (let b = 0; b < size.buckets; b++) {
-        const bucketId = 1 + ((g * 131 + b) * 2246822519 >>> 0) % 0xffffff00;
-        buckets.push(`bucket=bucket_id:${bucketId},weight:100,actions=set_field:${GW_MAC}->eth_src,set_field:02:${hex2(g >> 16)}:${hex2(g >> 8)}:${hex2(g)}:${hex2(b >> 8)}:${hex2(b)}->eth_dst,IN_PORT`);
+        const bucketId = 1 + ((((g * 131 + b) * 2246822519) >>> 0) % 0xffffff00);
+        buckets.push(
+          `bucket=bucket_id:${bucketId},weight:100,actions=set_field:${GW_MAC}->eth_src,set_field:02:${hex2(g >> 16)}:${hex2(g >> 8)}:${hex2(g)}:${hex2(b >> 8)}:${hex2(b)}->eth_dst,IN_PORT`,
+        );
       }
       yield ` group_id=${id},type=select,selection_method=hash,fields(ip_src,ip_dst,tcp_src,tcp_dst),${buckets.join(",")}\n`;
     }
@@ -78,7 +80,7 @@ async function writeDumps(dir: string, size: { groups: number; buckets: number }
     // OF1.5 flow stats of these flows are ~120 B: about 540 per reply.
     for (let g = 0; g < size.groups; g++) {
       if (g % 540 === 0) yield `OFPST_FLOW reply (OF1.5) (xid=0x2):${g + 540 < size.groups ? " flags=[more]" : ""}\n`;
-      const id = 1 + ((g * 2654435761) >>> 0) % 0xffffff00;
+      const id = 1 + (((g * 2654435761) >>> 0) % 0xffffff00);
       yield ` cookie=0xb5ebd902f2332e1, duration=812.154s, table=0, n_packets=${g * 7}, n_bytes=${g * 7 * 66}, idle_age=3, priority=100,tcp,in_port=1,nw_dst=10.${64 + (g >> 16)}.${(g >> 8) & 255}.${g & 255},tp_dst=80 actions=group:${id}\n`;
     }
     yield " cookie=0x0, duration=802.488s, table=0, n_packets=558, n_bytes=36439, idle_age=93, priority=0 actions=NORMAL\n";
@@ -132,7 +134,15 @@ async function measureChild(mode: "buffered" | "streamed" | "folded", kind: "gro
   const peakRssMiB = process.resourceUsage().maxRSS / 1024;
   gc();
   const m = process.memoryUsage();
-  const figures = { wallMs, cpuMs: (cpu.user + cpu.system) / 1000, peakRssMiB, rssBeforeMiB, retainedMiB: (m.heapUsed + m.arrayBuffers) / 2 ** 20, entries, buckets };
+  const figures = {
+    wallMs,
+    cpuMs: (cpu.user + cpu.system) / 1000,
+    peakRssMiB,
+    rssBeforeMiB,
+    retainedMiB: (m.heapUsed + m.arrayBuffers) / 2 ** 20,
+    entries,
+    buckets,
+  };
   if (result.length < 0) throw new Error("unreachable: keeps the result alive through the gc");
   return figures;
 }
@@ -189,7 +199,12 @@ export const scaleReadingBenchmark: Benchmark = {
       const p = groupStreamParser((g) => streamed.push(g));
       p.push(Buffer.from(head));
       p.end();
-      invariants.push({ name: "streamed and buffered parses agree (first reply's groups)", ok: JSON.stringify(streamed, (_k, v) => (typeof v === "bigint" ? String(v) : v)) === JSON.stringify(parseGroups(head), (_k, v) => (typeof v === "bigint" ? String(v) : v)) });
+      invariants.push({
+        name: "streamed and buffered parses agree (first reply's groups)",
+        ok:
+          JSON.stringify(streamed, (_k, v) => (typeof v === "bigint" ? String(v) : v)) ===
+          JSON.stringify(parseGroups(head), (_k, v) => (typeof v === "bigint" ? String(v) : v)),
+      });
 
       const med = (fs: Figures[], k: keyof Figures) => median(fs.map((f) => f[k]));
       const rows = (["groups", "flows"] as const).flatMap((kind) =>
@@ -202,7 +217,10 @@ export const scaleReadingBenchmark: Benchmark = {
       const markdown = [
         `## scale-reading: ${fmtInt(size.groups)} groups x ${size.buckets} buckets (${fmtInt(size.groups * size.buckets)} buckets), ${fmtInt(size.groups)} flows`,
         "",
-        `Machine: ${cpus[0]?.model ?? "unknown"} x${cpus.length}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, ${os.type()} ${os.release()}, Node ${process.version}; load average ${os.loadavg().map((l) => l.toFixed(2)).join(" ")} as the run ended; ${new Date().toISOString()}.`,
+        `Machine: ${cpus[0]?.model ?? "unknown"} x${cpus.length}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, ${os.type()} ${os.release()}, Node ${process.version}; load average ${os
+          .loadavg()
+          .map((l) => l.toFixed(2))
+          .join(" ")} as the run ended; ${new Date().toISOString()}.`,
         "",
         `Dumps generated in OVS 3.1's text (${fmtInt(bytes.groups)} B of dump-groups, ${fmtInt(bytes.flows)} B of dump-flows), read from a file by a fresh node process per figure: whole, or in ${CHUNK / 1024} KiB chunks. Medians of ${size.runs}. Peak memory is the process's maximum resident set (a fresh node holds about 45 MiB before it starts); held is heap and buffers after a full gc with the result still referenced.`,
         "",

@@ -1,7 +1,15 @@
 import { createInterface } from "node:readline";
 import type { ChildProcess } from "node:child_process";
 import type { DeferredNatLoadBalancerInputs, DsrHypervisorFlowsInputs } from "../provider/model/inputs.generated";
-import { cookieOf as lbCookieOf, desiredDataplane, greKeyOf, replicaKey, tunnelPorts, withDefaults, type GatewayPort } from "../provider/resources/deferred-nat-load-balancer/plan";
+import {
+  cookieOf as lbCookieOf,
+  desiredDataplane,
+  greKeyOf,
+  replicaKey,
+  tunnelPorts,
+  withDefaults,
+  type GatewayPort,
+} from "../provider/resources/deferred-nat-load-balancer/plan";
 import { readSlots, type SlotTable } from "../provider/resources/deferred-nat-load-balancer/slots";
 import { HAND_ON_PRIORITY, SECOND_CHANCE_TABLE, DEFAULT_GRE_PORT, cookieOf as dsrCookieOf, dsrId } from "../provider/resources/dsr-hypervisor-flows/plan";
 import { ipv4Number, parseFlows, type Match } from "../provider/openflow";
@@ -16,7 +24,18 @@ import { connectAndClose, openLiveConnections, times, type LiveConnection, type 
 import { inNamespace, labSsh, loadInventory, spawnInNamespace, sshTo } from "../test/support/lab";
 import { waitUntil } from "../test/support/wait";
 import { byAddress } from "./deferred-nat";
-import { benchProgram, fmtInt, machineNote, type BenchContext, type BenchReport, type Benchmark, type Invariant, labRun, teardownSteps, type LabRunOptions } from "./common";
+import {
+  benchProgram,
+  fmtInt,
+  machineNote,
+  type BenchContext,
+  type BenchReport,
+  type Benchmark,
+  type Invariant,
+  labRun,
+  teardownSteps,
+  type LabRunOptions,
+} from "./common";
 
 /**
  * Issue 10's benchmark: what a backend change does to established
@@ -111,7 +130,11 @@ class TimingClient {
   static async open(ns: string, count: number): Promise<TimingClient> {
     const c = new TimingClient(spawnInNamespace(ns, [process.execPath, benchProgram("timing-client.ts")]));
     const r = await c.call({ op: "open", host: VIP, port: VPORT, count }, 3000 * count + 10_000);
-    c.connections = (r.connections as Array<{ localPort: number; greeting: string; error: string }>).map((x) => ({ localPort: x.localPort, backend: x.greeting.split(" ")[0], error: x.error }));
+    c.connections = (r.connections as Array<{ localPort: number; greeting: string; error: string }>).map((x) => ({
+      localPort: x.localPort,
+      backend: x.greeting.split(" ")[0],
+      error: x.error,
+    }));
     return c;
   }
   async measure(ids: readonly number[]): Promise<number[]> {
@@ -187,7 +210,10 @@ async function gatewayPort(lab: Lab, mode: Mode, gw: string): Promise<GatewayPor
   if (known) return known;
   const inputs = lbInputs(lab, mode, []);
   const tunnelOfports = new Map<string, number>();
-  for (const p of tunnelPorts(withDefaults(inputs), inputs.gateways.find((g) => g.name === gw)!)) {
+  for (const p of tunnelPorts(
+    withDefaults(inputs),
+    inputs.gateways.find((g) => g.name === gw)!,
+  )) {
     tunnelOfports.set(p.hypervisor, Number((await runChecked(lab.ssh[gw], ["ovs-vsctl", "get", "interface", p.name, "ofport"])).trim()));
   }
   const port = { segmentOfport: lab.segOfport[gw], mac: lab.inv.hosts[gw].segment!.mac, tunnelOfports };
@@ -201,7 +227,10 @@ async function gatewayPort(lab: Lab, mode: Mode, gw: string): Promise<GatewayPor
  * model), with ovslb's own bucket actions (eth_src, eth_dst, output to the
  * tunnel), re-sent whole as one modify-group to every gateway.
  */
-async function rebuildGroup(lab: Lab, backends: LabBackend[]): Promise<Record<string, { messages: number; bytes: number; operations: Record<string, number> }>> {
+async function rebuildGroup(
+  lab: Lab,
+  backends: LabBackend[],
+): Promise<Record<string, { messages: number; bytes: number; operations: Record<string, number> }>> {
   const mode: Mode = "ovn-rebuild";
   const made = lab.made.find((m) => m.mode === mode)!;
   const ordered = byAddress(backends.map((b) => labBackend(lab.inv, b)));
@@ -209,7 +238,11 @@ async function rebuildGroup(lab: Lab, backends: LabBackend[]): Promise<Record<st
     groupIds: { [KEY]: made.lb.outputs.groupIds[KEY] as number },
     bucketIds: { [KEY]: Object.fromEntries(ordered.map((b, i) => [replicaKey(b, 0), i])) },
   };
-  const inputs = lbInputs(lab, mode, ordered.map((b) => ({ backend: lab.pool.find((p) => p.address === b.address)! })));
+  const inputs = lbInputs(
+    lab,
+    mode,
+    ordered.map((b) => ({ backend: lab.pool.find((p) => p.address === b.address)! })),
+  );
   const out: Record<string, { messages: number; bytes: number; operations: Record<string, number> }> = {};
   await Promise.all(
     GATEWAYS.map(async (g) => {
@@ -278,7 +311,10 @@ async function snapshot(lab: Lab, h: string): Promise<{ cookies: Set<bigint>; po
   ]);
   return {
     cookies: new Set([...flows.matchAll(/cookie=(0x[0-9a-f]+)/g)].map((m) => BigInt(m[1]))),
-    ports: ports.split("\n").map((p) => p.trim()).filter(Boolean),
+    ports: ports
+      .split("\n")
+      .map((p) => p.trim())
+      .filter(Boolean),
     groups: new Set([...groups.matchAll(/group_id=(\d+)/g)].map((m) => Number(m[1]))),
   };
 }
@@ -288,7 +324,10 @@ function leftoversOf(lab: Lab, mode: Mode, snaps: Record<string, Awaited<ReturnT
   const lb = lbInputs(lab, mode, []);
   return (
     GATEWAYS.some((g) => {
-      const names = tunnelPorts(withDefaults(lb), lb.gateways.find((x) => x.name === g)!).map((p) => p.name);
+      const names = tunnelPorts(
+        withDefaults(lb),
+        lb.gateways.find((x) => x.name === g)!,
+      ).map((p) => p.name);
       return snaps[g].cookies.has(lbCookieOf(lb)) || snaps[g].ports.some((p) => names.includes(p));
     }) || HYPERVISORS.some((h) => snaps[h].cookies.has(dsrCookieOf(dsrId(hvInputs(lab, mode, h, lab.pool)))) || snaps[h].ports.includes(DEFAULT_GRE_PORT))
   );
@@ -319,10 +358,18 @@ function serverSockets(lab: Lab, vm: LabBackend, kill: boolean): number[] {
   const ports = [...lab.usedPorts].filter((p) => Number.isInteger(p));
   const found: number[] = [];
   for (let i = 0; i < ports.length; i += 40) {
-    const filter = `( sport = :${lab.inv.backendPort} and dst ${lab.inv.client.address} and ( ${ports.slice(i, i + 40).map((p) => `dport = :${p}`).join(" or ")} ) )`;
+    const filter = `( sport = :${lab.inv.backendPort} and dst ${lab.inv.client.address} and ( ${ports
+      .slice(i, i + 40)
+      .map((p) => `dport = :${p}`)
+      .join(" or ")} ) )`;
     const out = inNamespace(vm.namespace, ["ss", "-tnH", ...(kill ? ["-K"] : []), "state", "established", filter]);
     // Local and peer address: the peer (the client) is the last column.
-    found.push(...out.split("\n").filter((l) => l.trim()).map((l) => Number(l.trim().split(/\s+/).at(-1)!.split(":").at(-1))));
+    found.push(
+      ...out
+        .split("\n")
+        .filter((l) => l.trim())
+        .map((l) => Number(l.trim().split(/\s+/).at(-1)!.split(":").at(-1))),
+    );
   }
   return found;
 }
@@ -331,15 +378,24 @@ function serverSockets(lab: Lab, vm: LabBackend, kill: boolean): number[] {
 async function whereItWent(lab: Lab, ports: readonly number[]): Promise<string> {
   const known = ports.filter((p) => Number.isInteger(p));
   if (known.length === 0) return "no local port known";
-  const slots = await traceSlots(lab.ssh.gw1, "br-seg", known.map((p) => tupleOf(lab, p)));
+  const slots = await traceSlots(
+    lab.ssh.gw1,
+    "br-seg",
+    known.map((p) => tupleOf(lab, p)),
+  );
   // One conntrack dump per hypervisor, for all the ports.
-  const entries = (await Promise.all(HYPERVISORS.map(async (h) =>
-    (await runChecked(lab.ssh[h], ["ovs-appctl", "dpctl/dump-conntrack"])).split("\n").map((l) => `${h}: ${l.trim()}`)))).flat();
-  return known.map((port, i) => {
-    const ct = entries.filter((l) => l.includes(`sport=${port},`));
-    const sockets = lab.pool.map((vm) => inNamespace(vm.namespace, ["ss", "-tanH", `( dport = :${port} )`]).trim()).filter(Boolean);
-    return `:${port} slot ${slots[i].slot} key ${slots[i].key}; ct [${ct.join(" | ")}]; sockets [${sockets.join(" | ")}]`;
-  }).join("; ");
+  const entries = (
+    await Promise.all(
+      HYPERVISORS.map(async (h) => (await runChecked(lab.ssh[h], ["ovs-appctl", "dpctl/dump-conntrack"])).split("\n").map((l) => `${h}: ${l.trim()}`)),
+    )
+  ).flat();
+  return known
+    .map((port, i) => {
+      const ct = entries.filter((l) => l.includes(`sport=${port},`));
+      const sockets = lab.pool.map((vm) => inNamespace(vm.namespace, ["ss", "-tanH", `( dport = :${port} )`]).trim()).filter(Boolean);
+      return `:${port} slot ${slots[i].slot} key ${slots[i].key}; ct [${ct.join(" | ")}]; sockets [${sockets.join(" | ")}]`;
+    })
+    .join("; ");
 }
 
 async function leftBehind(lab: Lab): Promise<string[]> {
@@ -391,10 +447,10 @@ async function mapping(lab: Lab, mode: Mode, ports: readonly number[], current: 
   if (mode === "stateless") {
     const ids = made.lb.outputs.bucketIds[KEY] as Record<string, number>;
     const byId = new Map(Object.entries(ids).map(([replica, id]) => [id, nameOf.get(replica.split("#")[0])!]));
-    return buckets.map((id) => (id === undefined ? "none" : byId.get(id) ?? `bucket ${id}?`));
+    return buckets.map((id) => (id === undefined ? "none" : (byId.get(id) ?? `bucket ${id}?`)));
   }
   const order = byAddress(current.map((b) => labBackend(lab.inv, b)));
-  return buckets.map((id) => (id === undefined ? "none" : nameOf.get(`${order[id]?.address}:${lab.inv.backendPort}`) ?? `bucket ${id}?`));
+  return buckets.map((id) => (id === undefined ? "none" : (nameOf.get(`${order[id]?.address}:${lab.inv.backendPort}`) ?? `bucket ${id}?`)));
 }
 
 // ---------------------------------------------------------------- one mode
@@ -460,7 +516,13 @@ async function handOnPackets(lab: Lab, host: string): Promise<bigint> {
 }
 
 async function runMode(lab: Lab, mode: Mode, sizes: Sizes, ctx: BenchContext, invariants: Invariant[]): Promise<ModeResult> {
-  const made = { mode, lb: new ProviderDriver("DeferredNatLoadBalancer"), hv: {} as Record<string, ProviderDriver>, cookies: [] as string[], groupIds: [] as number[] };
+  const made = {
+    mode,
+    lb: new ProviderDriver("DeferredNatLoadBalancer"),
+    hv: {} as Record<string, ProviderDriver>,
+    cookies: [] as string[],
+    groupIds: [] as number[],
+  };
   lab.made.push(made);
   const sc = mode === "second-chance";
   const four = lab.pool.filter((b) => b.hypervisor !== "hv3");
@@ -473,7 +535,11 @@ async function runMode(lab: Lab, mode: Mode, sizes: Sizes, ctx: BenchContext, in
   const log = (line: string) => ctx.log(`${label} ${((Date.now() - t0) / 1000).toFixed(1)} s: ${line}`);
 
   log(`creating ${NAME[mode]} (VIP ${VIP}, 4 backends) and opening ${sizes.connections} connections`);
-  await apply(lab, mode, four.map((backend) => ({ backend })));
+  await apply(
+    lab,
+    mode,
+    four.map((backend) => ({ backend })),
+  );
   log("created");
   let live = (lab.live = await openLiveConnections(lab.inv.client.namespace, VIP, VPORT, sizes.connections));
   ports.push(...live.initial.map((c) => c.port));
@@ -484,7 +550,16 @@ async function runMode(lab: Lab, mode: Mode, sizes: Sizes, ctx: BenchContext, in
   invariants.push({
     name: `${mode}: all ${sizes.connections} connections opened, over the 4 backends`,
     ok: failedInitial.length === 0 && four.every((b) => (initial[b.name] ?? 0) > 0) && Object.keys(initial).length === 4,
-    detail: `${Object.entries(initial).map(([k, v]) => `${k} ${v}`).join(", ")}${failedInitial.length ? `; ${await whereItWent(lab, failedInitial.map((c) => c.port))}` : ""}`,
+    detail: `${Object.entries(initial)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(", ")}${
+      failedInitial.length
+        ? `; ${await whereItWent(
+            lab,
+            failedInitial.map((c) => c.port),
+          )}`
+        : ""
+    }`,
   });
 
   let state: LiveConnection[] = live.initial;
@@ -564,7 +639,9 @@ async function runMode(lab: Lab, mode: Mode, sizes: Sizes, ctx: BenchContext, in
       r.imbalance = imbalanceOf(r.slotShares!);
     }
     steps.push(r);
-    log(`${key}: ${r.broken} of ${r.alive} broken (${r.moved} moved; ${r.onChanged} on ${changed?.name ?? "-"})${r.slotMoves ? `, slots moved ${r.slotMoves.moved}/${r.slotMoves.minimum}` : ""}`);
+    log(
+      `${key}: ${r.broken} of ${r.alive} broken (${r.moved} moved; ${r.onChanged} on ${changed?.name ?? "-"})${r.slotMoves ? `, slots moved ${r.slotMoves.moved}/${r.slotMoves.minimum}` : ""}`,
+    );
     return r;
   };
 
@@ -587,12 +664,20 @@ async function runMode(lab: Lab, mode: Mode, sizes: Sizes, ctx: BenchContext, in
     const order = Array.from({ length: per * ids.length }, (_, k) => ids[k % ids.length]);
     baseline = { order, us: (await timer.measure(order)).map((x) => Math.round(x * 10) / 10) };
   }
-  await step("add", [...four, fifth].map((backend) => ({ backend })), fifth);
+  await step(
+    "add",
+    [...four, fifth].map((backend) => ({ backend })),
+    fifth,
+  );
   current = [...four, fifth];
 
   if (sc && timer && baseline) {
     const table: SlotTable = readSlots(made.lb.outputs.slotTables[KEY]);
-    const slots = await traceSlots(lab.ssh.gw1, "br-seg", timer.connections.map((c) => tupleOf(lab, c.localPort)));
+    const slots = await traceSlots(
+      lab.ssh.gw1,
+      "br-seg",
+      timer.connections.map((c) => tupleOf(lab, c.localPort)),
+    );
     const byName = new Map(lab.pool.map((b) => [b.name, b]));
     const moved: number[] = [];
     const unmoved: number[] = [];
@@ -637,7 +722,11 @@ async function runMode(lab: Lab, mode: Mode, sizes: Sizes, ctx: BenchContext, in
       ok: bad.length === 0 && moved.length > 0 && unmoved.length > 0,
       detail: `${moved.length} moved, ${unmoved.length} not${bad.length ? `; ${bad.slice(0, 3).join("; ")}` : ""}`,
     });
-    invariants.push({ name: `second chance, latency: all ${order.length + bUs.length} timed exchanges answered`, ok: latency.failed === 0, detail: `${latency.failed} failed` });
+    invariants.push({
+      name: `second chance, latency: all ${order.length + bUs.length} timed exchanges answered`,
+      ok: latency.failed === 0,
+      detail: `${latency.failed} failed`,
+    });
     invariants.push({
       name: "second chance, latency: hv3 handed on at least one packet per timed exchange on a moved connection",
       ok: handOn >= BigInt(latency.after.moved.length),
@@ -651,7 +740,11 @@ async function runMode(lab: Lab, mode: Mode, sizes: Sizes, ctx: BenchContext, in
 
   // 2. Drain (second chance) or remove.
   if (sc) {
-    await step("drain", [...four, fifth].map((backend) => ({ backend, ...(backend === drained ? { state: "draining" as const } : {}) })), drained);
+    await step(
+      "drain",
+      [...four, fifth].map((backend) => ({ backend, ...(backend === drained ? { state: "draining" as const } : {}) })),
+      drained,
+    );
     const fresh = connectAndClose(lab.inv.client.namespace, times(VIP, VPORT, 40), { concurrency: 4 });
     for (const c of fresh) {
       freshPorts.set(c.localPort, c.backend || c.error || "");
@@ -667,9 +760,18 @@ async function runMode(lab: Lab, mode: Mode, sizes: Sizes, ctx: BenchContext, in
     });
     const onIt = state.filter((c) => !c.broken && c.backend === drained.name).length;
     const reported = (await made.hv[drained.hypervisor].read()).props.connections?.[backendKeyOf(lab, drained)];
-    invariants.push({ name: "second chance, drain: the hypervisor reports the drained backend's live connections", ok: reported === onIt, detail: `reported ${reported}, held ${onIt}` });
+    invariants.push({
+      name: "second chance, drain: the hypervisor reports the drained backend's live connections",
+      ok: reported === onIt,
+      detail: `reported ${reported}, held ${onIt}`,
+    });
   } else {
-    await step("drain", [...four, fifth].filter((b) => b !== drained).map((backend) => ({ backend })), drained, "drain = remove (a select group cannot drain)");
+    await step(
+      "drain",
+      [...four, fifth].filter((b) => b !== drained).map((backend) => ({ backend })),
+      drained,
+      "drain = remove (a select group cannot drain)",
+    );
   }
 
   // 3. Remove the drained one once its connections closed.
@@ -677,25 +779,53 @@ async function runMode(lab: Lab, mode: Mode, sizes: Sizes, ctx: BenchContext, in
     const closed = await live.closeTo([drained.name]);
     const key = backendKeyOf(lab, drained);
     try {
-      await waitUntil(async () => (await made.hv[drained.hypervisor].read()).props.connections?.[key] === 0, { what: `${key}'s connections to end`, timeoutMs: 15_000, intervalMs: 200 });
+      await waitUntil(async () => (await made.hv[drained.hypervisor].read()).props.connections?.[key] === 0, {
+        what: `${key}'s connections to end`,
+        timeoutMs: 15_000,
+        intervalMs: 200,
+      });
     } catch (e) {
       // Say which connections are still there, and whose they are, before teardown flushes the zone.
       const zone = made.hv[drained.hypervisor].outputs.ctZone;
       const dump = await runChecked(lab.ssh[drained.hypervisor], ["ovs-appctl", "dpctl/dump-conntrack", `zone=${zone}`]);
       const livePorts = new Set(ports);
       const timerPorts = new Set(timerConnections.map((c) => c.localPort));
-      const rest = dump.split("\n").filter((l) => l.includes(`src=${drained.address},`)).map((l) => {
-        const sport = Number(/orig=\(src=[0-9.]+,dst=[0-9.]+,sport=(\d+)/.exec(l)?.[1]);
-        const state = /state=(\w+)/.exec(l)?.[1];
-        const whose = livePorts.has(sport) ? "live" : timerPorts.has(sport) ? `timer(${timerMoved.has(sport) ? "moved" : "own"})` : freshPorts.has(sport) ? `fresh(${freshPorts.get(sport)})` : `? ${l.trim()}`;
-        return `${sport}:${state}:${whose}`;
-      });
+      const rest = dump
+        .split("\n")
+        .filter((l) => l.includes(`src=${drained.address},`))
+        .map((l) => {
+          const sport = Number(/orig=\(src=[0-9.]+,dst=[0-9.]+,sport=(\d+)/.exec(l)?.[1]);
+          const state = /state=(\w+)/.exec(l)?.[1];
+          const whose = livePorts.has(sport)
+            ? "live"
+            : timerPorts.has(sport)
+              ? `timer(${timerMoved.has(sport) ? "moved" : "own"})`
+              : freshPorts.has(sport)
+                ? `fresh(${freshPorts.get(sport)})`
+                : `? ${l.trim()}`;
+          return `${sport}:${state}:${whose}`;
+        });
       throw new Error(`${(e as Error).message}; in zone ${zone}: ${rest.join(" ")}`);
     }
     state = await live.round();
-    await step("remove-drained", [...four, fifth].filter((b) => b !== drained).map((backend) => ({ backend })), drained, `after closing its ${closed} connections (the hypervisor read 0)`);
+    await step(
+      "remove-drained",
+      [...four, fifth].filter((b) => b !== drained).map((backend) => ({ backend })),
+      drained,
+      `after closing its ${closed} connections (the hypervisor read 0)`,
+    );
   } else {
-    steps.push({ step: "remove-drained", alive: state.filter((c) => !c.broken).length, onChanged: 0, moved: 0, broken: 0, brokenOnRemoved: 0, brokenAsTraced: true, reasons: {}, note: "n/a: already removed at the drain step" });
+    steps.push({
+      step: "remove-drained",
+      alive: state.filter((c) => !c.broken).length,
+      onChanged: 0,
+      moved: 0,
+      broken: 0,
+      brokenOnRemoved: 0,
+      brokenAsTraced: true,
+      reasons: {},
+      note: "n/a: already removed at the drain step",
+    });
   }
 
   // 4. Remove one without draining, on a fresh set of connections (in (c) the drain left none working).
@@ -709,12 +839,24 @@ async function runMode(lab: Lab, mode: Mode, sizes: Sizes, ctx: BenchContext, in
   invariants.push({
     name: `${mode}: ${sizes.connections} fresh connections opened over the 4 backends in force before the last removal`,
     ok: failedFresh.length === 0,
-    detail: `${failedFresh.length} failed${failedFresh.length ? `: ${await whereItWent(lab, failedFresh.map((c) => c.port))}` : ""}`,
+    detail: `${failedFresh.length} failed${
+      failedFresh.length
+        ? `: ${await whereItWent(
+            lab,
+            failedFresh.map((c) => c.port),
+          )}`
+        : ""
+    }`,
   });
   swap(fresh);
   for (const p of ports) lab.usedPorts.add(p);
   const left = [...four, fifth].filter((b) => b !== drained && b !== removed);
-  await step("remove", left.map((backend) => ({ backend })), removed, "on fresh connections");
+  await step(
+    "remove",
+    left.map((backend) => ({ backend })),
+    removed,
+    "on fresh connections",
+  );
 
   fresh.close();
   lab.live = undefined;
@@ -722,9 +864,17 @@ async function runMode(lab: Lab, mode: Mode, sizes: Sizes, ctx: BenchContext, in
   // Invariants of the mode.
   const s = Object.fromEntries(steps.map((x) => [x.step, x])) as Record<StepKey, StepResult>;
   if (sc) {
-    invariants.push({ name: "second chance: adding a 5th backend breaks 0 connections (some of them moved and were handed on)", ok: s.add.broken === 0 && s.add.moved > 0, detail: `${s.add.broken} broken of ${s.add.alive}, ${s.add.moved} moved` });
+    invariants.push({
+      name: "second chance: adding a 5th backend breaks 0 connections (some of them moved and were handed on)",
+      ok: s.add.broken === 0 && s.add.moved > 0,
+      detail: `${s.add.broken} broken of ${s.add.alive}, ${s.add.moved} moved`,
+    });
     invariants.push({ name: "second chance: draining one breaks 0", ok: s.drain.broken === 0, detail: `${s.drain.broken} of ${s.drain.alive}` });
-    invariants.push({ name: "second chance: removing the drained one after its connections closed breaks 0", ok: s["remove-drained"].broken === 0, detail: `${s["remove-drained"].broken} of ${s["remove-drained"].alive}` });
+    invariants.push({
+      name: "second chance: removing the drained one after its connections closed breaks 0",
+      ok: s["remove-drained"].broken === 0,
+      detail: `${s["remove-drained"].broken} of ${s["remove-drained"].alive}`,
+    });
     invariants.push({
       name: "second chance: removing one without draining breaks only its own connections (all of them)",
       ok: s.remove.brokenAsTraced && s.remove.broken === s.remove.onChanged && s.remove.broken > 0,
@@ -732,16 +882,30 @@ async function runMode(lab: Lab, mode: Mode, sizes: Sizes, ctx: BenchContext, in
     });
     invariants.push({
       name: "second chance: each change sent one modify-flow per slot flow whose owner or GRE key changed (from the slot tables), nothing else",
-      ok: steps.every((x) => !x.slotFlows || GATEWAYS.every((g) => {
-        const ops = x.sent![g].operations;
-        return Object.keys(ops).every((k) => k === "modify-flow") && (ops["modify-flow"] ?? 0) === x.slotFlows!.ownerMoved + x.slotFlows!.keyOnly && x.slotFlows!.ownerMoved === x.slotMoves!.moved;
-      })),
-      detail: steps.filter((x) => x.slotFlows).map((x) => `${x.step} ${JSON.stringify(x.sent!.gw1.operations)} = ${x.slotFlows!.ownerMoved} moved + ${x.slotFlows!.keyOnly} key`).join("; "),
+      ok: steps.every(
+        (x) =>
+          !x.slotFlows ||
+          GATEWAYS.every((g) => {
+            const ops = x.sent![g].operations;
+            return (
+              Object.keys(ops).every((k) => k === "modify-flow") &&
+              (ops["modify-flow"] ?? 0) === x.slotFlows!.ownerMoved + x.slotFlows!.keyOnly &&
+              x.slotFlows!.ownerMoved === x.slotMoves!.moved
+            );
+          }),
+      ),
+      detail: steps
+        .filter((x) => x.slotFlows)
+        .map((x) => `${x.step} ${JSON.stringify(x.sent!.gw1.operations)} = ${x.slotFlows!.ownerMoved} moved + ${x.slotFlows!.keyOnly} key`)
+        .join("; "),
     });
     invariants.push({
       name: "second chance: every change moved exactly the minimum of slots, and shares stay within 1% of the weights",
       ok: steps.every((x) => !x.slotMoves || (x.slotMoves.moved === x.slotMoves.minimum && (x.imbalance ?? 1) < 0.01)),
-      detail: steps.filter((x) => x.slotMoves).map((x) => `${x.step} ${x.slotMoves!.moved}/${x.slotMoves!.minimum}, ${(100 * x.imbalance!).toFixed(2)}%`).join("; "),
+      detail: steps
+        .filter((x) => x.slotMoves)
+        .map((x) => `${x.step} ${x.slotMoves!.moved}/${x.slotMoves!.minimum}, ${(100 * x.imbalance!).toFixed(2)}%`)
+        .join("; "),
     });
   } else {
     invariants.push({
@@ -749,8 +913,15 @@ async function runMode(lab: Lab, mode: Mode, sizes: Sizes, ctx: BenchContext, in
       ok: steps.every((x) => x.brokenAsTraced),
       detail: steps.map((x) => `${x.step} ${x.broken}/${x.moved}`).join("; "),
     });
-    invariants.push({ name: `${mode}: the add broke some connections (those now hashing to the 5th)`, ok: s.add.broken > 0, detail: `${s.add.broken} of ${s.add.alive}` });
-    invariants.push({ name: `${mode}: each removal broke at least the removed backend's connections`, ok: s.drain.brokenOnRemoved === s.drain.onChanged && s.remove.brokenOnRemoved === s.remove.onChanged });
+    invariants.push({
+      name: `${mode}: the add broke some connections (those now hashing to the 5th)`,
+      ok: s.add.broken > 0,
+      detail: `${s.add.broken} of ${s.add.alive}`,
+    });
+    invariants.push({
+      name: `${mode}: each removal broke at least the removed backend's connections`,
+      ok: s.drain.brokenOnRemoved === s.drain.onChanged && s.remove.brokenOnRemoved === s.remove.onChanged,
+    });
   }
   return { mode, initial, steps, ...(latency ? { latency } : {}), ...(freshToDrained !== undefined ? { freshToDrained } : {}) };
 }
@@ -776,8 +947,12 @@ function sentCell(r: StepResult): string {
   if (!r.sent) return "";
   const g = GATEWAYS.map((gw) => r.sent![gw]);
   const same = g.every((x) => x && x.messages === g[0].messages && x.bytes === g[0].bytes);
-  const ops = Object.entries(g[0]?.operations ?? {}).map(([k, v]) => `${k} ×${fmtInt(v)}`).join(", ");
-  const size = same ? `${fmtInt(g[0].messages)} message${g[0].messages === 1 ? "" : "s"}, ${fmtInt(g[0].bytes)} B` : GATEWAYS.map((gw) => `${gw}: ${r.sent![gw].messages} msg, ${fmtInt(r.sent![gw].bytes)} B`).join("; ");
+  const ops = Object.entries(g[0]?.operations ?? {})
+    .map(([k, v]) => `${k} ×${fmtInt(v)}`)
+    .join(", ");
+  const size = same
+    ? `${fmtInt(g[0].messages)} message${g[0].messages === 1 ? "" : "s"}, ${fmtInt(g[0].bytes)} B`
+    : GATEWAYS.map((gw) => `${gw}: ${r.sent![gw].messages} msg, ${fmtInt(r.sent![gw].bytes)} B`).join("; ");
   return `${size} (${ops})`;
 }
 
@@ -803,9 +978,21 @@ function markdownOf(results: readonly ModeResult[], sizes: Sizes, machine: Recor
     ...STEPS.map((k) => `| ${STEP_LABEL[k]} | ${MODES.map((m) => brokenCell(stepOf(m, k), m === "second-chance")).join(" | ")} |`),
     "",
     "Each cell: connections broken by the change (a round's echo missed within 2 s, or reset) of those working before it. " +
-      "\"Moved\" (second chance): working connections whose slot now has another owner (traced on gw1): their packets are handed on by the new owner's hypervisor. " +
-      "For (b) and (c) a select group cannot drain, so \"drain\" removes the backend and the next step has nothing to do. " +
-      `Break reasons: ${MODES.map((m) => `${m}: ${Object.entries(by[m].steps.reduce<Record<string, number>>((acc, s) => { for (const [k, v] of Object.entries(s.reasons)) acc[k] = (acc[k] ?? 0) + v; return acc; }, {})).map(([k, v]) => `${k} ×${v}`).join(", ") || "none"}`).join("; ")}.`,
+      '"Moved" (second chance): working connections whose slot now has another owner (traced on gw1): their packets are handed on by the new owner\'s hypervisor. ' +
+      'For (b) and (c) a select group cannot drain, so "drain" removes the backend and the next step has nothing to do. ' +
+      `Break reasons: ${MODES.map(
+        (m) =>
+          `${m}: ${
+            Object.entries(
+              by[m].steps.reduce<Record<string, number>>((acc, s) => {
+                for (const [k, v] of Object.entries(s.reasons)) acc[k] = (acc[k] ?? 0) + v;
+                return acc;
+              }, {}),
+            )
+              .map(([k, v]) => `${k} ×${v}`)
+              .join(", ") || "none"
+          }`,
+      ).join("; ")}.`,
     "",
   ];
   const lat = by["second-chance"].latency;
@@ -831,7 +1018,11 @@ function markdownOf(results: readonly ModeResult[], sizes: Sizes, machine: Recor
     "",
     "| Change | Mode | Sent to each gateway (gw1 = gw2) | Flows touched |",
     "| --- | --- | --- | --- |",
-    ...STEPS.flatMap((k) => MODES.filter((m) => stepOf(m, k).sent).map((m) => `| ${STEP_LABEL[k]} | ${MODE_LABEL[m]} | ${sentCell(stepOf(m, k))} | ${touchedCell(stepOf(m, k), m, nAfter[k])} |`)),
+    ...STEPS.flatMap((k) =>
+      MODES.filter((m) => stepOf(m, k).sent).map(
+        (m) => `| ${STEP_LABEL[k]} | ${MODE_LABEL[m]} | ${sentCell(stepOf(m, k))} | ${touchedCell(stepOf(m, k), m, nAfter[k])} |`,
+      ),
+    ),
     "",
     "Bytes: the bundle text fed to `ovs-ofctl bundle` over SSH (ovslb's `lastApply`, and the same `applyBundle` for the rebuild). " +
       "Second chance moves flows of the slot table (table 70; one flow per slot, 1,024 slots here) instead of buckets: each moved slot is one modify-flow; the minimum is what the weighted quotas force.",
@@ -840,8 +1031,15 @@ function markdownOf(results: readonly ModeResult[], sizes: Sizes, machine: Recor
     "",
     "| After | Slots moved / minimum | Shares (slots of 1,024) | Worst deviation from the weighted quota |",
     "| --- | --- | --- | --- |",
-    ...by["second-chance"].steps.filter((s) => s.slotShares).map((s) =>
-      `| ${STEP_LABEL[s.step]} | ${s.slotMoves!.moved} / ${s.slotMoves!.minimum} | ${Object.entries(s.slotShares!).sort(([a], [b]) => ipv4Number(a.split(":")[0]) - ipv4Number(b.split(":")[0])).map(([k, v]) => `${k.split(":")[0]} ${(100 * v).toFixed(2)}%`).join(", ")} | ${(100 * s.imbalance!).toFixed(2)}% |`),
+    ...by["second-chance"].steps
+      .filter((s) => s.slotShares)
+      .map(
+        (s) =>
+          `| ${STEP_LABEL[s.step]} | ${s.slotMoves!.moved} / ${s.slotMoves!.minimum} | ${Object.entries(s.slotShares!)
+            .sort(([a], [b]) => ipv4Number(a.split(":")[0]) - ipv4Number(b.split(":")[0]))
+            .map(([k, v]) => `${k.split(":")[0]} ${(100 * v).toFixed(2)}%`)
+            .join(", ")} | ${(100 * s.imbalance!).toFixed(2)}% |`,
+      ),
     "",
     "Maglev (Eisenbud et al., NSDI 2016) reports its lookup table's imbalance under 1% once the table has more than 100 entries per backend; ovslb's table here has 1,024 slots (over 200 per backend) and assigns them by exact weighted quotas, so the deviation is the rounding of 1,024 over the active backends.",
     "",
@@ -852,7 +1050,8 @@ function markdownOf(results: readonly ModeResult[], sizes: Sizes, machine: Recor
 
 export const secondChanceBenchmark: Benchmark = {
   name: "second-chance",
-  description: "issue 10: connections broken per add/drain/remove (second chance vs stateless ovslb vs OVN-style rebuild), the handed-on path's latency, what a change sends",
+  description:
+    "issue 10: connections broken per add/drain/remove (second chance vs stateless ovslb vs OVN-style rebuild), the handed-on path's latency, what a change sends",
   async run(ctx) {
     const sizes = ctx.smoke ? SMOKE : FULL;
     gatewayPorts.clear();
@@ -889,7 +1088,8 @@ export const secondChanceBenchmark: Benchmark = {
       }
       ctx.log(`checked for leftovers of earlier runs in ${Date.now() - p0} ms`);
       for (const h of hosts) lab.portsBefore[h] = new Set(snaps[h].ports);
-      if (HYPERVISORS.some((h) => lab.portsBefore[h].has(DEFAULT_GRE_PORT))) throw new Error(`a hypervisor already has a ${DEFAULT_GRE_PORT} port (another GRE test running?)`);
+      if (HYPERVISORS.some((h) => lab.portsBefore[h].has(DEFAULT_GRE_PORT)))
+        throw new Error(`a hypervisor already has a ${DEFAULT_GRE_PORT} port (another GRE test running?)`);
 
       const results: ModeResult[] = [];
       for (const m of MODES) {
@@ -906,7 +1106,11 @@ export const secondChanceBenchmark: Benchmark = {
       const failed = await teardown(lab);
       invariants.push({ name: "every resource of the run was deleted through the provider", ok: failed.length === 0, detail: failed.join("; ") || undefined });
       const left = await leftBehind(lab);
-      invariants.push({ name: "nothing of the run is left (flows with its cookies, its groups, its tunnel and GRE ports, server sockets of its connections in the VMs)", ok: left.length === 0, detail: left.join("; ") || undefined });
+      invariants.push({
+        name: "nothing of the run is left (flows with its cookies, its groups, its tunnel and GRE ports, server sockets of its connections in the VMs)",
+        ok: left.length === 0,
+        detail: left.join("; ") || undefined,
+      });
 
       const latency = results.find((r) => r.latency)?.latency;
       const summary = latency && {
@@ -917,7 +1121,15 @@ export const secondChanceBenchmark: Benchmark = {
         beforeMovedP50us: pct(latency.before.moved, 0.5),
         beforeUnmovedP50us: pct(latency.before.unmoved, 0.5),
       };
-      const data = { machine, sizes, vip: VIP, names: NAME, backends: lab.pool.map((b) => ({ name: b.name, address: b.address, hypervisor: b.hypervisor })), latencySummary: summary, results };
+      const data = {
+        machine,
+        sizes,
+        vip: VIP,
+        names: NAME,
+        backends: lab.pool.map((b) => ({ name: b.name, address: b.address, hypervisor: b.hypervisor })),
+        latencySummary: summary,
+        results,
+      };
       return { name: "second-chance", markdown: markdownOf(results, sizes, machine), data, invariants } satisfies BenchReport;
     });
   },

@@ -79,12 +79,15 @@ function serviceProblems(args: DeferredNatServiceArgs, deliveryOf: (hv: Deferred
   }
   if (args.healthCheck?.bfd) {
     args.hypervisors.forEach((h, i) => {
-      if (deliveryOf(h) !== "gre") problems.push(`healthCheck.bfd needs gre delivery: hypervisors[${i}] (${h.name}) is reached by mac, with no tunnel to watch`);
+      if (deliveryOf(h) !== "gre")
+        problems.push(`healthCheck.bfd needs gre delivery: hypervisors[${i}] (${h.name}) is reached by mac, with no tunnel to watch`);
     });
   }
   const hc = args.healthCheck;
   if (hc && (hc.probe || hc.southbound || hc.enforce) && !args.ovn?.healthCheckSourceIp) {
-    problems.push("healthCheck.probe, southbound and enforce need ovn with ovn.healthCheckSourceIp: the HealthCheck attaches to the load balancer's northbound rows and its probes need a source address");
+    problems.push(
+      "healthCheck.probe, southbound and enforce need ovn with ovn.healthCheckSourceIp: the HealthCheck attaches to the load balancer's northbound rows and its probes need a source address",
+    );
   }
   return problems;
 }

@@ -127,9 +127,7 @@ async function refuseUnchecked(kind: string, handler: ResourceHandler<object, ob
 export async function check(kind: string, _olds: Props, news: Props) {
   const handler = handlerFor(kind);
   const inputs = withoutProvider(news);
-  let failures = validateAgainstSchema(handler.schema, inputs).filter(
-    (f) => !containsUnknown(valueAt(inputs, f.property)),
-  );
+  let failures = validateAgainstSchema(handler.schema, inputs).filter((f) => !containsUnknown(valueAt(inputs, f.property)));
   // A bad `ovslb:ssh` is refused here, by every resource, before any host is reached.
   failures = [...stackSshFailures(), ...failures];
   if (failures.length > 0 || containsUnknown(inputs)) return { inputs, failures };
@@ -149,9 +147,7 @@ export async function diff(kind: string, _id: string, olds: Props, news: Props) 
   if (isDeepStrictEqual(before, after)) return { changes: false };
   const oldId = handler.identity(before);
   const newId = handler.identity(after);
-  const replaces = Object.keys(newId).filter(
-    (k) => !containsUnknown(newId[k]) && !isDeepStrictEqual(oldId[k], newId[k]),
-  );
+  const replaces = Object.keys(newId).filter((k) => !containsUnknown(newId[k]) && !isDeepStrictEqual(oldId[k], newId[k]));
   return { changes: true, replaces, deleteBeforeReplace: replaces.length > 0 };
 }
 
@@ -167,7 +163,7 @@ export async function create(kind: string, inputs: Props) {
   }
 }
 
-export async function read(kind: string, id: string, props: Props) {
+export async function read(kind: string, id: string, props: Props): Promise<{ id: string; props: Props; inputs: Props }> {
   const handler = handlerFor(kind);
   const { inputs, state } = splitOutputs(handler, props);
   await refuseUnchecked(kind, handler, inputs, false);
@@ -176,7 +172,7 @@ export async function read(kind: string, id: string, props: Props) {
     // An empty id tells the engine the resource is gone.
     if (!actual) return { id: "", props: {}, inputs: {} };
     const outs = joinOutputs(actual.inputs as Props, actual.state);
-    return { id, props: outs, inputs: liftCredentials(actual.inputs).value };
+    return { id, props: outs, inputs: liftCredentials(actual.inputs as Props).value };
   } catch (e) {
     throw redacted(e, inputs);
   }
@@ -192,7 +188,12 @@ export async function read(kind: string, id: string, props: Props) {
  */
 async function verifyReach(kind: string, id: string, handler: ResourceHandler<object, object>, inputs: Props): Promise<void> {
   const logins = loginsToVerify(handler.schema, inputs, withStackSsh);
-  const settled = await mapBounded(logins, HOST_CONNECT_PARALLELISM, (c) => verifyLogin(c).then(() => undefined, (e: unknown) => e));
+  const settled = await mapBounded(logins, HOST_CONNECT_PARALLELISM, (c) =>
+    verifyLogin(c).then(
+      () => undefined,
+      (e: unknown) => e,
+    ),
+  );
   const refused = settled.filter((e): e is Error => e !== undefined).map((e) => (e instanceof Error ? e : new Error(String(e))));
   if (refused.length === 0) return;
   const described = refused.map((e) => {

@@ -27,7 +27,10 @@ const OPTIONS = {
   style: { printWidth: 120 },
 };
 
-const resourceFiles = () => readdirSync(schemaDir).filter((f) => f.endsWith(".json") && f !== "common.json").sort();
+const resourceFiles = () =>
+  readdirSync(schemaDir)
+    .filter((f) => f.endsWith(".json") && f !== "common.json")
+    .sort();
 const readSchema = (f) => JSON.parse(readFileSync(join(schemaDir, f), "utf8"));
 
 /** One root referencing every resource schema (or every outputs section): each shared definition is emitted once. */
@@ -41,14 +44,21 @@ function resolve(node, file) {
     if (depth > 32) throw new Error(`${file}: $ref nesting too deep`);
     const [target, pointer = ""] = node.$ref.split("#");
     if (target) file = target;
-    node = pointer.split("/").filter(Boolean).reduce((n, step) => n && n[step.replace(/~1/g, "/").replace(/~0/g, "~")], readSchema(file));
+    node = pointer
+      .split("/")
+      .filter(Boolean)
+      .reduce((n, step) => n && n[step.replace(/~1/g, "/").replace(/~0/g, "~")], readSchema(file));
     if (!node) throw new Error(`${file}: cannot resolve $ref`);
   }
   return node;
 }
 
 /** "deferred-nat-load-balancer.json" -> "DEFERRED_NAT_LOAD_BALANCER_OUTPUTS" */
-const namesConst = (file) => `${file.replace(/\.json$/, "").replace(/[^A-Za-z0-9]+/g, "_").toUpperCase()}_OUTPUTS`;
+const namesConst = (file) =>
+  `${file
+    .replace(/\.json$/, "")
+    .replace(/[^A-Za-z0-9]+/g, "_")
+    .toUpperCase()}_OUTPUTS`;
 
 /** A TSDoc block of `text` at `indent`, as json-schema-to-typescript writes them. */
 function doc(text, indent) {
@@ -93,7 +103,10 @@ function resourceOutputs(kinds) {
     'import type * as pulumi from "@pulumi/pulumi";',
     kinds.length > 0 ? `import type { ${kinds.map((k) => k.type).join(", ")} } from "./outputs.generated";` : undefined,
     "",
-    doc("`{ name: undefined, ... }` for each output name: what a resource class passes its constructor beside the inputs, so that Pulumi exposes each output.", ""),
+    doc(
+      "`{ name: undefined, ... }` for each output name: what a resource class passes its constructor beside the inputs, so that Pulumi exposes each output.",
+      "",
+    ),
     "export function outputPlaceholders<N extends string>(names: readonly N[]): Record<N, undefined> {",
     "  return Object.fromEntries(names.map((n) => [n, undefined])) as Record<N, undefined>;",
     "}",
@@ -118,9 +131,19 @@ const exported = (text) => new Set([...text.matchAll(/^export (?:interface|type|
 async function generate() {
   const files = resourceFiles();
   const kinds = outputKinds();
-  const inputs = await compile(root("AllInputs", files.map((f) => [f.replace(/\.json$/, ""), { $ref: f }])), "AllInputs", OPTIONS);
+  const inputs = await compile(
+    root(
+      "AllInputs",
+      files.map((f) => [f.replace(/\.json$/, ""), { $ref: f }]),
+    ),
+    "AllInputs",
+    OPTIONS,
+  );
   const outputs = await compile(
-    root("AllOutputs", kinds.map((k) => [k.file.replace(/\.json$/, ""), { $ref: `${k.file}#/${OUTPUTS}` }])),
+    root(
+      "AllOutputs",
+      kinds.map((k) => [k.file.replace(/\.json$/, ""), { $ref: `${k.file}#/${OUTPUTS}` }]),
+    ),
     "AllOutputs",
     OPTIONS,
   );

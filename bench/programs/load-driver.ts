@@ -29,7 +29,7 @@ interface Result {
   requests: { average: number };
 }
 type Autocannon = (opts: Record<string, unknown>, done: (err: Error | null, res: Result) => void) => EventEmitter;
-// eslint-disable-next-line @typescript-eslint/no-require-imports
+
 const autocannon = require("autocannon") as Autocannon;
 
 const cfg = JSON.parse(process.argv[2]) as LoadConfig;
@@ -47,15 +47,25 @@ function run(opts: Record<string, unknown>, keep: boolean): Promise<{ res: Resul
 }
 
 const pick = (r: Result) => ({
-  ok: r["2xx"], non2xx: r.non2xx, errors: r.errors, timeouts: r.timeouts, resets: r.resets, mismatches: r.mismatches,
-  duration: r.duration, statusCodeStats: r.statusCodeStats,
+  ok: r["2xx"],
+  non2xx: r.non2xx,
+  errors: r.errors,
+  timeouts: r.timeouts,
+  resets: r.resets,
+  mismatches: r.mismatches,
+  duration: r.duration,
+  statusCodeStats: r.statusCodeStats,
 });
 
 (async () => {
   const base = { url: cfg.url, connections: cfg.connections, pipelining: 1, timeout: cfg.timeout };
   const warm = await run({ ...base, duration: cfg.warmup }, false);
   const { res, latencies } = await run({ ...base, duration: cfg.seconds }, true);
-  const measured = { ...pick(res), autocannonLatency: { p50: res.latency.p50, p99: res.latency.p99, max: res.latency.max }, requestsAverage: res.requests.average };
+  const measured = {
+    ...pick(res),
+    autocannonLatency: { p50: res.latency.p50, p99: res.latency.p99, max: res.latency.max },
+    requestsAverage: res.requests.average,
+  };
   console.log(JSON.stringify({ warmup: pick(warm.res), run: measured, latencies }));
 })().catch((e: unknown) => {
   console.log(JSON.stringify({ error: String((e instanceof Error && e.stack) || e) }));

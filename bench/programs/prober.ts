@@ -53,7 +53,7 @@ function probe(r: number, p: number) {
   };
   const timer = setTimeout(() => finish(false, "timeout"), cfg.timeoutMs);
   sock.on("data", (d) => {
-    buf += d;
+    buf += d.toString();
     const nl = buf.indexOf("\n");
     if (nl >= 0) finish(true, undefined, buf.slice(0, nl).split(" ")[0]);
   });

@@ -36,7 +36,7 @@ function connection(target: NetConnectOpts): Conn {
   const c: Conn = { sock: connect(target), buf: "", lines: [], waiter: undefined, failed: "" };
   c.sock.setNoDelay(true);
   c.sock.on("data", (d) => {
-    c.buf += d;
+    c.buf += d.toString();
     let nl;
     while ((nl = c.buf.indexOf("\n")) >= 0) {
       const line = c.buf.slice(0, nl);
@@ -115,10 +115,12 @@ createInterface({ input: process.stdin }).on("line", (line) => {
     })
     .catch((e: unknown) => console.log(JSON.stringify({ failed: String((e instanceof Error && e.stack) || e) })));
 });
-process.stdin.on("end", () =>
-  queue.then(() => {
-    conns.forEach((c) => c.sock.destroy());
-    process.exit(0);
-  }),
+process.stdin.on(
+  "end",
+  () =>
+    void queue.then(() => {
+      conns.forEach((c) => c.sock.destroy());
+      process.exit(0);
+    }),
 );
 setTimeout(() => process.exit(0), 15 * 60 * 1000).unref();

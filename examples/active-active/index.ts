@@ -5,7 +5,10 @@
 import * as pulumi from "@pulumi/pulumi";
 import { ActiveActiveLoadBalancer, DistributorDevice, stackHost } from "../../index"; // in your project: from "ovslb"
 
-interface Amphora { mac: string; hypervisor: string }
+interface Amphora {
+  mac: string;
+  hypervisor: string;
+}
 
 const config = new pulumi.Config();
 const amphorae = config.requireObject<Amphora[]>("amphorae");

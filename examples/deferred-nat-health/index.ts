@@ -2,8 +2,15 @@
 import * as pulumi from "@pulumi/pulumi";
 import { DeferredNatService, stackHost, type DeferredNatServiceBackend } from "../../index"; // in your project: from "ovslb"
 
-interface Gateway { name: string; mac: string; tunnelAddress: string }
-interface Hypervisor { name: string; tunnelAddress: string }
+interface Gateway {
+  name: string;
+  mac: string;
+  tunnelAddress: string;
+}
+interface Hypervisor {
+  name: string;
+  tunnelAddress: string;
+}
 
 // Hosts come from `ovslb:hosts`, logins from `ovslb:ssh`; the rest is this project's config.
 const config = new pulumi.Config();

@@ -5,8 +5,15 @@
 import * as pulumi from "@pulumi/pulumi";
 import { DeferredNatService, stackHost, type DeferredNatServiceBackend } from "../../index"; // in your project: from "ovslb"
 
-interface Gateway { name: string; mac: string; tunnelAddress?: string }
-interface Hypervisor { name: string; tunnelAddress?: string }
+interface Gateway {
+  name: string;
+  mac: string;
+  tunnelAddress?: string;
+}
+interface Hypervisor {
+  name: string;
+  tunnelAddress?: string;
+}
 
 // Hosts come from `ovslb:hosts`, logins from `ovslb:ssh`; the rest is this project's config.
 const config = new pulumi.Config();
@@ -16,7 +23,12 @@ const gre = <T extends { tunnelAddress?: string }>(x: T) => (delivery === "gre" 
 const service = new DeferredNatService("demo", {
   delivery,
   gateways: config.requireObject<Gateway[]>("gateways").map((g) => ({
-    name: g.name, host: stackHost(g.name), bridge: "br-seg", segmentPort: "seg0", mac: g.mac, ...gre(g),
+    name: g.name,
+    host: stackHost(g.name),
+    bridge: "br-seg",
+    segmentPort: "seg0",
+    mac: g.mac,
+    ...gre(g),
   })),
   hypervisors: config.requireObject<Hypervisor[]>("hypervisors").map((h) => ({ name: h.name, host: stackHost(h.name), bridge: "br-seg", ...gre(h) })),
   vips: [{ address: config.get("vip") ?? "10.0.0.200", port: 80, protocol: "tcp", backends: config.requireObject<DeferredNatServiceBackend[]>("backends") }],

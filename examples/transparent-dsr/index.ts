@@ -4,7 +4,13 @@
 import * as pulumi from "@pulumi/pulumi";
 import { TransparentDsr, stackHost } from "../../index"; // in your project: from "ovslb"
 
-interface Server { address: string; port: number; mac: string; hypervisor: string; bridgePort: string }
+interface Server {
+  address: string;
+  port: number;
+  mac: string;
+  hypervisor: string;
+  bridgePort: string;
+}
 
 const config = new pulumi.Config();
 const servers = config.requireObject<Server[]>("servers");

@@ -46,7 +46,10 @@ export type HealthCheckColumns = Pick<LoadBalancerHealthCheckRow, (typeof HEALTH
  * (any owner), read by uuid in one more transaction; a write guards on the
  * rows' health_check as read.
  */
-export async function withHealthCheckRows<R extends { health_check: readonly Uuid[] }>(db: OvsdbClient, rows: readonly R[]): Promise<(R & { healthCheckRows: HealthCheckColumns[] })[]> {
+export async function withHealthCheckRows<R extends { health_check: readonly Uuid[] }>(
+  db: OvsdbClient,
+  rows: readonly R[],
+): Promise<(R & { healthCheckRows: HealthCheckColumns[] })[]> {
   const refs = rows.flatMap((row) => row.health_check);
   const byUuid = new Map<string, HealthCheckColumns>();
   if (refs.length > 0) {

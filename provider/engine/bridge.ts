@@ -60,7 +60,12 @@ export async function bridgePorts(s: OvsHostSession, bridge: string): Promise<Ma
   const row = r.first(bridges);
   if (!row) return undefined;
   const portIds = new Set(row.ports.map((u) => u.id));
-  const ifaceIds = new Set(r.rows(ports).filter((p) => portIds.has(p._uuid.id)).flatMap((p) => p.interfaces.map((u) => u.id)));
+  const ifaceIds = new Set(
+    r
+      .rows(ports)
+      .filter((p) => portIds.has(p._uuid.id))
+      .flatMap((p) => p.interfaces.map((u) => u.id)),
+  );
   const result = new Map<string, number>();
   for (const i of r.rows(interfaces)) {
     const ofport = i.ofport[0];

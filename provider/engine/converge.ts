@@ -103,7 +103,14 @@ export function describeOutcomes(hosts: readonly { where: string }[], outcomes: 
 }
 
 async function applyAll<P, A>(change: Change<P, A, object>, plans: readonly HostPlan<P>[]): Promise<HostOutcome<A>[]> {
-  return Promise.all(plans.map((h) => change.apply(h).then((applied): HostOutcome<A> => ({ applied }), (e: unknown) => classify<A>(e))));
+  return Promise.all(
+    plans.map((h) =>
+      change.apply(h).then(
+        (applied): HostOutcome<A> => ({ applied }),
+        (e: unknown) => classify<A>(e),
+      ),
+    ),
+  );
 }
 
 /** Runs a change on all its hosts (see the module comment). */
@@ -112,26 +119,38 @@ export async function converge<P, A, S extends object>(change: Change<P, A, S>):
   let plans: HostPlan<P>[] = [];
   let applied: A[] | undefined;
   try {
-    return await withAllOvsHosts(change.hosts, async (sessions) => {
-      plans = await change.plan(sessions);
-      const outcomes = await applyAll(change, plans);
-      if (!outcomes.every((o) => "applied" in o)) {
-        const { message, failed } = describeOutcomes(plans, outcomes);
-        const text = `${resource}: ${message}`;
-        if (!change.partial || outcomes.every((o) => "refused" in o)) throw new ConvergeError(text);
-        throw new PartialApplyError(text, resource, change.partial(plans, outcomes, failed));
-      }
-      applied = outcomes.flatMap((o) => ("applied" in o ? [o.applied] : []));
-      const state = await change.finish(plans, applied);
-      return { ...state, ovsVersions: await observeOvsVersions(sessions) };
-    }, operationLock(resource));
+    return await withAllOvsHosts(
+      change.hosts,
+      async (sessions) => {
+        plans = await change.plan(sessions);
+        const outcomes = await applyAll(change, plans);
+        if (!outcomes.every((o) => "applied" in o)) {
+          const { message, failed } = describeOutcomes(plans, outcomes);
+          const text = `${resource}: ${message}`;
+          if (!change.partial || outcomes.every((o) => "refused" in o)) throw new ConvergeError(text);
+          throw new PartialApplyError(text, resource, change.partial(plans, outcomes, failed));
+        }
+        applied = outcomes.flatMap((o) => ("applied" in o ? [o.applied] : []));
+        const state = await change.finish(plans, applied);
+        return { ...state, ovsVersions: await observeOvsVersions(sessions) };
+      },
+      operationLock(resource),
+    );
   } catch (e) {
     if (e instanceof PartialApplyError || e instanceof ConvergeError) throw e;
     const err = e instanceof Error ? e : new Error(String(e));
     if (applied && change.partial) {
       // Every host took its change and a later step failed: the state must say what the hosts hold.
       const finding: DriftFinding = { host: resource, kind: "failed-after-apply", object: plans.map((h) => h.where).join(", "), detail: err.message };
-      throw new PartialApplyError(renderFinding(finding), resource, change.partial(plans, applied.map((a) => ({ applied: a })), [finding]));
+      throw new PartialApplyError(
+        renderFinding(finding),
+        resource,
+        change.partial(
+          plans,
+          applied.map((a) => ({ applied: a })),
+          [finding],
+        ),
+      );
     }
     // A failure before anything was applied (a host unreachable, a bridge missing, a refusal while planning).
     if (applied) err.message = `${resource}: changed every host (${plans.map((h) => h.where).join(", ")}), then failed: ${err.message}`;

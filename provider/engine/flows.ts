@@ -1,12 +1,4 @@
-import {
-  actionsText,
-  describeFlow,
-  flowKey,
-  toFlowEntry,
-  type DumpedFlow,
-  type Flow,
-  type Modification,
-} from "../openflow";
+import { actionsText, describeFlow, flowKey, toFlowEntry, type DumpedFlow, type Flow, type Modification } from "../openflow";
 
 /**
  * The one flow differ: desired flows (typed) against the flows a bridge
@@ -17,7 +9,10 @@ import {
 
 /** An owned flow that cannot be named in a strict delete: its match has fields ovslb does not write. */
 export class UnplannableFlowError extends Error {
-  constructor(readonly flow: DumpedFlow, reason: string) {
+  constructor(
+    readonly flow: DumpedFlow,
+    reason: string,
+  ) {
     super(`cannot plan a change to flow ${describeFlow(flow)}: ${reason}`);
     this.name = "UnplannableFlowError";
   }

@@ -21,15 +21,18 @@ import { sameBucket, toGroupEntry, type Group, type GroupEntry, type InsertPosit
 export function diffGroup(desired: Group, actual: GroupEntry | undefined): Modification[] {
   const want = toGroupEntry(desired);
   if (!actual) return [{ op: "add-group", group: desired }];
-  const sameSelection = actual.type === want.type && actual.selectionMethod === want.selectionMethod
-    && actual.selectionMethodParam === undefined && isDeepStrictEqual([...actual.fields], [...want.fields]);
+  const sameSelection =
+    actual.type === want.type &&
+    actual.selectionMethod === want.selectionMethod &&
+    actual.selectionMethodParam === undefined &&
+    isDeepStrictEqual([...actual.fields], [...want.fields]);
   if (!sameSelection || desired.type !== "select") {
     const same = sameSelection && actual.buckets.length === want.buckets.length && actual.buckets.every((b, i) => sameBucket(b, want.buckets[i]));
     return same ? [] : [{ op: "modify-group", group: desired }];
   }
 
   const groupId = desired.groupId;
-  const wanted = new Map(want.buckets.map((b, i) => [b.bucketId, { entry: b, bucket: desired.buckets[i] as SelectBucket }]));
+  const wanted = new Map(want.buckets.map((b, i) => [b.bucketId, { entry: b, bucket: desired.buckets[i] }]));
   const mods: Modification[] = [];
   let order = actual.buckets.map((b) => b.bucketId);
   for (const b of actual.buckets) {
@@ -45,13 +48,13 @@ export function diffGroup(desired: Group, actual: GroupEntry | undefined): Modif
     mods.push({ op: "remove-buckets", groupId, commandBucketId: b.bucketId });
     mods.push({ op: "insert-buckets", groupId, commandBucketId: after, buckets: [w.bucket] });
   }
-  const inserts = missingBucketInserts(groupId, desired.buckets as readonly SelectBucket[], order);
+  const inserts = missingBucketInserts(groupId, desired.buckets, order);
   mods.push(...inserts);
   if (mods.some((m) => m.op === "insert-buckets") && desired.buckets.some(hasLiveness)) {
     // OVS (3.1 checked) refuses an insert_bucket that carries watch_port or watch_group: ofp-group.c checks
     // liveness against the message's group type, which an insert leaves as "all". The same buckets as one
     // modify: selection is a function of the live bucket ids, so still no other connection moves.
-    return [{ op: "modify-group", group: { ...desired, buckets: bucketsInOrder(desired.buckets as readonly SelectBucket[], order) } }];
+    return [{ op: "modify-group", group: { ...desired, buckets: bucketsInOrder(desired.buckets, order) } }];
   }
   return mods;
 }

@@ -97,10 +97,13 @@ export function assessVips(vips: readonly HealthVip[], obs: HealthObservations):
   for (const vip of vips) {
     for (const b of vip.backends) {
       const h: BackendHealth = { vip: healthVipKey(vip), backend: backendKey(b), ...(b.hypervisor === undefined ? {} : { hypervisor: b.hypervisor }), bfd: {} };
-      const views = b.hypervisor === undefined ? [] : [...obs.bfd].flatMap(([gw, byHv]) => {
-        const v = byHv.get(b.hypervisor!);
-        return v ? [[gw, v] as const] : [];
-      });
+      const views =
+        b.hypervisor === undefined
+          ? []
+          : [...obs.bfd].flatMap(([gw, byHv]) => {
+              const v = byHv.get(b.hypervisor!);
+              return v ? [[gw, v] as const] : [];
+            });
       for (const [gw, v] of views) h.bfd[gw] = bfdWord(v);
       const binding = b.logicalPort ? obs.bindings?.get(b.logicalPort) : undefined;
       if (b.logicalPort && obs.bindings) h.port = { name: b.logicalPort, chassis: binding?.chassis ?? null, up: binding?.up ?? false };
@@ -108,7 +111,12 @@ export function assessVips(vips: readonly HealthVip[], obs: HealthObservations):
         const m = monitors.get(monitorKey({ logicalPort: b.logicalPort, ip: b.address, port: b.port, protocol: vip.protocol }));
         h.monitor = m ? (m.status ?? "unknown") : "absent";
         if (m?.status === "online") {
-          const reason = staleReason(b.logicalPort, binding, views.map(([, v]) => v), b.hypervisor);
+          const reason = staleReason(
+            b.logicalPort,
+            binding,
+            views.map(([, v]) => v),
+            b.hypervisor,
+          );
           if (reason) stale.push({ vip: h.vip, backend: h.backend, logicalPort: b.logicalPort, reason });
         }
       }
@@ -141,4 +149,6 @@ export function staleMonitors(report: HealthReport, vips: readonly HealthVip[], 
 }
 
 /** The logical ports of the VIPs' backends, each once. */
-export const logicalPortsOf = (vips: readonly HealthVip[]) => [...new Set(vips.flatMap((v) => v.backends.flatMap((b) => (b.logicalPort ? [b.logicalPort] : []))))];
+export const logicalPortsOf = (vips: readonly HealthVip[]) => [
+  ...new Set(vips.flatMap((v) => v.backends.flatMap((b) => (b.logicalPort ? [b.logicalPort] : [])))),
+];

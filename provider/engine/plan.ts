@@ -1,13 +1,4 @@
-import {
-  describeFlow,
-  flowKey,
-  toFlowEntry,
-  type DumpedFlow,
-  type Flow,
-  type Group,
-  type GroupEntry,
-  type Modification,
-} from "../openflow";
+import { describeFlow, flowKey, toFlowEntry, type DumpedFlow, type Flow, type Group, type GroupEntry, type Modification } from "../openflow";
 import { conflictingFlows, diffFlows } from "./flows";
 import type { ApplySummary } from "../model/outputs.generated";
 import { diffGroup } from "./groups";

@@ -57,7 +57,7 @@ export async function readPortsHealth(ports: readonly string[], db: OvsdbClient)
   }
   for (const row of rows) {
     if (!row) continue;
-    const chassis = row.chassis[0] ? names.get(row.chassis[0].id) ?? row.chassis[0].id : undefined;
+    const chassis = row.chassis[0] ? (names.get(row.chassis[0].id) ?? row.chassis[0].id) : undefined;
     view.bindings.set(row.logical_port, { ...(chassis ? { chassis } : {}), up: row.up[0] ?? false });
   }
   return view;

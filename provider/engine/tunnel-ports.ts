@@ -21,7 +21,11 @@ export interface TunnelPortRead<W extends WantedTunnelPort = WantedTunnelPort> {
 interface Rows<W extends WantedTunnelPort = WantedTunnelPort> {
   bridge?: { _uuid: Uuid; ports: Uuid[] };
   owned: { _uuid: Uuid; name: string; external_ids: Map<string, string> }[];
-  wanted: { want: W; port?: { _uuid: Uuid; external_ids: Map<string, string> }; iface?: { _uuid: Uuid; type: string; options: Map<string, string>; bfd: Map<string, string>; bfd_status: Map<string, string>; ofport: number[] } }[];
+  wanted: {
+    want: W;
+    port?: { _uuid: Uuid; external_ids: Map<string, string> };
+    iface?: { _uuid: Uuid; type: string; options: Map<string, string>; bfd: Map<string, string>; bfd_status: Map<string, string>; ofport: number[] };
+  }[];
 }
 
 async function readRows<W extends WantedTunnelPort>(s: OvsHostSession, owner: string, bridge: string, wanted: readonly W[]): Promise<Rows<W>> {
@@ -48,7 +52,12 @@ function stateOf(owner: string, w: Rows["wanted"][number], bridge: Rows["bridge"
 }
 
 /** The wanted ports as they are on the bridge. */
-export async function readTunnelPorts<W extends WantedTunnelPort>(s: OvsHostSession, owner: string, bridge: string, wanted: readonly W[]): Promise<TunnelPortRead<W>[]> {
+export async function readTunnelPorts<W extends WantedTunnelPort>(
+  s: OvsHostSession,
+  owner: string,
+  bridge: string,
+  wanted: readonly W[],
+): Promise<TunnelPortRead<W>[]> {
   const rows = await readRows(s, owner, bridge, wanted);
   return rows.wanted.map((w) => {
     const state = stateOf(owner, w, rows.bridge);
@@ -126,6 +135,16 @@ export async function removeTunnelPorts(
   if (stale.length === 0 || !rows.bridge) return;
   const txn = new OwnedTransaction(OPEN_VSWITCH, ownerMark(owner), `ovslb: remove ${role} ports of ${owner}`);
   for (const p of stale) txn.requireOwned("Port", p);
-  txn.mutate("Bridge", [where("_uuid", "==", rows.bridge._uuid)], [mutation("ports", "delete", stale.map((p) => p._uuid))]);
+  txn.mutate(
+    "Bridge",
+    [where("_uuid", "==", rows.bridge._uuid)],
+    [
+      mutation(
+        "ports",
+        "delete",
+        stale.map((p) => p._uuid),
+      ),
+    ],
+  );
   await s.commitApplied(txn);
 }

@@ -24,7 +24,7 @@ function digest(parts: readonly string[]): Buffer {
 
 /** The cookie that names the owning resource on all of its flows: tag + 48 bits of its identity. */
 export function ownerCookie(kind: string, resourceId: string): bigint {
-  return (COOKIE_TAG << 48n) | digest([kind, resourceId]).readBigUInt64BE(0) & 0xffff_ffff_ffffn;
+  return (COOKIE_TAG << 48n) | (digest([kind, resourceId]).readBigUInt64BE(0) & 0xffff_ffff_ffffn);
 }
 
 /**

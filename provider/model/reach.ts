@@ -33,11 +33,7 @@ function loginKey(c: SshConnection): string {
  * order the inputs first name them. Two connections that differ only in
  * their timeouts are one login (the first one's timeouts).
  */
-export function loginsToVerify(
-  schema: object,
-  inputs: unknown,
-  asUsed: (c: SshConnection) => SshConnection = (c) => c,
-): SshConnection[] {
+export function loginsToVerify(schema: object, inputs: unknown, asUsed: (c: SshConnection) => SshConnection = (c) => c): SshConnection[] {
   const logins = new Map<string, SshConnection>();
   mapConnections(schema, inputs, (declared) => {
     const c = asUsed(declared);

@@ -41,7 +41,10 @@ const compiled = new Map<object, ValidateFunction>();
 
 /** "/gateways/0/connection/host" -> "gateways[0].connection.host" */
 function propertyPath(pointer: string, extra?: string): string {
-  const parts = pointer.split("/").slice(1).map((p) => p.replace(/~1/g, "/").replace(/~0/g, "~"));
+  const parts = pointer
+    .split("/")
+    .slice(1)
+    .map((p) => p.replace(/~1/g, "/").replace(/~0/g, "~"));
   if (extra !== undefined) parts.push(extra);
   let path = "";
   for (const p of parts) path = /^\d+$/.test(p) ? `${path}[${p}]` : joinProperty(path, p);
@@ -147,7 +150,7 @@ function resolveRef(ref: string, doc: object): { node: SchemaNode; doc: object }
     node = (node as Record<string, unknown> | undefined)?.[step.replace(/~1/g, "/").replace(/~0/g, "~")];
   }
   if (!node || typeof node !== "object") throw new Error(`schema: cannot resolve $ref ${ref}`);
-  return { node: node as SchemaNode, doc: target };
+  return { node: node, doc: target };
 }
 
 /** JSON with object keys sorted: equal values give equal text, whatever their key order. */
@@ -155,7 +158,10 @@ function stableText(v: unknown): string {
   if (Array.isArray(v)) return `[${v.map(stableText).join(",")}]`;
   if (v && typeof v === "object") {
     const entries = Object.entries(v as Record<string, unknown>).filter(([, x]) => x !== undefined);
-    return `{${entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([k, x]) => `${JSON.stringify(k)}:${stableText(x)}`).join(",")}}`;
+    return `{${entries
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([k, x]) => `${JSON.stringify(k)}:${stableText(x)}`)
+      .join(",")}}`;
   }
   return typeof v === "bigint" ? `"${v.toString()}n"` : (JSON.stringify(v) ?? "null");
 }
@@ -177,7 +183,10 @@ function walkAt(node: SchemaNode | undefined, doc: object, value: unknown, depth
     const items = value.map((v) => walkAt(node?.items, doc, v, depth + 1, walk));
     if (!walk.sortSets || node?.[UNORDERED] !== true) return items;
     // A set: ordered by each element's whole canonical text, a stable and total key.
-    return items.map((v) => [stableText(v), v] as const).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, v]) => v);
+    return items
+      .map((v) => [stableText(v), v] as const)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([, v]) => v);
   }
   if (value && typeof value === "object") {
     const out: Record<string, unknown> = {};
@@ -198,7 +207,7 @@ function walkAt(node: SchemaNode | undefined, doc: object, value: unknown, depth
  * properties the schema does not know are kept untouched.
  */
 export function canonicalInputs<T>(schema: object, inputs: T): T {
-  return walkAt(schema as SchemaNode, schema, inputs, 0, { sortSets: true }) as T;
+  return walkAt(schema, schema, inputs, 0, { sortSets: true }) as T;
 }
 
 /**
@@ -207,10 +216,10 @@ export function canonicalInputs<T>(schema: object, inputs: T): T {
  * inputs differ only in how the hosts are reached.
  */
 export function dataplaneInputs<T>(schema: object, inputs: T): T {
-  return walkAt(schema as SchemaNode, schema, inputs, 0, { sortSets: true, reach: (c) => ({ host: c.host }) }) as T;
+  return walkAt(schema, schema, inputs, 0, { sortSets: true, reach: (c) => ({ host: c.host }) }) as T;
 }
 
 /** `inputs` with every connection ("x-reach") replaced by `f(connection)`; nothing else changed. */
 export function mapConnections<T>(schema: object, inputs: T, f: (connection: SshConnection) => SshConnection): T {
-  return walkAt(schema as SchemaNode, schema, inputs, 0, { sortSets: false, reach: (c) => f(c as unknown as SshConnection) }) as T;
+  return walkAt(schema, schema, inputs, 0, { sortSets: false, reach: (c) => f(c as unknown as SshConnection) }) as T;
 }

@@ -38,6 +38,11 @@ export function bucketMac(actions: readonly Action[]): string | undefined {
 
 /** Two buckets that OVS would print alike. */
 export function sameBucket(a: BucketEntry, b: BucketEntry): boolean {
-  return a.bucketId === b.bucketId && a.weight === b.weight && a.watchPort === b.watchPort && a.watchGroup === b.watchGroup
-    && actionsText(a.actions) === actionsText(b.actions);
+  return (
+    a.bucketId === b.bucketId &&
+    a.weight === b.weight &&
+    a.watchPort === b.watchPort &&
+    a.watchGroup === b.watchGroup &&
+    actionsText(a.actions) === actionsText(b.actions)
+  );
 }

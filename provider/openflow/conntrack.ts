@@ -13,7 +13,9 @@ export interface ConntrackEntry {
 export function parseConntrack(dump: string): ConntrackEntry[] {
   const entries: ConntrackEntry[] = [];
   for (const line of dump.split("\n")) {
-    const m = /^(\w+),orig=\([^)]*\),reply=\(src=([0-9.]+),dst=[0-9.]+(?:,sport=([0-9]+))?[^)]*\)(?:,zone=([0-9]+))?(?:.*protoinfo=\(state=(\w+))?/.exec(line.trim());
+    const m = /^(\w+),orig=\([^)]*\),reply=\(src=([0-9.]+),dst=[0-9.]+(?:,sport=([0-9]+))?[^)]*\)(?:,zone=([0-9]+))?(?:.*protoinfo=\(state=(\w+))?/.exec(
+      line.trim(),
+    );
     if (!m) continue;
     entries.push({ protocol: m[1], reply: { src: m[2], sport: Number(m[3] ?? 0) }, zone: Number(m[4] ?? 0), ...(m[5] ? { state: m[5] } : {}) });
   }

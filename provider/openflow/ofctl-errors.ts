@@ -62,7 +62,12 @@ export function readOfctlFailure(stderrText: string, stdout: string, exitCode: n
   if (reported.length > 0) {
     const cause = reported.find((e) => e.code !== "OFPBFC_MSG_FAILED") ?? reported[0];
     const rolledBack = reported.some((e) => e.code === "OFPBFC_MSG_FAILED") ? "bundle not applied; " : "";
-    return { code: cause.code, detail: `${rolledBack}OVS: ${cause.about}`, codes: reported.map((e) => e.code), index: failingIndex(reported, cause, lineCount) };
+    return {
+      code: cause.code,
+      detail: `${rolledBack}OVS: ${cause.about}`,
+      codes: reported.map((e) => e.code),
+      index: failingIndex(reported, cause, lineCount),
+    };
   }
   // ovs-ofctl refusing a line of the file: `ovs-ofctl: -:2: unknown action frobnicate`.
   const parse = /^ovs-ofctl: -:(\d+): (.*)$/m.exec(stderr);

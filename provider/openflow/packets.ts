@@ -8,7 +8,8 @@ const macBytes = (field: string, mac: string) => {
 };
 const ipBytes = (field: string, ip: string) => {
   const octets = ip.split(".").map(Number);
-  if (octets.length !== 4 || octets.some((o) => !Number.isInteger(o) || o < 0 || o > 255)) throw new OpenFlowValueError(field, `${JSON.stringify(ip)} is not an IPv4 address`);
+  if (octets.length !== 4 || octets.some((o) => !Number.isInteger(o) || o < 0 || o > 255))
+    throw new OpenFlowValueError(field, `${JSON.stringify(ip)} is not an IPv4 address`);
   return Buffer.from(octets);
 };
 

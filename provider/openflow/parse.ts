@@ -256,7 +256,12 @@ function parseFlow(line: string): DumpedFlow {
   const head = text.slice(0, at);
   const split = head.endsWith(",") ? head.length - 1 : head.lastIndexOf(", ");
   if (split < 0) throw new OpenFlowParseError(line, "no counters (dumped with --no-stats?)");
-  const stats = new Map(head.slice(0, split).split(/[,\s]+/).map((token) => keyValue(token, "=")));
+  const stats = new Map(
+    head
+      .slice(0, split)
+      .split(/[,\s]+/)
+      .map((token) => keyValue(token, "=")),
+  );
   const matchText = head.slice(split + 1).trim();
 
   let priority = 32768; // OFP_DEFAULT_PRIORITY, which OVS does not print
@@ -401,7 +406,10 @@ const HEX_DUMP = /^[0-9a-f]{8} {2}[0-9a-f]{2} /;
 
 // Seen on OVS 3.1 when a group is too large for one OpenFlow message (over ~1,000 buckets).
 const undecodable = (line: string) =>
-  new OpenFlowParseError(line, "dump-groups printed a reply OVS could not decode (a group too large for one OpenFlow message?); the bridge's groups cannot be read");
+  new OpenFlowParseError(
+    line,
+    "dump-groups printed a reply OVS could not decode (a group too large for one OpenFlow message?); the bridge's groups cannot be read",
+  );
 
 /** Parses dump-groups output: one entry per group, in the order OVS printed them. */
 export function parseGroups(dump: string): GroupEntry[] {

@@ -192,7 +192,8 @@ function flagSet(field: string, value: unknown, order: readonly string[], what: 
     if (!order.includes(flag)) refuse(join(field, flag), flag, `one of ${order.join(", ")}`);
     if (on !== undefined && typeof on !== "boolean") refuse(join(field, flag), on, "a boolean");
   }
-  const text = order.filter((flag) => flags[flag] !== undefined)
+  const text = order
+    .filter((flag) => flags[flag] !== undefined)
     .map((flag) => `${flags[flag] ? "+" : "-"}${flag}`)
     .join("");
   if (!text) refuse(field, value, `a non-empty set of ${what}`);
@@ -465,9 +466,8 @@ export function renderModification(mod: Modification, path = ""): string {
       const { flow } = mod;
       const at = join(path, "flow");
       // A modify carries the cookie as a filter (cookie/-1), so it only touches a flow ovslb owns.
-      const cookie = mod.op === "add-flow"
-        ? `cookie=${hex64(uint64(join(at, "cookie"), flow.cookie))}`
-        : renderCookieMatch(flow.cookie, UINT64, join(at, "cookie"));
+      const cookie =
+        mod.op === "add-flow" ? `cookie=${hex64(uint64(join(at, "cookie"), flow.cookie))}` : renderCookieMatch(flow.cookie, UINT64, join(at, "cookie"));
       const spec = flowSpec(at, flow.table, flow.priority, cookie, flow.match);
       const actions = renderActions(flow.actions, join(at, "actions")).join(",");
       return `flow ${mod.op === "add-flow" ? "add" : "modify_strict"} ${spec},actions=${actions}`;

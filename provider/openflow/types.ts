@@ -111,8 +111,22 @@ export type MultipathFields = "eth_src" | "symmetric_l4" | "symmetric_l3l4" | "s
 
 /** Fields a select group may hash, in the order OVS prints them. */
 export const HASH_FIELDS = [
-  "in_port", "eth_src", "eth_dst", "eth_type", "vlan_vid", "ip_src", "ip_dst", "ipv6_src", "ipv6_dst",
-  "nw_proto", "tcp_src", "tcp_dst", "udp_src", "udp_dst", "sctp_src", "sctp_dst",
+  "in_port",
+  "eth_src",
+  "eth_dst",
+  "eth_type",
+  "vlan_vid",
+  "ip_src",
+  "ip_dst",
+  "ipv6_src",
+  "ipv6_dst",
+  "nw_proto",
+  "tcp_src",
+  "tcp_dst",
+  "udp_src",
+  "udp_dst",
+  "sctp_src",
+  "sctp_dst",
 ] as const;
 export type HashField = (typeof HASH_FIELDS)[number];
 

@@ -29,11 +29,7 @@ export type Row = Record<string, Value>;
 
 /** What may be written: a named uuid is also an atom, and a plain object is a string-keyed map. */
 export type AtomInput = Atom | NamedUuid;
-export type ValueInput =
-  | AtomInput
-  | readonly AtomInput[]
-  | ReadonlyMap<AtomInput, AtomInput>
-  | Readonly<Record<string, AtomInput>>;
+export type ValueInput = AtomInput | readonly AtomInput[] | ReadonlyMap<AtomInput, AtomInput> | Readonly<Record<string, AtomInput>>;
 export type RowInput = Readonly<Record<string, ValueInput>>;
 
 export type WireAtom = string | number | boolean | ["uuid", string] | ["named-uuid", string];

@@ -12,17 +12,7 @@ export {
   NamedUuid,
   Uuid,
 } from "./encoding";
-export type {
-  ColumnInput,
-  ColumnOf,
-  DatabaseModel,
-  InputOf,
-  RowInputOf,
-  RowOf,
-  TableName,
-  TablesOf,
-  UntypedDatabase,
-} from "./model";
+export type { ColumnInput, ColumnOf, DatabaseModel, InputOf, RowInputOf, RowOf, TableName, TablesOf, UntypedDatabase } from "./model";
 export {
   type Condition,
   type ConditionFunction,

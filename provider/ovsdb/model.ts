@@ -44,24 +44,23 @@ type AtomInputOf<A> = A extends Uuid ? Uuid | NamedUuid : A;
  * be a NamedUuid of a row inserted earlier in the same transaction. Every row
  * read is also valid input, so a row read can be written back (e.g. in a wait).
  */
-export type InputOf<V> = V extends Map<infer K, infer W>
-  ? ReadonlyMap<AtomInputOf<K>, AtomInputOf<W>> | (K extends string ? Readonly<Record<string, AtomInputOf<W>>> : never)
-  : V extends readonly (infer E)[]
-    ? readonly AtomInputOf<E>[]
-    : AtomInputOf<V>;
+export type InputOf<V> =
+  V extends Map<infer K, infer W>
+    ? ReadonlyMap<AtomInputOf<K>, AtomInputOf<W>> | (K extends string ? Readonly<Record<string, AtomInputOf<W>>> : never)
+    : V extends readonly (infer E)[]
+      ? readonly AtomInputOf<E>[]
+      : AtomInputOf<V>;
 
 /** The value a condition or wait row gives for column C of R. */
 export type ColumnInput<R, C extends keyof R> = IsUntyped<R> extends true ? ValueInput : InputOf<Exclude<R[C], undefined>>;
 
 /** The columns an insert or update may set: any of R's, never `_uuid` or `_version`. */
-export type RowInputOf<R> = IsUntyped<R> extends true
-  ? RowInput
-  : { readonly [C in Exclude<keyof R, "_uuid" | "_version">]?: InputOf<Exclude<R[C], undefined>> };
+export type RowInputOf<R> =
+  IsUntyped<R> extends true ? RowInput : { readonly [C in Exclude<keyof R, "_uuid" | "_version">]?: InputOf<Exclude<R[C], undefined>> };
 
 /** A row as a wait compares it: exactly the columns C (which may include `_uuid`). */
 export type WaitRowOf<R, C extends keyof R> = IsUntyped<R> extends true ? RowInput : { readonly [K in C]: ColumnInput<R, K> };
 
 /** A mutation's value: as the column takes it, plus keys alone to delete from a map. */
-export type MutationInput<R, C extends keyof R> = IsUntyped<R> extends true
-  ? ValueInput
-  : InputOf<Exclude<R[C], undefined>> | (Exclude<R[C], undefined> extends Map<infer K, unknown> ? readonly K[] : never);
+export type MutationInput<R, C extends keyof R> =
+  IsUntyped<R> extends true ? ValueInput : InputOf<Exclude<R[C], undefined>> | (Exclude<R[C], undefined> extends Map<infer K, unknown> ? readonly K[] : never);

@@ -127,11 +127,7 @@ export class OwnedTransaction<D extends DatabaseModel> extends Transaction<D> {
    * this mark, and each of `columns` still holds the value read. Guard every
    * update, mutate or delete of an owned row with it.
    */
-  requireOwned<T extends OwnableTable<D>, C extends ColumnOf<RowOf<D, T>> = never>(
-    table: T,
-    row: RowRef<RowOf<D, T>, C>,
-    columns: readonly C[] = [],
-  ): number {
+  requireOwned<T extends OwnableTable<D>, C extends ColumnOf<RowOf<D, T>> = never>(table: T, row: RowRef<RowOf<D, T>, C>, columns: readonly C[] = []): number {
     return this.guard(table, row, columns, true);
   }
 

@@ -24,17 +24,7 @@ import {
   encodeValue,
   isRecord,
 } from "./encoding";
-import type {
-  ColumnInput,
-  ColumnOf,
-  DatabaseModel,
-  MutationInput,
-  RowInputOf,
-  RowOf,
-  TableName,
-  UntypedDatabase,
-  WaitRowOf,
-} from "./model";
+import type { ColumnInput, ColumnOf, DatabaseModel, MutationInput, RowInputOf, RowOf, TableName, UntypedDatabase, WaitRowOf } from "./model";
 
 export type ConditionFunction = "<" | "<=" | "==" | "!=" | ">=" | ">" | "includes" | "excludes";
 export type Mutator = "+=" | "-=" | "*=" | "/=" | "%=" | "insert" | "delete";
@@ -255,7 +245,7 @@ function atomText(atom: WireAtom): string {
 
 function valueText(value: WireValue): string {
   let text: string;
-  if (Array.isArray(value) && value[0] === "set") text = `[${(value[1]).map(atomText).join(", ")}]`;
+  if (Array.isArray(value) && value[0] === "set") text = `[${value[1].map(atomText).join(", ")}]`;
   else if (Array.isArray(value) && value[0] === "map") {
     text = `{${(value[1] as [WireAtom, WireAtom][]).map(([k, v]) => `${atomText(k)}=${atomText(v)}`).join(", ")}}`;
   } else text = atomText(value);
@@ -285,13 +275,7 @@ function describeWrites(ops: readonly Operation[]): string | undefined {
  * null; a commit failure is an extra `{error, details}` after them all.
  * Select rows are decoded with the database schema so sets keep their shape.
  */
-export function readTransactResults(
-  db: string,
-  ops: readonly Operation[],
-  reply: unknown,
-  schema: DatabaseSchema,
-  host?: string,
-): OperationResult[] {
+export function readTransactResults(db: string, ops: readonly Operation[], reply: unknown, schema: DatabaseSchema, host?: string): OperationResult[] {
   const prefix = `${host ? `${host}: ` : ""}${db}`;
   if (!Array.isArray(reply) || reply.length < ops.length) {
     throw new Error(`${prefix}: transact reply is not one result per operation: ${JSON.stringify(reply)}`);

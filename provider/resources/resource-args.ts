@@ -11,7 +11,7 @@ export type DeepInput<T> = T extends string | number | boolean
 /** Wraps every privateKey and passphrase in the arguments as a Pulumi secret, wherever it sits. */
 export function withSecretCredentials<T>(args: T): T {
   const walk = (v: unknown): unknown => {
-    if (pulumi.Output.isInstance(v)) return (v).apply(walk);
+    if (pulumi.Output.isInstance(v)) return v.apply(walk);
     if (Array.isArray(v)) return v.map(walk);
     if (v === null || typeof v !== "object" || pulumi.Resource.isInstance(v)) return v;
     if (v instanceof Promise) return pulumi.output(v).apply(walk);

@@ -13,13 +13,7 @@ export interface TrustedKey {
   blob: Buffer;
 }
 
-const KEY_TYPES = new Set([
-  "ssh-ed25519",
-  "ssh-rsa",
-  "ecdsa-sha2-nistp256",
-  "ecdsa-sha2-nistp384",
-  "ecdsa-sha2-nistp521",
-]);
+const KEY_TYPES = new Set(["ssh-ed25519", "ssh-rsa", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521"]);
 
 /** Parses "TYPE BASE64 [comment]"; throws naming what is wrong (never echoing the value). */
 export function parsePublicKey(text: string): TrustedKey {
@@ -57,11 +51,7 @@ function matchesPattern(pattern: string, token: string): boolean {
  * lines are not trusted. Keys on a matching @revoked line are returned in
  * `revoked` so the caller can refuse them.
  */
-export function trustedKeysFor(
-  knownHosts: string,
-  host: string,
-  port: number,
-): { trusted: TrustedKey[]; revoked: TrustedKey[] } {
+export function trustedKeysFor(knownHosts: string, host: string, port: number): { trusted: TrustedKey[]; revoked: TrustedKey[] } {
   const token = hostToken(host, port);
   const trusted: TrustedKey[] = [];
   const revoked: TrustedKey[] = [];

@@ -1,9 +1,9 @@
 import { readOfctlFailure, type OpenFlowErrorCode } from "../openflow/ofctl-errors";
-import { CommandResult, CommandRunner } from "./exec";
+import { type CommandResult, type CommandRunner } from "./exec";
 import { SshConnectionLostError, SshError } from "./ssh";
 import { OpenFlowParseError, flowStreamParser, groupStreamParser, parseAggregate, type DumpStreamParser, type FlowAggregate } from "../openflow/parse";
 import { MAX_GROUP_ID, MAX_TABLE, OpenFlowValueError, checkUint, renderBundle, renderCookieMatch, renderMatch } from "../openflow/render";
-import { DumpedFlow, GroupEntry, Match, Modification } from "../openflow/types";
+import { type DumpedFlow, type GroupEntry, type Match, type Modification } from "../openflow/types";
 import { parsePortsDesc, type PortDesc } from "../openflow/ports";
 
 /** A bundle line OVS pointed at: index into the lines sent, and its text. */
@@ -73,10 +73,10 @@ const WHOLE_BUNDLE = [
   "f=$(mktemp) || exit 1",
   "trap 'rm -f \"$f\"' EXIT",
   "n=$1; shift",
-  "cat >\"$f\"",
-  "got=$(wc -c <\"$f\")",
+  'cat >"$f"',
+  'got=$(wc -c <"$f")',
   `[ "$got" -eq "$n" ] || { echo "bundle arrived incomplete ($got of $n bytes)" >&2; exit ${INCOMPLETE}; }`,
-  "\"$@\" - <\"$f\"",
+  '"$@" - <"$f"',
 ].join("\n");
 
 /** A FlowFilter as ovs-ofctl's flow argument (none for no filter). */
@@ -118,7 +118,10 @@ export class OpenFlowBridge {
       result = await this.runner.run(["sh", "-c", WHOLE_BUNDLE, "ovslb-bundle", String(bytes), ...this.ofctlArgv(), "bundle", this.address], { stdin: file });
     } catch (e) {
       if (!(e instanceof SshConnectionLostError)) throw e;
-      throw new SshError(this.runner.hostName, `bridge ${this.address}: connection lost while the bundle was sent or applied; OVS applies a bundle whole or not at all, and which of the two is unknown until the next read`);
+      throw new SshError(
+        this.runner.hostName,
+        `bridge ${this.address}: connection lost while the bundle was sent or applied; OVS applies a bundle whole or not at all, and which of the two is unknown until the next read`,
+      );
     }
     if (result.exitCode === INCOMPLETE) {
       throw new OpenFlowError("OFCTL_FAILED", this.runner.hostName, this.address, `bundle not applied: ${result.stderr.trim()}`);
@@ -174,7 +177,10 @@ export class OpenFlowBridge {
   async dumpGroup(groupId: number): Promise<GroupEntry | undefined> {
     const id = checkUint("groupId", groupId, MAX_GROUP_ID);
     const groups: GroupEntry[] = [];
-    await this.ofctlStream(["--no-names", "dump-groups", this.address, `${id}`], groupStreamParser((g) => groups.push(g)));
+    await this.ofctlStream(
+      ["--no-names", "dump-groups", this.address, `${id}`],
+      groupStreamParser((g) => groups.push(g)),
+    );
     return groups[0];
   }
 

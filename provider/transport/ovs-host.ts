@@ -51,7 +51,10 @@ export class OvsHostSession {
   async vswitchDb(): Promise<OvsdbClient> {
     if (!this.db) {
       // A request waits no longer than a command may run on this host (commandTimeoutMs).
-      this.db = new OvsdbClient(await this.ssh.openUnixStream(`${ovsRundirOf(this.host)}/db.sock`), { host: this.hostName, requestTimeoutMs: this.ssh.connection.commandTimeoutMs });
+      this.db = new OvsdbClient(await this.ssh.openUnixStream(`${ovsRundirOf(this.host)}/db.sock`), {
+        host: this.hostName,
+        requestTimeoutMs: this.ssh.connection.commandTimeoutMs,
+      });
     }
     return this.db;
   }
@@ -67,7 +70,7 @@ export class OvsHostSession {
     const cfg = txn.select("Open_vSwitch", [], ["next_cfg"]);
     const results = await db.run(txn);
     const next = results.first(cfg)!.next_cfg;
-    for (const deadline = Date.now() + timeoutMs; Date.now() < deadline; ) {
+    for (const deadline = Date.now() + timeoutMs; Date.now() < deadline;) {
       const poll = new Transaction(OPEN_VSWITCH);
       const cur = poll.select("Open_vSwitch", [], ["cur_cfg"]);
       if ((await db.run(poll)).first(cur)!.cur_cfg >= next) return results;
@@ -157,7 +160,8 @@ export async function withAllOvsHosts<R>(hosts: readonly OvsHost[], fn: (session
     // Every host that could not be reached, named (each error starts with its host), before anything is changed.
     const failed = opened.flatMap((o) => ("error" in o ? [o.error] : []));
     if (failed.length === 1) throw failed[0];
-    if (failed.length > 1) throw new Error(`${failed.length} of ${hosts.length} hosts unreachable: ${failed.map((e) => (e as Error).message ?? String(e)).join("; ")}`);
+    if (failed.length > 1)
+      throw new Error(`${failed.length} of ${hosts.length} hosts unreachable: ${failed.map((e) => (e as Error).message ?? String(e)).join("; ")}`);
     if (lock) await claimAll(sessions, lock);
     return await fn(sessions);
   } finally {
@@ -167,13 +171,16 @@ export async function withAllOvsHosts<R>(hosts: readonly OvsHost[], fn: (session
 
 /** Runs fn with one session per host (bounded parallelism), closing them all afterwards; with `lock`, each session claims it first. */
 export function withOvsHosts<R>(hosts: readonly OvsHost[], fn: (s: OvsHostSession, index: number) => Promise<R>, lock?: OperationLock): Promise<R[]> {
-  return withSessions(hosts.map((h) => h.connection), async (ssh, i) => {
-    const session = new OvsHostSession(hosts[i], ssh);
-    try {
-      if (lock) await claimAll([session], lock);
-      return await fn(session, i);
-    } finally {
-      session.close();
-    }
-  });
+  return withSessions(
+    hosts.map((h) => h.connection),
+    async (ssh, i) => {
+      const session = new OvsHostSession(hosts[i], ssh);
+      try {
+        if (lock) await claimAll([session], lock);
+        return await fn(session, i);
+      } finally {
+        session.close();
+      }
+    },
+  );
 }

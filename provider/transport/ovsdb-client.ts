@@ -7,14 +7,7 @@ import type { Duplex } from "node:stream";
 import { SshSession, type SshConnection } from "./ssh";
 import { type DatabaseSchema, type Row, decodeRow, isRecord, parseDatabaseSchema } from "../ovsdb/encoding";
 import type { ColumnOf, DatabaseModel, RowOf, TableName } from "../ovsdb/model";
-import {
-  type Operation,
-  type OperationResult,
-  type Transaction,
-  TransactionResults,
-  checkOperations,
-  readTransactResults,
-} from "../ovsdb/transaction";
+import { type Operation, type OperationResult, type Transaction, TransactionResults, checkOperations, readTransactResults } from "../ovsdb/transaction";
 
 const OPEN_BRACE = 0x7b;
 const CLOSE_BRACE = 0x7d;

@@ -9,7 +9,10 @@ import { withStackSsh } from "../stack-ssh";
 export type { SshConnection };
 
 export class SshError extends Error {
-  constructor(readonly hostName: string, message: string) {
+  constructor(
+    readonly hostName: string,
+    message: string,
+  ) {
     super(`${hostName}: ${message}`);
     this.name = "SshError";
   }
@@ -24,7 +27,10 @@ export class HostKeyMismatchError extends SshError {
 
 /** The connection closed while a command ran: the command may have finished on the host or not. */
 export class SshConnectionLostError extends SshError {
-  constructor(hostName: string, readonly program: string) {
+  constructor(
+    hostName: string,
+    readonly program: string,
+  ) {
     super(hostName, `connection lost while ${program} ran: whether it finished on the host is unknown`);
     this.name = "SshConnectionLostError";
   }
@@ -33,7 +39,10 @@ export class SshConnectionLostError extends SshError {
 /** The host offers none of the key types pinned or known for it: a server that offers only another (e.g. weaker) type is refused, never accepted on a key it cannot be checked against. */
 export class HostKeyTypeError extends SshError {
   constructor(hostName: string, types: readonly string[]) {
-    super(hostName, `host key verification failed: the host offers no key of the pinned or known types (${types.join(", ")}); refusing to connect (a server offering only another key type is not the pinned host, or a downgrade)`);
+    super(
+      hostName,
+      `host key verification failed: the host offers no key of the pinned or known types (${types.join(", ")}); refusing to connect (a server offering only another key type is not the pinned host, or a downgrade)`,
+    );
     this.name = "HostKeyTypeError";
   }
 }
@@ -219,20 +228,27 @@ export class SshSession implements CommandRunner {
 
   /** A channel to a unix socket on the host (OpenSSH streamlocal), e.g. OVSDB's db.sock. */
   openUnixStream(socketPath: string): Promise<Duplex> {
-    return this.openChannel(`opening ${socketPath}`, (done) => this.client.openssh_forwardOutStreamLocal(socketPath, done), (err) => {
-      // sshd says only "open failed": name the two causes (it connects as the login user). ssh2 gives sshd's
-      // description only as message text (and a bare reason number), so the hint keys on that text.
-      const why = /open failed/.test(err.message)
-        ? " (the socket is missing, or the login user has no permission on it: it needs write access to the socket and search access to its directory; see README, Least privilege)"
-        : "";
-      return `cannot open ${socketPath}: ${err.message}${why}`;
-    });
+    return this.openChannel(
+      `opening ${socketPath}`,
+      (done) => this.client.openssh_forwardOutStreamLocal(socketPath, done),
+      (err) => {
+        // sshd says only "open failed": name the two causes (it connects as the login user). ssh2 gives sshd's
+        // description only as message text (and a bare reason number), so the hint keys on that text.
+        const why = /open failed/.test(err.message)
+          ? " (the socket is missing, or the login user has no permission on it: it needs write access to the socket and search access to its directory; see README, Least privilege)"
+          : "";
+        return `cannot open ${socketPath}: ${err.message}${why}`;
+      },
+    );
   }
 
   /** A TCP channel from the host to host:port (direct-tcpip): jump hosts and OVN NB over TCP. */
   forwardTcp(host: string, port: number): Promise<Duplex> {
-    return this.openChannel(`reaching ${host}:${port}`, (done) => this.client.forwardOut("127.0.0.1", 0, host, port, done),
-      (err) => `cannot reach ${host}:${port} through this host: ${err.message}`);
+    return this.openChannel(
+      `reaching ${host}:${port}`,
+      (done) => this.client.forwardOut("127.0.0.1", 0, host, port, done),
+      (err) => `cannot reach ${host}:${port} through this host: ${err.message}`,
+    );
   }
 
   /** Opens a channel within commandTimeoutMs; a host that does not answer in time loses the whole connection. */

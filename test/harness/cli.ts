@@ -21,7 +21,8 @@ export function summary(r: Result): string {
     if (s.op === "same") continue;
     let detail = "";
     if (s.op === "update") detail = ` [diff: ${s.keys.map((k) => `~${k}`).join(", ")}]`;
-    if (s.op === "replace") detail = ` [diff: ${s.keys.map((k) => `~${k}`).join(", ")}; replace: ${s.replaces!.join(", ")}${s.deleteBeforeReplace ? "; delete first" : ""}]`;
+    if (s.op === "replace")
+      detail = ` [diff: ${s.keys.map((k) => `~${k}`).join(", ")}; replace: ${s.replaces!.join(", ")}${s.deleteBeforeReplace ? "; delete first" : ""}]`;
     lines.push(`${SYMBOL[s.op]} ${s.type} ${s.urn.split("::").slice(3).join("::")} ${s.op === "refresh" ? "drift" : s.op}${detail}`);
     for (const p of s.changedPaths ?? []) lines.push(`      ~ ${p}`);
   }
@@ -29,7 +30,9 @@ export function summary(r: Result): string {
   for (const s of r.steps) counts.set(s.op, (counts.get(s.op) ?? 0) + 1);
   const verb = r.kind === "preview" ? "to " : "";
   const parts = [...counts].filter(([op]) => op !== "same").map(([op, n]) => `${n} ${verb}${op}`);
-  lines.push(`Resources: ${parts.length ? parts.join(", ") : "no changes"}${counts.get("same") ? `, ${counts.get("same")} unchanged` : ""} (${(r.durationMs / 1000).toFixed(1)} s)`);
+  lines.push(
+    `Resources: ${parts.length ? parts.join(", ") : "no changes"}${counts.get("same") ? `, ${counts.get("same")} unchanged` : ""} (${(r.durationMs / 1000).toFixed(1)} s)`,
+  );
   const outs = Object.entries(r.outputs);
   if (outs.length && r.kind !== "destroy") {
     lines.push("Outputs:");

@@ -49,18 +49,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, resolve } from "node:path";
 import { EXIT_WITH_PARENT, startProviderPlugin, type PluginCall, type PluginError } from "../support/provider-plugin";
-import {
-  StateStore,
-  UNKNOWN,
-  containsSecret,
-  isSecret,
-  plain,
-  secret,
-  secretPaths,
-  type Props,
-  type State,
-  type StateResource,
-} from "./state";
+import { StateStore, UNKNOWN, containsSecret, isSecret, plain, secret, secretPaths, type Props, type State, type StateResource } from "./state";
 
 export type Op = "create" | "update" | "replace" | "delete" | "same" | "refresh" | "read";
 
@@ -366,9 +355,22 @@ export class Harness {
       await d.close();
     }
     const result = d.result(started);
-    if (d.failed) throw new HarnessError(`${kind} failed:\n${result.diagnostics.filter((x) => x.severity === "error").map((x) => `  ${x.message}`).join("\n")}`, result);
+    if (d.failed)
+      throw new HarnessError(
+        `${kind} failed:\n${result.diagnostics
+          .filter((x) => x.severity === "error")
+          .map((x) => `  ${x.message}`)
+          .join("\n")}`,
+        result,
+      );
     if (o.expectNoChanges && result.changes) {
-      throw new HarnessError(`${kind}: changes where none were expected:\n${result.steps.filter((s) => s.op !== "same").map((s) => `  ${s.op} ${s.urn}`).join("\n")}`, result);
+      throw new HarnessError(
+        `${kind}: changes where none were expected:\n${result.steps
+          .filter((s) => s.op !== "same")
+          .map((s) => `  ${s.op} ${s.urn}`)
+          .join("\n")}`,
+        result,
+      );
     }
     return result;
   }
@@ -542,15 +544,23 @@ class Deployment {
     const args = [
       EXIT_WITH_PARENT,
       join(sdk, "cmd", "run"),
-      "--monitor", this.address,
-      "--engine", this.address,
-      "--organization", "organization",
-      "--project", this.h.project.name,
-      "--root-directory", this.h.project.root,
-      "--stack", this.h.stack,
-      "--pwd", pwd,
+      "--monitor",
+      this.address,
+      "--engine",
+      this.address,
+      "--organization",
+      "organization",
+      "--project",
+      this.h.project.name,
+      "--root-directory",
+      this.h.project.root,
+      "--stack",
+      this.h.stack,
+      "--pwd",
+      pwd,
       ...(dryRun ? ["--dry-run"] : []),
-      "--parallel", String(options.parallel ?? 16),
+      "--parallel",
+      String(options.parallel ?? 16),
       entry,
     ];
     const child = spawn(process.execPath, args, {
@@ -609,7 +619,16 @@ class Deployment {
         entry.outputs = old && !old.pendingDelete ? old.outputs : {};
         if (type === STACK_TYPE && !this.rootUrn) this.rootUrn = urn;
         this.registered.set(urn, entry);
-        this.steps.push({ urn, type, op: old ? "same" : "create", custom: false, keys: [], parent: entry.parent, dependencies: entry.dependencies, inputs: plain(inputs) });
+        this.steps.push({
+          urn,
+          type,
+          op: old ? "same" : "create",
+          custom: false,
+          keys: [],
+          parent: entry.parent,
+          dependencies: entry.dependencies,
+          inputs: plain(inputs),
+        });
         resp.setObject(this.struct({}));
         return resp;
       }
@@ -651,7 +670,16 @@ class Deployment {
     entry.inputs = inputs;
     const additional = entry.additionalSecretOutputs ?? [];
     const outputsOf = (props: Props) => markOutputs(props, inputs, additional, plugin.acceptsSecrets);
-    const step: Step = { urn: entry.urn, type: entry.type, op: "create", custom: true, keys: [], parent: entry.parent, dependencies: entry.dependencies, inputs: plain(inputs) };
+    const step: Step = {
+      urn: entry.urn,
+      type: entry.type,
+      op: "create",
+      custom: true,
+      keys: [],
+      parent: entry.parent,
+      dependencies: entry.dependencies,
+      inputs: plain(inputs),
+    };
     const record = (r: StateResource) => {
       this.registered.set(r.urn, r);
       this.persist();
@@ -661,7 +689,7 @@ class Deployment {
     const create = async (): Promise<StateResource> => {
       try {
         debug(`create ${entry.urn}`);
-      const made = await at.create(toPlugin(inputs));
+        const made = await at.create(toPlugin(inputs));
         return { ...entry, id: made.id, outputs: outputsOf(made.properties) };
       } catch (e) {
         this.partial(entry, e as PluginError, outputsOf, record);
@@ -670,7 +698,9 @@ class Deployment {
     };
 
     if (!prior) {
-      step.keys = Object.keys(inputs).filter((k) => k !== "__provider").sort();
+      step.keys = Object.keys(inputs)
+        .filter((k) => k !== "__provider")
+        .sort();
       this.steps.push(step);
       if (this.dryRun) return { ...entry, outputs: inputs };
       return record(await create());
@@ -681,7 +711,8 @@ class Deployment {
     const changes = diff.changes === "unknown" ? (step.keys.length ? "some" : "none") : diff.changes;
     let replaces = diff.replaces;
     const replaceOn = req.getReplaceonchangesList() as string[];
-    if (changes === "some" && replaceOn.some((k) => k === "*" || step.keys.includes(k))) replaces = [...new Set([...replaces, ...replaceOn.filter((k) => k === "*" || step.keys.includes(k))])];
+    if (changes === "some" && replaceOn.some((k) => k === "*" || step.keys.includes(k)))
+      replaces = [...new Set([...replaces, ...replaceOn.filter((k) => k === "*" || step.keys.includes(k))])];
     if (changes === "none") {
       step.op = "same";
       step.keys = [];
@@ -750,7 +781,16 @@ class Deployment {
     const r = await plugin.at(urn).read(req.getId(), plain(props));
     if (!r.id) throw new Error(`${urn}: resource '${req.getId()}' does not exist`);
     const outputs = markOutputs(r.properties, props, req.getAdditionalsecretoutputsList(), plugin.acceptsSecrets);
-    this.registered.set(urn, { urn, type, custom: true, id: r.id, parent: req.getParent() || undefined, dependencies: req.getDependenciesList(), inputs: props, outputs });
+    this.registered.set(urn, {
+      urn,
+      type,
+      custom: true,
+      id: r.id,
+      parent: req.getParent() || undefined,
+      dependencies: req.getDependenciesList(),
+      inputs: props,
+      outputs,
+    });
     this.steps.push({ urn, type, op: "read", custom: true, keys: [] });
     this.persist();
     const resp = new this.pb.resource.ReadResourceResponse();

@@ -55,8 +55,7 @@ interface StateFile {
   resources: StateResource[];
 }
 
-export const isSecret = (v: unknown): v is { value: unknown } =>
-  !!v && typeof v === "object" && !Array.isArray(v) && (v as Props)[SECRET_SIG] === SECRET_VAL;
+export const isSecret = (v: unknown): v is { value: unknown } => !!v && typeof v === "object" && !Array.isArray(v) && (v as Props)[SECRET_SIG] === SECRET_VAL;
 
 export const secret = (v: unknown) => (isSecret(v) ? v : { [SECRET_SIG]: SECRET_VAL, value: v });
 
@@ -92,7 +91,10 @@ export function secretPaths(v: any, path = "", out: string[] = []): string[] {
 
 class Sealer {
   private readonly key: Buffer;
-  constructor(passphrase: string, readonly salt: string) {
+  constructor(
+    passphrase: string,
+    readonly salt: string,
+  ) {
     this.key = scryptSync(passphrase, Buffer.from(salt, "base64"), 32);
   }
   seal(value: unknown): string {

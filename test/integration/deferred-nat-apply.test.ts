@@ -24,7 +24,11 @@ const backend = (i: number): DeferredNatBackend => ({
 });
 const many = Array.from({ length: 64 }, (_, i) => backend(i + 1));
 const inputsWith = (backends: DeferredNatBackend[], vips: { address: string; port: number }[] = [{ address: VIP, port: 80 }]) =>
-  labLoadBalancer(inv, "apply", vips.map((v) => ({ ...v, protocol: "tcp" as const, backends })));
+  labLoadBalancer(
+    inv,
+    "apply",
+    vips.map((v) => ({ ...v, protocol: "tcp" as const, backends })),
+  );
 
 async function ofctl(gw: string, ...args: string[]): Promise<string> {
   const r = await ssh[gw].run(["ovs-ofctl", "-O", "OpenFlow15", ...args]);
@@ -163,11 +167,20 @@ describe("deferred-NAT apply", () => {
     const seg = (await ssh.gw2.run(["ovs-vsctl", "get", "interface", "seg0", "ofport"])).stdout.trim();
     await ofctl("gw2", "add-flow", "br-seg", `cookie=0x1234,priority=100,tcp,in_port=${seg},nw_dst=${other},tp_dst=80,actions=drop`);
     try {
-      const before = await Promise.all(["gw1", "gw2"].map((g) => ofctl(g, "--no-stats", "dump-flows", "br-seg").then(async (f) => f + (await ofctl(g, "dump-groups", "br-seg")))));
-      await expect(lb.update(inputsWith(many.slice(0, 4), [{ address: VIP, port: 80 }, { address: other, port: 80 }]))).rejects.toThrow(
-        /gw2\): a flow of cookie 0x1234 already matches VIP tcp:10.0.0.197:80 at priority 100; refusing to replace it/,
+      const before = await Promise.all(
+        ["gw1", "gw2"].map((g) => ofctl(g, "--no-stats", "dump-flows", "br-seg").then(async (f) => f + (await ofctl(g, "dump-groups", "br-seg")))),
       );
-      const after = await Promise.all(["gw1", "gw2"].map((g) => ofctl(g, "--no-stats", "dump-flows", "br-seg").then(async (f) => f + (await ofctl(g, "dump-groups", "br-seg")))));
+      await expect(
+        lb.update(
+          inputsWith(many.slice(0, 4), [
+            { address: VIP, port: 80 },
+            { address: other, port: 80 },
+          ]),
+        ),
+      ).rejects.toThrow(/gw2\): a flow of cookie 0x1234 already matches VIP tcp:10.0.0.197:80 at priority 100; refusing to replace it/);
+      const after = await Promise.all(
+        ["gw1", "gw2"].map((g) => ofctl(g, "--no-stats", "dump-flows", "br-seg").then(async (f) => f + (await ofctl(g, "dump-groups", "br-seg")))),
+      );
       expect(after).toEqual(before);
     } finally {
       await ofctl("gw2", "del-flows", "br-seg", "cookie=0x1234/-1");
@@ -180,7 +193,8 @@ describe("deferred-NAT apply", () => {
     await ofctl("gw2", "del-groups", "br-seg", `group_id=${groupId}`);
     await ofctl("gw2", "add-group", "br-seg", `group_id=${groupId},type=select,selection_method=hash,fields(ip_src),bucket=bucket_id:1,weight:1,actions=drop`);
     try {
-      const dump = () => Promise.all(["gw1", "gw2"].map(async (g) => (await ofctl(g, "--no-stats", "dump-flows", "br-seg")) + (await ofctl(g, "dump-groups", "br-seg"))));
+      const dump = () =>
+        Promise.all(["gw1", "gw2"].map(async (g) => (await ofctl(g, "--no-stats", "dump-flows", "br-seg")) + (await ofctl(g, "dump-groups", "br-seg"))));
       const before = await dump();
       await expect(lb.update(inputsWith([...many, backend(65)]))).rejects.toThrow(
         new RegExp(`group ${groupId} of VIP ${KEY} is now held by a group this load balancer does not own`),

@@ -48,10 +48,15 @@ const chassisOf = (hv: string) => `ch-ovslb-bfd-${hv}`;
 function lbInputs(backends: LabBackend[], probed = false) {
   const lab = backends.map((b) => ({ ...labBackend(inv, b), ...(probed ? { logicalPort: lspOf(b) } : {}) }));
   const central = { connection: sshTo(inv, "central") };
-  const base = labLoadBalancer(inv, NAME, vips(backends).map((v) => ({ ...v, backends: lab })), {
-    delivery: "gre",
-    ...(probed ? { ovn: { northbound: { ...central, socket: inv.hosts.central.ovn!.nbSock }, router: ROUTER, healthCheckSourceIp: "10.0.0.252" } } : {}),
-  });
+  const base = labLoadBalancer(
+    inv,
+    NAME,
+    vips(backends).map((v) => ({ ...v, backends: lab })),
+    {
+      delivery: "gre",
+      ...(probed ? { ovn: { northbound: { ...central, socket: inv.hosts.central.ovn!.nbSock }, router: ROUTER, healthCheckSourceIp: "10.0.0.252" } } : {}),
+    },
+  );
   return {
     ...base,
     gateways: base.gateways.map((g) => ({ ...g, tunnelAddress: underlay(g.name) })),
@@ -82,7 +87,12 @@ async function applyHypervisor(name: string, backends: LabBackend[], peers = tru
 async function trace(gw: string, only?: readonly number[]): Promise<(number | undefined)[]> {
   const seg = Number((await ssh[gw].run(["ovs-vsctl", "get", "interface", "seg0", "ofport"])).stdout.trim());
   const tuples = (only ?? Array.from({ length: TUPLES }, (_, i) => i)).map((i) => ({
-    protocol: "tcp" as const, in_port: seg, nw_src: `10.9.${(i >> 8) & 255}.${(i & 255) || 1}`, nw_dst: VIP, tp_src: 1024 + ((i * 7919) % 60000), tp_dst: 80,
+    protocol: "tcp" as const,
+    in_port: seg,
+    nw_src: `10.9.${(i >> 8) & 255}.${i & 255 || 1}`,
+    nw_dst: VIP,
+    tp_src: 1024 + ((i * 7919) % 60000),
+    tp_dst: 80,
   }));
   return traceBuckets(ssh[gw], "br-seg", tuples);
 }
@@ -95,19 +105,25 @@ async function bfdViews(): Promise<Record<string, Record<string, string>>> {
   return views;
 }
 
-const allUp = (views: Record<string, Record<string, string>>, hvs: string[]) =>
-  hvs.every((h) => GATEWAYS.every((g) => views[h]?.[g] === "up"));
+const allUp = (views: Record<string, Record<string, string>>, hvs: string[]) => hvs.every((h) => GATEWAYS.every((g) => views[h]?.[g] === "up"));
 
 /** Waits until each gateway's session toward `hvs` has negotiated the configured rate (until then the peer still sends at 1 s). */
 async function negotiated(hvs: string[]) {
   await waitUntil(async () => allUp(await bfdViews(), hvs), { what: `BFD up toward ${hvs.join(", ")}`, timeoutMs: 15_000, intervalMs: 200 });
   const inputs = lbInputs(pool);
   for (const [i, g] of GATEWAYS.entries()) {
-    const ports = tunnelPorts(lbDefaults(inputs), inputs.gateways[i]).filter((p) => p.bfd && hvs.includes(p.hypervisor)).map((p) => p.name);
-    await waitUntil(async () => {
-      const blocks = (await runChecked(ssh[g], ["ovs-appctl", "bfd/show"])).split(/^---- /m);
-      return ports.every((name) => blocks.some((b) => b.startsWith(`${name} ----`) && /TX Interval: Approx 100ms/.test(b) && /RX Interval: Approx 100ms/.test(b)));
-    }, { what: `${g}: BFD at ${TIMERS.minTx} ms`, timeoutMs: 10_000, intervalMs: 200 });
+    const ports = tunnelPorts(lbDefaults(inputs), inputs.gateways[i])
+      .filter((p) => p.bfd && hvs.includes(p.hypervisor))
+      .map((p) => p.name);
+    await waitUntil(
+      async () => {
+        const blocks = (await runChecked(ssh[g], ["ovs-appctl", "bfd/show"])).split(/^---- /m);
+        return ports.every((name) =>
+          blocks.some((b) => b.startsWith(`${name} ----`) && /TX Interval: Approx 100ms/.test(b) && /RX Interval: Approx 100ms/.test(b)),
+        );
+      },
+      { what: `${g}: BFD at ${TIMERS.minTx} ms`, timeoutMs: 10_000, intervalMs: 200 },
+    );
   }
 }
 
@@ -188,7 +204,13 @@ describe("BFD liveness of the backends' hypervisors (healthCheck.bfd)", () => {
     const before = await Promise.all(GATEWAYS.map((g) => trace(g)));
     expect(before[0]).toEqual(before[1]);
     const live = await openLiveConnections(inv.client.namespace, VIP, 80, 30);
-    const elsewhere = live.initial.filter((c) => !c.broken && on("hv2").concat(on("hv3")).some((b) => b.name === c.backend));
+    const elsewhere = live.initial.filter(
+      (c) =>
+        !c.broken &&
+        on("hv2")
+          .concat(on("hv3"))
+          .some((b) => b.name === c.backend),
+    );
     expect(elsewhere.length).toBeGreaterThan(0);
     try {
       setUnderlay("hv1", false);
@@ -196,10 +218,13 @@ describe("BFD liveness of the backends' hypervisors (healthCheck.bfd)", () => {
       // Watched on a sample of hv1's tuples (2,000 traces take seconds, and the first of a pass would be traced
       // before the sessions time out), then all of them traced once.
       const sample = before[0].flatMap((b, i) => (ofHv.get(b!) === "hv1" ? [i] : [])).slice(0, 20);
-      await waitUntil(async () => {
-        const picks = await Promise.all(GATEWAYS.map((g) => trace(g, sample)));
-        return picks.every((p) => p.every((b) => b !== undefined && ofHv.get(b) !== "hv1"));
-      }, { what: "no gateway choosing hv1 for 20 of its tuples", timeoutMs: 10_000, intervalMs: 20 });
+      await waitUntil(
+        async () => {
+          const picks = await Promise.all(GATEWAYS.map((g) => trace(g, sample)));
+          return picks.every((p) => p.every((b) => b !== undefined && ofHv.get(b) !== "hv1"));
+        },
+        { what: "no gateway choosing hv1 for 20 of its tuples", timeoutMs: 10_000, intervalMs: 20 },
+      );
       const after = await Promise.all(GATEWAYS.map((g) => trace(g)));
       for (const picks of after) expect(picks.filter((b) => b === undefined || ofHv.get(b) === "hv1")).toEqual([]);
       for (const [g, picks] of after.entries()) {
@@ -227,12 +252,19 @@ describe("BFD liveness of the backends' hypervisors (healthCheck.bfd)", () => {
   it("with OVN probes too: a BFD flap seen by one gateway of two is no majority and nothing is stale; when both see the hypervisor down, its online monitors are stale and enforce sets them offline", async () => {
     // What a controller would have made: the backends' ports bound on their hypervisors' chassis, up, probed online.
     await ovn.nbctl("lr-add", ROUTER, "--", "set", "logical_router", ROUTER, "options:chassis=gw1");
-    await ovn.nbctl("ls-add", SWITCH, ...pool.flatMap((b) => ["--", "lsp-add", SWITCH, lspOf(b), "--", "lsp-set-addresses", lspOf(b), `${b.mac} ${b.address}`]));
+    await ovn.nbctl(
+      "ls-add",
+      SWITCH,
+      ...pool.flatMap((b) => ["--", "lsp-add", SWITCH, lspOf(b), "--", "lsp-set-addresses", lspOf(b), `${b.mac} ${b.address}`]),
+    );
     for (const hv of ["hv1", "hv2", "hv3"]) await ovn.sbctl("chassis-add", chassisOf(hv), "geneve", underlay(hv));
     for (const b of pool) await ovn.sbctl("lsp-bind", lspOf(b), chassisOf(b.hypervisor), "--", "set", "port_binding", lspOf(b), "up=true");
     await lb.update(lbInputs(pool, true));
     const monitors = () => ovn.monitors(pool.map(lspOf));
-    const all = await waitUntil(async () => ((await monitors()).length === pool.length ? monitors() : undefined), { what: "northd's monitors", timeoutMs: 15_000 });
+    const all = await waitUntil(async () => ((await monitors()).length === pool.length ? monitors() : undefined), {
+      what: "northd's monitors",
+      timeoutMs: 15_000,
+    });
     for (const m of all) await ovn.sbctl("set", "service_monitor", m.uuid, "status=online");
     const onHv1 = new Set(on("hv1").map(lspOf));
     const read = async () => (await lb.read()).props;
@@ -241,11 +273,14 @@ describe("BFD liveness of the backends' hypervisors (healthCheck.bfd)", () => {
     const [toGw1] = bfdPorts(dsrId(hvInputs("hv1", pool)), withDefaults(hvInputs("hv1", pool))).filter((p) => p.options.remote_ip === underlay("gw1"));
     await runChecked(ssh.hv1, ["ovs-vsctl", "set", "interface", toGw1.name, "bfd:enable=false"]);
     let views: unknown;
-    const flap = await waitUntil(async () => {
-      const p = await read();
-      views = (p.health as Props[]).filter((h) => h.hypervisor === "hv1").map((h) => h.bfd);
-      return (p.health as Props[]).filter((h) => h.hypervisor === "hv1").every((h) => h.bfd.gw1 === "down" && h.bfd.gw2 === "up") ? p : undefined;
-    }, { what: "gw1 alone seeing hv1 down", timeoutMs: 10_000, intervalMs: 100 }).catch((e) => {
+    const flap = await waitUntil(
+      async () => {
+        const p = await read();
+        views = (p.health as Props[]).filter((h) => h.hypervisor === "hv1").map((h) => h.bfd);
+        return (p.health as Props[]).filter((h) => h.hypervisor === "hv1").every((h) => h.bfd.gw1 === "down" && h.bfd.gw2 === "up") ? p : undefined;
+      },
+      { what: "gw1 alone seeing hv1 down", timeoutMs: 10_000, intervalMs: 100 },
+    ).catch((e) => {
       throw new Error(`${(e as Error).message}; hv1's sessions: ${JSON.stringify(views)}`);
     });
     expect(flap.stale).toEqual([]);
@@ -254,10 +289,13 @@ describe("BFD liveness of the backends' hypervisors (healthCheck.bfd)", () => {
     // Now both gateways see hv1 down: a majority.
     setUnderlay("hv1", false);
     try {
-      const cut = await waitUntil(async () => {
-        const p = await read();
-        return (p.stale as Props[]).length === on("hv1").length ? p : undefined;
-      }, { what: "hv1's backends stale", timeoutMs: 10_000, intervalMs: 100 });
+      const cut = await waitUntil(
+        async () => {
+          const p = await read();
+          return (p.stale as Props[]).length === on("hv1").length ? p : undefined;
+        },
+        { what: "hv1's backends stale", timeoutMs: 10_000, intervalMs: 100 },
+      );
       for (const st of cut.stale as Props[]) {
         expect(onHv1.has(st.logicalPort)).toBe(true);
         expect(st.reason).toBe("online while 2 of the 2 gateways peering with hypervisor hv1 see its BFD session down");
@@ -283,7 +321,11 @@ describe("BFD liveness of the backends' hypervisors (healthCheck.bfd)", () => {
     }
     const cookie = `0x${cookieOf(lbInputs(pool)).toString(16)}/-1`;
     for (const g of GATEWAYS) {
-      expect((await runChecked(ssh[g], ["ovs-ofctl", "-O", "OpenFlow15", "dump-flows", "br-seg", `cookie=${cookie}`])).split("\n").filter((l) => l.includes("cookie="))).toEqual([]);
+      expect(
+        (await runChecked(ssh[g], ["ovs-ofctl", "-O", "OpenFlow15", "dump-flows", "br-seg", `cookie=${cookie}`]))
+          .split("\n")
+          .filter((l) => l.includes("cookie=")),
+      ).toEqual([]);
       expect(await runChecked(ssh[g], ["ovs-vsctl", "--bare", "--columns=name", "find", "port", `external_ids:ovslb\\:owner=deferred-nat/${NAME}`])).toBe("");
     }
     for (const h of ["hv1", "hv2", "hv3"]) {

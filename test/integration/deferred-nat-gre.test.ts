@@ -34,7 +34,12 @@ const underlay = (host: string) => inv.hosts[host].underlay!.address;
 const vips = (backends: LabBackend[]) => [{ address: VIP, port: 80, protocol: "tcp" as const, backends }];
 
 function lbInputs(backends: LabBackend[]) {
-  const base = labLoadBalancer(inv, NAME, vips(backends).map((v) => ({ ...v, backends: v.backends.map((b) => labBackend(inv, b)) })), { delivery: "gre" });
+  const base = labLoadBalancer(
+    inv,
+    NAME,
+    vips(backends).map((v) => ({ ...v, backends: v.backends.map((b) => labBackend(inv, b)) })),
+    { delivery: "gre" },
+  );
   return {
     ...base,
     gateways: base.gateways.map((g) => ({ ...g, tunnelAddress: underlay(g.name) })),
@@ -84,7 +89,12 @@ async function packets(host: string, filter: string): Promise<number> {
 async function trace(gw: string): Promise<number[]> {
   const seg = Number((await ssh[gw].run(["ovs-vsctl", "get", "interface", "seg0", "ofport"])).stdout.trim());
   const tuples = Array.from({ length: TUPLES }, (_, i) => ({
-    protocol: "tcp" as const, in_port: seg, nw_src: `10.9.${(i >> 8) & 255}.${(i & 255) || 1}`, nw_dst: VIP, tp_src: 1024 + ((i * 7919) % 60000), tp_dst: 80,
+    protocol: "tcp" as const,
+    in_port: seg,
+    nw_src: `10.9.${(i >> 8) & 255}.${i & 255 || 1}`,
+    nw_dst: VIP,
+    tp_src: 1024 + ((i * 7919) % 60000),
+    tp_dst: 80,
   }));
   return (await traceBuckets(ssh[gw], "br-seg", tuples)).map((b) => {
     if (b === undefined) throw new Error(`${gw}: a packet met no live bucket`);
@@ -124,7 +134,12 @@ describe("deferred NAT with gre delivery", () => {
     // Cut the segment between the gateways and the hypervisors: nothing a gateway sends on it reaches them.
     for (const h of ["hv1", "hv2"]) {
       for (const g of ["gw1", "gw2"]) {
-        await runChecked(ssh[h], ["ovs-ofctl", "add-flow", "br-seg", `cookie=${SPY},priority=3000,in_port=seg0,dl_src=${inv.hosts[g].segment!.mac},actions=drop`]);
+        await runChecked(ssh[h], [
+          "ovs-ofctl",
+          "add-flow",
+          "br-seg",
+          `cookie=${SPY},priority=3000,in_port=seg0,dl_src=${inv.hosts[g].segment!.mac},actions=drop`,
+        ]);
       }
     }
     const names = greet(40);
@@ -133,7 +148,9 @@ describe("deferred NAT with gre delivery", () => {
     console.log(`gre delivery: 40 connections answered by ${[...new Set(names)].sort().join(", ")}`);
 
     // The requests came out of the GRE port on the hypervisors, and nothing from the VIP came back to a gateway.
-    const viaGre = (await packets("hv1", `cookie=${hv.hv1.outputs.cookie}/-1,tcp,nw_dst=${VIP}`)) + (await packets("hv2", `cookie=${hv.hv2.outputs.cookie}/-1,tcp,nw_dst=${VIP}`));
+    const viaGre =
+      (await packets("hv1", `cookie=${hv.hv1.outputs.cookie}/-1,tcp,nw_dst=${VIP}`)) +
+      (await packets("hv2", `cookie=${hv.hv2.outputs.cookie}/-1,tcp,nw_dst=${VIP}`));
     expect(viaGre).toBeGreaterThanOrEqual(40 * 3);
     expect((await packets("gw1", `cookie=${SPY}/-1`)) + (await packets("gw2", `cookie=${SPY}/-1`))).toBe(0);
     expect((await packets("gw1", `cookie=${lb.outputs.cookie}/-1`)) + (await packets("gw2", `cookie=${lb.outputs.cookie}/-1`))).toBeGreaterThanOrEqual(40 * 3);
@@ -152,7 +169,10 @@ describe("deferred NAT with gre delivery", () => {
     const txPackets = async () => {
       let n = 0;
       for (const g of ["gw1", "gw2"]) {
-        for (const t of tunnelPorts(lbInputsChecked, (lbInputsChecked as Props).gateways.find((x: Props) => x.name === g))) {
+        for (const t of tunnelPorts(
+          lbInputsChecked,
+          (lbInputsChecked as Props).gateways.find((x: Props) => x.name === g),
+        )) {
           // OpenFlow port stats are live (OVSDB's statistics column lags by seconds).
           const ofport = (await runChecked(ssh[g], ["ovs-vsctl", "get", "interface", t.name, "ofport"])).trim();
           const stats = await runChecked(ssh[g], ["ovs-ofctl", "-O", "OpenFlow15", "dump-ports", "br-seg", ofport]);
@@ -209,7 +229,9 @@ describe("deferred NAT with gre delivery", () => {
       const others = after.filter((c) => c.backend !== gone.name);
       expect(others.length).toBeGreaterThan(30);
       expect(others.filter((c) => c.broken)).toEqual([]);
-      console.log(`gre delivery: removed ${gone.name}; ${others.length} live connections on the other backends, 0 broken; ${after.length - others.length} were on it`);
+      console.log(
+        `gre delivery: removed ${gone.name}; ${others.length} live connections on the other backends, 0 broken; ${after.length - others.length} were on it`,
+      );
     } finally {
       live.close();
     }
@@ -229,7 +251,9 @@ describe("deferred NAT with gre delivery", () => {
     expect((await hv.hv1.read()).inputs.vips.map((v: Props) => v.address)).toEqual([VIP]);
 
     // A gateway's tunnel port to hv2.
-    const tunnel = tunnelPorts(await lb.check(lbInputs(four())) as never, (await lb.check(lbInputs(four()))).gateways[0]).find((t) => t.hypervisor === "hv2")!;
+    const tunnel = tunnelPorts((await lb.check(lbInputs(four()))) as never, (await lb.check(lbInputs(four()))).gateways[0]).find(
+      (t) => t.hypervisor === "hv2",
+    )!;
     await ssh.gw1.run(["ovs-vsctl", "del-port", "br-seg", tunnel.name]);
     const lbRead = await lb.read();
     expect(lbRead.props.drift).toContain(`gw1: VIP tcp:${VIP}:80: tunnel port to hypervisor hv2 missing or changed`);
@@ -249,7 +273,12 @@ describe("deferred NAT with gre delivery", () => {
     const seg = Number((await ssh.gw1.run(["ovs-vsctl", "get", "interface", "seg0", "ofport"])).stdout.trim());
     const first = 40_000 + Math.floor(Math.random() * 10_000);
     const candidates = Array.from({ length: 600 }, (_, i) => first + i);
-    const choose = async () => traceBuckets(ssh.gw1, "br-seg", candidates.map((p) => ({ protocol: "tcp" as const, in_port: seg, nw_src: inv.client.address, nw_dst: VIP, tp_src: p, tp_dst: 80 })));
+    const choose = async () =>
+      traceBuckets(
+        ssh.gw1,
+        "br-seg",
+        candidates.map((p) => ({ protocol: "tcp" as const, in_port: seg, nw_src: inv.client.address, nw_dst: VIP, tp_src: p, tp_dst: 80 })),
+      );
     // Client ports the gateways send to b1 with all four backends, and to b2 (the same hypervisor) without b1.
     const withB1 = await choose();
     const [onB1, onB2] = [bucketOf(b1), bucketOf(b2)]; // stable ids: b2's stays when b1 goes
@@ -261,11 +290,19 @@ describe("deferred NAT with gre delivery", () => {
 
     const zone = hv.hv1.outputs.ctZone as number;
     const entries = async () => parseConntrack(await runChecked(ssh.hv1, ["ovs-appctl", "dpctl/dump-conntrack", `zone=${zone}`]));
-    const staleSocket = (port: number) => inNamespace(b1.namespace, ["ss", "-tnH", "state", "established", `( sport = :${inv.backendPort} and dport = :${port} )`]).trim();
+    const staleSocket = (port: number) =>
+      inNamespace(b1.namespace, ["ss", "-tnH", "state", "established", `( sport = :${inv.backendPort} and dport = :${port} )`]).trim();
     // A connection to b1 whose reset the gateways drop: hv1 keeps its ESTABLISHED entry, b1 its socket.
     const breakOnB1 = async (port: number) => {
       for (const gw of ["gw1", "gw2"]) {
-        await runChecked(ssh[gw], ["ovs-ofctl", "-O", "OpenFlow15", "add-flow", "br-seg", `table=0,priority=65000,cookie=${RST_DROP},tcp,nw_dst=${VIP},tp_dst=80,tp_src=${port},tcp_flags=+rst,actions=drop`]);
+        await runChecked(ssh[gw], [
+          "ovs-ofctl",
+          "-O",
+          "OpenFlow15",
+          "add-flow",
+          "br-seg",
+          `table=0,priority=65000,cookie=${RST_DROP},tcp,nw_dst=${VIP},tp_dst=80,tp_src=${port},tcp_flags=+rst,actions=drop`,
+        ]);
       }
       try {
         const got = connectFromPort(inv.client.namespace, VIP, 80, port, "reset");
@@ -277,8 +314,19 @@ describe("deferred NAT with gre delivery", () => {
     };
     // For a failure: what conntrack (every hypervisor, every zone) and the VMs hold of the port.
     const whereItIs = async (port: number) => {
-      const ct = (await Promise.all(["hv1", "hv2", "hv3"].map(async (h) => (await runChecked(ssh[h], ["ovs-appctl", "dpctl/dump-conntrack"])).split("\n").filter((l) => l.includes(`sport=${port},`)).map((l) => `${h}: ${l.trim()}`)))).flat();
-      const sockets = pool.map((b) => `${b.name}: ${inNamespace(b.namespace, ["ss", "-tanH", `( dport = :${port} )`]).trim()}`).filter((l) => !l.endsWith(": "));
+      const ct = (
+        await Promise.all(
+          ["hv1", "hv2", "hv3"].map(async (h) =>
+            (await runChecked(ssh[h], ["ovs-appctl", "dpctl/dump-conntrack"]))
+              .split("\n")
+              .filter((l) => l.includes(`sport=${port},`))
+              .map((l) => `${h}: ${l.trim()}`),
+          ),
+        )
+      ).flat();
+      const sockets = pool
+        .map((b) => `${b.name}: ${inNamespace(b.namespace, ["ss", "-tanH", `( dport = :${port} )`]).trim()}`)
+        .filter((l) => !l.endsWith(": "));
       return `conntrack [${ct.join(" | ")}]; sockets [${sockets.join(" | ")}]`;
     };
     const heldBy = async (b: LabBackend) => (await entries()).filter((e) => e.reply.src === b.address && e.state === "ESTABLISHED").length;
@@ -306,7 +354,9 @@ describe("deferred NAT with gre delivery", () => {
     expect((await entries()).filter((e) => e.reply.src !== b1.address).length).toBeGreaterThan(0);
     // Left, the entry would translate y's SYN to b1, which nothing on hv1 delivers to any more.
     expect(connectFromPort(inv.client.namespace, VIP, 80, y, "close")).toBe(b2.name);
-    console.log(`gre delivery: client port ${x} reused over a stale entry opened on ${b2.name}; removing ${b1.name} flushed its ${before} entries, and port ${y} opened on ${b2.name}`);
+    console.log(
+      `gre delivery: client port ${x} reused over a stale entry opened on ${b2.name}; removing ${b1.name} flushed its ${before} entries, and port ${y} opened on ${b2.name}`,
+    );
     inNamespace(b1.namespace, ["ss", "-tnH", "-K", "state", "established", `( sport = :${inv.backendPort} and dport = :${y} )`]);
     await apply(four());
   });

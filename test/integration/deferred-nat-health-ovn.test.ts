@@ -69,7 +69,11 @@ function inputs() {
 
 /** The NB health-check rows referenced by a Load_Balancer row: vip -> { uuid, options, external_ids }. */
 async function healthChecks(row: string): Promise<Record<string, { uuid: string; options: string; external_ids: string }>> {
-  const refs = (await nbctl("get", "load_balancer", row, "health_check")).replace(/^\[|\]$/g, "").split(",").map((s) => s.trim()).filter(Boolean);
+  const refs = (await nbctl("get", "load_balancer", row, "health_check"))
+    .replace(/^\[|\]$/g, "")
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean);
   const out: Record<string, { uuid: string; options: string; external_ids: string }> = {};
   for (const uuid of refs) {
     const vip = JSON.parse(await nbctl("get", "load_balancer_health_check", uuid, "vip")) as string;
@@ -84,7 +88,10 @@ async function healthChecks(row: string): Promise<Record<string, { uuid: string;
 
 /** Health-check rows anywhere in the NB for this test's VIPs. */
 async function allHealthCheckVips(): Promise<string[]> {
-  const vips = (await nbctl("--bare", "--columns=vip", "list", "load_balancer_health_check")).split("\n").map((s) => s.trim()).filter(Boolean);
+  const vips = (await nbctl("--bare", "--columns=vip", "list", "load_balancer_health_check"))
+    .split("\n")
+    .map((s) => s.trim())
+    .filter(Boolean);
   return vips.filter((v) => v.startsWith(`${VIP1}:`) || v.startsWith(`${VIP2}:`)).sort();
 }
 
@@ -184,10 +191,13 @@ describe("deferred-NAT load balancer, OVN health checks", () => {
       { logicalPort: "lsp-hc3", ip: addr(2), port: p, protocol: "tcp", srcIp: SRC_IP },
       { logicalPort: "lsp-hc3", ip: addr(2), port: p, protocol: "udp", srcIp: SRC_IP },
     ];
-    const seen = await waitUntil(async () => {
-      const m = await monitors();
-      return m.length === want.length ? m : undefined;
-    }, { what: "northd's Service_Monitor rows" });
+    const seen = await waitUntil(
+      async () => {
+        const m = await monitors();
+        return m.length === want.length ? m : undefined;
+      },
+      { what: "northd's Service_Monitor rows" },
+    );
     expect(seen.map(({ logicalPort, ip, port, protocol, srcIp }) => ({ logicalPort, ip, port, protocol, srcIp }))).toEqual(want);
     // Not probed yet (no controller): OVN keeps such a backend.
     expect(seen.map((m) => m.status)).toEqual(["", "", "", "", ""]);
@@ -213,8 +223,18 @@ describe("deferred-NAT load balancer, OVN health checks", () => {
     const p = inv.backendPort;
     const stale = read.props.stale as Props[];
     expect(stale).toEqual([
-      { vip: `tcp:${VIP1}:80`, backend: `${addr(1)}:${p}`, logicalPort: "lsp-hc2", reason: "online while its logical port lsp-hc2 is bound to no chassis (and still marked up)" },
-      { vip: `udp:${VIP1}:53`, backend: `${addr(1)}:${p}`, logicalPort: "lsp-hc2", reason: "online while its logical port lsp-hc2 is bound to no chassis (and still marked up)" },
+      {
+        vip: `tcp:${VIP1}:80`,
+        backend: `${addr(1)}:${p}`,
+        logicalPort: "lsp-hc2",
+        reason: "online while its logical port lsp-hc2 is bound to no chassis (and still marked up)",
+      },
+      {
+        vip: `udp:${VIP1}:53`,
+        backend: `${addr(1)}:${p}`,
+        logicalPort: "lsp-hc2",
+        reason: "online while its logical port lsp-hc2 is bound to no chassis (and still marked up)",
+      },
     ]);
     expect(stale.some((s) => s.logicalPort !== "lsp-hc2")).toBe(false);
     const health = (read.props.health as Props[]).map((h) => [h.vip, h.backend, h.monitor, h.port?.chassis, h.port?.up]);

@@ -50,10 +50,17 @@ describe("deferred-NAT load balancer, OVN mode", () => {
     desired = labLoadBalancer(
       inv,
       "ovnmode",
-      [{ address: VIP, port: 80, protocol: "tcp", backends: [
-        { ...labBackend(inv, b1), logicalPort: "lsp-vm1" },
-        { ...labBackend(inv, b2), logicalPort: "lsp-vm2" },
-      ] }],
+      [
+        {
+          address: VIP,
+          port: 80,
+          protocol: "tcp",
+          backends: [
+            { ...labBackend(inv, b1), logicalPort: "lsp-vm1" },
+            { ...labBackend(inv, b2), logicalPort: "lsp-vm2" },
+          ],
+        },
+      ],
       {
         selectionFields: ["ip_src", "tp_src"],
         ovn: {
@@ -98,7 +105,8 @@ describe("deferred-NAT load balancer, OVN mode", () => {
     await nbctl("lb-add", "ovslb-clash-tcp", "10.0.0.199:80", "10.0.0.101:8080", "tcp");
     try {
       const gw1 = await labSsh(inv, "gw1");
-      const dump = async () => (await gw1.run(["ovs-ofctl", "-O", "OpenFlow15", "--no-stats", "dump-flows", "br-seg"])).stdout +
+      const dump = async () =>
+        (await gw1.run(["ovs-ofctl", "-O", "OpenFlow15", "--no-stats", "dump-flows", "br-seg"])).stdout +
         (await gw1.run(["ovs-ofctl", "-O", "OpenFlow15", "dump-groups", "br-seg"])).stdout;
       const before = await dump();
       const clash = new ProviderDriver("DeferredNatLoadBalancer");

@@ -31,7 +31,12 @@ const inputsWith = (extra: number) =>
   labLoadBalancer(
     inv,
     "scoped",
-    VIPS.map((address, v) => ({ address, port: 80, protocol: "tcp" as const, backends: Array.from({ length: 8 + (v === 0 ? extra : 0) }, (_, i) => backend(v, i + 1)) })),
+    VIPS.map((address, v) => ({
+      address,
+      port: 80,
+      protocol: "tcp" as const,
+      backends: Array.from({ length: 8 + (v === 0 ? extra : 0) }, (_, i) => backend(v, i + 1)),
+    })),
   );
 
 async function ofctl(gw: string, ...args: string[]): Promise<string> {
@@ -41,7 +46,12 @@ async function ofctl(gw: string, ...args: string[]): Promise<string> {
 }
 
 const bucketsOf = async (gw: string, groupId: number) =>
-  ((await ofctl(gw, "dump-groups", "br-seg")).split("\n").find((l) => l.startsWith(` group_id=${groupId},`))?.match(/bucket_id:/g) ?? []).length;
+  (
+    (await ofctl(gw, "dump-groups", "br-seg"))
+      .split("\n")
+      .find((l) => l.startsWith(` group_id=${groupId},`))
+      ?.match(/bucket_id:/g) ?? []
+  ).length;
 
 beforeAll(async () => {
   inv = loadInventory();
@@ -89,7 +99,9 @@ describe("deferred-NAT update reads and plans only what it changes", () => {
     const read = await lb.read();
     expect(read.props.drift).toEqual([`gw2: VIP ${other}: bucket ${victim} (${backend(1, 3).address}:8080#0) missing`]);
     // The same, as data: the update scopes on its kind and VIP.
-    expect(read.props.driftFindings).toEqual([{ host: "gw2", kind: "bucket-missing", object: `bucket ${victim} (${backend(1, 3).address}:8080#0)`, vip: other }]);
+    expect(read.props.driftFindings).toEqual([
+      { host: "gw2", kind: "bucket-missing", object: `bucket ${victim} (${backend(1, 3).address}:8080#0)`, vip: other },
+    ]);
     expect((await lb.diff(inputsWith(2), read.props)).changes).toBe(true);
     lb.outputs = read.props;
     await lb.update(inputsWith(2));
@@ -134,23 +146,35 @@ describe("deferred-NAT update reads and plans only what it changes", () => {
   it("a gateway whose ovs-vswitchd restarted (every flow and group gone) is read and repaired in full by an update that touches one VIP", async () => {
     const before = lb.outputs.gatewayFlows as Record<string, number>;
     expect(before).toEqual({ gw1: VIPS.length, gw2: VIPS.length });
-    await addAfter(3, async () => {
-      await restartVswitchd(inv.hosts.gw1);
-      ssh.gw1.close();
-      ssh.gw1 = await labSsh(inv, "gw1");
-      expect((await holding("gw1")).flows).toEqual([]);
-    }, /^\S+ \(gw1\) holds 0 flows of this load balancer where the last apply left 3 \(ovs-vswitchd restarted/);
+    await addAfter(
+      3,
+      async () => {
+        await restartVswitchd(inv.hosts.gw1);
+        ssh.gw1.close();
+        ssh.gw1 = await labSsh(inv, "gw1");
+        expect((await holding("gw1")).flows).toEqual([]);
+      },
+      /^\S+ \(gw1\) holds 0 flows of this load balancer where the last apply left 3 \(ovs-vswitchd restarted/,
+    );
   });
 
   it("a VIP's flow deleted by hand on one gateway, or its group, is put back by an update that touches another VIP", async () => {
     const flowOf = (v: number) => `tcp,in_port=${lb.outputs.gatewayPorts.gw1.segmentOfport},nw_dst=${VIPS[v]},tp_dst=80`;
-    await addAfter(5, async () => {
-      await ofctl("gw1", "del-flows", "br-seg", `${flowOf(2)},cookie=${lb.outputs.cookie}/-1`);
-    }, /^\S+ \(gw1\) holds 2 flows of this load balancer where the last apply left 3/);
+    await addAfter(
+      5,
+      async () => {
+        await ofctl("gw1", "del-flows", "br-seg", `${flowOf(2)},cookie=${lb.outputs.cookie}/-1`);
+      },
+      /^\S+ \(gw1\) holds 2 flows of this load balancer where the last apply left 3/,
+    );
     // Deleting a group deletes the flows that send to it (OpenFlow): the count shows that too.
-    await addAfter(7, async () => {
-      await ofctl("gw1", "del-groups", "br-seg", `group_id=${lb.outputs.groupIds[key(VIPS[1])]}`);
-    }, /^\S+ \(gw1\) holds 2 flows of this load balancer where the last apply left 3/);
+    await addAfter(
+      7,
+      async () => {
+        await ofctl("gw1", "del-groups", "br-seg", `group_id=${lb.outputs.groupIds[key(VIPS[1])]}`);
+      },
+      /^\S+ \(gw1\) holds 2 flows of this load balancer where the last apply left 3/,
+    );
   });
 
   it("a change of the whole load balancer reads everything", async () => {

@@ -1,6 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readSlots } from "../../provider/resources/deferred-nat-load-balancer/slots";
-import { HANDED_DROP_PRIORITY, HANDED_ON_PRIORITY, HAND_ON_PRIORITY, SECOND_CHANCE_TABLE, cookieOf as dsrCookie, dsrId } from "../../provider/resources/dsr-hypervisor-flows/plan";
+import {
+  HANDED_DROP_PRIORITY,
+  HANDED_ON_PRIORITY,
+  HAND_ON_PRIORITY,
+  SECOND_CHANCE_TABLE,
+  cookieOf as dsrCookie,
+  dsrId,
+} from "../../provider/resources/dsr-hypervisor-flows/plan";
 import { ipv4Number, parseFlows, type SlotChoice } from "../../provider/openflow";
 import { runChecked } from "../../provider/transport/exec";
 import { traceSlots } from "../../provider/transport/openflow-trace";
@@ -80,7 +87,12 @@ const fresh = (count: number) =>
 
 const tuples = (gwSeg: number) =>
   Array.from({ length: TUPLES }, (_, i) => ({
-    protocol: "tcp" as const, in_port: gwSeg, nw_src: `10.9.${(i >> 8) & 255}.${(i & 255) || 1}`, nw_dst: VIP, tp_src: 1024 + ((i * 7919) % 60000), tp_dst: 80,
+    protocol: "tcp" as const,
+    in_port: gwSeg,
+    nw_src: `10.9.${(i >> 8) & 255}.${i & 255 || 1}`,
+    nw_dst: VIP,
+    tp_src: 1024 + ((i * 7919) % 60000),
+    tp_dst: 80,
   }));
 
 async function segOfport(gw: string) {
@@ -160,7 +172,9 @@ describe("second chance: backend changes break no established connection", () =>
     expect(lb.outputs.slotMoves[`tcp:${VIP}:80`]).toEqual({ moved: 204, minimum: 204 });
     const movedSlots = new Set(after[0].filter((p, i) => p.key !== before[0][i].key).map((p) => p.slot));
     expect([...movedSlots].every((s) => table.backends[table.owner[s!]] === `${fifth().address}:${inv.backendPort}`)).toBe(true);
-    console.log(`second chance add: ${after[0].filter((p, i) => p.key !== before[0][i].key).length} of ${TUPLES} tuples moved, in ${movedSlots.size} of the 204 moved slots; 0 of 60 connections broken`);
+    console.log(
+      `second chance add: ${after[0].filter((p, i) => p.key !== before[0][i].key).length} of ${TUPLES} tuples moved, in ${movedSlots.size} of the 204 moved slots; 0 of 60 connections broken`,
+    );
   });
 
   it("a packet of no connection anyone knows, not a SYN, is handed on once and dropped by the previous owner: never bounced back", async () => {
@@ -202,7 +216,11 @@ describe("second chance: backend changes break no established connection", () =>
     const drained = four()[0];
     const key = `${drained.address}:${inv.backendPort}`;
     await live!.closeTo([drained.name]);
-    await waitUntil(async () => (await hv[drained.hypervisor].read()).props.connections[key] === 0, { what: `${key}'s connections to end`, timeoutMs: 15_000, intervalMs: 200 });
+    await waitUntil(async () => (await hv[drained.hypervisor].read()).props.connections[key] === 0, {
+      what: `${key}'s connections to end`,
+      timeoutMs: 15_000,
+      intervalMs: 200,
+    });
     await apply(pool.filter((b) => b !== drained).map((backend) => ({ backend })));
     expect(brokenOf(await live!.round())).toEqual([]);
   });
@@ -223,8 +241,14 @@ describe("second chance: backend changes break no established connection", () =>
     // so its backend keeps an ESTABLISHED socket and its hypervisor an ESTABLISHED conntrack entry.
     const port = 47_000 + Math.floor(Math.random() * 1_000);
     for (const gw of ["gw1", "gw2"]) {
-      await runChecked(ssh[gw], ["ovs-ofctl", "-O", "OpenFlow15", "add-flow", "br-seg",
-        `table=0,priority=65000,cookie=${RST_DROP_COOKIE},tcp,nw_dst=${VIP},tp_dst=80,tp_src=${port},tcp_flags=+rst,actions=drop`]);
+      await runChecked(ssh[gw], [
+        "ovs-ofctl",
+        "-O",
+        "OpenFlow15",
+        "add-flow",
+        "br-seg",
+        `table=0,priority=65000,cookie=${RST_DROP_COOKIE},tcp,nw_dst=${VIP},tp_dst=80,tp_src=${port},tcp_flags=+rst,actions=drop`,
+      ]);
     }
     const dropRstOff = () => Promise.all(["gw1", "gw2"].map((gw) => runChecked(ssh[gw], ["ovs-ofctl", "del-flows", "br-seg", `cookie=${RST_DROP_COOKIE}/-1`])));
     let first: string;
@@ -236,8 +260,15 @@ describe("second chance: backend changes break no established connection", () =>
       stale = () => inNamespace(vm.namespace, ["ss", "-tnH", "state", "established", `( sport = :${inv.backendPort} and dport = :${port} )`]).trim();
       await waitUntil(() => stale() !== "", { what: `${first}'s socket of client port ${port}` }).catch(async (e: Error) => {
         // For a failure: the socket in any state, and whether the gateways' drop flows saw the reset.
-        const drops = await Promise.all(["gw1", "gw2"].map(async (gw) => `${gw}: ${(await runChecked(ssh[gw], ["ovs-ofctl", "-O", "OpenFlow15", "dump-flows", "br-seg", `cookie=${RST_DROP_COOKIE}/-1`])).match(/n_packets=\d+/g)?.join(",") ?? "no flow"}`));
-        throw new Error(`${e.message}; ${first}: [${inNamespace(vm.namespace, ["ss", "-tanH", `( dport = :${port} )`]).trim()}]; reset drops ${drops.join(" ")}`);
+        const drops = await Promise.all(
+          ["gw1", "gw2"].map(
+            async (gw) =>
+              `${gw}: ${(await runChecked(ssh[gw], ["ovs-ofctl", "-O", "OpenFlow15", "dump-flows", "br-seg", `cookie=${RST_DROP_COOKIE}/-1`])).match(/n_packets=\d+/g)?.join(",") ?? "no flow"}`,
+          ),
+        );
+        throw new Error(
+          `${e.message}; ${first}: [${inNamespace(vm.namespace, ["ss", "-tanH", `( dport = :${port} )`]).trim()}]; reset drops ${drops.join(" ")}`,
+        );
       });
     } finally {
       await dropRstOff();
@@ -285,4 +316,3 @@ function tcpFrame(p: { srcMac: string; dstMac: string; src: string; dst: string;
   const mac = (m: string) => Buffer.from(m.split(":").map((x) => parseInt(x, 16)));
   return Buffer.concat([mac(p.dstMac), mac(p.srcMac), Buffer.from([0x08, 0x00]), iph, tcp]).toString("hex");
 }
-

@@ -22,7 +22,7 @@ function tuples(n: number, inPort: number, dst = VIP): Match[] {
   return Array.from({ length: n }, (_, i) => ({
     protocol: "tcp",
     in_port: inPort,
-    nw_src: `10.9.${(i >> 8) & 255}.${(i & 255) || 1}`,
+    nw_src: `10.9.${(i >> 8) & 255}.${i & 255 || 1}`,
     nw_dst: dst,
     tp_src: 1024 + ((i * 7919) % 60000),
     tp_dst: 80,
@@ -106,7 +106,10 @@ describe("deferred-NAT selection, traced over 2,000 5-tuples", () => {
     await lb.update(labLoadBalancer(inv, "trace", [{ address: VIP, port: 80, protocol: "tcp", backends: list }]));
     const owner = new Map<number, number>();
     for (const [rk, id] of Object.entries(lb.outputs.bucketIds[`tcp:${VIP}:80`] as Record<string, number>)) {
-      owner.set(id, [b1, b2, b3].findIndex((b) => rk.startsWith(`${b.address}:`)));
+      owner.set(
+        id,
+        [b1, b2, b3].findIndex((b) => rk.startsWith(`${b.address}:`)),
+      );
     }
     const n = 3000;
     const chosen = await trace("gw1", n);

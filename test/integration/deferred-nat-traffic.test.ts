@@ -64,11 +64,13 @@ beforeAll(async () => {
   for (const hv of ["hv1", "hv2"]) {
     hvFlows[hv] = new ProviderDriver("DsrHypervisorFlows");
     await hvFlows[hv].purge(labHypervisorFlows(inv, `traffic-${hv}`, hv, [{ address: VIP1, port: 80, backends: pool }]));
-    await hvFlows[hv].create(labHypervisorFlows(inv, `traffic-${hv}`, hv, [
-      { address: VIP1, port: 80, backends: pool },
-      { address: VIP2, port: 80, backends: pool },
-      { address: VIP2, port: UDP_PORT, protocol: "udp", backends: pool },
-    ]));
+    await hvFlows[hv].create(
+      labHypervisorFlows(inv, `traffic-${hv}`, hv, [
+        { address: VIP1, port: 80, backends: pool },
+        { address: VIP2, port: 80, backends: pool },
+        { address: VIP2, port: UDP_PORT, protocol: "udp", backends: pool },
+      ]),
+    );
   }
 });
 
@@ -111,10 +113,7 @@ describe("deferred NAT with real TCP", () => {
 
   it("one backend serves two VIPs correctly at the same time", async () => {
     const shared = pool[0].name;
-    const [c1, c2] = await Promise.all([
-      openLiveConnections(inv.client.namespace, VIP1, 80, 16),
-      openLiveConnections(inv.client.namespace, VIP2, 80, 16),
-    ]);
+    const [c1, c2] = await Promise.all([openLiveConnections(inv.client.namespace, VIP1, 80, 16), openLiveConnections(inv.client.namespace, VIP2, 80, 16)]);
     try {
       const on1 = c1.initial.filter((c) => c.backend === shared);
       const on2 = c2.initial.filter((c) => c.backend === shared);
@@ -157,9 +156,7 @@ describe("deferred NAT with real TCP", () => {
         }
         console.log(JSON.stringify(out));
       })();`;
-    const results: { text?: string; from?: string; error?: string }[][] = JSON.parse(
-      inNamespace(inv.client.namespace, [process.execPath, "-e", program]),
-    );
+    const results: { text?: string; from?: string; error?: string }[][] = JSON.parse(inNamespace(inv.client.namespace, [process.execPath, "-e", program]));
     const names = new Set<string>();
     results.forEach((answers, i) => {
       for (const a of answers) {
@@ -175,7 +172,9 @@ describe("deferred NAT with real TCP", () => {
     expect([...names].every((n) => udpBackends.some((b) => b.name === n))).toBe(true);
     expect(names.size).toBeGreaterThan(1);
     const hv = (await ssh.hv1.run(["ovs-appctl", "dpctl/dump-conntrack"])).stdout + (await ssh.hv2.run(["ovs-appctl", "dpctl/dump-conntrack"])).stdout;
-    expect(hv).toMatch(new RegExp(`^udp,orig=\\(src=${inv.client.address.replace(/\./g, "\\.")},dst=${VIP2.replace(/\./g, "\\.")},sport=200\\d\\d,dport=${UDP_PORT}\\)`, "m"));
+    expect(hv).toMatch(
+      new RegExp(`^udp,orig=\\(src=${inv.client.address.replace(/\./g, "\\.")},dst=${VIP2.replace(/\./g, "\\.")},sport=200\\d\\d,dport=${UDP_PORT}\\)`, "m"),
+    );
   });
 
   it("live connections: adding a backend breaks exactly those the trace moves to it; removing an idle one breaks none", async () => {
@@ -189,9 +188,18 @@ describe("deferred NAT with real TCP", () => {
 
       const traceAll = async () => {
         const ofport = Number((await ssh.gw1.run(["ovs-vsctl", "get", "interface", "seg0", "ofport"])).stdout.trim());
-        return traceBuckets(ssh.gw1, "br-seg", live.initial.map((c) => ({
-          protocol: "tcp" as const, in_port: ofport, nw_src: inv.client.address, nw_dst: VIP1, tp_src: c.port, tp_dst: 80,
-        })));
+        return traceBuckets(
+          ssh.gw1,
+          "br-seg",
+          live.initial.map((c) => ({
+            protocol: "tcp" as const,
+            in_port: ofport,
+            nw_src: inv.client.address,
+            nw_dst: VIP1,
+            tp_src: c.port,
+            tp_dst: 80,
+          })),
+        );
       };
       const before = await traceAll();
 
@@ -204,20 +212,33 @@ describe("deferred NAT with real TCP", () => {
       // from a backend of the new one's own hypervisor meets its entry, which still translates it to its backend: it lives.
       const moved = live.initial.filter((_, i) => after[i] !== before[i]);
       const hypervisorOf = (name: string) => pool.find((b) => b.name === name)!.hypervisor;
-      const predicted = moved.filter((c) => hypervisorOf(c.backend) !== fifth.hypervisor).map((c) => c.port).sort();
+      const predicted = moved
+        .filter((c) => hypervisorOf(c.backend) !== fifth.hypervisor)
+        .map((c) => c.port)
+        .sort();
       const kept = moved.filter((c) => hypervisorOf(c.backend) === fifth.hypervisor).map((c) => c.port);
       await live.round();
       const afterAdd = await live.round();
-      const broken = afterAdd.filter((c) => c.broken).map((c) => c.port).sort();
+      const broken = afterAdd
+        .filter((c) => c.broken)
+        .map((c) => c.port)
+        .sort();
       expect(broken).toEqual(predicted);
       expect(afterAdd.filter((c) => kept.includes(c.port) && c.broken)).toEqual([]);
-      console.log(`add: ${moved.length} of ${live.initial.length} live connections moved to the new backend; ${broken.length} broke (from the other hypervisor, as the trace predicted), ${kept.length} from its own hypervisor kept their backend`);
+      console.log(
+        `add: ${moved.length} of ${live.initial.length} live connections moved to the new backend; ${broken.length} broke (from the other hypervisor, as the trace predicted), ${kept.length} from its own hypervisor kept their backend`,
+      );
 
       // Remove the fifth backend again: no surviving connection is on it.
       await lb.update(lbInputs(four, [pool[0], pool[4]]));
       await live.round();
       const afterRemove = await live.round();
-      expect(afterRemove.filter((c) => c.broken).map((c) => c.port).sort()).toEqual(broken);
+      expect(
+        afterRemove
+          .filter((c) => c.broken)
+          .map((c) => c.port)
+          .sort(),
+      ).toEqual(broken);
       console.log(`remove: ${afterRemove.filter((c) => !c.broken).length} surviving connections, none broken`);
     } finally {
       live.close();

@@ -46,7 +46,11 @@ describe("DistributorDevice and DistributorAttachment through the plugin over gR
     });
     attachmentProgram = await registeredInputs("pulumi-nodejs:dynamic/ovslb:DistributorAttachment", () => {
       new DistributorAttachment("a", {
-        host, deviceId: DEVICE, uplinkBridge: "br-seg", attachmentId: "lb-grpc", vip: "10.0.0.212",
+        host,
+        deviceId: DEVICE,
+        uplinkBridge: "br-seg",
+        attachmentId: "lb-grpc",
+        vip: "10.0.0.212",
         amphorae: [
           { name: "amp-1", mac: "02:00:0a:00:00:79", role: "active", slot: 1 },
           { name: "amp-2", mac: "02:00:0a:00:00:7a", role: "active", slot: 2 },

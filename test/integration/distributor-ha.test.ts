@@ -61,14 +61,21 @@ async function checked(kind: string, news: Props): Promise<Props> {
 
 async function apply(d: string, news: Props) {
   const inputs = await checked("DistributorAttachment", news);
-  if (attachment[d]) attachment[d] = { id: attachment[d].id, outs: (await handlers.update("DistributorAttachment", attachment[d].id, attachment[d].outs, inputs)).outs };
+  if (attachment[d])
+    attachment[d] = { id: attachment[d].id, outs: (await handlers.update("DistributorAttachment", attachment[d].id, attachment[d].outs, inputs)).outs };
   else attachment[d] = await handlers.create("DistributorAttachment", inputs);
 }
 
 /** 5-tuples from the client's side into an attachment's frontend port. */
 function packets(count: number, frontendMac: string): Match[] {
   return Array.from({ length: count }, (_, i) => ({
-    protocol: "tcp" as const, in_port: 1, dl_dst: frontendMac, nw_src: `10.0.${1 + Math.floor(i / 250)}.${(i % 250) + 1}`, nw_dst: VIP, tp_src: 10000 + ((i * 7919) % 50000), tp_dst: 8080,
+    protocol: "tcp" as const,
+    in_port: 1,
+    dl_dst: frontendMac,
+    nw_src: `10.0.${1 + Math.floor(i / 250)}.${(i % 250) + 1}`,
+    nw_dst: VIP,
+    tp_src: 10000 + ((i * 7919) % 50000),
+    tp_dst: 8080,
   }));
 }
 
@@ -101,7 +108,8 @@ beforeAll(async () => {
   // The client sends the VIP to the edge router, which spreads it by ECMP over the devices' next hops.
   inNamespace(edge(), ["ip", "route", "replace", `${VIP}/32`, ...DEVICES.flatMap((d) => ["nexthop", "via", NEXT_HOP[d], "dev", "eth0"])]);
   inNamespace(inv.client.namespace, ["ip", "route", "replace", `${VIP}/32`, "via", inv.edgeRouter!.address, "dev", "eth0"]);
-  for (const d of DEVICES) device[d] = await handlers.create("DistributorDevice", await checked("DistributorDevice", { host: hostOf(d), deviceId: d, uplinkBridge: "br-seg" }));
+  for (const d of DEVICES)
+    device[d] = await handlers.create("DistributorDevice", await checked("DistributorDevice", { host: hostOf(d), deviceId: d, uplinkBridge: "br-seg" }));
 });
 
 afterAll(async () => {
@@ -154,7 +162,9 @@ describe("one load balancer on two distributor devices", () => {
       try {
         // New connections succeed once the client has dropped dist1's next hop.
         await waitUntil(() => connectAndClose(inv.client.namespace, times(VIP, 8080, 10), { concurrency: 10, greetingTimeoutMs: 400 }).every((r) => !r.error), {
-          what: "new connections through dist2", timeoutMs: 10_000, intervalMs: 20,
+          what: "new connections through dist2",
+          timeoutMs: 10_000,
+          intervalMs: 20,
         });
         console.log(`${fault}: new connections succeed again ${Date.now() - started} ms after the fault`);
         const dist2Before = await forwarded("dist2");
@@ -175,10 +185,13 @@ describe("one load balancer on two distributor devices", () => {
       await apply("dist1", attachmentInputs("dist1"));
       expect(attachment.dist1.outs.lastApply.messages > 0).toBe(restarted);
       const dist1Before = await forwarded("dist1");
-      await waitUntil(async () => {
-        expect((await live!.round()).filter((c) => c.broken)).toEqual([]);
-        return (await forwarded("dist1")) > dist1Before;
-      }, { what: "dist1 carrying connections again", timeoutMs: 10_000, intervalMs: 100 });
+      await waitUntil(
+        async () => {
+          expect((await live!.round()).filter((c) => c.broken)).toEqual([]);
+          return (await forwarded("dist1")) > dist1Before;
+        },
+        { what: "dist1 carrying connections again", timeoutMs: 10_000, intervalMs: 100 },
+      );
     });
   }
 
@@ -195,7 +208,19 @@ describe("one load balancer on two distributor devices", () => {
 
   it("a slot's watchPort going down shows its bucket not live in ofproto/trace, next to a dump of the group, and in read's slotLiveness; it comes back with the port", async () => {
     const bridge = attachmentNames({ attachmentId: LB }).bridge;
-    await runChecked(ssh.dist1, ["ovs-vsctl", "--may-exist", "add-port", bridge, "wp-ha", "--", "set", "interface", "wp-ha", "type=internal", "ofport_request=77"]);
+    await runChecked(ssh.dist1, [
+      "ovs-vsctl",
+      "--may-exist",
+      "add-port",
+      bridge,
+      "wp-ha",
+      "--",
+      "set",
+      "interface",
+      "wp-ha",
+      "type=internal",
+      "ofport_request=77",
+    ]);
     try {
       inNamespace(inv.hosts.dist1.namespace, ["ip", "link", "set", "wp-ha", "up"]);
       const roles = ["active", "failed", "standby"] as const;
@@ -206,18 +231,41 @@ describe("one load balancer on two distributor devices", () => {
       expect(group).toContain("watch_port:77");
       expect((await picks("dist1", 200)).filter((m) => m === amp[0].mac).length).toBeGreaterThan(0);
       inNamespace(inv.hosts.dist1.namespace, ["ip", "link", "set", "wp-ha", "down"]);
-      const down = await waitUntil(async () => {
-        const p = packets(1, attachment.dist1.outs.frontendMac)[0];
-        const trace = await runChecked(ssh.dist1, ["ovs-appctl", "ofproto/trace", bridge, `tcp,in_port=1,dl_dst=${p.dl_dst},nw_src=${p.nw_src},nw_dst=${VIP},tcp_src=${p.tp_src},tcp_dst=8080`]);
-        return /not live/.test(trace) ? trace : undefined;
-      }, { what: "the watched bucket not live", timeoutMs: 10_000, intervalMs: 100 });
-      console.log(`group:\n${group.trim()}\ntrace with watch_port 77 down:\n${down.split("\n").filter((l) => /bucket|live|group/.test(l)).join("\n")}`);
+      const down = await waitUntil(
+        async () => {
+          const p = packets(1, attachment.dist1.outs.frontendMac)[0];
+          const trace = await runChecked(ssh.dist1, [
+            "ovs-appctl",
+            "ofproto/trace",
+            bridge,
+            `tcp,in_port=1,dl_dst=${p.dl_dst},nw_src=${p.nw_src},nw_dst=${VIP},tcp_src=${p.tp_src},tcp_dst=8080`,
+          ]);
+          return /not live/.test(trace) ? trace : undefined;
+        },
+        { what: "the watched bucket not live", timeoutMs: 10_000, intervalMs: 100 },
+      );
+      console.log(
+        `group:\n${group.trim()}\ntrace with watch_port 77 down:\n${down
+          .split("\n")
+          .filter((l) => /bucket|live|group/.test(l))
+          .join("\n")}`,
+      );
       expect(down).toMatch(/not live/);
       expect((await picks("dist1", 200)).filter((m) => m === amp[0].mac)).toEqual([]);
-      expect(((await handlers.read("DistributorAttachment", attachment.dist1.id, attachment.dist1.outs)).props as Props).slotLiveness).toEqual({ "1": false, "2": true });
+      expect(((await handlers.read("DistributorAttachment", attachment.dist1.id, attachment.dist1.outs)).props as Props).slotLiveness).toEqual({
+        "1": false,
+        "2": true,
+      });
       inNamespace(inv.hosts.dist1.namespace, ["ip", "link", "set", "wp-ha", "up"]);
-      await waitUntil(async () => (await picks("dist1", 200)).some((m) => m === amp[0].mac), { what: "the bucket live again", timeoutMs: 10_000, intervalMs: 100 });
-      expect(((await handlers.read("DistributorAttachment", attachment.dist1.id, attachment.dist1.outs)).props as Props).slotLiveness).toEqual({ "1": true, "2": true });
+      await waitUntil(async () => (await picks("dist1", 200)).some((m) => m === amp[0].mac), {
+        what: "the bucket live again",
+        timeoutMs: 10_000,
+        intervalMs: 100,
+      });
+      expect(((await handlers.read("DistributorAttachment", attachment.dist1.id, attachment.dist1.outs)).props as Props).slotLiveness).toEqual({
+        "1": true,
+        "2": true,
+      });
     } finally {
       await apply("dist1", attachmentInputs("dist1", ["active", "failed", "standby"]));
       await runChecked(ssh.dist1, ["ovs-vsctl", "--if-exists", "del-port", bridge, "wp-ha"]);
@@ -234,8 +282,15 @@ describe("one load balancer on two distributor devices", () => {
     try {
       for (const d of DEVICES) {
         const inputs = await checked("DistributorAttachment", {
-          host: hostOf(d), deviceId: d, uplinkBridge: "br-seg", attachmentId: B, loadBalancerId: B, vip: VIP, vlan: tenant.vlan,
-          frontendMac: derivedFrontendMac(`${B}/${d}`), amphorae: [{ name: "amp-b1", mac: amp[3].mac, role: "active", slot: 1 }],
+          host: hostOf(d),
+          deviceId: d,
+          uplinkBridge: "br-seg",
+          attachmentId: B,
+          loadBalancerId: B,
+          vip: VIP,
+          vlan: tenant.vlan,
+          frontendMac: derivedFrontendMac(`${B}/${d}`),
+          amphorae: [{ name: "amp-b1", mac: amp[3].mac, role: "active", slot: 1 }],
         });
         b[d] = await handlers.create("DistributorAttachment", inputs);
       }

@@ -41,7 +41,7 @@ async function removeLeftovers() {
     const n = attachmentNames({ attachmentId: id });
     await runChecked(dist1, ["ovs-vsctl", "--if-exists", "del-br", n.bridge, "--", "--if-exists", "del-port", "br-seg", n.uplinkPort]);
   }
-  await runChecked(dist1, ["ovs-vsctl", "remove", "open_vswitch", ".", "external_ids", "\"ovslb:distributor-device\""]);
+  await runChecked(dist1, ["ovs-vsctl", "remove", "open_vswitch", ".", "external_ids", '"ovslb:distributor-device"']);
 }
 
 async function checked(kind: string, news: Props): Promise<Props> {
@@ -144,7 +144,10 @@ describe("DistributorDevice and DistributorAttachment on dist1", () => {
     a = await create("DistributorAttachment", attachmentInputs());
     const fe = a.outs.frontendMac as string;
     expect(a.outs.bridge).toMatch(/^dlb-[0-9a-f]{8}$/);
-    expect(a.outs.slots.map((s: Props) => [s.slot, s.amphora])).toEqual([[1, "amp-1"], [2, "amp-2"]]);
+    expect(a.outs.slots.map((s: Props) => [s.slot, s.amphora])).toEqual([
+      [1, "amp-1"],
+      [2, "amp-2"],
+    ]);
 
     const names = greetings(inv.client.namespace, VIP, inv.backendPort, 60);
     const counts = byName(names);
@@ -194,13 +197,18 @@ describe("DistributorDevice and DistributorAttachment on dist1", () => {
     const onVm2 = live.names.map((n, i) => (n === "hv3-vm2" ? i : -1)).filter((i) => i >= 0);
     expect(onVm2.length).toBeGreaterThanOrEqual(50);
 
-    a = await update("DistributorAttachment", a.id, a.outs, attachmentInputs({
-      amphorae: [
-        { name: "amp-1", mac: vm.vm1.mac, role: "failed", slot: 1 },
-        { name: "amp-2", mac: vm.vm2.mac, role: "active", slot: 2 },
-        { name: "amp-3", mac: vm.vm3.mac, role: "standby" },
-      ],
-    }));
+    a = await update(
+      "DistributorAttachment",
+      a.id,
+      a.outs,
+      attachmentInputs({
+        amphorae: [
+          { name: "amp-1", mac: vm.vm1.mac, role: "failed", slot: 1 },
+          { name: "amp-2", mac: vm.vm2.mac, role: "active", slot: 2 },
+          { name: "amp-3", mac: vm.vm3.mac, role: "standby" },
+        ],
+      }),
+    );
     // One bundle: remove bucket 1, insert it again (same id, same position) with the standby's MAC.
     expect(a.outs.lastApply.messages).toBe(2);
     expect(a.outs.slots).toEqual([
@@ -245,7 +253,10 @@ describe("DistributorDevice and DistributorAttachment on dist1", () => {
     const mac = (n: number) => `02:00:00:00:0c:0${n}`;
     const amp = (n: number, role: string, slot?: number) => ({ name: `c${n}`, mac: mac(n), role, ...(slot ? { slot } : {}) });
     const inputs = (amphorae: Props[]) => attachmentInputs({ attachmentId: CLUSTER_C, vip: "10.0.0.212", frontendMac: "02:00:00:00:0c:fe", amphorae });
-    let c: { id: string; outs: Props; inputs: Props } = await create("DistributorAttachment", inputs([amp(1, "active", 1), amp(2, "active", 2), amp(3, "active", 3), amp(4, "standby")]));
+    let c: { id: string; outs: Props; inputs: Props } = await create(
+      "DistributorAttachment",
+      inputs([amp(1, "active", 1), amp(2, "active", 2), amp(3, "active", 3), amp(4, "standby")]),
+    );
     try {
       const { bridge, groupId, frontendMac } = c.outs;
       const probes = packets(2000, frontendMac).map((p) => ({ ...p, nw_dst: "10.0.0.212" }));
@@ -260,13 +271,20 @@ describe("DistributorDevice and DistributorAttachment on dist1", () => {
 
       // amp c2 fails: c4 takes slot 2 in place.
       c = await update("DistributorAttachment", c.id, c.outs, inputs([amp(1, "active", 1), amp(2, "failed", 2), amp(3, "active", 3), amp(4, "standby")]));
-      expect(c.outs.slots.map((x: Props) => [x.slot, x.amphora, x.takenOver])).toEqual([[1, "c1", undefined], [2, "c4", "c2"], [3, "c3", undefined]]);
+      expect(c.outs.slots.map((x: Props) => [x.slot, x.amphora, x.takenOver])).toEqual([
+        [1, "c1", undefined],
+        [2, "c4", "c2"],
+        [3, "c3", undefined],
+      ]);
       const first = await reached();
       start.forEach((m, i) => expect(first[i]).toBe(m === mac(2) ? mac(4) : m));
 
       // c1 fails too, no standby left: c4 keeps slot 2; slot 1 is vacant; only slot 1's tuples move.
       c = await update("DistributorAttachment", c.id, c.outs, inputs([amp(1, "failed", 1), amp(2, "failed", 2), amp(3, "active", 3), amp(4, "standby")]));
-      expect(c.outs.slots.map((x: Props) => [x.slot, x.amphora, x.takenOver])).toEqual([[2, "c4", "c2"], [3, "c3", undefined]]);
+      expect(c.outs.slots.map((x: Props) => [x.slot, x.amphora, x.takenOver])).toEqual([
+        [2, "c4", "c2"],
+        [3, "c3", undefined],
+      ]);
       expect(c.outs.vacantSlots).toEqual([1]);
       expect(c.outs.lastApply.operations).toEqual({ "remove-buckets": 1 });
       const second = await reached();
@@ -279,11 +297,22 @@ describe("DistributorDevice and DistributorAttachment on dist1", () => {
       expect(movedOffLive).toBe(0);
       expect(movedOffDead).toBeGreaterThan(0);
       expect(second.includes(mac(1))).toBe(false);
-      console.log(`second failure: ${movedOffLive} of ${probes.length - movedOffDead} traced tuples on live amphorae moved; ${movedOffDead} on the failed one moved to live ones`);
+      console.log(
+        `second failure: ${movedOffLive} of ${probes.length - movedOffDead} traced tuples on live amphorae moved; ${movedOffDead} on the failed one moved to live ones`,
+      );
 
       // A new standby joins with c4 still listed as a standby: it fills the vacant slot; c4 keeps slot 2.
-      c = await update("DistributorAttachment", c.id, c.outs, inputs([amp(1, "failed", 1), amp(2, "failed", 2), amp(3, "active", 3), amp(4, "standby"), amp(5, "standby")]));
-      expect(c.outs.slots.map((x: Props) => [x.slot, x.amphora, x.takenOver])).toEqual([[1, "c5", "c1"], [2, "c4", "c2"], [3, "c3", undefined]]);
+      c = await update(
+        "DistributorAttachment",
+        c.id,
+        c.outs,
+        inputs([amp(1, "failed", 1), amp(2, "failed", 2), amp(3, "active", 3), amp(4, "standby"), amp(5, "standby")]),
+      );
+      expect(c.outs.slots.map((x: Props) => [x.slot, x.amphora, x.takenOver])).toEqual([
+        [1, "c5", "c1"],
+        [2, "c4", "c2"],
+        [3, "c3", undefined],
+      ]);
       expect(c.outs.vacantSlots).toEqual([]);
       const third = await reached();
       // Slot 1 comes back under its old bucket id: exactly its own tuples return to it, now served by c5.
@@ -298,15 +327,16 @@ describe("DistributorDevice and DistributorAttachment on dist1", () => {
     const slot2 = a.outs.slots.find((s: Props) => s.slot === 2).bucketId;
     const rogue = "02:00:0a:00:00:99";
     await runChecked(dist1, ["ovs-ofctl", "-O", "OpenFlow15", "bundle", bridge, "-"], {
-      stdin: [
-        `group remove_bucket group_id=${groupId},command_bucket_id=${slot2}`,
-        `group insert_bucket group_id=${groupId},command_bucket_id=last,bucket=bucket_id:${slot2},weight:100,actions=set_field:${frontendMac}->eth_src,set_field:${rogue}->eth_dst,IN_PORT`,
-      ].join("\n") + "\n",
+      stdin:
+        [
+          `group remove_bucket group_id=${groupId},command_bucket_id=${slot2}`,
+          `group insert_bucket group_id=${groupId},command_bucket_id=last,bucket=bucket_id:${slot2},weight:100,actions=set_field:${frontendMac}->eth_src,set_field:${rogue}->eth_dst,IN_PORT`,
+        ].join("\n") + "\n",
     });
-    const read = (await handlers.read("DistributorAttachment", a.id, a.outs)) as { id: string; props: Props; inputs: Props };
+    const read = await handlers.read("DistributorAttachment", a.id, a.outs);
     expect(read.id).toBe(a.id);
-    expect(read.inputs.amphorae.find((x: Props) => x.name === "amp-2").mac).toBe(rogue);
-    expect(read.props.slots.find((s: Props) => s.slot === 2).mac).toBe(rogue);
+    expect((read.inputs as Props).amphorae.find((x: Props) => x.name === "amp-2").mac).toBe(rogue);
+    expect((read.props as Props).slots.find((s: Props) => s.slot === 2).mac).toBe(rogue);
     expect((await handlers.diff("DistributorAttachment", a.id, read.props, a.inputs)).changes).toBe(true);
 
     a = await update("DistributorAttachment", a.id, read.props, a.inputs);
@@ -348,7 +378,12 @@ describe("DistributorDevice and DistributorAttachment on dist1", () => {
   it("isolation: two tenants with the same VIP on one device carry traffic at once; deleting one leaves the other untouched, flow by flow", async () => {
     const tenant = inv.tenantClient!;
     const b = await create("DistributorAttachment", {
-      host, deviceId: DEVICE, uplinkBridge: "br-seg", attachmentId: TENANT_B, vip: VIP, vlan: tenant.vlan,
+      host,
+      deviceId: DEVICE,
+      uplinkBridge: "br-seg",
+      attachmentId: TENANT_B,
+      vip: VIP,
+      vlan: tenant.vlan,
       amphorae: [{ name: "amp-b1", mac: vm.vm4.mac, role: "active", slot: 1 }],
     });
     expect(b.outs.bridge).not.toBe(a.outs.bridge);
@@ -375,7 +410,7 @@ describe("DistributorDevice and DistributorAttachment on dist1", () => {
     const snapshot = async () => {
       const of = ofctl(a.outs.bridge);
       const flows = (await of.dumpFlows()).map(({ nPackets: _p, nBytes: _b, ...f }) => JSON.stringify(f, (_, v) => (typeof v === "bigint" ? `${v}` : v)));
-      const ports = (await runChecked(dist1, ["ovs-vsctl", "--columns=name,tag,external_ids", "list", "port", a.outs.uplinkPort]));
+      const ports = await runChecked(dist1, ["ovs-vsctl", "--columns=name,tag,external_ids", "list", "port", a.outs.uplinkPort]);
       return { flows: flows.sort(), groups: JSON.stringify(await of.dumpGroups()), ports };
     };
     const beforeDelete = await snapshot();

@@ -53,12 +53,20 @@ const outputsOf = (type: string, name?: string) =>
  * DsrHypervisorFlows' bfd), which can lag the other by a detection time.
  */
 async function settled(): Promise<void> {
-  await waitUntil(async () => {
-    await stack.refresh();
-    const gateways = (outputsOf("DeferredNatLoadBalancer").health as { bfd: Record<string, string> }[]).every((h) => h.bfd.gw1 === "up" && h.bfd.gw2 === "up");
-    const hypervisors = stack.resources().filter((r) => r.type.endsWith(":DsrHypervisorFlows")).map((r) => Object.values((r.outputs.bfd ?? {}) as Record<string, string>));
-    return gateways && hypervisors.length > 0 && hypervisors.every((states) => states.length > 0 && states.every((s) => s === "up"));
-  }, { timeoutMs: 30_000, intervalMs: 1000, what: "every BFD session up, seen from both ends" });
+  await waitUntil(
+    async () => {
+      await stack.refresh();
+      const gateways = (outputsOf("DeferredNatLoadBalancer").health as { bfd: Record<string, string> }[]).every(
+        (h) => h.bfd.gw1 === "up" && h.bfd.gw2 === "up",
+      );
+      const hypervisors = stack
+        .resources()
+        .filter((r) => r.type.endsWith(":DsrHypervisorFlows"))
+        .map((r) => Object.values((r.outputs.bfd ?? {}) as Record<string, string>));
+      return gateways && hypervisors.length > 0 && hypervisors.every((states) => states.length > 0 && states.every((s) => s === "up"));
+    },
+    { timeoutMs: 30_000, intervalMs: 1000, what: "every BFD session up, seen from both ends" },
+  );
 }
 
 /** A pipeline's drift check: refresh in memory, fail on any change. Returns the error when it failed. */
@@ -102,12 +110,16 @@ describe("drift: apply, break by hand, refresh, see it, update, converge", () =>
     // hv2-vm1's bucket, and a port toward hv1: a gateway cannot use a bucket behind a missing port, so read would not name it.
     const group = Object.values(outputsOf("DeferredNatLoadBalancer").groupIds as Record<string, number>)[0];
     const hv2vm1 = inv.backends.find((b) => b.name === "hv2-vm1")!;
-    const bucketId = Object.values(outputsOf("DeferredNatLoadBalancer").bucketIds as Record<string, Record<string, number>>)[0][`${hv2vm1.address}:${inv.backendPort}#0`];
+    const bucketId = Object.values(outputsOf("DeferredNatLoadBalancer").bucketIds as Record<string, Record<string, number>>)[0][
+      `${hv2vm1.address}:${inv.backendPort}#0`
+    ];
     await run("gw1", ["ovs-ofctl", "-O", "OpenFlow15", "remove-buckets", "br-seg", `group_id=${group},command_bucket_id=${bucketId}`]);
     const cookie = outputsOf("DsrHypervisorFlows", "web-health-hv1").cookie as string;
     await run("hv1", ["ovs-ofctl", "-O", "OpenFlow15", "del-flows", "br-seg", `cookie=${cookie}/-1,ip,nw_dst=${VIP}`]);
     const ours = (await ports("gw1")).filter((p) => !portsBefore.includes(p));
-    const remotes = await Promise.all(ours.map(async (p) => (await run("gw1", ["ovs-vsctl", "get", "Interface", p, "options:remote_ip"])).trim().replace(/"/g, "")));
+    const remotes = await Promise.all(
+      ours.map(async (p) => (await run("gw1", ["ovs-vsctl", "get", "Interface", p, "options:remote_ip"])).trim().replace(/"/g, "")),
+    );
     const port = ours.find((_, i) => remotes[i] === inv.hosts.hv1.underlay!.address)!;
     expect(port).toBeDefined();
     await run("gw1", ["ovs-vsctl", "del-port", port]);
@@ -115,13 +127,21 @@ describe("drift: apply, break by hand, refresh, see it, update, converge", () =>
     const refreshed = await stack.refresh();
     expect(refreshed.changes).toBe(true);
     const drift = outputsOf("DeferredNatLoadBalancer").drift as string[];
-    expect(drift).toEqual(expect.arrayContaining([expect.stringMatching(new RegExp(`^gw1: .*bucket ${bucketId} .*missing`)), expect.stringMatching(/^gw1: .* port to hypervisor hv1 missing/)]));
+    expect(drift).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(new RegExp(`^gw1: .*bucket ${bucketId} .*missing`)),
+        expect.stringMatching(/^gw1: .* port to hypervisor hv1 missing/),
+      ]),
+    );
     expect(lb(refreshed).changedPaths!.length).toBeGreaterThan(0);
     expect(hvFlows(refreshed, "hv1").changedPaths!.length).toBeGreaterThan(0);
 
     const failed = await pipelineCheck();
     expect(failed?.message).toMatch(/changes where none were expected/);
-    const wouldUpdate = failed!.result.steps.filter((s) => s.op === "update").map((s) => s.urn.split("::").at(-1)).sort();
+    const wouldUpdate = failed!.result.steps
+      .filter((s) => s.op === "update")
+      .map((s) => s.urn.split("::").at(-1))
+      .sort();
     expect(wouldUpdate).toEqual(["web-health", "web-health-hv1"]);
 
     const up = await stack.up();

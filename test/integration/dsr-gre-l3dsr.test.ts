@@ -119,8 +119,15 @@ describe("DsrHypervisorFlows gre mode behind an external L3DSR load balancer", (
   });
 
   it("drift: a request flow deleted by hand is reported and restored alone", async () => {
-    await hv1.run(["ovs-ofctl", "-O", "OpenFlow15", "del-flows", "--strict", "br-seg",
-      `cookie=${dsr.outputs.cookie}/-1,table=0,priority=1000,tcp,in_port=${(await hv1.run(["ovs-vsctl", "get", "interface", dsr.outputs.gre.port, "ofport"])).stdout.trim()},tun_src=${inv.l3dsr!.underlay.address},tun_id=0x2f,nw_dst=${VIP},tp_dst=80`]);
+    await hv1.run([
+      "ovs-ofctl",
+      "-O",
+      "OpenFlow15",
+      "del-flows",
+      "--strict",
+      "br-seg",
+      `cookie=${dsr.outputs.cookie}/-1,table=0,priority=1000,tcp,in_port=${(await hv1.run(["ovs-vsctl", "get", "interface", dsr.outputs.gre.port, "ofport"])).stdout.trim()},tun_src=${inv.l3dsr!.underlay.address},tun_id=0x2f,nw_dst=${VIP},tp_dst=80`,
+    ]);
     const read = await dsr.read();
     expect(read.inputs.vips.map((v: { address: string }) => v.address).sort()).toEqual([VIP_DENIED, VIP_TWO].sort());
     dsr.outputs = read.props;

@@ -85,9 +85,7 @@ describe("DsrHypervisorFlows through the dynamic-provider plugin over gRPC", () 
     bad.vips[0].backends.push({ ...bad.vips[0].backends[0] });
     bad.vips.push({ address: vm3.address, port: 80, backends: [{ ...bad.vips[0].backends[1], address: "10.0.0.300" }] });
     const { failures } = await plugin.check({}, bad);
-    expect(failures).toEqual([
-      { property: "vips[1].backends[0].address", reason: expect.stringMatching(/IPv4 address/) },
-    ]);
+    expect(failures).toEqual([{ property: "vips[1].backends[0].address", reason: expect.stringMatching(/IPv4 address/) }]);
     bad.vips.pop();
     expect((await plugin.check({}, bad)).failures).toEqual([
       { property: "vips[0].backends[2]", reason: "duplicates vips[0].backends[0]: the same address and port" },
@@ -96,7 +94,7 @@ describe("DsrHypervisorFlows through the dynamic-provider plugin over gRPC", () 
     const checked = await plugin.check({}, program);
     expect(checked.failures).toEqual([]);
     expect(checked.inputs.mode).toBe("mac");
-    expect((checked.inputs).vips[0].backends[0].mac).toBe(vm3.mac);
+    expect(checked.inputs.vips[0].backends[0].mac).toBe(vm3.mac);
     program = checked.inputs;
   });
 
@@ -119,12 +117,17 @@ describe("DsrHypervisorFlows through the dynamic-provider plugin over gRPC", () 
   it("diff is none for the same inputs; a hand-deleted reply flow reads as that backend missing; update restores it", async () => {
     expect((await plugin.diff(id, outputs, program)).changes).toBe("none");
     const r = await hv2.run([
-      "ovs-ofctl", "-O", "OpenFlow15", "del-flows", "--strict", "br-seg",
+      "ovs-ofctl",
+      "-O",
+      "OpenFlow15",
+      "del-flows",
+      "--strict",
+      "br-seg",
       `priority=1000,cookie=0x${cookieOf(id).toString(16)}/-1,ct_state=-trk,tcp,in_port=${outputs.ofports.vm3},nw_src=${vm3.address},tp_src=8080`,
     ]);
     expect(r.exitCode).toBe(0);
     const drifted = await plugin.read(id, outputs);
-    expect((drifted.inputs).vips[0].backends.map((b: Props) => b.bridgePort)).toEqual(["vm4"]);
+    expect(drifted.inputs.vips[0].backends.map((b: Props) => b.bridgePort)).toEqual(["vm4"]);
     expect((await plugin.diff(id, drifted.properties, program)).changes).toBe("some");
     expect((await plugin.diff(id, drifted.properties, program)).replaces).toEqual([]);
 

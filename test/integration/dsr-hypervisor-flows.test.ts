@@ -150,7 +150,11 @@ describe("DsrHypervisorFlows on hv1 (mac mode)", () => {
     const clientPort = peer.split(":").at(-1);
     const entries = await conntrack(outputs.ctZone);
     const entry = entries.find((e) => e.includes(`sport=${clientPort},dport=80`));
-    expect(entry).toMatch(new RegExp(`orig=\\(src=10\\.0\\.0\\.2,dst=${VIP_A},sport=${clientPort},dport=80\\),reply=\\(src=10\\.0\\.0\\.102,dst=10\\.0\\.0\\.2,sport=8080,dport=${clientPort}\\),zone=${outputs.ctZone}`));
+    expect(entry).toMatch(
+      new RegExp(
+        `orig=\\(src=10\\.0\\.0\\.2,dst=${VIP_A},sport=${clientPort},dport=80\\),reply=\\(src=10\\.0\\.0\\.102,dst=10\\.0\\.0\\.2,sport=8080,dport=${clientPort}\\),zone=${outputs.ctZone}`,
+      ),
+    );
     expect(await c.exchange()).toEqual(["hv1-vm2 ping 0"]);
   });
 
@@ -270,4 +274,3 @@ describe("DsrHypervisorFlows on hv1 (mac mode)", () => {
     await ofctl("del-flows", "br-seg", `cookie=0x${FOREIGN.toString(16)}/-1`);
   });
 });
-

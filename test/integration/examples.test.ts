@@ -37,7 +37,11 @@ function answered(vip: string, port: number, count: number): Record<string, numb
   }
   return seen;
 }
-const opsOf = (r: Result) => r.steps.filter((s) => s.custom).map((s) => `${s.op} ${s.type.split(":").at(-1)}`).sort();
+const opsOf = (r: Result) =>
+  r.steps
+    .filter((s) => s.custom)
+    .map((s) => `${s.op} ${s.type.split(":").at(-1)}`)
+    .sort();
 
 beforeAll(() => {
   inv = loadInventory();
@@ -89,11 +93,14 @@ describe("examples/deferred-nat-health: GRE delivery with BFD liveness", () => {
     const up = await stack.up();
     expect(opsOf(up)).toEqual(["create DeferredNatLoadBalancer", "create DsrHypervisorFlows", "create DsrHypervisorFlows"]);
     let health: { backend: string; bfd: Record<string, string> }[] = [];
-    await waitUntil(async () => {
-      await stack.refresh();
-      health = (await stack.preview()).outputs.health as typeof health;
-      return health.length === 4 && health.every((h) => h.bfd.gw1 === "up" && h.bfd.gw2 === "up");
-    }, { timeoutMs: 20_000, intervalMs: 500, what: "BFD up on both gateways toward both hypervisors" });
+    await waitUntil(
+      async () => {
+        await stack.refresh();
+        health = (await stack.preview()).outputs.health as typeof health;
+        return health.length === 4 && health.every((h) => h.bfd.gw1 === "up" && h.bfd.gw2 === "up");
+      },
+      { timeoutMs: 20_000, intervalMs: 500, what: "BFD up on both gateways toward both hypervisors" },
+    );
     expect((await stack.preview()).outputs.stale).toEqual([]);
     const seen = answered("10.0.0.202", 80, 40);
     expect(Object.keys(seen).sort()).toEqual(["hv1-vm1", "hv1-vm2", "hv2-vm1", "hv2-vm2"]);

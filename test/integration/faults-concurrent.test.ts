@@ -26,7 +26,11 @@ const lbInputs = (backends: number[], vips = 1) => {
   for (const v of lb.vips) v.backends = backends.map(faultBackend);
   return lb;
 };
-const groupCount = () => host.ofctl("dump-groups", host.bridge).split("\n").filter((l) => l.includes("group_id=")).length;
+const groupCount = () =>
+  host
+    .ofctl("dump-groups", host.bridge)
+    .split("\n")
+    .filter((l) => l.includes("group_id=")).length;
 
 beforeAll(async () => {
   host = await new FaultHost(loadInventory(), "cc", 208).up();
@@ -75,7 +79,9 @@ describe("concurrent writers", () => {
       ungate();
     }
     expect(bOutcome).toBeInstanceOf(Error);
-    expect((bOutcome as Error).message).toMatch(/root@172\.31\.208\.2:22: another operation on deferred-nat\/flt-cc is in progress \(it holds ovsdb lock ovslb_[0-9a-f]{24} there\): nothing was changed; run again once it has ended/);
+    expect((bOutcome as Error).message).toMatch(
+      /root@172\.31\.208\.2:22: another operation on deferred-nat\/flt-cc is in progress \(it holds ovsdb lock ovslb_[0-9a-f]{24} there\): nothing was changed; run again once it has ended/,
+    );
     expect(bundlesOfB).toBe(0);
     // Nothing of a is lost: the host is what a recorded.
     expect(groupCount()).toBe(2);
@@ -89,8 +95,26 @@ describe("concurrent writers", () => {
   });
 
   it("a load balancer whose two gateways are two bridges of one host takes that host's lock once, not against itself", async () => {
-    host.vsctl("--may-exist", "add-br", "br-flt2", "--", "set", "bridge", "br-flt2", "datapath_type=netdev",
-      "--", "--may-exist", "add-port", "br-flt2", "fseg2", "--", "set", "interface", "fseg2", "type=internal");
+    host.vsctl(
+      "--may-exist",
+      "add-br",
+      "br-flt2",
+      "--",
+      "set",
+      "bridge",
+      "br-flt2",
+      "datapath_type=netdev",
+      "--",
+      "--may-exist",
+      "add-port",
+      "br-flt2",
+      "fseg2",
+      "--",
+      "set",
+      "interface",
+      "fseg2",
+      "type=internal",
+    );
     const one = lbInputs([1, 2]);
     const two = { ...one, gateways: [...one.gateways, { ...one.gateways[0], name: "g2", bridge: "br-flt2", segmentPort: "fseg2", mac: "02:00:0f:00:00:02" }] };
     const lb = new ProviderDriver("DeferredNatLoadBalancer");
@@ -147,7 +171,9 @@ describe("concurrent writers", () => {
     expect(ids).not.toContain("ovslb:owner");
     expect(ids).toMatch(/team=a/);
     // The next update sees the row is no longer ours and refuses to take it over.
-    await expect(handle("OvsBridge", "update", [created.id, created.outs, { ...inputs.inputs, externalIds: { team: "b" } }])).rejects.toThrow(/refusing to take it over/);
+    await expect(handle("OvsBridge", "update", [created.id, created.outs, { ...inputs.inputs, externalIds: { team: "b" } }])).rejects.toThrow(
+      /refusing to take it over/,
+    );
     host.vsctl("del-br", "br-cc");
   });
 });

@@ -43,11 +43,14 @@ const leftovers = () => ({ sockets: openSockets(), sessions: host.processes("ssh
  * holds no more sockets than `sockets`; fails naming what is left.
  */
 function nothingLeft(what: string, sockets = Number.POSITIVE_INFINITY) {
-  return waitUntil(() => {
-    const now = leftovers();
-    if (now.sessions === 0 && now.ofctl === 0 && now.sockets <= sockets) return now;
-    throw new Error(JSON.stringify(now));
-  }, { what, timeoutMs: 6_000 });
+  return waitUntil(
+    () => {
+      const now = leftovers();
+      if (now.sessions === 0 && now.ofctl === 0 && now.sockets <= sockets) return now;
+      throw new Error(JSON.stringify(now));
+    },
+    { what, timeoutMs: 6_000 },
+  );
 }
 
 describe("hung hosts", () => {
@@ -56,7 +59,9 @@ describe("hung hosts", () => {
     stop(host.pid("sshd"));
     const lb = new ProviderDriver("DeferredNatLoadBalancer");
     const started = Date.now();
-    await expect(lb.create(inputs({ connectTimeoutMs: 1_500 }))).rejects.toThrow(/root@172\.31\.207\.2:22: connect failed: Timed out while waiting for handshake/);
+    await expect(lb.create(inputs({ connectTimeoutMs: 1_500 }))).rejects.toThrow(
+      /root@172\.31\.207\.2:22: connect failed: Timed out while waiting for handshake/,
+    );
     expect(Date.now() - started).toBeLessThan(10_000);
     await waitUntil(() => openSockets() <= before.sockets, { what: "this process's sockets to be back to their count", timeoutMs: 3_000 });
   });
@@ -67,7 +72,9 @@ describe("hung hosts", () => {
     const before = await nothingLeft("the host to be idle");
     stop(host.pid("ovs-vswitchd"));
     const started = Date.now();
-    await expect(lb.create(inputs({ commandTimeoutMs: 1_500 }))).rejects.toThrow(/root@172\.31\.207\.2:22: ovs-ofctl timed out after 1500 ms \(commandTimeoutMs\); abandoned/);
+    await expect(lb.create(inputs({ commandTimeoutMs: 1_500 }))).rejects.toThrow(
+      /root@172\.31\.207\.2:22: ovs-ofctl timed out after 1500 ms \(commandTimeoutMs\); abandoned/,
+    );
     expect(Date.now() - started).toBeLessThan(10_000);
     // While ovs-vswitchd is still stopped: nothing of the abandoned operation remains.
     await nothingLeft("no ovs-ofctl, sshd session or socket left", before.sockets);
@@ -78,7 +85,9 @@ describe("hung hosts", () => {
     const lb = new ProviderDriver("DeferredNatLoadBalancer");
     const before = await nothingLeft("the host to be idle");
     stop(host.pid("ovsdb-server"));
-    await expect(lb.create(inputs({ commandTimeoutMs: 1_500 }))).rejects.toThrow(/root@172\.31\.207\.2:22: ovsdb lock \(ovslb_[0-9a-f]{24}\): no reply: timed out after 1500 ms/);
+    await expect(lb.create(inputs({ commandTimeoutMs: 1_500 }))).rejects.toThrow(
+      /root@172\.31\.207\.2:22: ovsdb lock \(ovslb_[0-9a-f]{24}\): no reply: timed out after 1500 ms/,
+    );
     await nothingLeft("no sshd session or socket left", before.sockets);
   });
 
@@ -98,7 +107,9 @@ describe("hung hosts", () => {
       process.kill(vswitchd, "SIGCONT");
     }, 1);
     try {
-      await expect(lb.create(inputs({ commandTimeoutMs: 1_500 }))).rejects.toThrow(/root@172\.31\.207\.2:22: .*timed out after 1500 ms \(commandTimeoutMs\); abandoned/);
+      await expect(lb.create(inputs({ commandTimeoutMs: 1_500 }))).rejects.toThrow(
+        /root@172\.31\.207\.2:22: .*timed out after 1500 ms \(commandTimeoutMs\); abandoned/,
+      );
     } finally {
       clearInterval(watch);
       process.kill(vswitchd, "SIGCONT");
@@ -113,10 +124,7 @@ describe("hung hosts", () => {
   it("the session stopped once logged in, before a channel opens: a command, and a socket channel, are abandoned after commandTimeoutMs", async () => {
     process.kill(host.pid("ovs-vswitchd"), "SIGCONT");
     const before = await nothingLeft("the host to be idle");
-    for (const open of [
-      (s: SshSession) => s.run(["ovs-vsctl", "--version"]),
-      (s: SshSession) => s.openUnixStream(`${host.rundir}/db.sock`),
-    ]) {
+    for (const open of [(s: SshSession) => s.run(["ovs-vsctl", "--version"]), (s: SshSession) => s.openUnixStream(`${host.rundir}/db.sock`)]) {
       const session = await SshSession.connect({ ...host.connection, commandTimeoutMs: 1_000 });
       await waitUntil(() => host.processes("sshd: root").length > 0, { what: "the connection's session on the host" });
       host.processes("sshd: root").forEach(stop);

@@ -20,8 +20,16 @@ let hosts: FaultHost[];
 let plugin: PluginCall;
 let inputs: Props;
 
-const groupsOn = (h: FaultHost) => h.ofctl("dump-groups", h.bridge).split("\n").filter((l) => l.includes("group_id=")).length;
-const vipFlowsOn = (h: FaultHost) => h.ofctl("--no-stats", "dump-flows", h.bridge).split("\n").filter((l) => l.includes("nw_dst=")).length;
+const groupsOn = (h: FaultHost) =>
+  h
+    .ofctl("dump-groups", h.bridge)
+    .split("\n")
+    .filter((l) => l.includes("group_id=")).length;
+const vipFlowsOn = (h: FaultHost) =>
+  h
+    .ofctl("--no-stats", "dump-flows", h.bridge)
+    .split("\n")
+    .filter((l) => l.includes("nw_dst=")).length;
 
 async function failure(p: Promise<unknown>): Promise<PluginError> {
   try {
@@ -61,7 +69,9 @@ describe("two gateways, one failing", () => {
       // Both gone: both named.
       await hosts[0].kill("sshd");
       const both = await failure(plugin.create(inputs));
-      expect(both.message).toMatch(/no host was changed: 2 of 2 hosts unreachable: root@172\.31\.203\.2:22: connect failed: .*; root@172\.31\.204\.2:22: connect failed/);
+      expect(both.message).toMatch(
+        /no host was changed: 2 of 2 hosts unreachable: root@172\.31\.203\.2:22: connect failed: .*; root@172\.31\.204\.2:22: connect failed/,
+      );
     } finally {
       for (const h of hosts) if (h.processes("sshd").length === 0) h.startSshd();
     }
@@ -69,11 +79,25 @@ describe("two gateways, one failing", () => {
 
   it("one refusing its bundle: g1 changed, g2 not; the partial outputs claim only g1, refresh reads them, and update converges", async () => {
     // g2's table 0 full (its NORMAL flow is the one it may hold): OVS refuses the bundle whole at commit.
-    hosts[1].vsctl("--", "--id=@ft", "create", "Flow_Table", "flow_limit=1", "overflow_policy=refuse", "--", "set", "Bridge", hosts[1].bridge, "flow_tables:0=@ft");
+    hosts[1].vsctl(
+      "--",
+      "--id=@ft",
+      "create",
+      "Flow_Table",
+      "flow_limit=1",
+      "overflow_policy=refuse",
+      "--",
+      "set",
+      "Bridge",
+      hosts[1].bridge,
+      "flow_tables:0=@ft",
+    );
     let recorded: Props;
     try {
       const err = await failure(plugin.create(inputs));
-      expect(err.message).toMatch(/deferred-nat\/flt-part: changed root@172\.31\.203\.2:22 \(g1\); root@172\.31\.204\.2:22 \(g2\): not changed: .*OFPFMFC_TABLE_FULL/);
+      expect(err.message).toMatch(
+        /deferred-nat\/flt-part: changed root@172\.31\.203\.2:22 \(g1\); root@172\.31\.204\.2:22 \(g2\): not changed: .*OFPFMFC_TABLE_FULL/,
+      );
       expect(err.initFailed).toBeDefined();
       const { id, properties, reasons } = err.initFailed!;
       expect(id).toBe("deferred-nat/flt-part");

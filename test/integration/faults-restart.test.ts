@@ -26,8 +26,14 @@ const big = () => {
   return lb;
 };
 const counts = (h: FaultHost) => ({
-  groups: h.ofctl("dump-groups", h.bridge).split("\n").filter((l) => l.includes("group_id=")).length,
-  flows: h.ofctl("--no-stats", "dump-flows", h.bridge).split("\n").filter((l) => l.includes("nw_dst=")).length,
+  groups: h
+    .ofctl("dump-groups", h.bridge)
+    .split("\n")
+    .filter((l) => l.includes("group_id=")).length,
+  flows: h
+    .ofctl("--no-stats", "dump-flows", h.bridge)
+    .split("\n")
+    .filter((l) => l.includes("nw_dst=")).length,
 });
 
 beforeAll(async () => {
@@ -39,7 +45,11 @@ afterAll(() => {
 });
 
 /** Runs the update; once `host` runs the bundle, restarts its `daemon` (SIGKILL, then started as before). */
-async function updateRestarting(lb: ProviderDriver, host: FaultHost, daemon: "ovs-vswitchd" | "ovsdb-server"): Promise<(Error & { id?: string; properties?: Props }) | undefined> {
+async function updateRestarting(
+  lb: ProviderDriver,
+  host: FaultHost,
+  daemon: "ovs-vswitchd" | "ovsdb-server",
+): Promise<(Error & { id?: string; properties?: Props }) | undefined> {
   let restarted: Promise<void> | undefined;
   const watch = setInterval(() => {
     if (restarted || host.processes("sh -c").length === 0) return;

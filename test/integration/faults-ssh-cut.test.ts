@@ -31,8 +31,14 @@ afterAll(() => host?.down());
 
 /** Groups and VIP flows of the bridge (the NORMAL flow aside). */
 function counts(): { groups: number; flows: number } {
-  const groups = host.ofctl("dump-groups", host.bridge).split("\n").filter((l) => l.includes("group_id=")).length;
-  const flows = host.ofctl("--no-stats", "dump-flows", host.bridge).split("\n").filter((l) => l.includes("cookie=") && !l.includes("actions=NORMAL")).length;
+  const groups = host
+    .ofctl("dump-groups", host.bridge)
+    .split("\n")
+    .filter((l) => l.includes("group_id=")).length;
+  const flows = host
+    .ofctl("--no-stats", "dump-flows", host.bridge)
+    .split("\n")
+    .filter((l) => l.includes("cookie=") && !l.includes("actions=NORMAL")).length;
   return { groups, flows };
 }
 
@@ -87,8 +93,13 @@ describe("SSH cut mid-apply", () => {
       };
       const before = host.dataplane();
       const bridge = new OpenFlowBridge(cutting, bridgeSocket(host.ovsHost, host.bridge));
-      const mods = [1, 2, 3].map((i) => ({ op: "add-flow" as const, flow: { cookie: 0xf1n, table: 0, priority: 100, match: { protocol: "ip", nw_dst: `10.99.0.${i}` }, actions: [{ type: "drop" as const }] } }));
-      await expect(bridge.applyBundle(mods as never)).rejects.toThrow(/root@172\.31\.201\.2:22: bridge .*bundle not applied: bundle arrived incomplete \(\d+ of \d+ bytes\)/);
+      const mods = [1, 2, 3].map((i) => ({
+        op: "add-flow" as const,
+        flow: { cookie: 0xf1n, table: 0, priority: 100, match: { protocol: "ip", nw_dst: `10.99.0.${i}` }, actions: [{ type: "drop" as const }] },
+      }));
+      await expect(bridge.applyBundle(mods as never)).rejects.toThrow(
+        /root@172\.31\.201\.2:22: bridge .*bundle not applied: bundle arrived incomplete \(\d+ of \d+ bytes\)/,
+      );
       expect(host.dataplane()).toEqual(before);
     } finally {
       ssh.close();

@@ -30,7 +30,16 @@ beforeAll(async () => {
   inv = loadInventory();
   admin = await labSsh(inv, HOST);
   const made = await admin.run([
-    "ovs-vsctl", "--may-exist", "add-br", BRIDGE, "--", "set", "bridge", BRIDGE, "datapath_type=netdev", "fail_mode=secure",
+    "ovs-vsctl",
+    "--may-exist",
+    "add-br",
+    BRIDGE,
+    "--",
+    "set",
+    "bridge",
+    BRIDGE,
+    "datapath_type=netdev",
+    "fail_mode=secure",
     "protocols=OpenFlow10,OpenFlow13,OpenFlow14,OpenFlow15",
   ]);
   expect(made.exitCode, made.stderr).toBe(0);
@@ -56,7 +65,10 @@ async function acceptedSample(kind: Kind, seed: number): Promise<Record<string, 
 }
 
 async function clear() {
-  for (const argv of [["ovs-ofctl", "-O", "OpenFlow15", "del-flows", BRIDGE], ["ovs-ofctl", "-O", "OpenFlow15", "del-groups", BRIDGE]]) {
+  for (const argv of [
+    ["ovs-ofctl", "-O", "OpenFlow15", "del-flows", BRIDGE],
+    ["ovs-ofctl", "-O", "OpenFlow15", "del-groups", BRIDGE],
+  ]) {
     const r = await admin.run(argv);
     expect(r.exitCode, r.stderr).toBe(0);
   }

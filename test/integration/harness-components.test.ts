@@ -51,7 +51,12 @@ describe("components through the harness (preview)", () => {
     const args = {
       delivery: "gre",
       gateways: ["gw1", "gw2"].map((g) => ({
-        name: g, host: host(g), bridge: "br-seg", segmentPort: "seg0", mac: inv.hosts[g].segment!.mac, tunnelAddress: inv.hosts[g].underlay!.address,
+        name: g,
+        host: host(g),
+        bridge: "br-seg",
+        segmentPort: "seg0",
+        mac: inv.hosts[g].segment!.mac,
+        tunnelAddress: inv.hosts[g].underlay!.address,
       })),
       hypervisors: ["hv1", "hv2", "hv3"].map((h) => ({ name: h, host: host(h), bridge: "br-seg", tunnelAddress: inv.hosts[h].underlay!.address })),
       vips: [{ address: "10.0.0.230", port: 80, protocol: "tcp", backends: ["hv1-vm1", "hv1-vm2", "hv2-vm1"].map(backend) }],
@@ -71,10 +76,15 @@ describe("components through the harness (preview)", () => {
     for (const k of kids) expect(k.urn).toContain("ovslb:index:DeferredNatService$pulumi-nodejs:dynamic/ovslb:");
     const [hv1, hv2, lb] = kids;
     expect(hv1.inputs).toMatchObject({
-      name: "svc", bridge: "br-seg", mode: "gre", host: { connection: { host: inv.hosts.hv1.address } },
+      name: "svc",
+      bridge: "br-seg",
+      mode: "gre",
+      host: { connection: { host: inv.hosts.hv1.address } },
       gre: { allowedSources: [inv.hosts.gw1.underlay!.address, inv.hosts.gw2.underlay!.address], key: greKeyOf({ name: "svc" }) },
     });
-    expect(hv1.inputs!.vips).toEqual([{ address: "10.0.0.230", port: 80, protocol: "tcp", backends: [backend("hv1-vm1"), backend("hv1-vm2")].map(({ hypervisor: _h, ...b }) => b) }]);
+    expect(hv1.inputs!.vips).toEqual([
+      { address: "10.0.0.230", port: 80, protocol: "tcp", backends: [backend("hv1-vm1"), backend("hv1-vm2")].map(({ hypervisor: _h, ...b }) => b) },
+    ]);
     expect(hv2.inputs!.vips[0].backends.map((b: any) => b.bridgePort)).toEqual([backend("hv2-vm1").bridgePort]);
     expect(lb.inputs).toMatchObject({ name: "svc", delivery: "gre" });
     expect(lb.inputs!.gateways.map((g: any) => [g.name, g.tunnelAddress])).toEqual(args.gateways.map((g) => [g.name, g.tunnelAddress]));
@@ -91,7 +101,12 @@ describe("components through the harness (preview)", () => {
       loadBalancer,
       hypervisors: ["hv1", "hv2"].map((h) => ({ name: h, host: host(h), bridge: "br-phy" })),
       vips: [
-        { address: "10.0.0.180", port: 80, protocol: "tcp", backends: [{ address: "10.0.0.101", port: 8080, mac: "02:00:0a:00:00:65", hypervisor: "hv2", bridgePort: "vm1" }] },
+        {
+          address: "10.0.0.180",
+          port: 80,
+          protocol: "tcp",
+          backends: [{ address: "10.0.0.101", port: 8080, mac: "02:00:0a:00:00:65", hypervisor: "hv2", bridgePort: "vm1" }],
+        },
       ],
     };
     const r = await preview({ component: "TransparentDsr", args });
@@ -100,8 +115,14 @@ describe("components through the harness (preview)", () => {
     const kids = children(r, tdsr);
     expect(kids.map((k) => [k.type, k.urn.split("::").pop()])).toEqual([[`${DYNAMIC}DsrHypervisorFlows`, "tdsr-hv2"]]);
     expect(kids[0].inputs).toMatchObject({
-      name: "tdsr", bridge: "br-phy", mode: "gre", gre: loadBalancer, host: { connection: { host: inv.hosts.hv2.address } },
-      vips: [{ address: "10.0.0.180", port: 80, protocol: "tcp", backends: [{ address: "10.0.0.101", port: 8080, mac: "02:00:0a:00:00:65", bridgePort: "vm1" }] }],
+      name: "tdsr",
+      bridge: "br-phy",
+      mode: "gre",
+      gre: loadBalancer,
+      host: { connection: { host: inv.hosts.hv2.address } },
+      vips: [
+        { address: "10.0.0.180", port: 80, protocol: "tcp", backends: [{ address: "10.0.0.101", port: 8080, mac: "02:00:0a:00:00:65", bridgePort: "vm1" }] },
+      ],
     });
   });
 

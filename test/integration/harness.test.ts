@@ -36,7 +36,13 @@ const step = (r: Result, name: string): Step => {
   return s;
 };
 const logins = () => (readFileSync(join(host.dir, "sshd.log"), "utf8").match(/Accepted publickey/g) ?? []).length;
-const bridges = () => host.vsctl("list-br").trim().split("\n").filter((b) => b.startsWith("br-hx-")).sort();
+const bridges = () =>
+  host
+    .vsctl("list-br")
+    .trim()
+    .split("\n")
+    .filter((b) => b.startsWith("br-hx-"))
+    .sort();
 
 async function open(extra: Record<string, unknown> = {}) {
   return Harness.open({

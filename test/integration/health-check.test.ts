@@ -59,7 +59,14 @@ function hcInputs(extra: Partial<HealthCheckInputs> = {}): HealthCheckInputs {
     northbound: { connection: sshTo(inv, "central"), socket: inv.hosts.central.ovn!.nbSock },
     southbound: { connection: sshTo(inv, "central"), socket: inv.hosts.central.ovn!.sbSock },
     sourceIp: SRC_IP,
-    vips: [{ address: VIP, port: 80, protocol: "tcp", backends: backends().map((b, i) => ({ address: b.address, port: inv.backendPort, logicalPort: LSP[i], hypervisor: b.hypervisor })) }],
+    vips: [
+      {
+        address: VIP,
+        port: 80,
+        protocol: "tcp",
+        backends: backends().map((b, i) => ({ address: b.address, port: inv.backendPort, logicalPort: LSP[i], hypervisor: b.hypervisor })),
+      },
+    ],
     probe: { interval: 7 },
     ...extra,
   };
@@ -80,11 +87,19 @@ const dumps = () =>
 
 /** The health-check rows referenced by the load balancer's row: vip -> { uuid, options, external_ids }. */
 async function healthChecks(): Promise<Record<string, { uuid: string; options: string; external_ids: string }>> {
-  const refs = (await nbctl("get", "load_balancer", TCP_ROW, "health_check")).replace(/^\[|\]$/g, "").split(",").map((s) => s.trim()).filter(Boolean);
+  const refs = (await nbctl("get", "load_balancer", TCP_ROW, "health_check"))
+    .replace(/^\[|\]$/g, "")
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean);
   const out: Record<string, { uuid: string; options: string; external_ids: string }> = {};
   for (const uuid of refs) {
     const vip = JSON.parse(await nbctl("get", "load_balancer_health_check", uuid, "vip")) as string;
-    out[vip] = { uuid, options: await nbctl("get", "load_balancer_health_check", uuid, "options"), external_ids: await nbctl("get", "load_balancer_health_check", uuid, "external_ids") };
+    out[vip] = {
+      uuid,
+      options: await nbctl("get", "load_balancer_health_check", uuid, "options"),
+      external_ids: await nbctl("get", "load_balancer_health_check", uuid, "external_ids"),
+    };
   }
   return out;
 }
@@ -103,7 +118,10 @@ async function flowBackends(): Promise<string[] | undefined> {
 }
 
 const flowIs = (want: string[]) =>
-  waitUntil(async () => JSON.stringify(await flowBackends()) === JSON.stringify([...want].sort()), { what: `northd's flow for ${VIP}:80 to list ${want.join(",")}`, timeoutMs: 15_000 });
+  waitUntil(async () => JSON.stringify(await flowBackends()) === JSON.stringify([...want].sort()), {
+    what: `northd's flow for ${VIP}:80 to list ${want.join(",")}`,
+    timeoutMs: 15_000,
+  });
 
 async function cleanup(): Promise<void> {
   await sbctl("--if-exists", "chassis-del", CHASSIS).catch(() => undefined);
@@ -153,7 +171,9 @@ describe("HealthCheck, a resource of its own on a deferred-NAT load balancer's O
     const checks = await healthChecks();
     expect(Object.keys(checks)).toEqual([`${VIP}:80`]);
     expect(checks[`${VIP}:80`].options).toBe('{failure_count="1", interval="7", success_count="1", timeout="3"}');
-    expect(checks[`${VIP}:80`].external_ids).toBe(`{"ovslb:ip-port-mappings"="${addr(0)},${addr(1)}", "ovslb:load-balancer"="deferred-nat/${NAME}", "ovslb:owner"="${OWNER}"}`);
+    expect(checks[`${VIP}:80`].external_ids).toBe(
+      `{"ovslb:ip-port-mappings"="${addr(0)},${addr(1)}", "ovslb:load-balancer"="deferred-nat/${NAME}", "ovslb:owner"="${OWNER}"}`,
+    );
     expect(await nbctl("get", "load_balancer", TCP_ROW, "ip_port_mappings")).toBe(`{"${addr(0)}"="lsp-hcr1:${SRC_IP}", "${addr(1)}"="lsp-hcr2:${SRC_IP}"}`);
     // Nothing else on the load balancer's row changed: only ip_port_mappings and health_check.
     expect((await lbRow()).replace(/ip_port_mappings\s*:.*\n/, "")).toBe(rowBefore.replace(/ip_port_mappings\s*:.*\n/, ""));
@@ -166,7 +186,10 @@ describe("HealthCheck, a resource of its own on a deferred-NAT load balancer's O
     ]);
     await flowIs([be(0), be(1)]);
     expect(hc.outputs.stale).toEqual([]);
-    expect((hc.outputs.health as Props[]).map((h) => [h.backend, h.monitor])).toEqual([[be(0), "unknown"], [be(1), "unknown"]]);
+    expect((hc.outputs.health as Props[]).map((h) => [h.backend, h.monitor])).toEqual([
+      [be(0), "unknown"],
+      [be(1), "unknown"],
+    ]);
     // The load balancer reads its row as in sync: the attached health check and mappings are not its drift.
     expect((await lb.read()).props.drift).toEqual([]);
   });
@@ -178,9 +201,17 @@ describe("HealthCheck, a resource of its own on a deferred-NAT load balancer's O
     for (const m of await monitors()) await sbctl("set", "service_monitor", m.uuid, "status=online");
 
     const read = await hc.read();
-    const stale = { vip: `tcp:${VIP}:80`, backend: be(1), logicalPort: "lsp-hcr2", reason: "online while its logical port lsp-hcr2 is bound to no chassis (and still marked up)" };
+    const stale = {
+      vip: `tcp:${VIP}:80`,
+      backend: be(1),
+      logicalPort: "lsp-hcr2",
+      reason: "online while its logical port lsp-hcr2 is bound to no chassis (and still marked up)",
+    };
     expect(read.props.stale).toEqual([stale]);
-    expect((read.props.health as Props[]).map((h) => [h.backend, h.monitor, h.port.chassis])).toEqual([[be(0), "online", CHASSIS], [be(1), "online", null]]);
+    expect((read.props.health as Props[]).map((h) => [h.backend, h.monitor, h.port.chassis])).toEqual([
+      [be(0), "online", CHASSIS],
+      [be(1), "online", null],
+    ]);
     expect(read.props.drift).toEqual([]);
     // A read only reports.
     expect((await monitors()).map((m) => m.status)).toEqual(["online", "online"]);
@@ -224,16 +255,25 @@ describe("HealthCheck, a resource of its own on a deferred-NAT load balancer's O
     // A second load balancer's rows carry their own probe: a HealthCheck on it refuses.
     const dnat2 = new ProviderDriver("DeferredNatLoadBalancer");
     const name2 = "hcres2";
-    const inputs2 = labLoadBalancer(inv, name2, [{ address: "10.0.0.184", port: 80, protocol: "tcp", backends: [{ ...labBackend(inv, backends()[0]), logicalPort: LSP[0] }] }], {
-      ovn: { northbound: { connection: sshTo(inv, "central"), socket: inv.hosts.central.ovn!.nbSock }, router: ROUTER, healthCheckSourceIp: SRC_IP },
-      healthCheck: { probe: {} },
-    });
+    const inputs2 = labLoadBalancer(
+      inv,
+      name2,
+      [{ address: "10.0.0.184", port: 80, protocol: "tcp", backends: [{ ...labBackend(inv, backends()[0]), logicalPort: LSP[0] }] }],
+      {
+        ovn: { northbound: { connection: sshTo(inv, "central"), socket: inv.hosts.central.ovn!.nbSock }, router: ROUTER, healthCheckSourceIp: SRC_IP },
+        healthCheck: { probe: {} },
+      },
+    );
     // The second load balancer's own bundles are not the HealthCheck's: not observed.
     stopObserving?.();
     await dnat2.purge(inputs2).catch(() => undefined);
     await dnat2.create(inputs2);
     try {
-      const hc2 = { ...hcInputs(), loadBalancer: name2, vips: [{ address: "10.0.0.184", port: 80, protocol: "tcp" as const, backends: [{ address: addr(0), port: inv.backendPort, logicalPort: LSP[0] }] }] };
+      const hc2 = {
+        ...hcInputs(),
+        loadBalancer: name2,
+        vips: [{ address: "10.0.0.184", port: 80, protocol: "tcp" as const, backends: [{ address: addr(0), port: inv.backendPort, logicalPort: LSP[0] }] }],
+      };
       await expect(other.create(hc2)).rejects.toThrow(
         `health-check/${name2}: refused, nothing changed: vips[0]: the health check of tcp VIP 10.0.0.184:80 on OVN Load_Balancer ovslb-${name2}-tcp is DeferredNatLoadBalancer ${name2}'s own healthCheck.probe (owned by deferred-nat/${name2}): remove healthCheck.probe from the load balancer first; refusing to take it over`,
       );

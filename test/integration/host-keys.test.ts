@@ -76,7 +76,12 @@ function startSshd(types: string[]) {
   for (let i = 0; i < 100 && !existsSync(pidFile); i++) execFileSync("sleep", ["0.05"]);
 }
 
-const publicKey = (type: string) => readFileSync(join(dir, `host_${type}.pub`), "utf8").trim().split(" ").slice(0, 2).join(" ");
+const publicKey = (type: string) =>
+  readFileSync(join(dir, `host_${type}.pub`), "utf8")
+    .trim()
+    .split(" ")
+    .slice(0, 2)
+    .join(" ");
 
 /** OvsBridge inputs for hv1 with this connection. */
 const bridgeOn = (connection: object) => ({ host: { connection, ovsRundir: inv.hosts.hv1.ovsRundir! }, name: BRIDGE });
@@ -99,14 +104,20 @@ describe("host keys through the provider", () => {
     );
     // The same through knownHosts: the host's name with another host's key.
     const knownHosts = `${h.address} ${inv.hosts.hv2.hostKey}\n`;
-    await expect(handle("OvsBridge", "create", [bridgeOn(sshTo(inv, "hv1", { hostKey: undefined, knownHosts }))])).rejects.toThrow(/host key verification failed/);
+    await expect(handle("OvsBridge", "create", [bridgeOn(sshTo(inv, "hv1", { hostKey: undefined, knownHosts }))])).rejects.toThrow(
+      /host key verification failed/,
+    );
     expect(await bridges()).not.toContain(BRIDGE);
   });
 
   it("a host that knownHosts does not name is refused before connecting, naming the host", async () => {
     const h = inv.hosts.hv1;
     // Every lab host but hv1, and hv1's key under another port.
-    const knownHosts = readFileSync(inv.knownHostsPath, "utf8").split("\n").filter((l) => !l.startsWith(`${h.address} `)).join("\n") + `\n[${h.address}]:2200 ${h.hostKey}\n`;
+    const knownHosts =
+      readFileSync(inv.knownHostsPath, "utf8")
+        .split("\n")
+        .filter((l) => !l.startsWith(`${h.address} `))
+        .join("\n") + `\n[${h.address}]:2200 ${h.hostKey}\n`;
     await expect(handle("OvsBridge", "create", [bridgeOn(sshTo(inv, "hv1", { hostKey: undefined, knownHosts }))])).rejects.toThrow(
       `root@${h.address}:22: no host key to verify against: give hostKey or a knownHosts line for this host`,
     );
@@ -125,10 +136,14 @@ describe("host keys through the provider", () => {
     for (const weaker of ["rsa", "ecdsa"]) {
       startSshd([weaker]);
       await expect(handle("OvsBridge", "create", [bridgeOn(conn)]), weaker).rejects.toThrow(
-        new RegExp(`^root@${h.address.replace(/\./g, "\\.")}:${PORT}: host key verification failed: the host offers no key of the pinned or known types \\(ssh-ed25519\\)`),
+        new RegExp(
+          `^root@${h.address.replace(/\./g, "\\.")}:${PORT}: host key verification failed: the host offers no key of the pinned or known types \\(ssh-ed25519\\)`,
+        ),
       );
       // Pinned by hostKey rather than knownHosts: the same.
-      await expect(SshSession.connect({ ...conn, knownHosts: undefined, hostKey: publicKey("ed25519") })).rejects.toThrow(/offers no key of the pinned or known types/);
+      await expect(SshSession.connect({ ...conn, knownHosts: undefined, hostKey: publicKey("ed25519") })).rejects.toThrow(
+        /offers no key of the pinned or known types/,
+      );
     }
     expect(await bridges()).not.toContain(BRIDGE);
   });

@@ -123,15 +123,19 @@ let nextClientPort = CLIENT_PORT_BASE + Math.floor(Math.random() * 16);
 function connect(vip: string, lineLength = 5000, timeoutMs = 5000) {
   const localPort = nextClientPort;
   nextClientPort = CLIENT_PORT_BASE + ((nextClientPort - CLIENT_PORT_BASE + 1) % 16);
-  const out = execFileSync("ip", ["netns", "exec", inv.client.namespace, process.execPath, "-e", CLIENT, vip, String(VPORT),
-    String(localPort), String(lineLength), String(timeoutMs)], { encoding: "utf8", timeout: timeoutMs + 5000 });
+  const out = execFileSync(
+    "ip",
+    ["netns", "exec", inv.client.namespace, process.execPath, "-e", CLIENT, vip, String(VPORT), String(localPort), String(lineLength), String(timeoutMs)],
+    { encoding: "utf8", timeout: timeoutMs + 5000 },
+  );
   return { localPort, line: "x".repeat(lineLength), ...(JSON.parse(out.trim()) as { greeting: string; remote: string; echo: string; error: string }) };
 }
 
-
 function requestFlow(priority: number, vip: string, tunSrc: string, extra = ""): string {
-  return `cookie=${COOKIE},table=0,priority=${priority},tcp,in_port=${greOfport},tun_src=${tunSrc}${extra},nw_dst=${vip},tp_dst=${VPORT},` +
-    `actions=ct(commit,zone=${ZONE},nat(dst=${vm1.address}:${inv.backendPort})),set_field:${vm1.mac}->eth_dst,output:${vm1Ofport}`;
+  return (
+    `cookie=${COOKIE},table=0,priority=${priority},tcp,in_port=${greOfport},tun_src=${tunSrc}${extra},nw_dst=${vip},tp_dst=${VPORT},` +
+    `actions=ct(commit,zone=${ZONE},nat(dst=${vm1.address}:${inv.backendPort})),set_field:${vm1.mac}->eth_dst,output:${vm1Ofport}`
+  );
 }
 
 beforeAll(async () => {
@@ -224,7 +228,12 @@ describe("lab: GRE from the L3DSR namespace to hv1, decapsulated by a flow-based
   it("a TCP connection to the VIP is answered by hv1-vm1 with source = VIP, and the reply bypasses l3dsr", async () => {
     const tunnel = encapsulateVip(inv, { vip: VIP, hypervisor: "hv1" });
     tunnels.push(tunnel);
-    expect(tunnel).toMatchObject({ device: l3dsrDevice(VIP), local: l3.underlay.address, remote: inv.hosts.hv1.underlay!.address, innerMac: inv.hosts.hv1.segment!.mac });
+    expect(tunnel).toMatchObject({
+      device: l3dsrDevice(VIP),
+      local: l3.underlay.address,
+      remote: inv.hosts.hv1.underlay!.address,
+      innerMac: inv.hosts.hv1.segment!.mac,
+    });
     expect(inNamespace(l3.namespace, ["ip", "route", "get", VIP])).toContain(`dev ${tunnel.device}`);
 
     const flowsBefore = await counts(VIP);

@@ -45,7 +45,10 @@ const userExists = () => {
     return false;
   }
 };
-const groupExists = () => run(["getent", "group"]).split("\n").some((l) => l.startsWith(`${GROUP}:`));
+const groupExists = () =>
+  run(["getent", "group"])
+    .split("\n")
+    .some((l) => l.startsWith(`${GROUP}:`));
 
 function removeAccounts() {
   if (userExists()) run(["userdel", USER]);
@@ -112,7 +115,9 @@ describe("an unprivileged user with only the OVS group", () => {
     expect(read.props.externalIds).toEqual({ team: "lp" });
     // read asked ovs-vswitchd for its version through its control socket.
     expect(read.props.ovsVersions[host.address].version).toMatch(/^\d+\.\d+\.\d+/);
-    const updated = (await handle("OvsBridge", "update", [created.id, read.props, { ...inputs, externalIds: { team: "lp2" } }])) as { outs: Record<string, any> };
+    const updated = (await handle("OvsBridge", "update", [created.id, read.props, { ...inputs, externalIds: { team: "lp2" } }])) as {
+      outs: Record<string, any>;
+    };
     expect(host.vsctl("get", "bridge", BRIDGE, "external_ids:team").trim().replace(/"/g, "")).toBe("lp2");
     await handle("OvsBridge", "delete", [created.id, updated.outs]);
     expect(host.vsctl("list-br")).not.toContain(BRIDGE);

@@ -41,7 +41,10 @@ beforeAll(async () => {
   const lib = join(modules, "lib");
   writeBridgeLibrary(lib);
   copyPackagedOvslb(join(lib, "node_modules", "ovslb"));
-  writeFileSync(join(project, "package.json"), JSON.stringify({ name: "nested-program", private: true, dependencies: { lib: "1.0.0", "@pulumi/pulumi": "*" } }));
+  writeFileSync(
+    join(project, "package.json"),
+    JSON.stringify({ name: "nested-program", private: true, dependencies: { lib: "1.0.0", "@pulumi/pulumi": "*" } }),
+  );
   writeFileSync(
     join(project, "index.js"),
     `const { LabBridge } = require("lib");
@@ -89,7 +92,7 @@ describe("ovslb installed under a component library the program uses", () => {
     expect(bridgesOnHv3()).toContain(BRIDGE);
     const read = await at.read(created.id, created.properties);
     expect(read.id).toBe(created.id);
-    expect((read.inputs).externalIds).toEqual({ purpose: "nested-dependency-test" });
+    expect(read.inputs.externalIds).toEqual({ purpose: "nested-dependency-test" });
     await at.delete(created.id, created.properties);
     expect(bridgesOnHv3()).not.toContain(BRIDGE);
     expect((await at.read(created.id, created.properties)).id).toBe("");

@@ -1,6 +1,17 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type CommandRunner, runChecked } from "../../provider/transport/exec";
-import { type Flow, type Group, type Match, type Modification, type SelectBucket, actionsText, flowKey, renderBundle, toGroupEntry, type DumpedFlow } from "../../provider/openflow";
+import {
+  type Flow,
+  type Group,
+  type Match,
+  type Modification,
+  type SelectBucket,
+  actionsText,
+  flowKey,
+  renderBundle,
+  toGroupEntry,
+  type DumpedFlow,
+} from "../../provider/openflow";
 import { OpenFlowBridge, OpenFlowError } from "../../provider/transport/openflow-bridge";
 import { traceBucket, traceBuckets } from "../../provider/transport/openflow-trace";
 import { type OvsSandbox, startOvsSandbox } from "../support/sandbox";
@@ -12,7 +23,10 @@ function bucket(id: number, port: number, extra: Partial<SelectBucket> = {}): Se
   return {
     bucketId: id,
     weight: 100,
-    actions: [{ type: "set_field", field: "eth_dst", value: `02:00:00:00:00:${port.toString(16).padStart(2, "0")}` }, { type: "output", port }],
+    actions: [
+      { type: "set_field", field: "eth_dst", value: `02:00:00:00:00:${port.toString(16).padStart(2, "0")}` },
+      { type: "output", port },
+    ],
     ...extra,
   };
 }
@@ -51,8 +65,19 @@ let sandbox: OvsSandbox;
 async function bridgeWith(name: string, mods: readonly Modification[] = []): Promise<OpenFlowBridge> {
   const bridge = new OpenFlowBridge(sandbox.runner, sandbox.addBridge(name));
   for (const port of [1, 2, 3, 4]) {
-    await runChecked(sandbox.runner, ["ovs-vsctl", `--db=unix:${sandbox.dbSock}`, "add-port", name, `${name}-p${port}`,
-      "--", "set", "interface", `${name}-p${port}`, "type=dummy", `ofport_request=${port}`]);
+    await runChecked(sandbox.runner, [
+      "ovs-vsctl",
+      `--db=unix:${sandbox.dbSock}`,
+      "add-port",
+      name,
+      `${name}-p${port}`,
+      "--",
+      "set",
+      "interface",
+      `${name}-p${port}`,
+      "type=dummy",
+      `ofport_request=${port}`,
+    ]);
   }
   await bridge.applyBundle(mods);
   return bridge;
@@ -69,7 +94,10 @@ async function snapshot(bridge: OpenFlowBridge) {
 }
 
 async function rejection(promise: Promise<unknown>): Promise<OpenFlowError> {
-  const err = await promise.then(() => undefined, (e: unknown) => e);
+  const err = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
   expect(err).toBeInstanceOf(OpenFlowError);
   return err as OpenFlowError;
 }
@@ -83,9 +111,17 @@ afterAll(() => sandbox?.stop());
 describe("OpenFlowBridge against ovs-vswitchd 3.1", () => {
   it("applies a select group and the flow using it as one bundle, and dumps both back exactly", async () => {
     const bridge = await bridgeWith("br-apply");
-    const sent = await bridge.applyBundle([{ op: "add-group", group: lb }, { op: "add-flow", flow: vip }]);
+    const sent = await bridge.applyBundle([
+      { op: "add-group", group: lb },
+      { op: "add-flow", flow: vip },
+    ]);
     expect(sent.messages).toBe(2);
-    expect(sent.lines).toEqual(renderBundle([{ op: "add-group", group: lb }, { op: "add-flow", flow: vip }]));
+    expect(sent.lines).toEqual(
+      renderBundle([
+        { op: "add-group", group: lb },
+        { op: "add-flow", flow: vip },
+      ]),
+    );
     expect(sent.bytes).toBe(sent.lines.join("\n").length + 1);
 
     expect(await bridge.dumpGroup(10)).toEqual(toGroupEntry(lb));
@@ -97,7 +133,10 @@ describe("OpenFlowBridge against ovs-vswitchd 3.1", () => {
   it("dumps every kind of action back as rendered (ARP responder, ct, tunnels)", async () => {
     const flows: Flow[] = [
       {
-        table: 0, priority: 200, cookie: OWNER, match: { protocol: "arp", arp_op: 1, arp_tpa: "10.0.0.100" },
+        table: 0,
+        priority: 200,
+        cookie: OWNER,
+        match: { protocol: "arp", arp_op: 1, arp_tpa: "10.0.0.100" },
         actions: [
           { type: "move", src: "NXM_OF_ETH_SRC", dst: "NXM_OF_ETH_DST" },
           { type: "set_field", field: "eth_src", value: "02:00:00:00:00:AA" },
@@ -110,20 +149,44 @@ describe("OpenFlowBridge against ovs-vswitchd 3.1", () => {
         ],
       },
       {
-        table: 0, priority: 300, cookie: OWNER, match: { protocol: "ip", in_port: 1, dl_dst: "02:00:00:00:00:aa", nw_src: "10.0.0.0/24", nw_dst: "10.0.0.100" },
+        table: 0,
+        priority: 300,
+        cookie: OWNER,
+        match: { protocol: "ip", in_port: 1, dl_dst: "02:00:00:00:00:aa", nw_src: "10.0.0.0/24", nw_dst: "10.0.0.100" },
         actions: [{ type: "ct", table: 1, zone: 7 }],
       },
       {
-        table: 1, priority: 300, cookie: OWNER, match: { ct_state: { trk: true, new: true }, ct_zone: 7, protocol: "tcp", tp_dst: 80 },
-        actions: [{ type: "ct", commit: true, zone: 7, nat: { kind: "dst", ip: "10.1.0.5", port: 8080 }, mark: 5 }, { type: "set_field", field: "tcp_dst", value: 8080 }, { type: "resubmit", table: 2 }],
+        table: 1,
+        priority: 300,
+        cookie: OWNER,
+        match: { ct_state: { trk: true, new: true }, ct_zone: 7, protocol: "tcp", tp_dst: 80 },
+        actions: [
+          { type: "ct", commit: true, zone: 7, nat: { kind: "dst", ip: "10.1.0.5", port: 8080 }, mark: 5 },
+          { type: "set_field", field: "tcp_dst", value: 8080 },
+          { type: "resubmit", table: 2 },
+        ],
       },
       {
-        table: 1, priority: 301, cookie: OWNER, match: { ct_state: { trk: true, est: true, rel: false }, ct_mark: 5, protocol: "ip" },
-        actions: [{ type: "ct", zone: 7, nat: { kind: "existing" } }, { type: "move", src: "NXM_OF_IP_SRC", dst: "NXM_OF_IP_DST" }, { type: "output", port: 3 }],
+        table: 1,
+        priority: 301,
+        cookie: OWNER,
+        match: { ct_state: { trk: true, est: true, rel: false }, ct_mark: 5, protocol: "ip" },
+        actions: [
+          { type: "ct", zone: 7, nat: { kind: "existing" } },
+          { type: "move", src: "NXM_OF_IP_SRC", dst: "NXM_OF_IP_DST" },
+          { type: "output", port: 3 },
+        ],
       },
       {
-        table: 2, priority: 10, cookie: OWNER, match: { protocol: "ip", in_port: 2, tun_src: "192.168.1.2", tun_dst: "192.168.1.0/24" },
-        actions: [{ type: "set_field", field: "tun_dst", value: "192.168.1.9" }, { type: "set_field", field: "ip_dst", value: "10.1.0.5" }, { type: "output", port: 4 }],
+        table: 2,
+        priority: 10,
+        cookie: OWNER,
+        match: { protocol: "ip", in_port: 2, tun_src: "192.168.1.2", tun_dst: "192.168.1.0/24" },
+        actions: [
+          { type: "set_field", field: "tun_dst", value: "192.168.1.9" },
+          { type: "set_field", field: "ip_dst", value: "10.1.0.5" },
+          { type: "output", port: 4 },
+        ],
       },
       { table: 2, priority: 0, cookie: OWNER, match: {}, actions: [{ type: "drop" }] },
     ];
@@ -138,7 +201,10 @@ describe("OpenFlowBridge against ovs-vswitchd 3.1", () => {
   });
 
   it("inserts and removes buckets by id and leaves the other buckets untouched", async () => {
-    const bridge = await bridgeWith("br-buckets", [{ op: "add-group", group: lb }, { op: "add-flow", flow: vip }]);
+    const bridge = await bridgeWith("br-buckets", [
+      { op: "add-group", group: lb },
+      { op: "add-flow", flow: vip },
+    ]);
     const sent = await bridge.applyBundle([
       { op: "insert-buckets", groupId: 10, commandBucketId: 10, buckets: [bucket(15, 4)] },
       { op: "insert-buckets", groupId: 10, commandBucketId: "last", buckets: [bucket(40, 4)] },
@@ -151,12 +217,22 @@ describe("OpenFlowBridge against ovs-vswitchd 3.1", () => {
     expect(group?.buckets.map((b) => b.bucketId)).toEqual([10, 15, 30, 40]);
     expect(group?.buckets[0]).toEqual(b10);
     expect(group?.buckets[2]).toEqual(b30);
-    expect(group?.buckets[1]).toEqual({ bucketId: 15, weight: 100, actions: [{ type: "set_field", field: "eth_dst", value: "02:00:00:00:00:04" }, { type: "output", port: 4 }] });
+    expect(group?.buckets[1]).toEqual({
+      bucketId: 15,
+      weight: 100,
+      actions: [
+        { type: "set_field", field: "eth_dst", value: "02:00:00:00:00:04" },
+        { type: "output", port: 4 },
+      ],
+    });
     expect(group?.fields).toEqual(["ip_src", "ip_dst", "nw_proto", "tcp_src", "tcp_dst"]);
   });
 
   it("leaves the bridge exactly as it was when the last operation of a bundle fails", async () => {
-    const bridge = await bridgeWith("br-atomic", [{ op: "add-group", group: lb }, { op: "add-flow", flow: vip }]);
+    const bridge = await bridgeWith("br-atomic", [
+      { op: "add-group", group: lb },
+      { op: "add-flow", flow: vip },
+    ]);
     const before = await snapshot(bridge);
     const good: Modification[] = [
       { op: "add-flow", flow: { ...vip, priority: 101, match: { protocol: "udp", nw_dst: "10.0.0.100", tp_dst: 53 } } },
@@ -187,10 +263,15 @@ describe("OpenFlowBridge against ovs-vswitchd 3.1", () => {
   });
 
   it("reports OFPGMFC_BUCKET_EXISTS and OFPGMFC_GROUP_EXISTS at the failing line", async () => {
-    const bridge = await bridgeWith("br-exists", [{ op: "add-group", group: lb }, { op: "add-flow", flow: vip }]);
+    const bridge = await bridgeWith("br-exists", [
+      { op: "add-group", group: lb },
+      { op: "add-flow", flow: vip },
+    ]);
     const before = await snapshot(bridge);
     const extra: Modification = { op: "add-flow", flow: { ...vip, priority: 5 } };
-    const exists = await rejection(bridge.applyBundle([extra, { op: "insert-buckets", groupId: 10, commandBucketId: "last", buckets: [bucket(20, 4)] }, extra]));
+    const exists = await rejection(
+      bridge.applyBundle([extra, { op: "insert-buckets", groupId: 10, commandBucketId: "last", buckets: [bucket(20, 4)] }, extra]),
+    );
     expect(exists.code).toBe("OFPGMFC_BUCKET_EXISTS");
     expect(exists.line?.index).toBe(1);
     const group = await rejection(bridge.applyBundle([{ op: "add-group", group: lb }, extra]));
@@ -204,10 +285,12 @@ describe("OpenFlowBridge against ovs-vswitchd 3.1", () => {
     const badGroup = await rejection(bridge.applyBundle([{ op: "add-flow", flow: { ...vip, actions: [{ type: "group", groupId: 77 }] } }]));
     expect(badGroup.code).toBe("OFPBAC_BAD_OUT_GROUP");
 
-    const inconsistent = await rejection(bridge.applyBundle([
-      { op: "add-flow", flow: vip },
-      { op: "add-flow", flow: { ...vip, match: { protocol: "udp" }, actions: [{ type: "set_field", field: "tcp_dst", value: 1 }] } },
-    ]));
+    const inconsistent = await rejection(
+      bridge.applyBundle([
+        { op: "add-flow", flow: vip },
+        { op: "add-flow", flow: { ...vip, match: { protocol: "udp" }, actions: [{ type: "set_field", field: "tcp_dst", value: 1 }] } },
+      ]),
+    );
     expect(inconsistent.code).toBe("OFPBAC_MATCH_INCONSISTENT");
     expect(inconsistent.line?.index).toBe(1);
     expect(await bridge.dumpFlows({ cookie: OWNER, mask: ALL_ONES })).toEqual([]);
@@ -218,7 +301,11 @@ describe("OpenFlowBridge against ovs-vswitchd 3.1", () => {
 
   it("modifies and deletes only flows that carry the owner's cookie", async () => {
     const foreign: Flow = { ...vip, priority: 90, cookie: 0x99n };
-    const bridge = await bridgeWith("br-owner", [{ op: "add-group", group: lb }, { op: "add-flow", flow: vip }, { op: "add-flow", flow: foreign }]);
+    const bridge = await bridgeWith("br-owner", [
+      { op: "add-group", group: lb },
+      { op: "add-flow", flow: vip },
+      { op: "add-flow", flow: foreign },
+    ]);
     const drop = [{ type: "drop" } as const];
     await bridge.applyBundle([
       { op: "modify-flow", flow: { ...vip, actions: drop } },
@@ -247,7 +334,10 @@ describe("OpenFlowBridge against ovs-vswitchd 3.1", () => {
 
 describe("traceBucket against ovs-vswitchd 3.1", () => {
   it("shows stable selection: a new bucket takes flows only for itself, a dead port moves only its own", async () => {
-    await bridgeWith("br-trace", [{ op: "add-group", group: lb }, { op: "add-flow", flow: vip }]);
+    await bridgeWith("br-trace", [
+      { op: "add-group", group: lb },
+      { op: "add-flow", flow: vip },
+    ]);
     const packets = clients(300);
 
     let start = performance.now();
@@ -256,7 +346,9 @@ describe("traceBucket against ovs-vswitchd 3.1", () => {
     start = performance.now();
     const before = await traceBuckets(sandbox.runner, "br-trace", packets);
     const batchMs = performance.now() - start;
-    console.log(`ofproto/trace: 1 packet ${oneMs.toFixed(1)} ms; ${packets.length} packets ${batchMs.toFixed(0)} ms (${(batchMs / packets.length).toFixed(2)} ms each)`);
+    console.log(
+      `ofproto/trace: 1 packet ${oneMs.toFixed(1)} ms; ${packets.length} packets ${batchMs.toFixed(0)} ms (${(batchMs / packets.length).toFixed(2)} ms each)`,
+    );
 
     expect(one).toBe(before[0]);
     expect(new Set(before)).toEqual(new Set([10, 20, 30]));

@@ -60,10 +60,20 @@ describe("OVS versions on the lab", () => {
     const gw = inv.hosts.gw1;
     const inputs: DeferredNatLoadBalancerInputs = {
       name: "ovsver",
-      gateways: [{ name: "gw1", host: { connection: sshTo(inv, "gw1"), ovsRundir: gw.ovsRundir! }, bridge: gw.segment!.bridge, segmentPort: gw.segment!.port, mac: gw.segment!.mac }],
+      gateways: [
+        {
+          name: "gw1",
+          host: { connection: sshTo(inv, "gw1"), ovsRundir: gw.ovsRundir! },
+          bridge: gw.segment!.bridge,
+          segmentPort: gw.segment!.port,
+          mac: gw.segment!.mac,
+        },
+      ],
       hypervisors: [{ name: "hv1" }],
       selectionMethod: "dp_hash",
-      vips: [{ address: "10.0.0.206", port: 80, protocol: "tcp", backends: [{ address: "10.0.0.101", port: 8080, mac: "02:00:0a:00:00:65", hypervisor: "hv1" }] }],
+      vips: [
+        { address: "10.0.0.206", port: 80, protocol: "tcp", backends: [{ address: "10.0.0.101", port: 8080, mac: "02:00:0a:00:00:65", hypervisor: "hv1" }] },
+      ],
     };
     // check refuses dp_hash for every version; the handler refuses it on the host whatever check said.
     const checked = (await handle("DeferredNatLoadBalancer", "check", [{}, inputs])) as { failures: { property: string }[] };
@@ -73,7 +83,9 @@ describe("OVS versions on the lab", () => {
       const before = await s.run(["ovs-ofctl", "-O", "OpenFlow15", "dump-groups", gw.segment!.bridge]);
       const flowsBefore = await s.run(["ovs-ofctl", "-O", "OpenFlow15", "--no-stats", "dump-flows", gw.segment!.bridge]);
       await expect(deferredNatLoadBalancerHandler.create(withDefaults(inputs))).rejects.toThrow(
-        new RegExp(`^deferred-nat/ovsver: selectionMethod dp_hash refused: root@${gw.address.replace(/\./g, "\\.")}:22 \\(gw1\\): Open vSwitch ${version.replace(/\./g, "\\.")}: inserting or removing buckets of a dp_hash select group corrupts the group's hash table \\(fixed in 3\\.2\\.6, 3\\.3\\.5, 3\\.4\\.3, 3\\.5\\.1, 3\\.6\\.0\\)`),
+        new RegExp(
+          `^deferred-nat/ovsver: selectionMethod dp_hash refused: root@${gw.address.replace(/\./g, "\\.")}:22 \\(gw1\\): Open vSwitch ${version.replace(/\./g, "\\.")}: inserting or removing buckets of a dp_hash select group corrupts the group's hash table \\(fixed in 3\\.2\\.6, 3\\.3\\.5, 3\\.4\\.3, 3\\.5\\.1, 3\\.6\\.0\\)`,
+        ),
       );
       expect((await s.run(["ovs-ofctl", "-O", "OpenFlow15", "dump-groups", gw.segment!.bridge])).stdout).toBe(before.stdout);
       expect((await s.run(["ovs-ofctl", "-O", "OpenFlow15", "--no-stats", "dump-flows", gw.segment!.bridge])).stdout).toBe(flowsBefore.stdout);

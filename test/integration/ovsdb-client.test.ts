@@ -73,7 +73,10 @@ async function bridges(): Promise<string> {
 
 /** The OvsdbTransactionError that `promise` must reject with. */
 async function transactionError(promise: Promise<unknown>): Promise<OvsdbTransactionError> {
-  const err = await promise.then(() => undefined, (e: unknown) => e);
+  const err = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
   expect(err).toBeInstanceOf(OvsdbTransactionError);
   return err as OvsdbTransactionError;
 }
@@ -106,9 +109,7 @@ describe("OvsdbClient against ovsdb-server", () => {
     const portRows = read.select("Port", [where("_uuid", "==", portResult.uuid!)], ["name", "interfaces"]);
     const results = await client.transact(DB, read.operations);
     // One-element sets come back bare on the wire; the schema turns them back into arrays.
-    expect(results[bridgeRows].rows).toEqual([
-      { _uuid: bridgeResult.uuid, ports: [portResult.uuid], external_ids: new Map([["ovslb:owner", "lb-1"]]) },
-    ]);
+    expect(results[bridgeRows].rows).toEqual([{ _uuid: bridgeResult.uuid, ports: [portResult.uuid], external_ids: new Map([["ovslb:owner", "lb-1"]]) }]);
     expect(results[portRows].rows).toEqual([{ name: "br0", interfaces: [ifaceResult.uuid] }]);
     expect(await runChecked(sandbox.runner, ["ovs-vsctl", "--no-wait", "list-br"])).toBe("br0\n");
   });
@@ -185,7 +186,7 @@ describe("OvsdbClient against ovsdb-server", () => {
     const third = new OvsdbClient(connect(sandbox.dbSock), { host: SANDBOX_HOST });
     onTestFinished(() => third.close());
     let taken = false;
-    for (const deadline = Date.now() + 5_000; !taken && Date.now() < deadline; ) {
+    for (const deadline = Date.now() + 5_000; !taken && Date.now() < deadline;) {
       taken = await third.tryLock("ovslb_test");
       if (!taken) await new Promise((r) => setTimeout(r, 50));
     }
@@ -209,19 +210,26 @@ describe("OvsdbClient against ovsdb-server", () => {
     const read = new Transaction(OPEN_VSWITCH);
     const rows = read.select("Bridge", [where("_uuid", "==", uuid)], ["_uuid", "external_ids"]);
     const row = (await client.run(read)).first(rows)!;
-    expect(row.external_ids).toEqual(new Map([["team", "net"], ["ovslb:owner", "ovsdb-client-test/br-own"]]));
+    expect(row.external_ids).toEqual(
+      new Map([
+        ["team", "net"],
+        ["ovslb:owner", "ovsdb-client-test/br-own"],
+      ]),
+    );
 
     // Someone else takes the row over between the read and the write: the guarded update commits nothing.
-    await runChecked(sandbox.runner, ["ovs-vsctl", "--no-wait", "set", "Bridge", "br-own", "external_ids:\"ovslb:owner\"=someone-else"]);
+    await runChecked(sandbox.runner, ["ovs-vsctl", "--no-wait", "set", "Bridge", "br-own", 'external_ids:"ovslb:owner"=someone-else']);
     const update = new OwnedTransaction(OPEN_VSWITCH, mark);
     update.updateOwned("Bridge", row, { fail_mode: ["secure"] }, ["external_ids"]);
     const err = await transactionError(client.run(update));
     expect(err.kind).toBe("conflict");
-    expect(err.message).toMatch(/^sandbox: Open_vSwitch: op 0 \(wait on Bridge where _uuid == [0-9a-f-]+ and external_ids includes \{"ovslb:owner"="ovsdb-client-test\/br-own"\}\): precondition failed/);
+    expect(err.message).toMatch(
+      /^sandbox: Open_vSwitch: op 0 \(wait on Bridge where _uuid == [0-9a-f-]+ and external_ids includes \{"ovslb:owner"="ovsdb-client-test\/br-own"\}\): precondition failed/,
+    );
     expect(await runChecked(sandbox.runner, ["ovs-vsctl", "--no-wait", "get", "Bridge", "br-own", "fail_mode"])).toBe("[]\n");
 
     // Given back, the same guard (owner and external_ids as read) holds again.
-    await runChecked(sandbox.runner, ["ovs-vsctl", "--no-wait", "set", "Bridge", "br-own", "external_ids:\"ovslb:owner\"=ovsdb-client-test/br-own"]);
+    await runChecked(sandbox.runner, ["ovs-vsctl", "--no-wait", "set", "Bridge", "br-own", 'external_ids:"ovslb:owner"=ovsdb-client-test/br-own']);
     await client.run(update);
     expect(await runChecked(sandbox.runner, ["ovs-vsctl", "--no-wait", "get", "Bridge", "br-own", "fail_mode"])).toBe("secure\n");
     const remove = new OwnedTransaction(OPEN_VSWITCH, mark);
@@ -290,7 +298,11 @@ describe("OvsdbClient against ovsdb-server", () => {
     client.close();
     const ctl = readdirSync(sandbox.rundir).find((f) => /^ovsdb-server\.\d+\.ctl$/.test(f));
     await runChecked(sandbox.runner, [
-      "ovs-appctl", "-t", join(sandbox.rundir, ctl!), "ovsdb-server/add-remote", "db:Open_vSwitch,Open_vSwitch,manager_options",
+      "ovs-appctl",
+      "-t",
+      join(sandbox.rundir, ctl!),
+      "ovsdb-server/add-remote",
+      "db:Open_vSwitch,Open_vSwitch,manager_options",
     ]);
 
     await managerBound(port);
@@ -332,10 +344,12 @@ async function managerBound(port: number): Promise<void> {
       }
     };
     const events = new EventEmitter();
-    seen(await watcher.monitor(DB, "managers", { Manager: { columns: ["target", "status"] } }, (u) => {
-      seen(u);
-      events.emit("update");
-    }));
+    seen(
+      await watcher.monitor(DB, "managers", { Manager: { columns: ["target", "status"] } }, (u) => {
+        seen(u);
+        events.emit("update");
+      }),
+    );
     await when(events, "update", () => bound, `Manager ptcp:${port} to report bound_port`);
   } finally {
     watcher.close();
@@ -374,9 +388,9 @@ describe("OvsdbClient errors against a lab host", () => {
     const err = await transactionError(db.run(txn));
     expect(err).toMatchObject({ kind: "conflict", db: "Open_vSwitch", host: session.hostName, error: "timed out" });
     expect(err.operation).toEqual({ index: 1, op: "wait", table: "Bridge" });
-    expect(err.message.startsWith(
-      `${session.hostName}: Open_vSwitch: op 1 (wait on Bridge where name == "br-ovslb-absent"): precondition failed: timed out`,
-    )).toBe(true);
+    expect(
+      err.message.startsWith(`${session.hostName}: Open_vSwitch: op 1 (wait on Bridge where name == "br-ovslb-absent"): precondition failed: timed out`),
+    ).toBe(true);
     expect(session.hostName).toMatch(/172\.30\.0\.11/);
     const check = new Transaction(OPEN_VSWITCH);
     const rows = check.select("Bridge", [where("name", "==", "br-ovslb-never")], ["name"]);

@@ -150,7 +150,7 @@ describe("OvsBridge through the dynamic-provider plugin over gRPC", () => {
     expect(drifted.inputs.failMode).toBe("standalone");
     expect(drifted.inputs.externalIds).toEqual({ team: "other" });
     expect(drifted.properties.failMode).toBe("standalone");
-    expect((drifted.inputs).host.connection.privateKey).toBeUndefined();
+    expect(drifted.inputs.host.connection.privateKey).toBeUndefined();
     // What `pulumi preview --refresh` would show: a change back to the program.
     expect((await plugin.diff(id, drifted.properties, program)).changes).toBe("some");
     outputs = drifted.properties;

@@ -94,7 +94,7 @@ const KINDS: Kind[] = [
     kind: "DeferredNatLoadBalancer",
     schema: dnlbSchema,
     hosts: () => [ru1, ru2],
-    inputs: () => faultLoadBalancer("ru", [ru1, ru2], [10, 76], 2, 2) as unknown as Props,
+    inputs: () => faultLoadBalancer("ru", [ru1, ru2], [10, 76], 2, 2),
   },
 ];
 
@@ -107,7 +107,16 @@ function reachedAs(k: Kind, inputs: Props, f: (c: SshConnection, h: ReachHost) =
 }
 
 /** Everything on both hosts that a command, an OVSDB transaction or an OpenFlow bundle could change. */
-const everything = () => [ru1, ru2].map((h) => `${h.vsctl("show")}${h.vsctl("list-br")}${h.dataplane()}${h.vsctl("list-br").split("\n").filter((b) => b && b !== h.bridge).map((b) => `${h.ofctl("--no-stats", "--sort", "dump-flows", b)}${h.ofctl("dump-groups", b)}`).join("")}`);
+const everything = () =>
+  [ru1, ru2].map(
+    (h) =>
+      `${h.vsctl("show")}${h.vsctl("list-br")}${h.dataplane()}${h
+        .vsctl("list-br")
+        .split("\n")
+        .filter((b) => b && b !== h.bridge)
+        .map((b) => `${h.ofctl("--no-stats", "--sort", "dump-flows", b)}${h.ofctl("dump-groups", b)}`)
+        .join("")}`,
+  );
 
 /**
  * Runs an update and returns it (or its error) with what each host's sshd
@@ -178,10 +187,19 @@ describe.each(KINDS)("$kind: an update of how its hosts are reached only", (k) =
     if (id) await handle(k.kind, "delete", [id, created]);
   }, 120_000);
 
-  const refusals: Array<{ what: string; change: (c: SshConnection, h: ReachHost) => SshConnection; jumpOnly?: boolean; refused: (h: ReachHost) => RegExp; secret?: () => string }> = [
+  const refusals: Array<{
+    what: string;
+    change: (c: SshConnection, h: ReachHost) => SshConnection;
+    jumpOnly?: boolean;
+    refused: (h: ReachHost) => RegExp;
+    secret?: () => string;
+  }> = [
     {
       what: "a garbage inline private key",
-      change: ({ privateKeyPath: _path, ...c }) => ({ ...c, privateKey: "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAZ2FyYmFnZS1rZXktbWF0ZXJpYWw=\n-----END OPENSSH PRIVATE KEY-----\n" }),
+      change: ({ privateKeyPath: _path, ...c }) => ({
+        ...c,
+        privateKey: "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAZ2FyYmFnZS1rZXktbWF0ZXJpYWw=\n-----END OPENSSH PRIVATE KEY-----\n",
+      }),
       refused: () => /the private key cannot be used: Cannot parse privateKey/,
       secret: () => "b3BlbnNzaC1rZXktdjEAZ2FyYmFnZS1rZXktbWF0ZXJpYWw",
     },
@@ -229,34 +247,40 @@ describe.each(KINDS)("$kind: an update of how its hosts are reached only", (k) =
       change: ({ privateKeyPath: _path, ...c }) => ({ ...c, privateKey: keyB.private }),
       fingerprint: () => keyB.fingerprint,
     },
-    { what: "a new pin (known hosts instead of the pinned key)", change: ({ hostKey: _pin, ...c }) => ({ ...c, knownHosts: `${c.host} ${inv.hosts.gw1.hostKey}\n` }) },
+    {
+      what: "a new pin (known hosts instead of the pinned key)",
+      change: ({ hostKey: _pin, ...c }) => ({ ...c, knownHosts: `${c.host} ${inv.hosts.gw1.hostKey}\n` }),
+    },
     { what: "new timeouts", change: (c) => ({ ...c, connectTimeoutMs: 4000, commandTimeoutMs: 30_000 }) },
     { what: "a jump host with its right key", change: (c) => ({ ...c, jumpHost: reach(ru1) }), jumpOnly: true },
   ];
 
-  it.each(accepted)("accepts $what: one login per host the new way, no channel opened, nothing sent; the new connection and the old state recorded", async (a) => {
-    const target = k.hosts().at(-1)!;
-    const news = reachedAs(k, inputs, a.change, a.jumpOnly ? target : undefined);
-    const { error, outs, logs, bundles } = await updateLogged(k, id, created, news);
-    expect(error).toBeUndefined();
-    for (const h of [ru1, ru2]) {
-      const log = logs.get(h)!;
-      const asTarget = k.hosts().includes(h) ? 1 : 0;
-      const asJump = a.jumpOnly && h === ru1 ? 1 : 0;
-      expect(logins(log), `logins on ${h.tag}`).toBe(asTarget + asJump);
-      // The login was with the new key: its fingerprint is on every login line.
-      if (a.fingerprint) for (const line of log.match(/Accepted publickey for root .*/g) ?? []) expect(line).toContain(a.fingerprint());
-      // No command, no OVSDB, no OpenFlow: no channel at all, but the jump's forward to ru2.
-      expect(channels(log), `channels on ${h.tag}`).toEqual(asJump ? ["direct-tcpip"] : []);
-    }
-    expect(bundles).toBe(0);
-    expect(everything()).toEqual(before);
-    // Recorded: the new connections (the inline key lifted into the secret output), the state as it was.
-    const { sshCredentials, ...plain } = outs!;
-    const { sshCredentials: _old, ...oldPlain } = created;
-    const recordedInputs = mapConnections(k.schema, news, ({ privateKey: _k, passphrase: _p, ...c }) => c);
-    for (const key of Object.keys(oldPlain)) expect(plain[key], key).toEqual(key in recordedInputs ? recordedInputs[key] : oldPlain[key]);
-    if (a.fingerprint) expect(JSON.stringify(sshCredentials)).toContain(keyB.private.split("\n")[2]);
-    else expect(sshCredentials).toEqual({});
-  });
+  it.each(accepted)(
+    "accepts $what: one login per host the new way, no channel opened, nothing sent; the new connection and the old state recorded",
+    async (a) => {
+      const target = k.hosts().at(-1)!;
+      const news = reachedAs(k, inputs, a.change, a.jumpOnly ? target : undefined);
+      const { error, outs, logs, bundles } = await updateLogged(k, id, created, news);
+      expect(error).toBeUndefined();
+      for (const h of [ru1, ru2]) {
+        const log = logs.get(h)!;
+        const asTarget = k.hosts().includes(h) ? 1 : 0;
+        const asJump = a.jumpOnly && h === ru1 ? 1 : 0;
+        expect(logins(log), `logins on ${h.tag}`).toBe(asTarget + asJump);
+        // The login was with the new key: its fingerprint is on every login line.
+        if (a.fingerprint) for (const line of log.match(/Accepted publickey for root .*/g) ?? []) expect(line).toContain(a.fingerprint());
+        // No command, no OVSDB, no OpenFlow: no channel at all, but the jump's forward to ru2.
+        expect(channels(log), `channels on ${h.tag}`).toEqual(asJump ? ["direct-tcpip"] : []);
+      }
+      expect(bundles).toBe(0);
+      expect(everything()).toEqual(before);
+      // Recorded: the new connections (the inline key lifted into the secret output), the state as it was.
+      const { sshCredentials, ...plain } = outs!;
+      const { sshCredentials: _old, ...oldPlain } = created;
+      const recordedInputs = mapConnections(k.schema, news, ({ privateKey: _k, passphrase: _p, ...c }) => c);
+      for (const key of Object.keys(oldPlain)) expect(plain[key], key).toEqual(key in recordedInputs ? recordedInputs[key] : oldPlain[key]);
+      if (a.fingerprint) expect(JSON.stringify(sshCredentials)).toContain(keyB.private.split("\n")[2]);
+      else expect(sshCredentials).toEqual({});
+    },
+  );
 });

@@ -56,7 +56,9 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  const lines = readFileSync(authorizedKeys(), "utf8").split("\n").filter((l) => !l.endsWith(MARK));
+  const lines = readFileSync(authorizedKeys(), "utf8")
+    .split("\n")
+    .filter((l) => !l.endsWith(MARK));
   writeFileSync(authorizedKeys(), lines.join("\n"));
   plugin?.stop();
   const s = await labSsh(inv, "hv2");
@@ -147,7 +149,10 @@ describe("secrets through the dynamic-provider plugin", () => {
     const logs = plugin.logs();
     saw("plugin stdout", logs.stdout);
     saw("plugin stderr", logs.stderr);
-    const body = key.split("\n").filter((l) => l && !l.startsWith("-----")).join("");
+    const body = key
+      .split("\n")
+      .filter((l) => l && !l.startsWith("-----"))
+      .join("");
     const windows = new Set<string>();
     for (let i = 0; i + 32 <= body.length; i += 4) windows.add(body.slice(i, i + 32));
     expect(windows.size).toBeGreaterThan(50);

@@ -29,14 +29,40 @@ function startSouthbound(withChassisName: boolean): string {
   writeFileSync(join(dir, "sb.ovsschema"), JSON.stringify(schema));
   execFileSync("ovsdb-tool", ["create", join(dir, "sb.db"), join(dir, "sb.ovsschema")]);
   const sock = join(dir, "sb.sock");
-  execFileSync("ovsdb-server", [join(dir, "sb.db"), `--remote=punix:${sock}`, `--unixctl=${join(dir, "ctl")}`, `--pidfile=${join(dir, "pid")}`, "--detach", "-vconsole:err", `--log-file=${join(dir, "log")}`]);
+  execFileSync("ovsdb-server", [
+    join(dir, "sb.db"),
+    `--remote=punix:${sock}`,
+    `--unixctl=${join(dir, "ctl")}`,
+    `--pidfile=${join(dir, "pid")}`,
+    "--detach",
+    "-vconsole:err",
+    `--log-file=${join(dir, "log")}`,
+  ]);
   servers.push({ dir, pid: Number(readFileSync(join(dir, "pid"), "utf8").trim()) });
   const monitor = (port: string, ip: string, status: string) => ({
-    op: "insert", table: "Service_Monitor",
-    row: { logical_port: port, ip, port: 8080, protocol: "tcp", src_ip: "10.0.0.250", src_mac: "02:00:00:00:00:fa", status, ...(withChassisName ? { chassis_name: "hv1" } : {}) },
+    op: "insert",
+    table: "Service_Monitor",
+    row: {
+      logical_port: port,
+      ip,
+      port: 8080,
+      protocol: "tcp",
+      src_ip: "10.0.0.250",
+      src_mac: "02:00:00:00:00:fa",
+      status,
+      ...(withChassisName ? { chassis_name: "hv1" } : {}),
+    },
   });
-  execFileSync("ovsdb-client", ["transact", `unix:${sock}`, JSON.stringify(["OVN_Southbound",
-    monitor("lsp-a", "10.0.0.101", "online"), monitor("lsp-b", "10.0.0.102", "online"), monitor("lsp-c", "10.0.0.103", "offline")])]);
+  execFileSync("ovsdb-client", [
+    "transact",
+    `unix:${sock}`,
+    JSON.stringify([
+      "OVN_Southbound",
+      monitor("lsp-a", "10.0.0.101", "online"),
+      monitor("lsp-b", "10.0.0.102", "online"),
+      monitor("lsp-c", "10.0.0.103", "offline"),
+    ]),
+  ]);
   return sock;
 }
 
@@ -57,9 +83,20 @@ const inputs: DeferredNatLoadBalancerInputs = {
   name: "sb",
   gateways: [{ name: "gw1", host: { connection: conn }, bridge: "br-seg", segmentPort: "seg0", mac: "02:00:0a:00:00:0b" }],
   hypervisors: [{ name: "hv1" }],
-  vips: [{ address: "10.0.0.199", port: 80, protocol: "tcp", backends: ["a", "b", "c"].map((x, i) => ({
-    address: `10.0.0.10${i + 1}`, port: 8080, mac: `02:00:0a:00:00:6${i + 1}`, hypervisor: "hv1", logicalPort: `lsp-${x}`,
-  })) }],
+  vips: [
+    {
+      address: "10.0.0.199",
+      port: 80,
+      protocol: "tcp",
+      backends: ["a", "b", "c"].map((x, i) => ({
+        address: `10.0.0.10${i + 1}`,
+        port: 8080,
+        mac: `02:00:0a:00:00:6${i + 1}`,
+        hypervisor: "hv1",
+        logicalPort: `lsp-${x}`,
+      })),
+    },
+  ],
   ovn: { northbound: { connection: conn, socket: "/nb.sock" }, router: "lr", healthCheckSourceIp: "10.0.0.250" },
   healthCheck: { probe: {}, southbound: { connection: conn, socket: "/sb.sock" } },
 };
@@ -83,7 +120,14 @@ describe.each([
     const view = await withDb(sock, (db) => readSouthbound(withDefaults(inputs), db));
     expect(view.hasChassisName).toBe(withChassisName);
     const byPort = Object.fromEntries(view.monitors.map((m) => [m.logicalPort, m]));
-    expect(byPort["lsp-a"]).toEqual({ logicalPort: "lsp-a", ip: "10.0.0.101", port: 8080, protocol: "tcp", status: "online", ...(withChassisName ? { chassis: "hv1" } : {}) });
+    expect(byPort["lsp-a"]).toEqual({
+      logicalPort: "lsp-a",
+      ip: "10.0.0.101",
+      port: 8080,
+      protocol: "tcp",
+      status: "online",
+      ...(withChassisName ? { chassis: "hv1" } : {}),
+    });
     expect(byPort["lsp-c"].status).toBe("offline");
     expect(view.bindings.size).toBe(0);
   });
@@ -91,7 +135,11 @@ describe.each([
   it("markOffline sets exactly the given online monitors offline (and clears chassis_name where it exists), and leaves the rest", async () => {
     await withDb(sock, async (db) => {
       const view = await readSouthbound(withDefaults(inputs), db);
-      await markOffline(db, view.monitors.filter((m) => m.logicalPort !== "lsp-b"), view.hasChassisName);
+      await markOffline(
+        db,
+        view.monitors.filter((m) => m.logicalPort !== "lsp-b"),
+        view.hasChassisName,
+      );
       const after = Object.fromEntries((await readSouthbound(withDefaults(inputs), db)).monitors.map((m) => [m.logicalPort, m]));
       expect(after["lsp-a"].status).toBe("offline");
       expect(after["lsp-a"].chassis).toBeUndefined();

@@ -81,14 +81,10 @@ describe("SSH transport against the lab", () => {
 
     // A known_hosts with only gw2's line has nothing for gw1.
     const onlyGw2 = `${inv.hosts.gw2.address} ${inv.hosts.gw2.hostKey}\n`;
-    await expect(SshSession.connect(sshTo(inv, "gw1", { hostKey: undefined, knownHosts: onlyGw2 }))).rejects.toThrow(
-      /no host key to verify against/,
-    );
+    await expect(SshSession.connect(sshTo(inv, "gw1", { hostKey: undefined, knownHosts: onlyGw2 }))).rejects.toThrow(/no host key to verify against/);
     // gw1's address with gw2's key: presented key does not match.
     const wrong = `${inv.hosts.gw1.address} ${inv.hosts.gw2.hostKey}\n`;
-    await expect(SshSession.connect(sshTo(inv, "gw1", { hostKey: undefined, knownHosts: wrong }))).rejects.toBeInstanceOf(
-      HostKeyMismatchError,
-    );
+    await expect(SshSession.connect(sshTo(inv, "gw1", { hostKey: undefined, knownHosts: wrong }))).rejects.toBeInstanceOf(HostKeyMismatchError);
   });
 
   it("uses a passphrase-protected key", async () => {
@@ -126,9 +122,9 @@ describe("SSH transport against the lab", () => {
     }
     // An address on the management network that nothing answers.
     const started = Date.now();
-    await expect(
-      SshSession.connect({ ...sshTo(inv, "gw1"), host: "172.30.0.250", connectTimeoutMs: 500 }),
-    ).rejects.toThrow(/172\.30\.0\.250:22: connect failed/);
+    await expect(SshSession.connect({ ...sshTo(inv, "gw1"), host: "172.30.0.250", connectTimeoutMs: 500 })).rejects.toThrow(
+      /172\.30\.0\.250:22: connect failed/,
+    );
     expect(Date.now() - started).toBeLessThan(5000);
   });
 

@@ -88,7 +88,10 @@ describe("ovslb:ssh, a secret login given once for the stack", () => {
   it("a bad ovslb:ssh is refused at check, naming its key and never its value, before any login", async () => {
     const before = logins();
     const stack = await open({ user: "root", privateKey: keyB.private, port: 70000, usr: "root" });
-    const error = await stack.preview().then(() => undefined, (e: unknown) => e);
+    const error = await stack.preview().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     expect(error).toBeInstanceOf(HarnessError);
     const text = (error as HarnessError).result.diagnostics.map((d) => d.message).join("\n");
     expect(text).toMatch(/ovslb:ssh\.port/);
@@ -100,7 +103,12 @@ describe("ovslb:ssh, a secret login given once for the stack", () => {
 
   it("without a key anywhere, check says where to give one", async () => {
     const stack = await open({ user: "root" });
-    const error = await stack.preview().then(() => undefined, (e: unknown) => e);
-    expect((error as HarnessError).result.diagnostics.map((d) => d.message).join("\n")).toMatch(/host\.connection\.privateKey: give privateKey, privateKeyPath or agent/);
+    const error = await stack.preview().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect((error as HarnessError).result.diagnostics.map((d) => d.message).join("\n")).toMatch(
+      /host\.connection\.privateKey: give privateKey, privateKeyPath or agent/,
+    );
   }, 120_000);
 });

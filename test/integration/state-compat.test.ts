@@ -54,14 +54,22 @@ const currentText = {} as Record<FixtureKind, string>;
 const plugins = {} as Record<FixtureKind, PluginCall>;
 
 const without = (o: Props, keys: string[]) => Object.fromEntries(Object.entries(o).filter(([k]) => !keys.includes(k)));
-const bundles = () => readFileSync(bundleLog, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l)).filter((e) => e.host);
+const bundles = () =>
+  readFileSync(bundleLog, "utf8")
+    .split("\n")
+    .filter(Boolean)
+    .map((l) => JSON.parse(l))
+    .filter((e) => e.host);
 
 /** A row's _version (changes whenever OVSDB modifies the row), straight from the host's db.sock. */
 function rowVersions(host: string, table: string, names: string[]): string[] {
   const h = inv.hosts[host];
   const query = JSON.stringify(["Open_vSwitch", { op: "select", table, where: [], columns: ["name", "_version"] }]);
   const [result] = JSON.parse(inNamespace(h.namespace, ["ovsdb-client", "transact", `unix:${h.dbSock}`, query]));
-  return (result.rows as Props[]).filter((r) => names.includes(r.name)).map((r) => `${r.name}=${r._version[1]}`).sort();
+  return (result.rows as Props[])
+    .filter((r) => names.includes(r.name))
+    .map((r) => `${r.name}=${r._version[1]}`)
+    .sort();
 }
 
 /** The OVSDB rows each kind owns, to show an update leaves them untouched. */
@@ -69,10 +77,7 @@ function ownedRows(kind: FixtureKind): string[] {
   const f = fixtures[kind];
   if (kind === "OvsBridge") return rowVersions("hv3", "Bridge", [f.inputs.name]);
   if (kind === "DistributorAttachment") {
-    return [
-      ...rowVersions("dist1", "Bridge", [f.outputs.bridge]),
-      ...rowVersions("dist1", "Port", [f.outputs.frontendPort, f.outputs.uplinkPort]),
-    ];
+    return [...rowVersions("dist1", "Bridge", [f.outputs.bridge]), ...rowVersions("dist1", "Port", [f.outputs.frontendPort, f.outputs.uplinkPort])];
   }
   return [];
 }
@@ -155,7 +160,11 @@ describe("state written by ovslb 6c13b74 works with this ovslb, through the plug
       expect(f.outputs.sshCredentials).toEqual({});
     }
     // The bundle observers are live in every plugin process.
-    const registered = readFileSync(bundleLog, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l)).filter((e) => e.registered);
+    const registered = readFileSync(bundleLog, "utf8")
+      .split("\n")
+      .filter(Boolean)
+      .map((l) => JSON.parse(l))
+      .filter((e) => e.registered);
     expect(new Set(registered.map((e) => e.pid)).size).toBe(FIXTURE_KINDS.length);
   });
 

@@ -24,8 +24,18 @@ beforeAll(async () => {
   host = new OvsHostSession({ connection: sshTo(inv, gw2), ovsRundir: gw2.ovsRundir }, await SshSession.connect(sshTo(inv, gw2)));
   own = await labSsh(inv, gw2);
   await own.run(["ovs-vsctl", "--if-exists", "del-br", BRIDGE]);
-  await own.run(["ovs-vsctl", "add-br", BRIDGE, "--", "set", "bridge", BRIDGE, "datapath_type=netdev",
-    "protocols=OpenFlow10,OpenFlow13,OpenFlow14,OpenFlow15", "fail_mode=secure"]);
+  await own.run([
+    "ovs-vsctl",
+    "add-br",
+    BRIDGE,
+    "--",
+    "set",
+    "bridge",
+    BRIDGE,
+    "datapath_type=netdev",
+    "protocols=OpenFlow10,OpenFlow13,OpenFlow14,OpenFlow15",
+    "fail_mode=secure",
+  ]);
 });
 
 afterAll(async () => {
@@ -60,7 +70,10 @@ describe("OpenFlow over SSH", () => {
     expect(sent.messages).toBe(2);
     const [g] = await of.dumpGroups();
     expect(g.groupId).toBe(7);
-    expect(g.buckets.map((b) => [b.bucketId, b.weight])).toEqual([[100, 100], [200, 100]]);
+    expect(g.buckets.map((b) => [b.bucketId, b.weight])).toEqual([
+      [100, 100],
+      [200, 100],
+    ]);
     const flows = await of.dumpFlows({ cookie, mask: 0xffff_ffff_ffff_ffffn });
     expect(flows).toHaveLength(1);
   });

@@ -118,7 +118,10 @@ const deviceExists = (ns: string, device: string) => {
 /** The tap device that carries `vip`: "l3g" and the VIP's 32 bits in hex (11 characters, under IFNAMSIZ). */
 export function l3dsrDevice(vip: string): string {
   if (!IPV4.test(vip)) throw new Error(`l3dsr: not an IPv4 address: ${vip}`);
-  return `l3g${vip.split(".").map((o) => Number(o).toString(16).padStart(2, "0")).join("")}`;
+  return `l3g${vip
+    .split(".")
+    .map((o) => Number(o).toString(16).padStart(2, "0"))
+    .join("")}`;
 }
 
 const runDir = (inv: LabInventory) => join(inv.labDir, L3DSR_RUN_SUBDIR);
@@ -229,7 +232,8 @@ function linkStats(ns: string, device: string) {
 export function l3dsrCounters(inv: LabInventory): L3dsrCounters {
   const l3 = l3dsrOf(inv);
   const snmp = execFileSync("ip", ["netns", "exec", l3.namespace, "cat", "/proc/net/snmp"], { encoding: "utf8" })
-    .split("\n").filter((l) => l.startsWith("Ip:"));
+    .split("\n")
+    .filter((l) => l.startsWith("Ip:"));
   const names = snmp[0].split(/\s+/);
   const values = snmp[1].split(/\s+/).map(Number);
   const field = (n: string) => values[names.indexOf(n)];

@@ -35,8 +35,9 @@ import {
 
 export const DEFAULT_LAB_DIR = "/run/ovslb-lab";
 /** Plain JS beside this file's source (test/lab), whether run from source or from dist/. */
-const BACKEND_SERVER = [join(__dirname, "backend-server.js"), join(__dirname, "..", "..", "..", "test", "lab", "backend-server.js")]
-  .find((p) => existsSync(p))!;
+const BACKEND_SERVER = [join(__dirname, "backend-server.js"), join(__dirname, "..", "..", "..", "test", "lab", "backend-server.js")].find((p) =>
+  existsSync(p),
+)!;
 const SSH_USER = "root";
 const REQUIRED_PACKAGES: Record<string, string> = {
   "ovs-vswitchd": "openvswitch-switch",
@@ -141,7 +142,13 @@ export class Lab {
 
   /** Installs missing Debian packages (needs root and the Debian registry). */
   ensurePackages(): void {
-    const missing = [...new Set(Object.entries(REQUIRED_PACKAGES).filter(([cmd]) => !which(cmd)).map(([, p]) => p))];
+    const missing = [
+      ...new Set(
+        Object.entries(REQUIRED_PACKAGES)
+          .filter(([cmd]) => !which(cmd))
+          .map(([, p]) => p),
+      ),
+    ];
     if (missing.length === 0) return;
     if (process.getuid?.() !== 0) throw new Error(`lab: missing packages ${missing.join(", ")}; install them as root`);
     console.log(`lab: installing ${missing.join(" ")}`);
@@ -203,7 +210,9 @@ export class Lab {
     const knownHostsPath = join(this.dir, "known_hosts");
     writeFileSync(
       knownHostsPath,
-      Object.values(hosts).map((h) => `${h.address} ${h.hostKey}`).join("\n") + "\n",
+      Object.values(hosts)
+        .map((h) => `${h.address} ${h.hostKey}`)
+        .join("\n") + "\n",
     );
     const inventory: LabInventory = {
       version: 1,
@@ -242,7 +251,9 @@ export class Lab {
     // The L3DSR encapsulators tests started (test/lab/l3dsr.ts) are not in the state: they come and go.
     const encapDir = join(this.dir, L3DSR_RUN_SUBDIR);
     const encapPidFiles = existsSync(encapDir)
-      ? readdirSync(encapDir).filter((f) => f.endsWith(".pid")).map((f) => join(encapDir, f))
+      ? readdirSync(encapDir)
+          .filter((f) => f.endsWith(".pid"))
+          .map((f) => join(encapDir, f))
       : [];
     const pids = [...this.state.pidFiles, ...encapPidFiles].map(readPid).filter((p): p is number => p !== undefined);
     for (const pid of pids) signal(pid, "SIGTERM");
@@ -296,7 +307,13 @@ export class Lab {
     inNs(ns, ["ip", "link", "set", "mgmt0", "up"]);
 
     const host: LabHost = {
-      name: plan.name, role: plan.role, namespace: ns, address, sshPort: 22, user: SSH_USER, hostKey: "",
+      name: plan.name,
+      role: plan.role,
+      namespace: ns,
+      address,
+      sshPort: 22,
+      user: SSH_USER,
+      hostKey: "",
     };
     if (plan.role === "ovn-central") {
       host.ovn = this.startOvnCentral(ns, address, rundir);
@@ -318,17 +335,44 @@ export class Lab {
     const db = join(rundir, "conf.db");
     run(["ovsdb-tool", "create", db, "/usr/share/openvswitch/vswitch.ovsschema"]);
     this.record("pidFiles", join(rundir, "ovsdb-server.pid"));
-    nsRun(["ovsdb-server", db, `--remote=punix:${dbSock}`, "--remote=db:Open_vSwitch,Open_vSwitch,manager_options",
-      `--pidfile=${join(rundir, "ovsdb-server.pid")}`, "--detach", "-vconsole:err",
-      `--log-file=${join(rundir, "ovsdb-server.log")}`]);
+    nsRun([
+      "ovsdb-server",
+      db,
+      `--remote=punix:${dbSock}`,
+      "--remote=db:Open_vSwitch,Open_vSwitch,manager_options",
+      `--pidfile=${join(rundir, "ovsdb-server.pid")}`,
+      "--detach",
+      "-vconsole:err",
+      `--log-file=${join(rundir, "ovsdb-server.log")}`,
+    ]);
     nsRun(["ovs-vsctl", "--no-wait", "init"]);
     this.record("pidFiles", join(rundir, "ovs-vswitchd.pid"));
     nsRun(vswitchdCommand(rundir));
     if (networks === "management") {
       // No leg on the lab's networks: the bridge and its port exist for OpenFlow only.
-      nsRun(["ovs-vsctl", "--may-exist", "add-br", "br-seg", "--", "set", "bridge", "br-seg", "datapath_type=netdev",
-        "protocols=OpenFlow10,OpenFlow13,OpenFlow14,OpenFlow15", `other_config:hwaddr=${segmentMacOf(plan)}`,
-        "--", "--may-exist", "add-port", "br-seg", "seg0", "--", "set", "interface", "seg0", "type=internal"]);
+      nsRun([
+        "ovs-vsctl",
+        "--may-exist",
+        "add-br",
+        "br-seg",
+        "--",
+        "set",
+        "bridge",
+        "br-seg",
+        "datapath_type=netdev",
+        "protocols=OpenFlow10,OpenFlow13,OpenFlow14,OpenFlow15",
+        `other_config:hwaddr=${segmentMacOf(plan)}`,
+        "--",
+        "--may-exist",
+        "add-port",
+        "br-seg",
+        "seg0",
+        "--",
+        "set",
+        "interface",
+        "seg0",
+        "type=internal",
+      ]);
       return { ovsRundir: rundir, dbSock };
     }
 
@@ -338,8 +382,23 @@ export class Lab {
     inNs(ROUTER_NS, ["ip", "link", "set", ulRouterSide, "mtu", "1600", "up"]);
     inNs(ROUTER_NS, ["ip", "addr", "add", `${underlayRouterOf(plan)}/24`, "dev", ulRouterSide]);
     inNs(ns, ["ip", "link", "set", "ul0", "mtu", "1600", "up"]);
-    nsRun(["ovs-vsctl", "--may-exist", "add-br", "br-phy", "--", "set", "bridge", "br-phy", "datapath_type=netdev",
-      `other_config:hwaddr=${macForUnderlay(plan)}`, "--", "--may-exist", "add-port", "br-phy", "ul0"]);
+    nsRun([
+      "ovs-vsctl",
+      "--may-exist",
+      "add-br",
+      "br-phy",
+      "--",
+      "set",
+      "bridge",
+      "br-phy",
+      "datapath_type=netdev",
+      `other_config:hwaddr=${macForUnderlay(plan)}`,
+      "--",
+      "--may-exist",
+      "add-port",
+      "br-phy",
+      "ul0",
+    ]);
     inNs(ns, ["ip", "addr", "add", `${underlayAddressOf(plan)}/24`, "dev", "br-phy"]);
     inNs(ns, ["ip", "link", "set", "br-phy", "mtu", "1600", "up"]);
     inNs(ns, ["ip", "route", "add", "172.16.0.0/16", "via", underlayRouterOf(plan), "dev", "br-phy"]);
@@ -347,9 +406,24 @@ export class Lab {
     // Segment: br-seg with the segment veth and the host's own segment address.
     this.plugIntoRootBridge(SEGMENT_BRIDGE, `s-${plan.name}`, ns, "seg0");
     inNs(ns, ["ip", "link", "set", "seg0", "up"]);
-    nsRun(["ovs-vsctl", "--may-exist", "add-br", "br-seg", "--", "set", "bridge", "br-seg", "datapath_type=netdev",
-      "protocols=OpenFlow10,OpenFlow13,OpenFlow14,OpenFlow15", `other_config:hwaddr=${segmentMacOf(plan)}`,
-      "--", "--may-exist", "add-port", "br-seg", "seg0"]);
+    nsRun([
+      "ovs-vsctl",
+      "--may-exist",
+      "add-br",
+      "br-seg",
+      "--",
+      "set",
+      "bridge",
+      "br-seg",
+      "datapath_type=netdev",
+      "protocols=OpenFlow10,OpenFlow13,OpenFlow14,OpenFlow15",
+      `other_config:hwaddr=${segmentMacOf(plan)}`,
+      "--",
+      "--may-exist",
+      "add-port",
+      "br-seg",
+      "seg0",
+    ]);
     inNs(ns, ["ip", "addr", "add", `${segmentAddressOf(plan)}/24`, "dev", "br-seg"]);
     inNs(ns, ["ip", "link", "set", "br-seg", "up"]);
     return {
@@ -364,23 +438,44 @@ export class Lab {
     const env = this.daemonEnv(rundir);
     const nsRun = (argv: string[]) => run(["ip", "netns", "exec", ns, ...argv], { env });
     const socks: Record<string, string> = {};
-    for (const [db, schema, port] of [["nb", "ovn-nb", 6641], ["sb", "ovn-sb", 6642]] as const) {
+    for (const [db, schema, port] of [
+      ["nb", "ovn-nb", 6641],
+      ["sb", "ovn-sb", 6642],
+    ] as const) {
       const file = join(rundir, `ovn${db}_db.db`);
       const sock = join(rundir, `ovn${db}_db.sock`);
       const pid = join(rundir, `ovn${db}_db.pid`);
       run(["ovsdb-tool", "create", file, `/usr/share/ovn/${schema}.ovsschema`]);
       this.record("pidFiles", pid);
-      nsRun(["ovsdb-server", file, `--remote=punix:${sock}`, `--remote=ptcp:${port}:${address}`,
-        `--pidfile=${pid}`, "--detach", "-vconsole:err", `--log-file=${join(rundir, `ovn${db}_db.log`)}`]);
+      nsRun([
+        "ovsdb-server",
+        file,
+        `--remote=punix:${sock}`,
+        `--remote=ptcp:${port}:${address}`,
+        `--pidfile=${pid}`,
+        "--detach",
+        "-vconsole:err",
+        `--log-file=${join(rundir, `ovn${db}_db.log`)}`,
+      ]);
       socks[db] = sock;
     }
     nsRun(["ovn-nbctl", `--db=unix:${socks.nb}`, "--no-wait", "init"]);
     this.record("pidFiles", join(rundir, "ovn-northd.pid"));
-    nsRun(["ovn-northd", `--ovnnb-db=unix:${socks.nb}`, `--ovnsb-db=unix:${socks.sb}`,
-      `--pidfile=${join(rundir, "ovn-northd.pid")}`, "--detach", "-vconsole:err",
-      `--log-file=${join(rundir, "ovn-northd.log")}`]);
+    nsRun([
+      "ovn-northd",
+      `--ovnnb-db=unix:${socks.nb}`,
+      `--ovnsb-db=unix:${socks.sb}`,
+      `--pidfile=${join(rundir, "ovn-northd.pid")}`,
+      "--detach",
+      "-vconsole:err",
+      `--log-file=${join(rundir, "ovn-northd.log")}`,
+    ]);
     return {
-      nbSock: socks.nb, sbSock: socks.sb, nbTcp: `tcp:${address}:6641`, sbTcp: `tcp:${address}:6642`, rundir,
+      nbSock: socks.nb,
+      sbSock: socks.sb,
+      nbTcp: `tcp:${address}:6641`,
+      sbTcp: `tcp:${address}:6642`,
+      rundir,
     };
   }
 
@@ -412,8 +507,20 @@ export class Lab {
   protected sshdCommand(configPath: string, logPath: string): string[] {
     const bashrc = join(homedir(), ".bashrc");
     if (!existsSync(bashrc)) return ["/usr/sbin/sshd", "-f", configPath, "-E", logPath];
-    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", 'mount --bind /dev/null "$1" && exec "$2" -f "$3" -E "$4"', "sh",
-      bashrc, "/usr/sbin/sshd", configPath, logPath];
+    return [
+      "unshare",
+      "--mount",
+      "--propagation",
+      "private",
+      "sh",
+      "-c",
+      'mount --bind /dev/null "$1" && exec "$2" -f "$3" -E "$4"',
+      "sh",
+      bashrc,
+      "/usr/sbin/sshd",
+      configPath,
+      logPath,
+    ];
   }
 
   private makeClient(hosts: Record<string, LabHost>) {
@@ -425,8 +532,7 @@ export class Lab {
     // connections spread over them.
     inNs(ns, ["sysctl", "-q", "-w", "net.ipv4.fib_multipath_hash_policy=1"]);
     const gateways = Object.values(hosts).filter((h) => h.role === "gateway");
-    inNs(ns, ["ip", "route", "add", GATEWAY_VIP_RANGE,
-      ...gateways.flatMap((g) => ["nexthop", "via", g.segment!.address, "dev", "eth0"])]);
+    inNs(ns, ["ip", "route", "add", GATEWAY_VIP_RANGE, ...gateways.flatMap((g) => ["nexthop", "via", g.segment!.address, "dev", "eth0"])]);
   }
 
   /**
@@ -440,8 +546,7 @@ export class Lab {
   private makeL3dsr(hosts: Record<string, LabHost>) {
     const { namespace: ns, segment, underlay } = L3DSR;
     this.makeNamespace(ns);
-    inNs(ns, ["sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1",
-      "net.ipv4.ip_forward=1"]);
+    inNs(ns, ["sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1", "net.ipv4.ip_forward=1"]);
     this.plugIntoRootBridge(SEGMENT_BRIDGE, "s-l3dsr", ns, segment.port);
     inNs(ns, ["ip", "link", "set", segment.port, "address", segment.mac]);
     inNs(ns, ["ip", "addr", "add", `${segment.address}/24`, "dev", segment.port]);
@@ -480,10 +585,20 @@ export class Lab {
     inNs(ns, ["ip", "addr", "add", `${address}/24`, "dev", port]);
     inNs(ns, ["ip", "link", "set", port, "up"]);
     inNs(ns, ["ethtool", "-K", port, "tx", "off"]);
-    inNs(ns, ["sysctl", "-q", "-w", "net.ipv4.ip_forward=1", "net.ipv4.conf.all.send_redirects=0", `net.ipv4.conf.${port}.send_redirects=0`,
-      "net.ipv4.fib_multipath_use_neigh=1", "net.ipv4.fib_multipath_hash_policy=1",
-      `net.ipv4.neigh.${port}.base_reachable_time_ms=200`, `net.ipv4.neigh.${port}.delay_first_probe_time=0`,
-      `net.ipv4.neigh.${port}.retrans_time_ms=100`, `net.ipv4.neigh.${port}.ucast_solicit=2`]);
+    inNs(ns, [
+      "sysctl",
+      "-q",
+      "-w",
+      "net.ipv4.ip_forward=1",
+      "net.ipv4.conf.all.send_redirects=0",
+      `net.ipv4.conf.${port}.send_redirects=0`,
+      "net.ipv4.fib_multipath_use_neigh=1",
+      "net.ipv4.fib_multipath_hash_policy=1",
+      `net.ipv4.neigh.${port}.base_reachable_time_ms=200`,
+      `net.ipv4.neigh.${port}.delay_first_probe_time=0`,
+      `net.ipv4.neigh.${port}.retrans_time_ms=100`,
+      `net.ipv4.neigh.${port}.ucast_solicit=2`,
+    ]);
     inNs(CLIENT.namespace, ["sysctl", "-q", "-w", "net.ipv4.conf.all.accept_redirects=0", "net.ipv4.conf.eth0.accept_redirects=0"]);
   }
 
@@ -498,8 +613,9 @@ export class Lab {
     this.makeNamespace(ns);
     run(["ip", "link", "add", "client2", "netns", dist.namespace, "type", "veth", "peer", "name", "eth0", "netns", ns]);
     inNs(dist.namespace, ["ip", "link", "set", "client2", "up"]);
-    run(["ip", "netns", "exec", dist.namespace, "ovs-vsctl", "--may-exist", "add-port", "br-seg", "client2", `tag=${vlan}`],
-      { env: this.daemonEnv(dist.ovsRundir!) });
+    run(["ip", "netns", "exec", dist.namespace, "ovs-vsctl", "--may-exist", "add-port", "br-seg", "client2", `tag=${vlan}`], {
+      env: this.daemonEnv(dist.ovsRundir!),
+    });
     this.configureGuestNic(ns, address, mac);
   }
 
@@ -510,8 +626,7 @@ export class Lab {
     run(["ip", "link", "add", vm.port, "netns", hvNs, "type", "veth", "peer", "name", "eth0", "netns", ns]);
     inNs(hvNs, ["ip", "link", "set", vm.port, "up"]);
     const rundir = join(this.dir, "hosts", vm.hypervisor, "run");
-    run(["ip", "netns", "exec", hvNs, "ovs-vsctl", "--may-exist", "add-port", "br-seg", vm.port],
-      { env: this.daemonEnv(rundir) });
+    run(["ip", "netns", "exec", hvNs, "ovs-vsctl", "--may-exist", "add-port", "br-seg", vm.port], { env: this.daemonEnv(rundir) });
     this.configureGuestNic(ns, vm.address, vm.mac);
     this.startBackendServer(vm.name, ns);
     return { name: vm.name, namespace: ns, hypervisor: vm.hypervisor, port: vm.port, address: vm.address, mac: vm.mac };
@@ -530,11 +645,10 @@ export class Lab {
     const pidFile = join(this.dir, `${name}.server.pid`);
     const log = openSync(join(this.dir, `${name}.server.log`), "a");
     this.record("pidFiles", pidFile);
-    const child = spawn(
-      "ip",
-      ["netns", "exec", ns, process.execPath, BACKEND_SERVER, name, String(BACKEND_PORT)],
-      { detached: true, stdio: ["ignore", log, log] },
-    );
+    const child = spawn("ip", ["netns", "exec", ns, process.execPath, BACKEND_SERVER, name, String(BACKEND_PORT)], {
+      detached: true,
+      stdio: ["ignore", log, log],
+    });
     writeFileSync(pidFile, `${child.pid}\n`);
     child.unref();
   }
@@ -645,6 +759,13 @@ function waitGone(pids: number[], timeoutMs: number) {
 
 /** How the lab starts a host's ovs-vswitchd (in its namespace, with its run directory as OVS_RUNDIR/DBDIR/LOGDIR): tests restart one the same way. */
 export function vswitchdCommand(rundir: string): string[] {
-  return ["ovs-vswitchd", `unix:${join(rundir, "db.sock")}`, "--disable-system", `--pidfile=${join(rundir, "ovs-vswitchd.pid")}`,
-    "--detach", "-vconsole:err", `--log-file=${join(rundir, "ovs-vswitchd.log")}`];
+  return [
+    "ovs-vswitchd",
+    `unix:${join(rundir, "db.sock")}`,
+    "--disable-system",
+    `--pidfile=${join(rundir, "ovs-vswitchd.pid")}`,
+    "--detach",
+    "-vconsole:err",
+    `--log-file=${join(rundir, "ovs-vswitchd.log")}`,
+  ];
 }

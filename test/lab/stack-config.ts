@@ -32,7 +32,9 @@ export function labConnections(inv: LabInventory): StackConfig {
 }
 
 const vms = (inv: LabInventory, names: string[]) =>
-  names.map((n) => inv.backends.find((b) => b.name === n)!).map((b) => ({ address: b.address, port: inv.backendPort, mac: b.mac, hypervisor: b.hypervisor, bridgePort: b.port }));
+  names
+    .map((n) => inv.backends.find((b) => b.name === n)!)
+    .map((b) => ({ address: b.address, port: inv.backendPort, mac: b.mac, hypervisor: b.hypervisor, bridgePort: b.port }));
 
 /** Each project's own keys, by project directory (relative to the repo root). */
 export function labProjects(inv: LabInventory): Record<string, { project: string; config: StackConfig }> {

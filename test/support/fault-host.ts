@@ -83,15 +83,38 @@ export class FaultHost {
     this.startOvsdb();
     this.vsctl("--no-wait", "init");
     this.startVswitchd();
-    this.vsctl("add-br", this.bridge, "--", "set", "bridge", this.bridge, "datapath_type=netdev",
-      "--", "add-port", this.bridge, this.segmentPort, "--", "set", "interface", this.segmentPort, "type=internal");
+    this.vsctl(
+      "add-br",
+      this.bridge,
+      "--",
+      "set",
+      "bridge",
+      this.bridge,
+      "datapath_type=netdev",
+      "--",
+      "add-port",
+      this.bridge,
+      this.segmentPort,
+      "--",
+      "set",
+      "interface",
+      this.segmentPort,
+      "type=internal",
+    );
     this.startSshd();
     return this;
   }
 
   startOvsdb(): void {
-    this.ns(["ovsdb-server", join(this.rundir, "conf.db"), `--remote=punix:${this.rundir}/db.sock`,
-      `--pidfile=${this.rundir}/ovsdb-server.pid`, "--detach", "-vconsole:err", `--log-file=${this.rundir}/ovsdb-server.log`]);
+    this.ns([
+      "ovsdb-server",
+      join(this.rundir, "conf.db"),
+      `--remote=punix:${this.rundir}/db.sock`,
+      `--pidfile=${this.rundir}/ovsdb-server.pid`,
+      "--detach",
+      "-vconsole:err",
+      `--log-file=${this.rundir}/ovsdb-server.log`,
+    ]);
   }
 
   startVswitchd(): void {

@@ -14,10 +14,23 @@ export function faultBackend(i: number): DeferredNatBackend {
 /**
  * A load balancer on fault hosts: `vips` VIPs in `vipBase`/16, each with `backends` backends.
  */
-export function faultLoadBalancer(name: string, hosts: FaultHost[], vipBase: [number, number], vips: number, backends: number, extra: Partial<DeferredNatLoadBalancerInputs> = {}): DeferredNatLoadBalancerInputs {
+export function faultLoadBalancer(
+  name: string,
+  hosts: FaultHost[],
+  vipBase: [number, number],
+  vips: number,
+  backends: number,
+  extra: Partial<DeferredNatLoadBalancerInputs> = {},
+): DeferredNatLoadBalancerInputs {
   return {
     name,
-    gateways: hosts.map((h, i) => ({ name: `g${i + 1}`, host: h.ovsHost, bridge: h.bridge, segmentPort: h.segmentPort, mac: `02:00:0f:00:00:${(i + 1).toString(16).padStart(2, "0")}` })),
+    gateways: hosts.map((h, i) => ({
+      name: `g${i + 1}`,
+      host: h.ovsHost,
+      bridge: h.bridge,
+      segmentPort: h.segmentPort,
+      mac: `02:00:0f:00:00:${(i + 1).toString(16).padStart(2, "0")}`,
+    })),
     hypervisors: [{ name: "hv1" }],
     vips: Array.from({ length: vips }, (_, v) => ({
       address: `${vipBase.join(".")}.${Math.floor(v / 250)}.${1 + (v % 250)}`,

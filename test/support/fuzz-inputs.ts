@@ -6,11 +6,7 @@ import dnatSchema from "../../schema/deferred-nat-load-balancer.json";
 import deviceSchema from "../../schema/distributor-device.json";
 import attachmentSchema from "../../schema/distributor-attachment.json";
 import healthCheckSchema from "../../schema/health-check.json";
-import type {
-  DeferredNatLoadBalancerInputs,
-  DistributorAttachmentInputs,
-  DsrHypervisorFlowsInputs,
-} from "../../provider/model/inputs.generated";
+import type { DeferredNatLoadBalancerInputs, DistributorAttachmentInputs, DsrHypervisorFlowsInputs } from "../../provider/model/inputs.generated";
 import { planBridge, type ObservedBridge } from "../../provider/engine/plan";
 import { renderBundle, type Flow, type Group, type Modification } from "../../provider/openflow";
 import { assignIds, planGateway, withDefaults as dnatDefaults } from "../../provider/resources/deferred-nat-load-balancer/plan";
@@ -51,7 +47,7 @@ export const HOSTILE_STRINGS = [
   "a|b",
   "a&&b",
   "'quoted'",
-  "\"dq\"",
+  '"dq"',
   "a\nb",
   "a\rb",
   "a\u0000b",
@@ -111,19 +107,18 @@ export const hostileValue: fc.Arbitrary<unknown> = fc.oneof(
 const octet = fc.integer({ min: 0, max: 255 });
 export const ipv4 = fc.tuple(fc.integer({ min: 1, max: 223 }), octet, octet, fc.integer({ min: 1, max: 254 })).map((p) => p.join("."));
 const hex = (n: number) => n.toString(16).padStart(2, "0");
-export const mac = fc
-  .tuple(fc.integer({ min: 0, max: 127 }), fc.array(octet, { minLength: 5, maxLength: 5 }), fc.boolean())
-  .map(([first, rest, upper]) => {
-    const text = [hex((first << 1) & 0xfe), ...rest.map(hex)].join(":");
-    return upper ? text.toUpperCase() : text;
-  });
+export const mac = fc.tuple(fc.integer({ min: 0, max: 127 }), fc.array(octet, { minLength: 5, maxLength: 5 }), fc.boolean()).map(([first, rest, upper]) => {
+  const text = [hex((first << 1) & 0xfe), ...rest.map(hex)].join(":");
+  return upper ? text.toUpperCase() : text;
+});
 const lowerName = fc.stringMatching(/^[a-z][a-z0-9-]{0,10}[a-z0-9]$/);
 const bridgeName = fc.stringMatching(/^[A-Za-z][A-Za-z0-9_-]{0,14}$/);
 const portName = fc.stringMatching(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,14}$/);
 const l4Port = fc.integer({ min: 1, max: 65535 });
 
 /** A private key and passphrase the failures must never echo. */
-export const SECRET_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAACmFlczI1Ni1jdHIAAAAGYmNyeXB0AAAAGAAAABD0FUZZSECRET\n-----END OPENSSH PRIVATE KEY-----\n";
+export const SECRET_KEY =
+  "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAACmFlczI1Ni1jdHIAAAAGYmNyeXB0AAAAGAAAABD0FUZZSECRET\n-----END OPENSSH PRIVATE KEY-----\n";
 export const SECRET_PASSPHRASE = "fuzz-passphrase-Zq8Xv3";
 
 const connection = fc.record(
@@ -162,7 +157,10 @@ const dsr = fc
       mode: fc.constantFrom("mac", "gre", "ipip"),
       zone: fc.integer({ min: 1, max: 65535 }),
       vips: fc.array(
-        fc.record({ address: ipv4, port: l4Port, protocol: fc.constantFrom("tcp", "udp", "sctp"), backends: fc.array(dsrBackend, { minLength: 1, maxLength: 3 }) }, { requiredKeys: ["address", "port", "backends"] }),
+        fc.record(
+          { address: ipv4, port: l4Port, protocol: fc.constantFrom("tcp", "udp", "sctp"), backends: fc.array(dsrBackend, { minLength: 1, maxLength: 3 }) },
+          { requiredKeys: ["address", "port", "backends"] },
+        ),
         { maxLength: 3 },
       ),
       gre: fc.record(
@@ -184,10 +182,11 @@ const dnat = fc
   .record({
     name: lowerName,
     hypervisorNames: fc.uniqueArray(lowerName, { minLength: 1, maxLength: 3 }),
-    gateways: fc.uniqueArray(
-      fc.record({ name: lowerName, host: ovsHost, bridge: bridgeName, segmentPort: portName, mac, tunnelAddress: ipv4 }),
-      { minLength: 1, maxLength: 2, selector: (g) => g.name },
-    ),
+    gateways: fc.uniqueArray(fc.record({ name: lowerName, host: ovsHost, bridge: bridgeName, segmentPort: portName, mac, tunnelAddress: ipv4 }), {
+      minLength: 1,
+      maxLength: 2,
+      selector: (g) => g.name,
+    }),
     delivery: fc.constantFrom("mac", "gre"),
     selectionMethod: fc.constantFrom("hash", "dp_hash"),
     selectionFields: fc.uniqueArray(fc.constantFrom("ip_src", "ip_dst", "tp_src", "tp_dst"), { minLength: 1, maxLength: 4 }),
@@ -197,7 +196,13 @@ const dnat = fc
         address: ipv4,
         port: l4Port,
         protocol: fc.constantFrom("tcp", "udp", "sctp"),
-        backends: fc.array(fc.record({ address: ipv4, port: l4Port, mac, hypervisor: fc.nat(), weight: fc.integer({ min: 1, max: 4 }) }, { requiredKeys: ["address", "port", "mac", "hypervisor"] }), { maxLength: 3 }),
+        backends: fc.array(
+          fc.record(
+            { address: ipv4, port: l4Port, mac, hypervisor: fc.nat(), weight: fc.integer({ min: 1, max: 4 }) },
+            { requiredKeys: ["address", "port", "mac", "hypervisor"] },
+          ),
+          { maxLength: 3 },
+        ),
       }),
       { minLength: 1, maxLength: 3 },
     ),
@@ -212,7 +217,13 @@ const dnat = fc
 const device = fc.record({ host: ovsHost, deviceId: lowerName, uplinkBridge: bridgeName });
 
 const amphora = fc.record(
-  { name: lowerName, mac, role: fc.constantFrom("active", "active", "standby", "failed"), slot: fc.integer({ min: 1, max: 64 }), watchPort: fc.integer({ min: 1, max: 65279 }) },
+  {
+    name: lowerName,
+    mac,
+    role: fc.constantFrom("active", "active", "standby", "failed"),
+    slot: fc.integer({ min: 1, max: 64 }),
+    watchPort: fc.integer({ min: 1, max: 65279 }),
+  },
   { requiredKeys: ["name", "mac", "role"] },
 );
 const attachment = fc
@@ -267,13 +278,21 @@ const healthCheck = fc
     ),
     probe: fc.option(
       fc.record(
-        { interval: fc.integer({ min: 1, max: 3600 }), timeout: fc.integer({ min: 1, max: 3600 }), successCount: fc.integer({ min: 1, max: 100 }), failureCount: fc.integer({ min: 1, max: 100 }) },
+        {
+          interval: fc.integer({ min: 1, max: 3600 }),
+          timeout: fc.integer({ min: 1, max: 3600 }),
+          successCount: fc.integer({ min: 1, max: 100 }),
+          failureCount: fc.integer({ min: 1, max: 100 }),
+        },
         { requiredKeys: [] },
       ),
       { nil: undefined },
     ),
     enforce: fc.boolean(),
-    gateways: fc.option(fc.uniqueArray(fc.record({ name: lowerName, host: ovsHost, bridge: bridgeName }), { minLength: 1, maxLength: 2, selector: (g) => g.name }), { nil: undefined }),
+    gateways: fc.option(
+      fc.uniqueArray(fc.record({ name: lowerName, host: ovsHost, bridge: bridgeName }), { minLength: 1, maxLength: 2, selector: (g) => g.name }),
+      { nil: undefined },
+    ),
   })
   .map(({ hypervisorNames, vips, ...rest }) => ({
     ...rest,
@@ -388,13 +407,24 @@ export function renderAccepted(kind: Kind, inputs: Record<string, unknown>): Ren
       const ids = slots ? { groupIds: {}, bucketIds: {} } : assignIds(d, { groupIds: {}, bucketIds: {} }, new Set());
       const tunnelOfports = new Map(d.hypervisors.map((h, i) => [h.name, 100 + i]));
       const gw = d.gateways[0];
-      mods = planGateway("fuzz", d, ids, { segmentOfport: 1, mac: gw.mac, tunnelOfports, bfdOfports: new Map(d.hypervisors.map((h, i) => [h.name, 200 + i])) }, EMPTY(new Map()), slots?.tables);
+      mods = planGateway(
+        "fuzz",
+        d,
+        ids,
+        { segmentOfport: 1, mac: gw.mac, tunnelOfports, bfdOfports: new Map(d.hypervisors.map((h, i) => [h.name, 200 + i])) },
+        EMPTY(new Map()),
+        slots?.tables,
+      );
       break;
     }
     case "DistributorAttachment": {
       const d = attachmentDefaults(inputs as unknown as DistributorAttachmentInputs);
       const { slots } = assignSlots(d.amphorae);
-      const ids = planIds(d, slots.map((s) => s.slot), undefined);
+      const ids = planIds(
+        d,
+        slots.map((s) => s.slot),
+        undefined,
+      );
       mods = planBridge("fuzz", attachmentIntent(d, ids, slots), EMPTY(new Map()));
       break;
     }

@@ -58,8 +58,11 @@ export async function restartVswitchd(host: LabHost): Promise<void> {
   const rundir = host.ovsRundir!;
   const pid = Number(readFileSync(join(rundir, "ovs-vswitchd.pid"), "utf8").trim());
   process.kill(pid, "SIGKILL");
-  for (let i = 0; i < 200 && existsSync(`/proc/${pid}`) && !readFileSync(`/proc/${pid}/stat`, "utf8").includes(") Z "); i++) await new Promise((r) => setTimeout(r, 10));
-  execFileSync("ip", ["netns", "exec", host.namespace, ...vswitchdCommand(rundir)], { env: { ...process.env, OVS_RUNDIR: rundir, OVS_DBDIR: rundir, OVS_LOGDIR: rundir } });
+  for (let i = 0; i < 200 && existsSync(`/proc/${pid}`) && !readFileSync(`/proc/${pid}/stat`, "utf8").includes(") Z "); i++)
+    await new Promise((r) => setTimeout(r, 10));
+  execFileSync("ip", ["netns", "exec", host.namespace, ...vswitchdCommand(rundir)], {
+    env: { ...process.env, OVS_RUNDIR: rundir, OVS_DBDIR: rundir, OVS_LOGDIR: rundir },
+  });
 }
 
 /**
@@ -68,7 +71,11 @@ export async function restartVswitchd(host: LabHost): Promise<void> {
  */
 export function amphoraVip(b: { namespace: string }, vip: string, on: boolean): void {
   if (on) {
-    for (const [k, v] of [["arp_ignore", "1"], ["arp_announce", "2"]]) inNamespace(b.namespace, ["sysctl", "-q", "-w", `net.ipv4.conf.all.${k}=${v}`]);
+    for (const [k, v] of [
+      ["arp_ignore", "1"],
+      ["arp_announce", "2"],
+    ])
+      inNamespace(b.namespace, ["sysctl", "-q", "-w", `net.ipv4.conf.all.${k}=${v}`]);
     inNamespace(b.namespace, ["ip", "addr", "replace", `${vip}/32`, "dev", "lo"]);
   } else {
     inNamespace(b.namespace, ["ip", "addr", "flush", "dev", "lo", "to", `${vip}/32`]);
@@ -112,7 +119,11 @@ export async function lockLab(name: string, timeoutMs = 300_000): Promise<() => 
         process.kill(holder, 0);
       } catch {
         if (holder > 0 || !existsSync(path)) {
-          try { unlinkSync(path); } catch { /* raced */ }
+          try {
+            unlinkSync(path);
+          } catch {
+            /* raced */
+          }
           continue;
         }
       }

@@ -28,8 +28,17 @@ export class OvnCentral {
   }
 
   /** The SB Service_Monitor rows of these logical ports: uuid, port, protocol and status. */
-  async monitors(lsps: readonly string[]): Promise<{ uuid: string; logicalPort: string; ip: string; port: number; protocol: string; srcIp: string; status: string }[]> {
-    const out = await this.sbctl("--format=csv", "--data=bare", "--no-headings", "--columns=_uuid,logical_port,ip,port,protocol,src_ip,status", "list", "service_monitor");
+  async monitors(
+    lsps: readonly string[],
+  ): Promise<{ uuid: string; logicalPort: string; ip: string; port: number; protocol: string; srcIp: string; status: string }[]> {
+    const out = await this.sbctl(
+      "--format=csv",
+      "--data=bare",
+      "--no-headings",
+      "--columns=_uuid,logical_port,ip,port,protocol,src_ip,status",
+      "list",
+      "service_monitor",
+    );
     return out
       .split("\n")
       .filter(Boolean)

@@ -109,7 +109,12 @@ module.exports = { LabBridge };
 }
 
 /** Deletes the bridge a project's program declared (when a test stopped half-way), stops its plugin and removes the project. */
-export async function removeBridgeProject(project: string | undefined, plugin: PluginCall | undefined, bridge: Registration | undefined, id: string): Promise<void> {
+export async function removeBridgeProject(
+  project: string | undefined,
+  plugin: PluginCall | undefined,
+  bridge: Registration | undefined,
+  id: string,
+): Promise<void> {
   if (plugin && bridge) {
     const at = plugin.at(urnOf(bridge));
     const checked = await at.check({}, bridge.inputs).catch(() => undefined);

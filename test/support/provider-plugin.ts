@@ -162,7 +162,11 @@ export async function startProviderPlugin(options: PluginOptions = {}): Promise<
   if (programDirectory) {
     const { NODE_PATH: _ignored, ...env } = process.env;
     const script = require.resolve("@pulumi/pulumi/cmd/dynamic-provider", { paths: [programDirectory] });
-    child = spawn(process.execPath, [EXIT_WITH_PARENT, script, engine], { cwd: programDirectory, env: { ...env, ...extraEnv }, stdio: ["ignore", "pipe", "pipe"] });
+    child = spawn(process.execPath, [EXIT_WITH_PARENT, script, engine], {
+      cwd: programDirectory,
+      env: { ...env, ...extraEnv },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
   } else if (projectRoot) {
     const { NODE_PATH: _ignored, ...env } = process.env;
     child = spawn(process.execPath, [EXIT_WITH_PARENT, "./node_modules/@pulumi/pulumi/cmd/dynamic-provider", engine], {

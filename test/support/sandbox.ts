@@ -34,13 +34,38 @@ export function startOvsSandbox(opts: { vswitchd?: boolean } = {}): OvsSandbox {
   const db = join(dir, "conf.db");
   const dbSock = join(dir, "db.sock");
   sh(["ovsdb-tool", "create", db, "/usr/share/openvswitch/vswitch.ovsschema"], env);
-  sh(["ovsdb-server", db, `--remote=punix:${dbSock}`, `--pidfile=${join(dir, "ovsdb-server.pid")}`,
-    "--detach", "-vconsole:err", `--log-file=${join(dir, "ovsdb-server.log")}`], env);
+  sh(
+    [
+      "ovsdb-server",
+      db,
+      `--remote=punix:${dbSock}`,
+      `--pidfile=${join(dir, "ovsdb-server.pid")}`,
+      "--detach",
+      "-vconsole:err",
+      `--log-file=${join(dir, "ovsdb-server.log")}`,
+    ],
+    env,
+  );
   sh(["ovs-vsctl", `--db=unix:${dbSock}`, "--no-wait", "init"], env);
   if (opts.vswitchd !== false) {
-    sh(["ip", "netns", "exec", netns, "ovs-vswitchd", `unix:${dbSock}`, "--enable-dummy", "--disable-system", "--disable-system-route",
-      `--pidfile=${join(dir, "ovs-vswitchd.pid")}`, "--detach", "-vconsole:err",
-      `--log-file=${join(dir, "ovs-vswitchd.log")}`], env);
+    sh(
+      [
+        "ip",
+        "netns",
+        "exec",
+        netns,
+        "ovs-vswitchd",
+        `unix:${dbSock}`,
+        "--enable-dummy",
+        "--disable-system",
+        "--disable-system-route",
+        `--pidfile=${join(dir, "ovs-vswitchd.pid")}`,
+        "--detach",
+        "-vconsole:err",
+        `--log-file=${join(dir, "ovs-vswitchd.log")}`,
+      ],
+      env,
+    );
   }
   const stop = () => {
     for (const daemon of ["ovs-vswitchd", "ovsdb-server"]) {
@@ -61,8 +86,21 @@ export function startOvsSandbox(opts: { vswitchd?: boolean } = {}): OvsSandbox {
     dbSock,
     runner: new LocalRunner("sandbox", env),
     addBridge(name: string) {
-      sh(["ovs-vsctl", `--db=unix:${dbSock}`, "add-br", name, "--", "set", "bridge", name,
-        "datapath_type=netdev", "protocols=OpenFlow10,OpenFlow13,OpenFlow14,OpenFlow15"], env);
+      sh(
+        [
+          "ovs-vsctl",
+          `--db=unix:${dbSock}`,
+          "add-br",
+          name,
+          "--",
+          "set",
+          "bridge",
+          name,
+          "datapath_type=netdev",
+          "protocols=OpenFlow10,OpenFlow13,OpenFlow14,OpenFlow15",
+        ],
+        env,
+      );
       return `unix:${join(dir, `${name}.mgmt`)}`;
     },
     stop,

@@ -151,7 +151,11 @@ export const times = (host: string, port: number, count: number): TcpTarget[] =>
  * them all again: one synchronous run of the client.
  */
 export function connectAndClose(namespace: string, targets: readonly (string | TcpTarget)[], opts: OpenOptions = {}): TcpConnection[] {
-  const out = JSON.parse(inNamespace(namespace, [process.execPath, "-e", CLIENT], `${openCommand(targets, opts)}\n`).trim().split("\n")[0]);
+  const out = JSON.parse(
+    inNamespace(namespace, [process.execPath, "-e", CLIENT], `${openCommand(targets, opts)}\n`)
+      .trim()
+      .split("\n")[0],
+  );
   if (out.failed) throw new Error(`tcp client in ${namespace}: ${out.failed}`);
   return (out.connections as Omit<TcpConnection, "backend">[]).map(toConnection);
 }

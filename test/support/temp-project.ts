@@ -27,5 +27,7 @@ export function removeTempProject(dir: string | undefined): void {
 
 /** A Pulumi.<stack>.yaml whose config values are given as objects (written as JSON, which is YAML). */
 export function stackConfigYaml(config: Record<string, unknown>): string {
-  return `config:\n${Object.entries(config).map(([k, v]) => `  ${k}: ${JSON.stringify(v)}`).join("\n")}\n`;
+  return `config:\n${Object.entries(config)
+    .map(([k, v]) => `  ${k}: ${JSON.stringify(v)}`)
+    .join("\n")}\n`;
 }

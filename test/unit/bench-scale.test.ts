@@ -34,8 +34,7 @@ describe("scale-fanout: commit instants from ovs-vswitchd's vconn log", () => {
 });
 
 describe("peer-command: OpenFlow messages from strace's sendto lines", () => {
-  const hdr = (type: number, length: number) =>
-    [6, type, length >> 8, length & 0xff, 0, 0, 0, 1].map((b) => `\\x${b.toString(16).padStart(2, "0")}`).join("");
+  const hdr = (type: number, length: number) => [6, type, length >> 8, length & 0xff, 0, 0, 0, 1].map((b) => `\\x${b.toString(16).padStart(2, "0")}`).join("");
   const send = (pid: number | undefined, fd: number, type: number, length: number, written: number) =>
     `${pid === undefined ? "" : `[pid ${pid}] `}sendto(${fd}, "${hdr(type, length)}"..., ${written}, 0, NULL, 0) = ${written}`;
 

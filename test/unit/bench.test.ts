@@ -61,10 +61,18 @@ describe("bench programs", () => {
   const bench = join(__dirname, "..", "..", "bench");
 
   it("each program a benchmark starts is a file in bench/programs, and no benchmark embeds one as a string", () => {
-    const sources = readdirSync(bench).filter((f) => f.endsWith(".ts")).map((f) => readFileSync(join(bench, f), "utf8"));
+    const sources = readdirSync(bench)
+      .filter((f) => f.endsWith(".ts"))
+      .map((f) => readFileSync(join(bench, f), "utf8"));
     const named = sources.flatMap((s) => [...s.matchAll(/benchProgram\("([^"]+)"\)/g)].map((m) => m[1]));
     expect([...new Set(named)].sort()).toEqual([
-      "edge-sniffer.pl", "http-server.ts", "load-driver.ts", "prober.ts", "tcp-checker.ts", "tcp-listener.ts", "timing-client.ts",
+      "edge-sniffer.pl",
+      "http-server.ts",
+      "load-driver.ts",
+      "prober.ts",
+      "tcp-checker.ts",
+      "tcp-listener.ts",
+      "timing-client.ts",
     ]);
     for (const name of named) expect(existsSync(join(bench, "programs", name)), name).toBe(true);
     for (const s of sources) expect(s).not.toMatch(/String\.raw`|execPath, "-e"/);

@@ -70,7 +70,9 @@ describe("health check refusals at check", () => {
 
   it("refuses a probe without ovn.healthCheckSourceIp, saying OVN would drop the backend", async () => {
     const failures = await refusals(lb({ ovn: { ...ovn, healthCheckSourceIp: undefined } }));
-    expect(failures).toContainEqual(expect.stringMatching(/^ovn\.healthCheckSourceIp: is required by healthCheck\.probe: .*without a mapping OVN silently drops the backend$/));
+    expect(failures).toContainEqual(
+      expect.stringMatching(/^ovn\.healthCheckSourceIp: is required by healthCheck\.probe: .*without a mapping OVN silently drops the backend$/),
+    );
     // The backends' logical ports are refused for the same reason; nothing else is.
     expect(failures.filter((f) => !f.startsWith("ovn.healthCheckSourceIp:"))).toEqual([
       expect.stringMatching(/^vips\[0\]\.backends\[0\]\.logicalPort: needs ovn\.healthCheckSourceIp: /),
@@ -79,7 +81,10 @@ describe("health check refusals at check", () => {
   });
 
   it("refuses, by index, a backend without logicalPort when probed", async () => {
-    const vips = [lb().vips[0], { address: "10.0.0.194", port: 53, protocol: "udp" as const, backends: [backend(3), backend(4, "hv2", { logicalPort: undefined })] }];
+    const vips = [
+      lb().vips[0],
+      { address: "10.0.0.194", port: 53, protocol: "udp" as const, backends: [backend(3), backend(4, "hv2", { logicalPort: undefined })] },
+    ];
     expect(await refusals(lb({ vips }))).toEqual([
       "vips[1].backends[1].logicalPort: is required by healthCheck.probe: OVN probes a backend from the chassis its logical port is bound to, and silently drops a monitored VIP's backend that has no port mapping",
     ]);
@@ -88,11 +93,16 @@ describe("health check refusals at check", () => {
   });
 
   it("refuses bfd with a hypervisor reached by mac delivery, naming that hypervisor", async () => {
-    const hypervisors = [{ name: "hv1", tunnelAddress: "172.16.21.2" }, { name: "hv2", delivery: "mac" as const }];
+    const hypervisors = [
+      { name: "hv1", tunnelAddress: "172.16.21.2" },
+      { name: "hv2", delivery: "mac" as const },
+    ];
     expect(await refusals(lb({ delivery: "gre", hypervisors, healthCheck: { bfd: {} } }))).toEqual([
       "hypervisors[1].delivery: must be gre with healthCheck.bfd: BFD runs on the gateways' tunnel to each hypervisor, and mac delivery has none to watch",
     ]);
-    expect(await refusals(lb({ delivery: "gre", hypervisors: [hypervisors[0], { name: "hv2", tunnelAddress: "172.16.22.2" }], healthCheck: { bfd: {} } }))).toEqual([]);
+    expect(
+      await refusals(lb({ delivery: "gre", hypervisors: [hypervisors[0], { name: "hv2", tunnelAddress: "172.16.22.2" }], healthCheck: { bfd: {} } })),
+    ).toEqual([]);
     // The default delivery is mac: every hypervisor is refused.
     expect((await refusals(lb({ healthCheck: { bfd: {} } }))).map((f) => f.split(":")[0])).toEqual(["hypervisors[0].delivery", "hypervisors[1].delivery"]);
   });
@@ -104,7 +114,8 @@ describe("health check refusals at check", () => {
   });
 
   it("refuses enforce without southbound (and without probe)", async () => {
-    const reason = "healthCheck.enforce: needs healthCheck.probe and healthCheck.southbound: enforcing sets stale Service_Monitor rows offline in the southbound";
+    const reason =
+      "healthCheck.enforce: needs healthCheck.probe and healthCheck.southbound: enforcing sets stale Service_Monitor rows offline in the southbound";
     expect(await refusals(lb({ healthCheck: { probe: {}, enforce: true } }))).toEqual([reason]);
     expect(await refusals(lb({ healthCheck: { enforce: true } }))).toEqual([reason]);
     expect(await refusals(lb({ healthCheck: { probe: {}, enforce: false } }))).toEqual([]);
@@ -119,7 +130,12 @@ describe("the northbound health checks the inputs want", () => {
       "10.0.0.193:80": { interval: "2", timeout: "3", success_count: "1", failure_count: "1" },
       "10.0.0.193:443": { interval: "2", timeout: "3", success_count: "1", failure_count: "1" },
     });
-    expect(desiredNbRows(lb({ healthCheck: { probe: {} } }))[0].healthChecks["10.0.0.193:80"]).toEqual({ interval: "5", timeout: "3", success_count: "1", failure_count: "1" });
+    expect(desiredNbRows(lb({ healthCheck: { probe: {} } }))[0].healthChecks["10.0.0.193:80"]).toEqual({
+      interval: "5",
+      timeout: "3",
+      success_count: "1",
+      failure_count: "1",
+    });
     expect(desiredNbRows(lb({ healthCheck: undefined }))[0].healthChecks).toEqual({});
   });
 });
@@ -131,30 +147,65 @@ describe("assessHealth", () => {
   const fwd: BfdView = { state: "up", forwarding: true };
   const down: BfdView = { state: "down", forwarding: false };
   /** gateway -> its view of hv1 (hv2 always up). */
-  const bfdOf = (views: Record<string, BfdView>) => new Map(Object.entries(views).map(([gw, v]) => [gw, new Map([["hv1", v], ["hv2", fwd]])]));
+  const bfdOf = (views: Record<string, BfdView>) =>
+    new Map(
+      Object.entries(views).map(([gw, v]) => [
+        gw,
+        new Map([
+          ["hv1", v],
+          ["hv2", fwd],
+        ]),
+      ]),
+    );
   const observe = (over: Partial<HealthObservations> = {}): HealthObservations => ({
     monitors: [online(1), online(2)],
-    bindings: new Map([["lsp-1", bound], ["lsp-2", { chassis: "hv2", up: true }]]),
+    bindings: new Map([
+      ["lsp-1", bound],
+      ["lsp-2", { chassis: "hv2", up: true }],
+    ]),
     bfd: new Map(),
     ...over,
   });
 
   it("reports a port bound to no chassis but still up, its monitor online, as stale with the reason", () => {
-    const r = assessHealth(inputs, observe({ bindings: new Map([["lsp-1", { up: true }], ["lsp-2", { chassis: "hv2", up: true }]]) }));
-    expect(r.stale).toEqual([{ vip: "tcp:10.0.0.193:80", backend: "10.0.0.101:8080", logicalPort: "lsp-1", reason: "online while its logical port lsp-1 is bound to no chassis (and still marked up)" }]);
+    const r = assessHealth(
+      inputs,
+      observe({
+        bindings: new Map([
+          ["lsp-1", { up: true }],
+          ["lsp-2", { chassis: "hv2", up: true }],
+        ]),
+      }),
+    );
+    expect(r.stale).toEqual([
+      {
+        vip: "tcp:10.0.0.193:80",
+        backend: "10.0.0.101:8080",
+        logicalPort: "lsp-1",
+        reason: "online while its logical port lsp-1 is bound to no chassis (and still marked up)",
+      },
+    ]);
     expect(r.backends[0]).toMatchObject({ monitor: "online", port: { name: "lsp-1", chassis: null, up: true } });
   });
 
   it("does not report a bound, online backend", () => {
     const r = assessHealth(inputs, observe());
     expect(r.stale).toEqual([]);
-    expect(r.backends.map((b) => [b.backend, b.monitor, b.port?.chassis])).toEqual([["10.0.0.101:8080", "online", "hv1"], ["10.0.0.102:8080", "online", "hv2"]]);
+    expect(r.backends.map((b) => [b.backend, b.monitor, b.port?.chassis])).toEqual([
+      ["10.0.0.101:8080", "online", "hv1"],
+      ["10.0.0.102:8080", "online", "hv2"],
+    ]);
   });
 
   it("reports an online backend stale when a strict majority of the gateways peering with its hypervisor see BFD down", () => {
     const twoOfThree = assessHealth(inputs, observe({ bfd: bfdOf({ gw1: down, gw2: down, gw3: fwd }) }));
     expect(twoOfThree.stale).toEqual([
-      { vip: "tcp:10.0.0.193:80", backend: "10.0.0.101:8080", logicalPort: "lsp-1", reason: "online while 2 of the 3 gateways peering with hypervisor hv1 see its BFD session down" },
+      {
+        vip: "tcp:10.0.0.193:80",
+        backend: "10.0.0.101:8080",
+        logicalPort: "lsp-1",
+        reason: "online while 2 of the 3 gateways peering with hypervisor hv1 see its BFD session down",
+      },
     ]);
     expect(twoOfThree.backends[0].bfd).toEqual({ gw1: "down", gw2: "down", gw3: "up" });
     expect(assessHealth(inputs, observe({ bfd: bfdOf({ gw1: down, gw2: down }) })).stale.map((s) => s.backend)).toEqual(["10.0.0.101:8080"]);
@@ -176,7 +227,15 @@ describe("assessHealth", () => {
     const dead = observe({
       monitors: [online(1, "offline"), { ...online(2), status: undefined }],
       bindings: new Map(),
-      bfd: new Map(["gw1", "gw2", "gw3"].map((gw) => [gw, new Map([["hv1", down], ["hv2", down]])])),
+      bfd: new Map(
+        ["gw1", "gw2", "gw3"].map((gw) => [
+          gw,
+          new Map([
+            ["hv1", down],
+            ["hv2", down],
+          ]),
+        ]),
+      ),
     });
     const r = assessHealth(inputs, dead);
     expect(r.stale).toEqual([]);
@@ -191,9 +250,19 @@ describe("assessHealth", () => {
       ],
     });
     const monitors = [online(1), online(2)];
-    const obs = observe({ monitors, bindings: new Map([["lsp-1", { up: true }], ["lsp-2", { up: false }]]) });
+    const obs = observe({
+      monitors,
+      bindings: new Map([
+        ["lsp-1", { up: true }],
+        ["lsp-2", { up: false }],
+      ]),
+    });
     const report = assessHealth(shared, obs);
-    expect(report.stale.map((s) => `${s.vip} ${s.backend}`)).toEqual(["tcp:10.0.0.193:80 10.0.0.101:8080", "tcp:10.0.0.193:80 10.0.0.102:8080", "tcp:10.0.0.195:80 10.0.0.101:8080"]);
+    expect(report.stale.map((s) => `${s.vip} ${s.backend}`)).toEqual([
+      "tcp:10.0.0.193:80 10.0.0.101:8080",
+      "tcp:10.0.0.193:80 10.0.0.102:8080",
+      "tcp:10.0.0.195:80 10.0.0.101:8080",
+    ]);
     expect(monitorsToMarkOffline(report, shared, monitors)).toEqual([online(1), online(2)]);
     // A monitor a probe has set offline since is not written again.
     expect(monitorsToMarkOffline(report, shared, [online(1), online(2, "offline")])).toEqual([online(1)]);

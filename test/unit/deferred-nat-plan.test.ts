@@ -86,7 +86,8 @@ describe("planning one gateway, against a gateway recorded from OVS", () => {
   const port = { segmentOfport: dump.ports.seg0, mac: inputs.gateways[0].mac };
   const TCP = "tcp:10.0.0.193:80";
   const tcp = inputs.vips[0];
-  const withTcp = (backends: DeferredNatBackend[], extra: Partial<DeferredNatLoadBalancerInputs> = {}): Inputs => withDefaults({ ...inputs, vips: [{ ...tcp, backends }, inputs.vips[1]], ...extra });
+  const withTcp = (backends: DeferredNatBackend[], extra: Partial<DeferredNatLoadBalancerInputs> = {}): Inputs =>
+    withDefaults({ ...inputs, vips: [{ ...tcp, backends }, inputs.vips[1]], ...extra });
   const plan = (next: Inputs, ids: RecordedIds = recorded) => planGateway("gw1", next, mergeIds(recorded, ids), port, observed);
   const bucketOf = (b: DeferredNatBackend, r = 0) => recorded.bucketIds[TCP][replicaKey(b, r)];
 
@@ -101,7 +102,14 @@ describe("planning one gateway, against a gateway recorded from OVS", () => {
     const ids = assignIds(next, recorded, foreignGroupsOn(next, observed, recorded));
     expect(ids.groupIds).toEqual(recorded.groupIds);
     const mods = plan(next, ids);
-    expect(mods).toEqual([{ op: "insert-buckets", groupId: recorded.groupIds[TCP], commandBucketId: "last", buckets: [expect.objectContaining({ bucketId: ids.bucketIds[TCP]["10.0.0.120:8080#0"], weight: BUCKET_WEIGHT })] }]);
+    expect(mods).toEqual([
+      {
+        op: "insert-buckets",
+        groupId: recorded.groupIds[TCP],
+        commandBucketId: "last",
+        buckets: [expect.objectContaining({ bucketId: ids.bucketIds[TCP]["10.0.0.120:8080#0"], weight: BUCKET_WEIGHT })],
+      },
+    ]);
   });
 
   it("removes a backend by its bucket id only", () => {
@@ -124,7 +132,9 @@ describe("planning one gateway, against a gateway recorded from OVS", () => {
     const udp = inputs.vips[1];
     const key = "udp:10.0.0.194:53";
     const lighter = { ...inputs, vips: [tcp, { ...udp, backends: udp.backends.map((b) => ({ ...b, weight: 1 })) }] };
-    expect(plan(lighter)).toEqual([{ op: "remove-buckets", groupId: recorded.groupIds[key], commandBucketId: recorded.bucketIds[key][replicaKey(udp.backends[1], 1)] }]);
+    expect(plan(lighter)).toEqual([
+      { op: "remove-buckets", groupId: recorded.groupIds[key], commandBucketId: recorded.bucketIds[key][replicaKey(udp.backends[1], 1)] },
+    ]);
   });
 
   it("rebuilds a group only when the selection fields change", () => {
@@ -137,7 +147,9 @@ describe("planning one gateway, against a gateway recorded from OVS", () => {
     const ids = assignIds(clash, recorded, foreignGroupsOn(clash, observed, recorded));
     expect(() => plan(clash, ids)).toThrow(/gw1: a flow of cookie 0x1234 already matches VIP tcp:10.0.0.197:80 at priority 100; refusing to replace it/);
     const held: RecordedIds = { ...recorded, groupIds: { ...recorded.groupIds, "tcp:10.0.0.197:80": 7 } };
-    expect(() => assignIds(clash, held, foreignGroupsOn(clash, observed, held))).toThrow(/group 7 of VIP tcp:10.0.0.197:80 is now held by a group this load balancer does not own/);
+    expect(() => assignIds(clash, held, foreignGroupsOn(clash, observed, held))).toThrow(
+      /group 7 of VIP tcp:10.0.0.197:80 is now held by a group this load balancer does not own/,
+    );
   });
 
   it("removes a VIP's flow before its group; with no VIPs, everything it owns and nothing else", () => {
@@ -181,7 +193,13 @@ describe("reading back recorded gateways", () => {
   });
 
   it("a VIP whose flow was deleted by hand reads as absent", () => {
-    const gone = editedDump(dump, ({ flows, groups }) => ({ flows: flows.split("\n").filter((l) => !l.includes("nw_dst=10.0.0.194")).join("\n"), groups }));
+    const gone = editedDump(dump, ({ flows, groups }) => ({
+      flows: flows
+        .split("\n")
+        .filter((l) => !l.includes("nw_dst=10.0.0.194"))
+        .join("\n"),
+      groups,
+    }));
     const { inputs: actual, observations } = read(gone);
     expect(actual.vips.map(vipKey)).toEqual(["tcp:10.0.0.193:80"]);
     expect(observations[0].findings.map(renderFinding)).toEqual(["gw1: VIP udp:10.0.0.194:53: flow missing or changed"]);
@@ -231,8 +249,20 @@ describe("gre delivery", () => {
   const gre = (over: Partial<Inputs> = {}): Inputs =>
     withDefaults({
       name: "web",
-      gateways: [{ name: "gw1", host: { connection: conn("172.30.0.11") }, bridge: "br-seg", segmentPort: "seg0", mac: "02:00:0a:00:00:0b", tunnelAddress: "172.16.11.2" }],
-      hypervisors: [{ name: "hv1", tunnelAddress: "172.16.21.2" }, { name: "hv2", delivery: "mac" }],
+      gateways: [
+        {
+          name: "gw1",
+          host: { connection: conn("172.30.0.11") },
+          bridge: "br-seg",
+          segmentPort: "seg0",
+          mac: "02:00:0a:00:00:0b",
+          tunnelAddress: "172.16.11.2",
+        },
+      ],
+      hypervisors: [
+        { name: "hv1", tunnelAddress: "172.16.21.2" },
+        { name: "hv2", delivery: "mac" },
+      ],
       delivery: "gre",
       vips: [{ address: "10.0.0.193", port: 80, protocol: "tcp", backends: [backend(1), backend(2, { hypervisor: "hv2" })] }],
       ...over,
@@ -271,7 +301,10 @@ describe("gre delivery", () => {
     });
     expect(bfdKeyOf({ name: "web" })).not.toBe(greKeyOf({ name: "web" }));
     expect(tunnelPorts(gre({ delivery: "mac", hypervisors: [{ name: "hv1" }, { name: "hv2" }] }), gre().gateways[0])).toEqual([]);
-    const rows = { port: { external_ids: new Map([["ovslb:owner", "deferred-nat/web"]]) }, iface: { type: "gre", options: new Map(Object.entries(t.options)) } };
+    const rows = {
+      port: { external_ids: new Map([["ovslb:owner", "deferred-nat/web"]]) },
+      iface: { type: "gre", options: new Map(Object.entries(t.options)) },
+    };
     expect(grePortState("deferred-nat/web", t.options, rows)).toBe("right");
     expect(grePortState("deferred-nat/web", t.options, { ...rows, iface: { type: "gre", options: new Map([["remote_ip", "flow"]]) } })).toBe("changed");
     expect(grePortState("deferred-nat/web", t.options, { port: { external_ids: new Map() }, iface: rows.iface })).toBe("foreign");

@@ -46,7 +46,15 @@ const backend = (v: number, i: number): DeferredNatBackend => ({
 function big(n: number): Inputs {
   return withDefaults({
     name: "big",
-    gateways: [{ name: "gw1", host: { connection: { host: "172.30.0.11", user: "root", hostKey: KEY, privateKeyPath: "/k" } }, bridge: "br-seg", segmentPort: "seg0", mac: GW_MAC }],
+    gateways: [
+      {
+        name: "gw1",
+        host: { connection: { host: "172.30.0.11", user: "root", hostKey: KEY, privateKeyPath: "/k" } },
+        bridge: "br-seg",
+        segmentPort: "seg0",
+        mac: GW_MAC,
+      },
+    ],
     hypervisors: [{ name: "hv1" }],
     vips: Array.from({ length: 1024 }, (_, v) => ({
       address: `10.0.${v >> 8}.${v & 255}`,
@@ -96,11 +104,14 @@ describe("a scoped update at the largest VIP set: one added backend among 1,024 
     const group = recorded.groupIds[key];
     // What dump-groups BR ID and dump-flows BR MATCH print for it (OVS 3.1, -O OpenFlow15 --no-names).
     const buckets = old.vips[V].backends.map(
-      (b) => `bucket=bucket_id:${recorded.bucketIds[key][replicaKey(b, 0)]},weight:100,actions=set_field:${GW_MAC}->eth_src,set_field:${b.mac}->eth_dst,IN_PORT`,
+      (b) =>
+        `bucket=bucket_id:${recorded.bucketIds[key][replicaKey(b, 0)]},weight:100,actions=set_field:${GW_MAC}->eth_src,set_field:${b.mac}->eth_dst,IN_PORT`,
     );
     const observed = {
       ports: new Map([["seg0", 1]]),
-      groups: parseGroups(`OFPST_GROUP_DESC reply (OF1.5) (xid=0x2):\n group_id=${group},type=select,selection_method=hash,fields(ip_src,ip_dst,tcp_src,tcp_dst),${buckets.join(",")}\n`),
+      groups: parseGroups(
+        `OFPST_GROUP_DESC reply (OF1.5) (xid=0x2):\n group_id=${group},type=select,selection_method=hash,fields(ip_src,ip_dst,tcp_src,tcp_dst),${buckets.join(",")}\n`,
+      ),
       flows: parseFlows(
         `OFPST_FLOW reply (OF1.5) (xid=0x2):\n cookie=0x${cookieOf(old).toString(16)}, duration=9.1s, table=0, n_packets=0, n_bytes=0, idle_age=9, priority=100,tcp,in_port=1,nw_dst=10.0.1.244,tp_dst=80 actions=group:${group}\n`,
       ),
@@ -115,11 +126,7 @@ describe("a scoped update at the largest VIP set: one added backend among 1,024 
           {
             bucketId: ids.bucketIds[key][replicaKey(added, 0)],
             weight: 100,
-            actions: [
-              { type: "set_field", field: "eth_src", value: GW_MAC },
-              { type: "set_field", field: "eth_dst", value: added.mac },
-              { type: "in_port" },
-            ],
+            actions: [{ type: "set_field", field: "eth_src", value: GW_MAC }, { type: "set_field", field: "eth_dst", value: added.mac }, { type: "in_port" }],
           },
         ],
       },
@@ -134,8 +141,12 @@ describe("a scoped update at the largest VIP set: one added backend among 1,024 
     expect(scopedRead(scope, recorded, port).groupIds).toEqual([group]);
     const observed = {
       ports: new Map([["seg0", 1]]),
-      groups: parseGroups(` group_id=${group},type=select,selection_method=hash,fields(ip_src,ip_dst,tcp_src,tcp_dst),bucket=bucket_id:${recorded.bucketIds[key][replicaKey(old.vips[V].backends[0], 0)]},weight:100,actions=IN_PORT\n`),
-      flows: parseFlows(` cookie=0x${cookieOf(old).toString(16)}, duration=9.1s, table=0, n_packets=0, n_bytes=0, idle_age=9, priority=100,tcp,in_port=1,nw_dst=10.0.1.244,tp_dst=80 actions=group:${group}\n`),
+      groups: parseGroups(
+        ` group_id=${group},type=select,selection_method=hash,fields(ip_src,ip_dst,tcp_src,tcp_dst),bucket=bucket_id:${recorded.bucketIds[key][replicaKey(old.vips[V].backends[0], 0)]},weight:100,actions=IN_PORT\n`,
+      ),
+      flows: parseFlows(
+        ` cookie=0x${cookieOf(old).toString(16)}, duration=9.1s, table=0, n_packets=0, n_bytes=0, idle_age=9, priority=100,tcp,in_port=1,nw_dst=10.0.1.244,tp_dst=80 actions=group:${group}\n`,
+      ),
     };
     expect(planGatewayScoped("gw1", gone, scope, idsOf(recorded, [key]), port, observed)).toEqual([
       { op: "delete-flow", table: 0, priority: 100, match: { protocol: "tcp", in_port: 1, nw_dst: "10.0.1.244", tp_dst: 80 }, cookie: cookieOf(old) },
@@ -168,7 +179,10 @@ describe("drift a refresh recorded is touched and repaired (against a gateway re
   const second = inputs.vips[0].backends[1];
 
   it("the drifted VIP is touched, the other is not", () => {
-    expect(findings.map((f) => [f.kind, f.vip])).toEqual([["bucket-missing", TCP], ["bucket-stray", TCP]]);
+    expect(findings.map((f) => [f.kind, f.vip])).toEqual([
+      ["bucket-missing", TCP],
+      ["bucket-stray", TCP],
+    ]);
     expect(updateScope(refreshed.inputs, inputs, state)).toEqual({ kind: "vips", touched: [TCP], removed: [] });
   });
 
@@ -199,7 +213,10 @@ describe("drift a refresh recorded is touched and repaired (against a gateway re
     const bfd: DriftFinding = { host: "gw2", kind: "bfd-port", object: "BFD port to hypervisor hv1", vip: TCP };
     const tunnel: DriftFinding = { host: "gw1", kind: "tunnel-port", object: "tunnel port to hypervisor hv2", vip: TCP };
     expect(updateScope(refreshed.inputs, inputs, recordedWith(bfd)).kind).toBe("all");
-    expect(updateScope(refreshed.inputs, inputs, recordedWith(findings[0], tunnel))).toMatchObject({ kind: "all", reason: expect.stringContaining(renderFinding(tunnel)) });
+    expect(updateScope(refreshed.inputs, inputs, recordedWith(findings[0], tunnel))).toMatchObject({
+      kind: "all",
+      reason: expect.stringContaining(renderFinding(tunnel)),
+    });
     // A host a partial change did not reach.
     const missed: DriftFinding = { host: "root@172.30.0.12:22 (gw2)", kind: "not-applied", object: "this change", detail: "OVS refused" };
     expect(updateScope(refreshed.inputs, inputs, recordedWith(missed)).kind).toBe("all");
@@ -208,7 +225,10 @@ describe("drift a refresh recorded is touched and repaired (against a gateway re
   it("drift recorded before findings were (sentences only) reads everything, whatever the sentences say; none recorded scopes as usual", () => {
     const old = { ...ids, gatewayPorts: state.gatewayPorts };
     for (const sentence of [`gw1: VIP ${TCP}: bucket 7 (10.0.0.101:8080#0) missing`, "root@172.30.0.12:22 (gw2): not changed: OVS refused"]) {
-      expect(updateScope(refreshed.inputs, inputs, { ...old, drift: [sentence] })).toMatchObject({ kind: "all", reason: expect.stringMatching(/without findings/) });
+      expect(updateScope(refreshed.inputs, inputs, { ...old, drift: [sentence] })).toMatchObject({
+        kind: "all",
+        reason: expect.stringMatching(/without findings/),
+      });
     }
     expect(updateScope(refreshed.inputs, inputs, { ...old, drift: [] })).toEqual({ kind: "vips", touched: [TCP], removed: [] });
   });

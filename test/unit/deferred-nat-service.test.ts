@@ -24,7 +24,11 @@ beforeEach(async () => {
 const KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJdD7y3aLq454yWBdwLWbieU1ebz9/cu7/QEXn9OIeZJ";
 const host = (address: string) => ({ connection: { host: address, user: "root", hostKey: KEY, privateKeyPath: "/k" } });
 const backend = (n: number, hypervisor: string) => ({
-  address: `10.0.0.${100 + n}`, port: 8080, mac: `02:00:0a:00:00:${(100 + n).toString(16)}`, hypervisor, bridgePort: `vm${n}`,
+  address: `10.0.0.${100 + n}`,
+  port: 8080,
+  mac: `02:00:0a:00:00:${(100 + n).toString(16)}`,
+  hypervisor,
+  bridgePort: `vm${n}`,
 });
 const args = (): DeferredNatServiceArgs => ({
   gateways: [{ name: "gw1", host: host("172.30.0.11"), bridge: "br-seg", segmentPort: "seg0", mac: "02:00:0a:00:00:0b" }],
@@ -78,7 +82,10 @@ describe("DeferredNatService", () => {
     const { greKeyOf } = await import("../../provider/resources/deferred-nat-load-balancer/plan");
     const gre = args();
     gre.delivery = "gre";
-    gre.gateways = [{ ...gre.gateways[0], tunnelAddress: "172.16.11.2" }, { ...gre.gateways[0], name: "gw2", mac: "02:00:0a:00:00:0c", tunnelAddress: "172.16.12.2" }];
+    gre.gateways = [
+      { ...gre.gateways[0], tunnelAddress: "172.16.11.2" },
+      { ...gre.gateways[0], name: "gw2", mac: "02:00:0a:00:00:0c", tunnelAddress: "172.16.12.2" },
+    ];
     gre.hypervisors = [
       { ...gre.hypervisors[0], tunnelAddress: "172.16.21.2" },
       { ...gre.hypervisors[1], delivery: "mac" },
@@ -87,7 +94,10 @@ describe("DeferredNatService", () => {
     new DeferredNatService("web", gre);
     await programDone();
     const flows = registered.filter((r) => r.type === "pulumi-nodejs:dynamic/ovslb:DsrHypervisorFlows");
-    expect(flows.find((f) => f.name === "web-hv1")!.inputs).toMatchObject({ mode: "gre", gre: { allowedSources: ["172.16.11.2", "172.16.12.2"], key: greKeyOf({ name: "web" }) } });
+    expect(flows.find((f) => f.name === "web-hv1")!.inputs).toMatchObject({
+      mode: "gre",
+      gre: { allowedSources: ["172.16.11.2", "172.16.12.2"], key: greKeyOf({ name: "web" }) },
+    });
     expect(flows.find((f) => f.name === "web-hv2")!.inputs.mode).toBe("mac");
     const lb = registered.find((r) => r.type === "pulumi-nodejs:dynamic/ovslb:DeferredNatLoadBalancer")!.inputs;
     expect(lb.delivery).toBe("gre");
@@ -99,7 +109,9 @@ describe("DeferredNatService", () => {
 
     const missing = args();
     missing.delivery = "gre";
-    expect(() => new DeferredNatService("bad", missing)).toThrow(/gre delivery needs gateways\[0\]\.tunnelAddress, hypervisors\[0\]\.tunnelAddress, hypervisors\[1\]\.tunnelAddress, hypervisors\[2\]\.tunnelAddress/);
+    expect(() => new DeferredNatService("bad", missing)).toThrow(
+      /gre delivery needs gateways\[0\]\.tunnelAddress, hypervisors\[0\]\.tunnelAddress, hypervisors\[1\]\.tunnelAddress, hypervisors\[2\]\.tunnelAddress/,
+    );
   });
 
   it("with healthCheck.bfd, every gre hypervisor's flows take each gateway as a BFD peer with the service's BFD key and timers, and the load balancer gets the health check; a mac hypervisor is refused", async () => {
@@ -109,14 +121,23 @@ describe("DeferredNatService", () => {
     const gre = args();
     gre.delivery = "gre";
     gre.healthCheck = { bfd: timers };
-    gre.gateways = [{ ...gre.gateways[0], tunnelAddress: "172.16.11.2" }, { ...gre.gateways[0], name: "gw2", mac: "02:00:0a:00:00:0c", tunnelAddress: "172.16.12.2" }];
+    gre.gateways = [
+      { ...gre.gateways[0], tunnelAddress: "172.16.11.2" },
+      { ...gre.gateways[0], name: "gw2", mac: "02:00:0a:00:00:0c", tunnelAddress: "172.16.12.2" },
+    ];
     gre.hypervisors = gre.hypervisors.map((h, i) => ({ ...h, tunnelAddress: `172.16.2${i + 1}.2` }));
     new DeferredNatService("web", gre);
     await programDone();
     const flows = registered.filter((r) => r.type === "pulumi-nodejs:dynamic/ovslb:DsrHypervisorFlows");
     expect(flows.length).toBeGreaterThan(0);
     for (const f of flows) {
-      expect(f.inputs.gre.bfd).toEqual({ peers: [{ address: "172.16.11.2", key: bfdKeyOf({ name: "web" }) }, { address: "172.16.12.2", key: bfdKeyOf({ name: "web" }) }], timers });
+      expect(f.inputs.gre.bfd).toEqual({
+        peers: [
+          { address: "172.16.11.2", key: bfdKeyOf({ name: "web" }) },
+          { address: "172.16.12.2", key: bfdKeyOf({ name: "web" }) },
+        ],
+        timers,
+      });
     }
     const lb = registered.find((r) => r.type === "pulumi-nodejs:dynamic/ovslb:DeferredNatLoadBalancer")!.inputs;
     expect(lb.healthCheck).toEqual({ bfd: timers });
@@ -144,7 +165,13 @@ describe("DeferredNatService", () => {
     expect(lb.healthCheck).toEqual({ bfd: timers });
     const check = registered.find((r) => r.type === "pulumi-nodejs:dynamic/ovslb:HealthCheck")!.inputs;
     expect(check.loadBalancer).toBe("web");
-    expect([check.northbound.socket, check.southbound.socket, check.sourceIp, check.enforce, check.probe]).toEqual([nb.socket, sb.socket, "10.0.0.254", true, { interval: 7 }]);
+    expect([check.northbound.socket, check.southbound.socket, check.sourceIp, check.enforce, check.probe]).toEqual([
+      nb.socket,
+      sb.socket,
+      "10.0.0.254",
+      true,
+      { interval: 7 },
+    ]);
     expect(check.vips[0].backends.map((b: any) => [b.address, b.port, b.logicalPort, b.hypervisor])).toEqual([
       ["10.0.0.101", 8080, "lsp-vm1", "hv1"],
       ["10.0.0.102", 8080, "lsp-vm2", "hv1"],

@@ -1,5 +1,15 @@
 import { describe, expect, it } from "vitest";
-import { NONE, planSlots, quotas, readSlots, recordSlots, shares, slotCount, type SlotBackend, type SlotTable } from "../../provider/resources/deferred-nat-load-balancer/slots";
+import {
+  NONE,
+  planSlots,
+  quotas,
+  readSlots,
+  recordSlots,
+  shares,
+  slotCount,
+  type SlotBackend,
+  type SlotTable,
+} from "../../provider/resources/deferred-nat-load-balancer/slots";
 
 /** The second-chance slot table: minimal moves, previous owners, proportional shares. */
 
@@ -79,7 +89,12 @@ describe("planSlots", () => {
   it("keeps shares proportional to weight within 1% of each share", () => {
     const t = planSlots(VIP, [be("a", { weight: 1 }), be("b", { weight: 2 }), be("c", { weight: 3 })], undefined).table;
     const s = shares(t);
-    for (const [key, w] of [["a", 1], ["b", 2], ["c", 3]] as const) expect(Math.abs(s.get(key)! / t.size - w / 6) / (w / 6)).toBeLessThan(0.01);
+    for (const [key, w] of [
+      ["a", 1],
+      ["b", 2],
+      ["c", 3],
+    ] as const)
+      expect(Math.abs(s.get(key)! / t.size - w / 6) / (w / 6)).toBeLessThan(0.01);
     expect([...quotas(1024, [be("a"), be("b"), be("c")]).values()].reduce((x, y) => x + y)).toBe(1024);
   });
 

@@ -68,7 +68,11 @@ async function healthCheckState(): Promise<{ id: string; inputs: Record<string, 
   const checked = await check("HealthCheck", {}, given);
   expect(checked.failures).toEqual([]);
   const inputs = { ...(checked.inputs as Record<string, Json>), __provider: "provider text" };
-  return { id: "health-check/web", inputs, outputs: { ...inputs, sshCredentials: {}, drift: [], driftFindings: [], health: [], stale: [], bfdGateways: ["gw1"] } };
+  return {
+    id: "health-check/web",
+    inputs,
+    outputs: { ...inputs, sshCredentials: {}, drift: [], driftFindings: [], health: [], stale: [], bfdGateways: ["gw1"] },
+  };
 }
 
 const stateOf = async (kind: (typeof KINDS)[number]) => (kind === "HealthCheck" ? healthCheckState() : loadFixture(kind));

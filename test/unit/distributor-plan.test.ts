@@ -21,14 +21,19 @@ import { deleteRefusal } from "../../provider/resources/distributor-device/plan"
 import { parseOvsVersion } from "../../provider/model/ovs-versions";
 
 const host = { connection: { host: "172.30.0.31", user: "root", hostKey: "ssh-ed25519 AAAA", privateKeyPath: "/k" } };
-const base = (over: Partial<DistributorAttachmentInputs> = {}): AttachmentDefaulted => withDefaults({
-  host, deviceId: "dev", uplinkBridge: "br-seg", attachmentId: "lb-a", vip: "10.0.0.100",
-  amphorae: [
-    { name: "a1", mac: "02:00:00:00:00:01", role: "active", slot: 1 },
-    { name: "a2", mac: "02:00:00:00:00:02", role: "active", slot: 2 },
-    { name: "sb", mac: "02:00:00:00:00:03", role: "standby" },
-  ],
-  ...over,
+const base = (over: Partial<DistributorAttachmentInputs> = {}): AttachmentDefaulted =>
+  withDefaults({
+    host,
+    deviceId: "dev",
+    uplinkBridge: "br-seg",
+    attachmentId: "lb-a",
+    vip: "10.0.0.100",
+    amphorae: [
+      { name: "a1", mac: "02:00:00:00:00:01", role: "active", slot: 1 },
+      { name: "a2", mac: "02:00:00:00:00:02", role: "active", slot: 2 },
+      { name: "sb", mac: "02:00:00:00:00:03", role: "standby" },
+    ],
+    ...over,
   });
 
 /** A recorded attachment: its inputs, the ids and slots its outputs recorded, and its bridge as OVS dumped it. */
@@ -43,11 +48,20 @@ function recorded(name: string) {
 /** The bundle that takes a recorded attachment to `next`, as the handler plans it. */
 function planFrom(r: ReturnType<typeof recorded>, next: AttachmentDefaulted) {
   const { slots } = assignSlots(next.amphorae, r.previous.slots);
-  const ids = planIds(next, slots.map((x) => x.slot), r.previous);
+  const ids = planIds(
+    next,
+    slots.map((x) => x.slot),
+    r.previous,
+  );
   return planBridge("dist1", attachmentIntent(next, ids, slots), r.observed);
 }
 
-const amp = (n: number, role: "active" | "standby" | "failed", slot?: number) => ({ name: `c${n}`, mac: `02:00:00:00:0c:0${n}`, role, ...(slot ? { slot } : {}) });
+const amp = (n: number, role: "active" | "standby" | "failed", slot?: number) => ({
+  name: `c${n}`,
+  mac: `02:00:00:00:0c:0${n}`,
+  role,
+  ...(slot ? { slot } : {}),
+});
 
 describe("distributor attachment planning", () => {
   it("names, group id and frontend MAC come from the attachment id, never the VIP; names fit 15 characters", () => {
@@ -74,17 +88,33 @@ describe("distributor attachment planning", () => {
   });
 
   it("the standby keeps the slot it took whatever fails next (the lower slot too); a new standby fills the vacant one", () => {
-    const promoted = [{ slot: 1, bucketId: 11, amphora: "c1" }, { slot: 2, bucketId: 12, amphora: "c4", takenOver: "c2" }, { slot: 3, bucketId: 13, amphora: "c3" }];
+    const promoted = [
+      { slot: 1, bucketId: 11, amphora: "c1" },
+      { slot: 2, bucketId: 12, amphora: "c4", takenOver: "c2" },
+      { slot: 3, bucketId: 13, amphora: "c3" },
+    ];
     const second = [amp(1, "failed", 1), amp(2, "failed", 2), amp(3, "active", 3), amp(4, "standby")];
     expect(assignSlots(second, promoted)).toEqual({
-      slots: [{ slot: 2, amphora: "c4", mac: amp(4, "standby").mac, takenOver: "c2" }, { slot: 3, amphora: "c3", mac: amp(3, "active").mac }],
+      slots: [
+        { slot: 2, amphora: "c4", mac: amp(4, "standby").mac, takenOver: "c2" },
+        { slot: 3, amphora: "c3", mac: amp(3, "active").mac },
+      ],
       vacant: [1],
     });
     // Without the record the standby would move to slot 1: the defect this guards against.
     expect(assignSlots(second).slots[0]).toMatchObject({ slot: 1, amphora: "c4" });
-    expect(assignSlots([...second, amp(5, "standby")], promoted).slots.map((x) => [x.slot, x.amphora])).toEqual([[1, "c5"], [2, "c4"], [3, "c3"]]);
+    expect(assignSlots([...second, amp(5, "standby")], promoted).slots.map((x) => [x.slot, x.amphora])).toEqual([
+      [1, "c5"],
+      [2, "c4"],
+      [3, "c3"],
+    ]);
     // Declaring the promoted standby active on its slot changes nothing.
-    expect(assignSlots([amp(1, "failed", 1), amp(2, "failed", 2), amp(3, "active", 3), amp(4, "active", 2)], promoted).slots.map((x) => [x.slot, x.amphora])).toEqual([[2, "c4"], [3, "c3"]]);
+    expect(
+      assignSlots([amp(1, "failed", 1), amp(2, "failed", 2), amp(3, "active", 3), amp(4, "active", 2)], promoted).slots.map((x) => [x.slot, x.amphora]),
+    ).toEqual([
+      [2, "c4"],
+      [3, "c3"],
+    ]);
   });
 
   it("against the attachment recorded from OVS: the same inputs plan nothing; promotion is one remove + one insert of the same bucket id at the same position", () => {
@@ -119,7 +149,15 @@ describe("distributor attachment planning", () => {
     const ids = planIds(base(), [1, 2], undefined);
     const slots = assignSlots(base().amphorae).slots;
     expect(toGroupEntry(desiredDataplane(base({ affinity: "source-ip" }), ids, slots).group).fields).toEqual(["ip_src"]);
-    expect(toGroupEntry(desiredDataplane(base(), ids, slots).group).fields).toEqual(["ip_src", "ip_dst", "nw_proto", "tcp_src", "tcp_dst", "udp_src", "udp_dst"]);
+    expect(toGroupEntry(desiredDataplane(base(), ids, slots).group).fields).toEqual([
+      "ip_src",
+      "ip_dst",
+      "nw_proto",
+      "tcp_src",
+      "tcp_dst",
+      "udp_src",
+      "udp_dst",
+    ]);
     const hairpin = desiredDataplane(base({ returnPath: "hairpin", gatewayMac: "02:00:0a:00:00:02" }), ids, slots).flows.filter((f) => f.priority === 150);
     expect(hairpin.map((f) => f.match.dl_src)).toEqual(["02:00:00:00:00:01", "02:00:00:00:00:02"]);
   });
@@ -146,18 +184,27 @@ describe("distributor device and component rules", () => {
   });
 
   it("the N+1 rule: at least one active, at least one standby, distinct hypervisors", () => {
-    expect(nPlusOneViolations([{ name: "a", mac: "02:00:00:00:00:01", role: "active", hypervisor: "hv1" }, { name: "s", mac: "02:00:00:00:00:02", role: "standby", hypervisor: "hv2" }])).toEqual([]);
+    expect(
+      nPlusOneViolations([
+        { name: "a", mac: "02:00:00:00:00:01", role: "active", hypervisor: "hv1" },
+        { name: "s", mac: "02:00:00:00:00:02", role: "standby", hypervisor: "hv2" },
+      ]),
+    ).toEqual([]);
     expect(nPlusOneViolations([{ name: "s", mac: "02:00:00:00:00:02", role: "standby" }])).toEqual(["amphorae: at least 1 active amphora is required, got 0"]);
     expect(nPlusOneViolations([{ name: "a", mac: "02:00:00:00:00:01", role: "active" }])).toEqual(["amphorae: at least 1 standby amphora is required, got 0"]);
-    expect(nPlusOneViolations([
-      { name: "a", mac: "02:00:00:00:00:01", role: "active", hypervisor: "hv3" },
-      { name: "s", mac: "02:00:00:00:00:02", role: "standby", hypervisor: "hv3" },
-    ])).toEqual(["amphorae: a and s are both on hypervisor hv3; amphorae must be on distinct hypervisors"]);
-    expect(withSlots([
-      { name: "a", mac: "02:00:00:00:00:01", role: "active", slot: 1 },
-      { name: "b", mac: "02:00:00:00:00:02", role: "active" },
-      { name: "s", mac: "02:00:00:00:00:03", role: "standby", hypervisor: "hv1" },
-    ])).toEqual([
+    expect(
+      nPlusOneViolations([
+        { name: "a", mac: "02:00:00:00:00:01", role: "active", hypervisor: "hv3" },
+        { name: "s", mac: "02:00:00:00:00:02", role: "standby", hypervisor: "hv3" },
+      ]),
+    ).toEqual(["amphorae: a and s are both on hypervisor hv3; amphorae must be on distinct hypervisors"]);
+    expect(
+      withSlots([
+        { name: "a", mac: "02:00:00:00:00:01", role: "active", slot: 1 },
+        { name: "b", mac: "02:00:00:00:00:02", role: "active" },
+        { name: "s", mac: "02:00:00:00:00:03", role: "standby", hypervisor: "hv1" },
+      ]),
+    ).toEqual([
       { name: "a", mac: "02:00:00:00:00:01", role: "active", slot: 1 },
       { name: "b", mac: "02:00:00:00:00:02", role: "active", slot: 2 },
       { name: "s", mac: "02:00:00:00:00:03", role: "standby" },
@@ -166,16 +213,30 @@ describe("distributor device and component rules", () => {
 
   it("the component registers one attachment on the device, and refuses a cluster without a standby before registering anything", async () => {
     const registered: { type: string; inputs: Record<string, unknown> }[] = [];
-    await pulumi.runtime.setMocks({
-      newResource: (args) => (registered.push({ type: args.type, inputs: args.inputs }), { id: `${args.name}-id`, state: args.inputs }),
-      call: (args) => args.inputs,
-    }, "project", "stack", false);
+    await pulumi.runtime.setMocks(
+      {
+        newResource: (args) => (registered.push({ type: args.type, inputs: args.inputs }), { id: `${args.name}-id`, state: args.inputs }),
+        call: (args) => args.inputs,
+      },
+      "project",
+      "stack",
+      false,
+    );
     const { ActiveActiveLoadBalancer, DistributorDevice } = await import("../../index");
     const device = new DistributorDevice("dev", { host, deviceId: "dev", uplinkBridge: "br-seg" });
-    expect(() => new ActiveActiveLoadBalancer("bad", { device, loadBalancerId: "lb-x", vip: "10.0.0.100", amphorae: [{ name: "a", mac: "02:00:00:00:00:01", role: "active" }] }))
-      .toThrow(/at least 1 standby/);
+    expect(
+      () =>
+        new ActiveActiveLoadBalancer("bad", {
+          device,
+          loadBalancerId: "lb-x",
+          vip: "10.0.0.100",
+          amphorae: [{ name: "a", mac: "02:00:00:00:00:01", role: "active" }],
+        }),
+    ).toThrow(/at least 1 standby/);
     new ActiveActiveLoadBalancer("lb", {
-      device, loadBalancerId: "lb-a", vip: "10.0.0.100",
+      device,
+      loadBalancerId: "lb-a",
+      vip: "10.0.0.100",
       amphorae: [
         { name: "a", mac: "02:00:00:00:00:01", role: "active", hypervisor: "hv1" },
         { name: "s", mac: "02:00:00:00:00:02", role: "standby", hypervisor: "hv2" },
@@ -185,27 +246,71 @@ describe("distributor device and component rules", () => {
     await pulumi.runtime.disconnect();
     const attachments = registered.filter((r) => r.type.endsWith("DistributorAttachment"));
     expect(attachments).toHaveLength(1);
-    expect(attachments[0].inputs).toMatchObject({ deviceId: "dev", attachmentId: "lb-a", amphorae: [{ name: "a", slot: 1 }, { name: "s", role: "standby" }] });
+    expect(attachments[0].inputs).toMatchObject({
+      deviceId: "dev",
+      attachmentId: "lb-a",
+      amphorae: [
+        { name: "a", slot: 1 },
+        { name: "s", role: "standby" },
+      ],
+    });
   });
 
   it("on several devices: one attachment per device, each with the load balancer's id for its group, its own next hop and frontend MAC; devices on one host or one next hop are refused", async () => {
     const registered: { type: string; name: string; inputs: Record<string, unknown> }[] = [];
-    await pulumi.runtime.setMocks({
-      newResource: (args) => (registered.push({ type: args.type, name: args.name, inputs: args.inputs }), { id: `${args.name}-id`, state: args.inputs }),
-      call: (args) => args.inputs,
-    }, "project", "stack", false);
+    await pulumi.runtime.setMocks(
+      {
+        newResource: (args) => (registered.push({ type: args.type, name: args.name, inputs: args.inputs }), { id: `${args.name}-id`, state: args.inputs }),
+        call: (args) => args.inputs,
+      },
+      "project",
+      "stack",
+      false,
+    );
     const { ActiveActiveLoadBalancer, DistributorDevice } = await import("../../index");
     const d1 = new DistributorDevice("d1", { host, deviceId: "d1", uplinkBridge: "br-seg" });
-    const d2 = new DistributorDevice("d2", { host: { ...host, connection: { ...host.connection, host: "172.30.0.32" } }, deviceId: "d2", uplinkBridge: "br-seg" });
+    const d2 = new DistributorDevice("d2", {
+      host: { ...host, connection: { ...host.connection, host: "172.30.0.32" } },
+      deviceId: "d2",
+      uplinkBridge: "br-seg",
+    });
     const amphorae = [
       { name: "a", mac: "02:00:00:00:00:01", role: "active" as const, hypervisor: "hv1" },
       { name: "s", mac: "02:00:00:00:00:02", role: "standby" as const, hypervisor: "hv2" },
     ];
-    expect(() => new ActiveActiveLoadBalancer("same-host", { devices: [{ device: d1, nextHop: "10.0.0.41" }, { device: d1, nextHop: "10.0.0.42" }], loadBalancerId: "lb-x", vip: "10.0.0.100", amphorae }))
-      .toThrow(/devices\[1\] is on the same host .* as devices\[0\]: devices must be on distinct hosts/);
-    expect(() => new ActiveActiveLoadBalancer("same-hop", { devices: [{ device: d1, nextHop: "10.0.0.41" }, { device: d2, nextHop: "10.0.0.41" }], loadBalancerId: "lb-x", vip: "10.0.0.100", amphorae }))
-      .toThrow(/devices\[1\]\.nextHop is also devices\[0\]'s/);
-    new ActiveActiveLoadBalancer("ha", { devices: [{ device: d1, nextHop: "10.0.0.41" }, { device: d2, nextHop: "10.0.0.42" }], loadBalancerId: "lb-ha", vip: "10.0.0.100", amphorae });
+    expect(
+      () =>
+        new ActiveActiveLoadBalancer("same-host", {
+          devices: [
+            { device: d1, nextHop: "10.0.0.41" },
+            { device: d1, nextHop: "10.0.0.42" },
+          ],
+          loadBalancerId: "lb-x",
+          vip: "10.0.0.100",
+          amphorae,
+        }),
+    ).toThrow(/devices\[1\] is on the same host .* as devices\[0\]: devices must be on distinct hosts/);
+    expect(
+      () =>
+        new ActiveActiveLoadBalancer("same-hop", {
+          devices: [
+            { device: d1, nextHop: "10.0.0.41" },
+            { device: d2, nextHop: "10.0.0.41" },
+          ],
+          loadBalancerId: "lb-x",
+          vip: "10.0.0.100",
+          amphorae,
+        }),
+    ).toThrow(/devices\[1\]\.nextHop is also devices\[0\]'s/);
+    new ActiveActiveLoadBalancer("ha", {
+      devices: [
+        { device: d1, nextHop: "10.0.0.41" },
+        { device: d2, nextHop: "10.0.0.42" },
+      ],
+      loadBalancerId: "lb-ha",
+      vip: "10.0.0.100",
+      amphorae,
+    });
     await pulumi.runtime.disconnect();
     const attachments = registered.filter((r) => r.type.endsWith("DistributorAttachment"));
     expect(attachments.map((a) => [a.name, a.inputs.deviceId, a.inputs.loadBalancerId, a.inputs.nextHop])).toEqual([

@@ -40,8 +40,14 @@ const SENTENCES: [DriftFinding, string][] = [
     "deferred-nat/web: changed every listed gateway; removing it from gw3, gw4 failed: connect failed",
   ],
   [{ host: "northbound", kind: "northbound-row", object: "OVN Load_Balancer ovslb-web-tcp", detail: "missing" }, "OVN Load_Balancer ovslb-web-tcp missing"],
-  [{ host: "northbound", kind: "northbound-row", object: "OVN Load_Balancer ovslb-web-tcp", detail: "not attached to router lr0" }, "OVN Load_Balancer ovslb-web-tcp not attached to router lr0"],
-  [{ host: "northbound", kind: "northbound-column", object: "OVN Load_Balancer ovslb-web-tcp", detail: "selectionFields differs" }, "OVN Load_Balancer ovslb-web-tcp: selectionFields differs"],
+  [
+    { host: "northbound", kind: "northbound-row", object: "OVN Load_Balancer ovslb-web-tcp", detail: "not attached to router lr0" },
+    "OVN Load_Balancer ovslb-web-tcp not attached to router lr0",
+  ],
+  [
+    { host: "northbound", kind: "northbound-column", object: "OVN Load_Balancer ovslb-web-tcp", detail: "selectionFields differs" },
+    "OVN Load_Balancer ovslb-web-tcp: selectionFields differs",
+  ],
   [
     { host: "northbound", kind: "northbound-column", object: "OVN Load_Balancer ovslb-web-tcp", detail: "health check of VIP 10.0.0.2:80 missing" },
     "OVN Load_Balancer ovslb-web-tcp: health check of VIP 10.0.0.2:80 missing",
@@ -67,7 +73,9 @@ describe("renderFinding: today's sentences, literally", () => {
 describe("what a finding confines a repair to", () => {
   it("a VIP's group, bucket or flow: that VIP; a gateway's tunnel or BFD port, a host, the northbound: nothing less than everything", () => {
     const confined = SENTENCES.filter(([f]) => confinedVip(f) !== undefined).map(([f]) => f.kind);
-    expect(new Set(confined)).toEqual(new Set(["bucket-missing", "bucket-changed", "bucket-stray", "flow-changed", "group-missing", "selection-changed", "slot-flows-changed"]));
+    expect(new Set(confined)).toEqual(
+      new Set(["bucket-missing", "bucket-changed", "bucket-stray", "flow-changed", "group-missing", "selection-changed", "slot-flows-changed"]),
+    );
     expect(confinedVip(at("bucket-missing", "bucket 1 (10.0.0.1:80#0)"))).toBe(VIP);
     // The kind alone does not confine: a finding without its VIP is not one VIP's.
     expect(confinedVip({ host: "gw1", kind: "flow-changed", object: "flow" })).toBeUndefined();

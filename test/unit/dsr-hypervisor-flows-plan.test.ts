@@ -9,10 +9,13 @@ import { renderBundle } from "../../provider/openflow";
 import { editedDump, observedFrom, recordedDump } from "../support/recorded-dumps";
 
 // The plans take defaulted inputs (check defaults them once); these tests build raw ones.
-type Raw = import("../../provider/model/inputs.generated").DsrHypervisorFlowsInputs;
-const planIntent = (id: string, i: Raw, ...rest: Parameters<typeof plan.planIntent> extends [unknown, unknown, ...infer R] ? R : never) => plan.planIntent(id, withDefaults(i), ...rest);
-const desiredFlows = (i: Raw, ...rest: Parameters<typeof plan.desiredFlows> extends [unknown, ...infer R] ? R : never) => plan.desiredFlows(withDefaults(i), ...rest);
-const actualInputs = (i: Raw, ...rest: Parameters<typeof plan.actualInputs> extends [unknown, ...infer R] ? R : never) => plan.actualInputs(withDefaults(i), ...rest);
+type Raw = DsrHypervisorFlowsInputs;
+const planIntent = (id: string, i: Raw, ...rest: Parameters<typeof plan.planIntent> extends [unknown, unknown, ...infer R] ? R : never) =>
+  plan.planIntent(id, withDefaults(i), ...rest);
+const desiredFlows = (i: Raw, ...rest: Parameters<typeof plan.desiredFlows> extends [unknown, ...infer R] ? R : never) =>
+  plan.desiredFlows(withDefaults(i), ...rest);
+const actualInputs = (i: Raw, ...rest: Parameters<typeof plan.actualInputs> extends [unknown, ...infer R] ? R : never) =>
+  plan.actualInputs(withDefaults(i), ...rest);
 
 /** The flushes as the argv ovs-appctl gets. */
 const flushArgs = (...args: Parameters<typeof conntrackFlushes>) => conntrackFlushes(...args).map(flushConntrackArgs);
@@ -34,7 +37,14 @@ function inputs(): DsrHypervisorFlowsInputs {
 }
 
 const ID = "dsr-hypervisor-flows/172.30.0.21/br-seg/web";
-const placement = { cookie: cookieOf(ID), zone: 4242, ofports: new Map([["vm1", 2], ["vm2", 3]]) };
+const placement = {
+  cookie: cookieOf(ID),
+  zone: 4242,
+  ofports: new Map([
+    ["vm1", 2],
+    ["vm2", 3],
+  ]),
+};
 
 const lines = (i: DsrHypervisorFlowsInputs) => desiredFlows(withDefaults(i), placement).map((f) => renderBundle([{ op: "add-flow", flow: f }])[0]);
 
@@ -170,7 +180,9 @@ describe("DsrHypervisorFlows against hv1 as recorded from OVS", () => {
   it("reads the zones flows use, so a derived zone avoids others' (4321 here)", () => {
     expect(zonesOf(observed.flows.filter((f) => f.cookie !== cookie))).toEqual(new Set([4321]));
     expect([...zonesOf(owned)]).toEqual([zone]);
-    expect(() => planIntent(id, { ...inputs, zone: 4321 }, zone, observed)).toThrow(/^zone: conntrack zone 4321 is already used by flows ovslb does not own on bridge br-seg$/);
+    expect(() => planIntent(id, { ...inputs, zone: 4321 }, zone, observed)).toThrow(
+      /^zone: conntrack zone 4321 is already used by flows ovslb does not own on bridge br-seg$/,
+    );
     expect(planIntent(id, inputs, undefined, observed).zone).toBe(zone);
   });
 
@@ -180,9 +192,19 @@ describe("DsrHypervisorFlows against hv1 as recorded from OVS", () => {
   });
 
   it("a request flow deleted by hand reads as that (VIP, backend) missing, and the plan restores exactly that flow", () => {
-    const drifted = observedFrom(editedDump(dump, ({ flows, groups }) => ({ flows: flows.split("\n").filter((l) => !l.includes("nw_dst=10.0.0.196")).join("\n"), groups })));
+    const drifted = observedFrom(
+      editedDump(dump, ({ flows, groups }) => ({
+        flows: flows
+          .split("\n")
+          .filter((l) => !l.includes("nw_dst=10.0.0.196"))
+          .join("\n"),
+        groups,
+      })),
+    );
     expect(read(drifted.flows.filter((f) => f.cookie === cookie)).vips.map((v) => v.address)).toEqual(["10.0.0.195"]);
-    expect(renderBundle(plan(inputs, drifted))).toEqual([expect.stringMatching(/^flow add table=0,priority=1000,cookie=0x[0-9a-f]+,udp,dl_dst=02:00:0a:00:00:65,nw_dst=10\.0\.0\.196,tp_dst=53,actions=/)]);
+    expect(renderBundle(plan(inputs, drifted))).toEqual([
+      expect.stringMatching(/^flow add table=0,priority=1000,cookie=0x[0-9a-f]+,udp,dl_dst=02:00:0a:00:00:65,nw_dst=10\.0\.0\.196,tp_dst=53,actions=/),
+    ]);
   });
 
   it("a reply flow deleted by hand reads as its backend missing from every VIP; a missing forward flow, as all missing", () => {
@@ -245,7 +267,10 @@ describe("DsrHypervisorFlows conntrack flushes", () => {
     // The second-chance pipeline commits in its SYN and no-chance flows: the same backends, once each.
     const sc = { ...inputs(), mode: "gre" as const, gre: { allowedSources: ["172.16.11.2"], secondChance: { peers: ["172.16.11.3"] } } };
     const scFlows = (i: DsrHypervisorFlowsInputs) => desiredFlows(withDefaults(i), { ...placement, greOfport: 60042 });
-    expect(flushArgs(scFlows(sc), scFlows({ ...sc, vips: [sc.vips[1]] })).map((f) => f[2])).toEqual(["ct_nw_dst=10.0.0.220,ct_nw_proto=6,ct_tp_dst=80", "ct_nw_dst=10.0.0.220,ct_nw_proto=6,ct_tp_dst=80"]);
+    expect(flushArgs(scFlows(sc), scFlows({ ...sc, vips: [sc.vips[1]] })).map((f) => f[2])).toEqual([
+      "ct_nw_dst=10.0.0.220,ct_nw_proto=6,ct_tp_dst=80",
+      "ct_nw_dst=10.0.0.220,ct_nw_proto=6,ct_tp_dst=80",
+    ]);
   });
 });
 
@@ -285,7 +310,10 @@ describe("DsrHypervisorFlows gre mode", () => {
     const flows = desiredFlows(keyed, at);
     expect(flows.filter((f) => f.match.tun_src).every((f) => f.match.tun_id === 47)).toBe(true);
     expect(renderBundle([{ op: "add-flow", flow: flows[0] }])[0]).toContain(",tun_id=0x2f,");
-    const portNames = new Map([[2, "vm1"], [3, "vm2"]]);
+    const portNames = new Map([
+      [2, "vm1"],
+      [3, "vm2"],
+    ]);
     const owned = flows.map((f) => ({ ...f, otherMatch: [], nPackets: 0n, nBytes: 0n }));
     expect(actualInputs(keyed, owned, { ...at, portNames })).toEqual(keyed);
     // Without its GRE port, nothing can arrive: every backend reads as missing.
@@ -308,7 +336,9 @@ describe("DsrHypervisorFlows gre mode", () => {
       { property: "gre.allowedSources[0]", reason: "has host bits set: write the prefix as its network address (/24)" },
       { property: "gre.allowedSources[2]", reason: "is also gre.allowedSources[1]" },
     ]);
-    expect(await failures({ ...inputs(), mode: "ipip" })).toEqual([{ property: "mode", reason: expect.stringMatching(/^ipip cannot be received by OVS \(it has no IPIP port type/) }]);
+    expect(await failures({ ...inputs(), mode: "ipip" })).toEqual([
+      { property: "mode", reason: expect.stringMatching(/^ipip cannot be received by OVS \(it has no IPIP port type/) },
+    ]);
     const checked = (await check("DsrHypervisorFlows", {}, gre() as unknown as Record<string, unknown>)).inputs as DsrHypervisorFlowsInputs;
     expect(checked.gre).toEqual({ port: "ovslb-gre", allowedSources: ["172.16.11.2", "172.16.40.0/24"] });
   });

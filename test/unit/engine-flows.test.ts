@@ -10,7 +10,10 @@ const request: Flow = {
   priority: 1000,
   cookie: COOKIE,
   match: { protocol: "tcp", dl_dst: "02:00:0a:00:00:65", nw_dst: "10.0.0.220", tp_dst: 80 },
-  actions: [{ type: "ct", commit: true, zone: 7, nat: { kind: "dst", ip: "10.0.0.101", port: 8080 } }, { type: "output", port: 2 }],
+  actions: [
+    { type: "ct", commit: true, zone: 7, nat: { kind: "dst", ip: "10.0.0.101", port: 8080 } },
+    { type: "output", port: 2 },
+  ],
 };
 const reply: Flow = {
   table: 0,
@@ -56,7 +59,9 @@ describe("diffFlows", () => {
     const moved: Flow = { ...request, actions: [request.actions[0], { type: "output", port: 5 }] };
     const mods = diffFlows([moved, reply, forward], dumped());
     expect(mods).toEqual([{ op: "modify-flow", flow: moved }]);
-    expect(renderBundle(mods)[0]).toMatch(/^flow modify_strict table=0,priority=1000,cookie=0xb5e000000000001\/-1,tcp,.*actions=ct\(commit,zone=7,nat\(dst=10\.0\.0\.101:8080\)\),output:5$/);
+    expect(renderBundle(mods)[0]).toMatch(
+      /^flow modify_strict table=0,priority=1000,cookie=0xb5e000000000001\/-1,tcp,.*actions=ct\(commit,zone=7,nat\(dst=10\.0\.0\.101:8080\)\),output:5$/,
+    );
   });
 
   it("deletes strictly, by its own cookie, an owned flow that is no longer desired; deletes come first", () => {
@@ -94,7 +99,9 @@ describe("owned flows ovslb cannot name", () => {
 
 describe("conflictingFlows", () => {
   it("finds flows of others at a desired key (an add would overwrite them), and ignores the rest", () => {
-    const [foreign] = parseFlows(" cookie=0xb5e000000000002, duration=1.2s, table=60, n_packets=0, n_bytes=0, idle_age=0, priority=1000,ct_zone=7 actions=drop\n");
+    const [foreign] = parseFlows(
+      " cookie=0xb5e000000000002, duration=1.2s, table=60, n_packets=0, n_bytes=0, idle_age=0, priority=1000,ct_zone=7 actions=drop\n",
+    );
     const normal = parseFlows(DUMP).find((f) => f.cookie === 0n)!;
     const found = conflictingFlows([request, reply, forward], [foreign, normal]);
     expect(found).toEqual([{ desired: forward, other: foreign }]);

@@ -25,7 +25,10 @@ describe("diffGroup", () => {
     const inserts = (desired: number[], actual: number[]) =>
       diffGroup(g(desired), toGroupEntry(g(actual))).map((m) => (m.op === "insert-buckets" ? [m.commandBucketId, m.buckets.map((x) => x.bucketId)] : m.op));
     expect(inserts([1, 2, 3, 4], [1, 2, 4])).toEqual([[2, [3]]]);
-    expect(inserts([1, 2, 3, 4, 5], [1, 4])).toEqual([[1, [2, 3]], ["last", [5]]]);
+    expect(inserts([1, 2, 3, 4, 5], [1, 4])).toEqual([
+      [1, [2, 3]],
+      ["last", [5]],
+    ]);
     expect(inserts([1, 2, 3], [2, 3])).toEqual([["first", [1]]]);
     expect(inserts([1, 2, 3], [1])).toEqual([["last", [2, 3]]]);
     expect(renderBundle(diffGroup(g([1, 2, 3]), toGroupEntry(g([1, 3]))))).toEqual([
@@ -39,7 +42,9 @@ describe("diffGroup", () => {
     const mods = diffGroup(group([bucket(1, 61), bucket(2, 60), bucket(3, 62)]), actual);
     expect(mods).toHaveLength(1);
     expect(mods[0].op).toBe("modify-group");
-    expect(renderBundle(mods)[0]).toMatch(/^group modify group_id=7,type=select,selection_method=hash,fields\(ip_src\),bucket=bucket_id:2,weight:100,watch_port:60,.*bucket=bucket_id:3,weight:100,watch_port:62,.*bucket=bucket_id:1,weight:100,watch_port:61,/);
+    expect(renderBundle(mods)[0]).toMatch(
+      /^group modify group_id=7,type=select,selection_method=hash,fields\(ip_src\),bucket=bucket_id:2,weight:100,watch_port:60,.*bucket=bucket_id:3,weight:100,watch_port:62,.*bucket=bucket_id:1,weight:100,watch_port:61,/,
+    );
     // A removal alone still goes bucket by bucket: remove_bucket carries no liveness.
     expect(diffGroup(group([bucket(2, 60)]), actual).map((m) => m.op)).toEqual(["remove-buckets"]);
     expect(diffGroup(group([bucket(1, 61), bucket(2, 60)]), actual)).toEqual([]);

@@ -68,11 +68,24 @@ describe.each(KINDS)("fuzzed %s inputs", (kind: Kind) => {
         expect(Object.prototype.hasOwnProperty.call(checked, "__proto__")).toBe(false);
         // (externalIds values are free text stored as OVSDB JSON strings; connections, the OVSDB sockets' too, are never put in a flow or command line.)
         const sockets = [checked.northbound, checked.southbound].map((db) => (db as { socket?: unknown } | undefined)?.socket);
-        for (const s of stringsIn({ ...checked, host: undefined, gateways: undefined, externalIds: undefined, northbound: undefined, southbound: undefined, sockets })) {
+        for (const s of stringsIn({
+          ...checked,
+          host: undefined,
+          gateways: undefined,
+          externalIds: undefined,
+          northbound: undefined,
+          southbound: undefined,
+          sockets,
+        })) {
           expect(s).not.toMatch(/[\n\r\0`$;|&]/);
         }
         const hosts = [checked.host, ...((checked.gateways as { host: unknown }[] | undefined) ?? []).map((g) => g.host)].filter(Boolean);
-        for (const bridge of [checked.bridge, checked.name, checked.uplinkBridge, ...((checked.gateways as { bridge: string }[] | undefined) ?? []).map((g) => g.bridge)]) {
+        for (const bridge of [
+          checked.bridge,
+          checked.name,
+          checked.uplinkBridge,
+          ...((checked.gateways as { bridge: string }[] | undefined) ?? []).map((g) => g.bridge),
+        ]) {
           // Every address ovs-ofctl is given is a unix socket path of plain characters.
           if (typeof bridge === "string" && hosts[0]) expect(bridgeSocket(hosts[0] as never, bridge)).toMatch(/^unix:\/[A-Za-z0-9_./-]+$/);
         }

@@ -55,7 +55,12 @@ const lbRow = (name: string, vips: string[], mappings: Record<string, string> = 
   healthCheckRows: checks,
 });
 const OPTIONS = { interval: "7", timeout: "3", success_count: "1", failure_count: "1" };
-const observed = (tcp?: ObservedRow, udp?: ObservedRow) => new Map<string, ObservedRow | undefined>([["tcp", tcp], ["udp", udp], ["sctp", undefined]]);
+const observed = (tcp?: ObservedRow, udp?: ObservedRow) =>
+  new Map<string, ObservedRow | undefined>([
+    ["tcp", tcp],
+    ["udp", udp],
+    ["sctp", undefined],
+  ]);
 const freshTcp = () => lbRow("ovslb-web-tcp", ["10.0.0.193:80", "10.0.0.194:80"]);
 const freshUdp = () => lbRow("ovslb-web-udp", ["10.0.0.193:53"]);
 
@@ -108,11 +113,19 @@ describe("HealthCheck's northbound rows", () => {
     const rows = desiredRows(hc());
     expect([...rows.keys()]).toEqual(["tcp", "udp"]);
     expect(rows.get("tcp")!.name).toBe("ovslb-web-tcp");
-    expect(Object.fromEntries(Object.entries(rows.get("tcp")!.checks).map(([k, v]) => [k, v.options]))).toEqual({ "10.0.0.193:80": OPTIONS, "10.0.0.194:80": OPTIONS });
+    expect(Object.fromEntries(Object.entries(rows.get("tcp")!.checks).map(([k, v]) => [k, v.options]))).toEqual({
+      "10.0.0.193:80": OPTIONS,
+      "10.0.0.194:80": OPTIONS,
+    });
     expect(rows.get("tcp")!.mappings).toEqual({ "10.0.0.101": "lsp-1:10.0.0.254", "10.0.0.102": "lsp-2:10.0.0.254" });
     expect(rows.get("udp")!.mappings).toEqual({ "10.0.0.103": "lsp-3:10.0.0.254" });
     // Without probe settings: ovn-controller's defaults, written out.
-    expect(desiredRows(hc({ probe: undefined })).get("udp")!.checks["10.0.0.193:53"].options).toEqual({ interval: "5", timeout: "3", success_count: "1", failure_count: "1" });
+    expect(desiredRows(hc({ probe: undefined })).get("udp")!.checks["10.0.0.193:53"].options).toEqual({
+      interval: "5",
+      timeout: "3",
+      success_count: "1",
+      failure_count: "1",
+    });
   });
 
   it("on a load balancer with none: inserts every health check, naming the load balancer and the mappings it inserted, and the mappings", () => {
@@ -142,11 +155,16 @@ describe("HealthCheck's northbound rows", () => {
 
   it("an interval change updates only the health-check rows; nothing else on the load balancer's row", () => {
     const mine = (vip: string, claims: string) => hcRow(vip, ME, OPTIONS, { [LOAD_BALANCER_KEY]: LB, [MAPPINGS_KEY]: claims });
-    const tcp = lbRow("ovslb-web-tcp", ["10.0.0.193:80", "10.0.0.194:80"], { "10.0.0.101": "lsp-1:10.0.0.254", "10.0.0.102": "lsp-2:10.0.0.254" }, [mine("10.0.0.193:80", "10.0.0.101,10.0.0.102"), mine("10.0.0.194:80", "10.0.0.101")]);
+    const tcp = lbRow("ovslb-web-tcp", ["10.0.0.193:80", "10.0.0.194:80"], { "10.0.0.101": "lsp-1:10.0.0.254", "10.0.0.102": "lsp-2:10.0.0.254" }, [
+      mine("10.0.0.193:80", "10.0.0.101,10.0.0.102"),
+      mine("10.0.0.194:80", "10.0.0.101"),
+    ]);
     const udp = lbRow("ovslb-web-udp", ["10.0.0.193:53"], { "10.0.0.103": "lsp-3:10.0.0.254" }, [mine("10.0.0.193:53", "10.0.0.103")]);
     expect(planRows(hc(), observed(tcp, udp))).toEqual({ changes: [], refusals: [] });
     const { changes } = planRows(hc({ probe: { interval: 9 } }), observed(tcp, udp));
-    expect(changes.map((c) => [c.row.name, c.insert.length, c.detach.length, c.deleteMappings, c.insertMappings, c.update.map((u) => u.options.interval)])).toEqual([
+    expect(
+      changes.map((c) => [c.row.name, c.insert.length, c.detach.length, c.deleteMappings, c.insertMappings, c.update.map((u) => u.options.interval)]),
+    ).toEqual([
       ["ovslb-web-tcp", 0, 0, [], {}, ["9", "9"]],
       ["ovslb-web-udp", 0, 0, [], {}, ["9"]],
     ]);
@@ -165,7 +183,10 @@ describe("HealthCheck's northbound rows", () => {
   });
 
   it("refuses, naming the property and the owner: VIPs whose probe the load balancer's own healthCheck.probe holds, a row that is missing or not the load balancer's, and a VIP not on the row", () => {
-    const dnatOwned = lbRow("ovslb-web-tcp", ["10.0.0.193:80", "10.0.0.194:80"], {}, [hcRow("10.0.0.193:80", LB, OPTIONS), hcRow("10.0.0.194:80", undefined, {})]);
+    const dnatOwned = lbRow("ovslb-web-tcp", ["10.0.0.193:80", "10.0.0.194:80"], {}, [
+      hcRow("10.0.0.193:80", LB, OPTIONS),
+      hcRow("10.0.0.194:80", undefined, {}),
+    ]);
     expect(planRows(hc(), observed(dnatOwned, freshUdp())).refusals).toEqual([
       "vips[0]: the health check of tcp VIP 10.0.0.193:80 on OVN Load_Balancer ovslb-web-tcp is DeferredNatLoadBalancer web's own healthCheck.probe (owned by deferred-nat/web): remove healthCheck.probe from the load balancer first; refusing to take it over",
       "vips[1]: the health check of tcp VIP 10.0.0.194:80 on OVN Load_Balancer ovslb-web-tcp is not owned by ovslb; refusing to take it over",

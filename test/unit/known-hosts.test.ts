@@ -25,12 +25,7 @@ describe("host key pinning", () => {
   });
 
   it("matches plain, bracketed-port and hashed known_hosts entries", () => {
-    const lines = [
-      `# comment`,
-      `10.0.0.1,gw1 ${KEY_A}`,
-      `[10.0.0.2]:2222 ${KEY_B}`,
-      `${hashed("10.0.0.3")} ${KEY_A}`,
-    ].join("\n");
+    const lines = [`# comment`, `10.0.0.1,gw1 ${KEY_A}`, `[10.0.0.2]:2222 ${KEY_B}`, `${hashed("10.0.0.3")} ${KEY_A}`].join("\n");
     expect(trustedKeysFor(lines, "gw1", 22).trusted).toHaveLength(1);
     expect(trustedKeysFor(lines, "10.0.0.2", 2222).trusted).toHaveLength(1);
     expect(trustedKeysFor(lines, "10.0.0.2", 22).trusted).toHaveLength(0);

@@ -30,7 +30,7 @@ describe("check: logicalPort", () => {
     expect((await check("DeferredNatLoadBalancer", {}, lb("4f1c2a9e-7d1b-4c36-9a51-0d3b1e2f6a7c"))).failures).toEqual([]);
   });
 
-  it.each(["vm1:10.1.0.254", "vm1:", ":vm1", "vm 1", "vm1,x", "vm1=x", "vm1\"", ""])("refuses %j, naming the property and why", async (bad) => {
+  it.each(["vm1:10.1.0.254", "vm1:", ":vm1", "vm 1", "vm1,x", "vm1=x", 'vm1"', ""])("refuses %j, naming the property and why", async (bad) => {
     const { failures } = await check("DeferredNatLoadBalancer", {}, lb(bad));
     expect(failures).toHaveLength(1);
     expect(failures[0].property).toBe("vips[0].backends[0].logicalPort");

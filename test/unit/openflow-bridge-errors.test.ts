@@ -19,10 +19,14 @@ describe("OpenFlowBridge errors carry the host and a typed outcome", () => {
 
   it("OVS refusing a bundle is 'refused'; ovs-ofctl killed before it could tell (no exit status) is 'unknown'", async () => {
     const mods = [{ op: "delete-group" as const, groupId: 7 }];
-    const refused = await bridge({ stdout: "", stderr: "OFPT_ERROR (OF1.5) (xid=0x2): OFPGMFC_UNKNOWN_GROUP\n", exitCode: 1 }).applyBundle(mods).catch((e: unknown) => e);
+    const refused = await bridge({ stdout: "", stderr: "OFPT_ERROR (OF1.5) (xid=0x2): OFPGMFC_UNKNOWN_GROUP\n", exitCode: 1 })
+      .applyBundle(mods)
+      .catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(OpenFlowError);
     expect((refused as OpenFlowError).kind).toBe("refused");
-    const killed = await bridge({ stdout: "", stderr: "", exitCode: -1 }).applyBundle(mods).catch((e: unknown) => e);
+    const killed = await bridge({ stdout: "", stderr: "", exitCode: -1 })
+      .applyBundle(mods)
+      .catch((e: unknown) => e);
     expect((killed as OpenFlowError).kind).toBe("unknown");
   });
 });

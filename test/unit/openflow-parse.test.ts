@@ -1,7 +1,20 @@
 import { describe, expect, it } from "vitest";
 import { type CommandResult, type CommandRunner } from "../../provider/transport/exec";
 import { OpenFlowBridge, OpenFlowError } from "../../provider/transport/openflow-bridge";
-import { OpenFlowParseError, actionText, flowStreamParser, groupStreamParser, parseAction, parseFlows, parseGroups, renderAction, splitTopLevel, type Action, type DumpedFlow, type GroupEntry } from "../../provider/openflow";
+import {
+  OpenFlowParseError,
+  actionText,
+  flowStreamParser,
+  groupStreamParser,
+  parseAction,
+  parseFlows,
+  parseGroups,
+  renderAction,
+  splitTopLevel,
+  type Action,
+  type DumpedFlow,
+  type GroupEntry,
+} from "../../provider/openflow";
 import { chosenBucket, splitTraces } from "../../provider/transport/openflow-trace";
 
 // Captured from ovs-ofctl 3.1.0 (-O OpenFlow15 --no-names) against ovs-vswitchd 3.1.0.
@@ -103,9 +116,24 @@ describe("parse: dump-groups", () => {
       selectionMethod: "hash",
       fields: ["ip_src", "ip_dst", "nw_proto", "tcp_src", "tcp_dst"],
       buckets: [
-        { bucketId: 100, weight: 100, watchPort: 1, actions: [{ type: "set_field", field: "eth_dst", value: "02:00:00:00:00:01" }, { type: "output", port: 1 }] },
+        {
+          bucketId: 100,
+          weight: 100,
+          watchPort: 1,
+          actions: [
+            { type: "set_field", field: "eth_dst", value: "02:00:00:00:00:01" },
+            { type: "output", port: 1 },
+          ],
+        },
         { bucketId: 150, weight: 100, actions: [{ type: "output", port: 3 }] },
-        { bucketId: 200, weight: 100, actions: [{ type: "set_field", field: "eth_dst", value: "02:00:00:00:00:02" }, { type: "output", port: 2 }] },
+        {
+          bucketId: 200,
+          weight: 100,
+          actions: [
+            { type: "set_field", field: "eth_dst", value: "02:00:00:00:00:02" },
+            { type: "output", port: 2 },
+          ],
+        },
       ],
     });
   });
@@ -113,7 +141,12 @@ describe("parse: dump-groups", () => {
   it("fills in the weights OVS leaves out and keeps bucket order", () => {
     const byId = new Map(groups.map((g) => [g.groupId, g]));
     expect(byId.get(23)?.fields).toEqual(["ip_src"]);
-    expect(byId.get(23)?.buckets.map((b) => [b.bucketId, b.weight])).toEqual([[8, 3], [1, 10], [7, 3], [9, 0]]);
+    expect(byId.get(23)?.buckets.map((b) => [b.bucketId, b.weight])).toEqual([
+      [8, 3],
+      [1, 10],
+      [7, 3],
+      [9, 0],
+    ]);
     expect(byId.get(4294967040)?.buckets[0].weight).toBe(1);
     expect(byId.get(26)?.buckets[0].weight).toBe(0);
     expect(byId.get(20)?.buckets.map((b) => b.weight)).toEqual([0, 0]);
@@ -178,9 +211,14 @@ describe("parse: dump-flows", () => {
     const printed = [
       ["ct(table=1,zone=7)"],
       [
-        "move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[]", "set_field:02:00:00:00:00:aa->eth_src", "set_field:2->arp_op",
-        "move:NXM_NX_ARP_SHA[]->NXM_NX_ARP_THA[]", "set_field:02:00:00:00:00:aa->arp_sha",
-        "move:NXM_OF_ARP_SPA[]->NXM_OF_ARP_TPA[]", "set_field:10.0.0.100->arp_spa", "IN_PORT",
+        "move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[]",
+        "set_field:02:00:00:00:00:aa->eth_src",
+        "set_field:2->arp_op",
+        "move:NXM_NX_ARP_SHA[]->NXM_NX_ARP_THA[]",
+        "set_field:02:00:00:00:00:aa->arp_sha",
+        "move:NXM_OF_ARP_SPA[]->NXM_OF_ARP_TPA[]",
+        "set_field:10.0.0.100->arp_spa",
+        "IN_PORT",
       ],
       ["group:10"],
       ["ct(zone=7,nat)", "set_field:0x1/0xf->reg0", "set_field:02:00:00:00:00:01->eth_dst", "resubmit(,2)"],
@@ -197,10 +235,16 @@ describe("parse: dump-flows", () => {
   });
 
   it("keeps match fields and action forms it does not write as text, so they still identify a flow exactly", () => {
-    const [odd] = parseFlows(" cookie=0x1, duration=1s, table=0, n_packets=0, n_bytes=0, priority=5,tcp6,reg0=0x1,in_port=LOCAL,nw_dst=10.0.0.300 actions=ct(commit,force),output:0,set_field:0x1->tcp_dst\n");
+    const [odd] = parseFlows(
+      " cookie=0x1, duration=1s, table=0, n_packets=0, n_bytes=0, priority=5,tcp6,reg0=0x1,in_port=LOCAL,nw_dst=10.0.0.300 actions=ct(commit,force),output:0,set_field:0x1->tcp_dst\n",
+    );
     expect(odd.match).toEqual({});
     expect(odd.otherMatch).toEqual(["tcp6", "reg0=0x1", "in_port=LOCAL", "nw_dst=10.0.0.300"]);
-    const texts: Action[] = [{ type: "other", text: "ct(commit,force)" }, { type: "other", text: "output:0" }, { type: "other", text: "set_field:0x1->tcp_dst" }];
+    const texts: Action[] = [
+      { type: "other", text: "ct(commit,force)" },
+      { type: "other", text: "output:0" },
+      { type: "other", text: "set_field:0x1->tcp_dst" },
+    ];
     expect(odd.actions).toEqual(texts);
   });
 
@@ -284,7 +328,10 @@ ovs-ofctl: talking to unix:/tmp/sbx/br0.mgmt (Protocol error)
   });
 
   it("maps ovs-ofctl's refusal of a line, with the OpenFlow code when it gives one", async () => {
-    const bad = await failure("2026-11-30T05:48:55Z|00001|ofp_actions|WARN|set_field tcp_dst lacks correct prerequisites\novs-ofctl: -:2: actions are invalid with specified match (OFPBAC_MATCH_INCONSISTENT)\n", 2);
+    const bad = await failure(
+      "2026-11-30T05:48:55Z|00001|ofp_actions|WARN|set_field tcp_dst lacks correct prerequisites\novs-ofctl: -:2: actions are invalid with specified match (OFPBAC_MATCH_INCONSISTENT)\n",
+      2,
+    );
     expect(bad.code).toBe("OFPBAC_MATCH_INCONSISTENT");
     expect(bad.line).toEqual({ index: 1, text: "group delete group_id=2" });
     const parse = await failure("ovs-ofctl: -:1: unknown action frobnicate\n", 1);
@@ -392,8 +439,14 @@ describe("parse: streamed dumps", () => {
     p.end();
     const want: DumpedFlow[] = [
       {
-        cookie: 1n, table: 0, priority: 100, match: { protocol: "tcp", in_port: 1, nw_dst: "10.0.0.1", tp_dst: 80 }, otherMatch: [],
-        actions: [{ type: "group", groupId: 7 }], nPackets: 0n, nBytes: 0n,
+        cookie: 1n,
+        table: 0,
+        priority: 100,
+        match: { protocol: "tcp", in_port: 1, nw_dst: "10.0.0.1", tp_dst: 80 },
+        otherMatch: [],
+        actions: [{ type: "group", groupId: 7 }],
+        nPackets: 0n,
+        nBytes: 0n,
       },
       { cookie: 0n, table: 0, priority: 0, match: {}, otherMatch: [], actions: [{ type: "other", text: "NORMAL" }], nPackets: 5n, nBytes: 300n },
     ];

@@ -1,5 +1,16 @@
 import { describe, expect, it } from "vitest";
-import { type Action, actionText, type Flow, type Group, type Modification, OpenFlowValueError, renderBundle, renderModification, toFlowEntry, toGroupEntry } from "../../provider/openflow";
+import {
+  type Action,
+  actionText,
+  type Flow,
+  type Group,
+  type Modification,
+  OpenFlowValueError,
+  renderBundle,
+  renderModification,
+  toFlowEntry,
+  toGroupEntry,
+} from "../../provider/openflow";
 import { OpenFlowBridge } from "../../provider/transport/openflow-bridge";
 import { type CommandRunner } from "../../provider/transport/exec";
 
@@ -9,7 +20,15 @@ const group: Group = {
   selectionMethod: "hash",
   fields: ["tcp_dst", "ip_dst", "ip_src", "tcp_src", "nw_proto"],
   buckets: [
-    { bucketId: 100, weight: 100, watchPort: 1, actions: [{ type: "set_field", field: "eth_dst", value: "02:00:00:00:00:0A" }, { type: "output", port: 1 }] },
+    {
+      bucketId: 100,
+      weight: 100,
+      watchPort: 1,
+      actions: [
+        { type: "set_field", field: "eth_dst", value: "02:00:00:00:00:0A" },
+        { type: "output", port: 1 },
+      ],
+    },
     { bucketId: 200, weight: 100, actions: [{ type: "set_field", field: "eth_dst", value: "02:00:00:00:00:02" }, { type: "in_port" }] },
   ],
 };

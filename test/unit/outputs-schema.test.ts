@@ -44,7 +44,18 @@ const ADDED_SINCE_FIXTURES: Record<FixtureKind, string[]> = {
   OvsBridge: ["ovsVersions"],
   DsrHypervisorFlows: ["bfd", "connections", "ovsVersions"],
   DeferredNatLoadBalancer: [
-    "ovsVersions", "greKey", "slotTables", "slotShares", "slotMoves", "bfdKey", "health", "stale", "gatewayPorts", "gatewayFlows", "lastRead", "driftFindings",
+    "ovsVersions",
+    "greKey",
+    "slotTables",
+    "slotShares",
+    "slotMoves",
+    "bfdKey",
+    "health",
+    "stale",
+    "gatewayPorts",
+    "gatewayFlows",
+    "lastRead",
+    "driftFindings",
   ],
   DistributorDevice: ["ovsVersions", "attachmentHealth"],
   DistributorAttachment: ["slotLiveness", "ovsVersions"],
@@ -53,7 +64,12 @@ const ADDED_SINCE_FIXTURES: Record<FixtureKind, string[]> = {
 const schemaOf = (kind: Kind): Props => JSON.parse(readFileSync(join(repo, "schema", SCHEMA_FILES[kind]), "utf8"));
 /** "DeferredNatLoadBalancer" -> the generated DEFERRED_NAT_LOAD_BALANCER_OUTPUTS */
 const outputNames = (kind: Kind): readonly string[] =>
-  (generated as unknown as Record<string, readonly string[]>)[`${SCHEMA_FILES[kind].replace(/\.json$/, "").replace(/-/g, "_").toUpperCase()}_OUTPUTS`];
+  (generated as unknown as Record<string, readonly string[]>)[
+    `${SCHEMA_FILES[kind]
+      .replace(/\.json$/, "")
+      .replace(/-/g, "_")
+      .toUpperCase()}_OUTPUTS`
+  ];
 
 /** The outputs a fixture recorded that are not inputs (nor the provider's own __provider and sshCredentials). */
 function recordedOutputs(kind: FixtureKind): Props {
@@ -79,11 +95,22 @@ describe("outputs are declared once, in the schema", () => {
 
   it("HealthCheck (no fixture yet): a state as its handler builds it is valid against x-outputs, and one of the wrong shape is not", () => {
     const vips: HealthCheckInputs["vips"] = [
-      { address: "10.0.0.193", port: 80, protocol: "tcp", backends: [{ address: "10.0.0.101", port: 8080, logicalPort: "lsp-1", hypervisor: "hv1" }, { address: "10.0.0.102", port: 8080, logicalPort: "lsp-2" }] },
+      {
+        address: "10.0.0.193",
+        port: 80,
+        protocol: "tcp",
+        backends: [
+          { address: "10.0.0.101", port: 8080, logicalPort: "lsp-1", hypervisor: "hv1" },
+          { address: "10.0.0.102", port: 8080, logicalPort: "lsp-2" },
+        ],
+      },
     ];
     const report = assessVips(vips, {
       monitors: [{ logicalPort: "lsp-1", ip: "10.0.0.101", port: 8080, protocol: "tcp", status: "online" }],
-      bindings: new Map([["lsp-1", { chassis: "hv1", up: true }], ["lsp-2", { up: false }]]),
+      bindings: new Map([
+        ["lsp-1", { chassis: "hv1", up: true }],
+        ["lsp-2", { up: false }],
+      ]),
       bfd: new Map([["gw1", new Map([["hv1", { state: "down", forwarding: false }]])]]),
     });
     const state: HealthCheckState = {
@@ -144,7 +171,7 @@ describe("each resource class exposes every output", () => {
   const valueOf = (o: pulumi.Output<unknown>) => new Promise<unknown>((done) => o.apply((v) => (done(v), v)));
 
   it("under mocks, every generated output (ovsVersions, greKey, ...) is an Output on the resource with the value the engine returned", async () => {
-    pulumi.runtime.setMocks(
+    await pulumi.runtime.setMocks(
       {
         newResource: (args) => ({
           id: `${args.name}-id`,
@@ -164,10 +191,18 @@ describe("each resource class exposes every output", () => {
       DeferredNatLoadBalancer: new ovslb.DeferredNatLoadBalancer("lb", { name: "lb", gateways: [], hypervisors: [], vips: [] }),
       DistributorDevice: new ovslb.DistributorDevice("dev", { host, deviceId: "dev", uplinkBridge: "br-seg" }),
       DistributorAttachment: new ovslb.DistributorAttachment("att", {
-        host, deviceId: "dev", uplinkBridge: "br-seg", attachmentId: "att", vip: "10.0.0.100", amphorae: [],
+        host,
+        deviceId: "dev",
+        uplinkBridge: "br-seg",
+        attachmentId: "att",
+        vip: "10.0.0.100",
+        amphorae: [],
       }),
       HealthCheck: new ovslb.HealthCheck("hc", {
-        loadBalancer: "lb", northbound: { connection: host.connection, socket: "/run/ovn/ovnnb_db.sock" }, sourceIp: "10.0.0.254", vips: [],
+        loadBalancer: "lb",
+        northbound: { connection: host.connection, socket: "/run/ovn/ovnnb_db.sock" },
+        sourceIp: "10.0.0.254",
+        vips: [],
       }),
     };
     // A class that passes no placeholders gets no such property: what the generated names are for.
@@ -232,7 +267,7 @@ describe("schema/generate-types.js --check", () => {
       expect(run(dir, "--check")).toEqual({ status: 0, stderr: "" });
       const generatedNow = GENERATED.map((f) => readFileSync(join(dir, "provider", "model", f), "utf8"));
       expect(generatedNow[1]).toContain("export interface DeferredNatLoadBalancerOutputs");
-      expect(generatedNow[2]).toContain("readonly greKey: pulumi.Output<DeferredNatLoadBalancerOutputs[\"greKey\"]>;");
+      expect(generatedNow[2]).toContain('readonly greKey: pulumi.Output<DeferredNatLoadBalancerOutputs["greKey"]>;');
 
       editSchema(dir, "ovs-bridge.json", (s) => (s["x-outputs"].properties.uuid.description = "the row's uuid, said otherwise"));
       let r = run(dir, "--check");
@@ -260,7 +295,12 @@ describe("schema/generate-types.js --check", () => {
     try {
       writeFileSync(
         join(dir, "schema", "widget.json"),
-        JSON.stringify({ title: "WidgetInputs", type: "object", additionalProperties: false, properties: { size: { type: "integer", description: "how big" } } }),
+        JSON.stringify({
+          title: "WidgetInputs",
+          type: "object",
+          additionalProperties: false,
+          properties: { size: { type: "integer", description: "how big" } },
+        }),
       );
       expect(run(dir).status).toBe(0);
       const model = (f: string) => readFileSync(join(dir, "provider", "model", f), "utf8");

@@ -3,15 +3,7 @@ import { describe, expect, it } from "vitest";
 import { type DatabaseSchema, NamedUuid, Uuid } from "../../provider/ovsdb/encoding";
 import { OPEN_VSWITCH } from "../../provider/ovsdb/models.generated";
 import { OwnedTransaction, ownerMark } from "../../provider/ovsdb/owned";
-import {
-  OvsdbTransactionError,
-  Transaction,
-  checkOperations,
-  describeOperation,
-  mutation,
-  readTransactResults,
-  where,
-} from "../../provider/ovsdb/transaction";
+import { OvsdbTransactionError, Transaction, checkOperations, describeOperation, mutation, readTransactResults, where } from "../../provider/ovsdb/transaction";
 import { OvsdbClient, OvsdbNoReplyError, OvsdbRpcError } from "../../provider/transport/ovsdb-client";
 
 /**
@@ -155,7 +147,10 @@ describe("OvsdbClient", () => {
     const bridges = tx.select("Bridge", [where("name", "==", "br0")], ["name", "ports"]);
     const [row] = (await client.run(tx)).rows(bridges);
     expect(row).toEqual({ name: "br0", ports: [new Uuid(U1)] });
-    expect(requests.map((r) => [r.method, r.params[0]])).toEqual([["get_schema", "Open_vSwitch"], ["transact", "Open_vSwitch"]]);
+    expect(requests.map((r) => [r.method, r.params[0]])).toEqual([
+      ["get_schema", "Open_vSwitch"],
+      ["transact", "Open_vSwitch"],
+    ]);
     client.close();
   });
 

@@ -37,7 +37,13 @@ describe("encodeValue", () => {
 
   it("encodes Maps and plain objects as maps", () => {
     expect(encodeValue(new Map([[1, new Uuid(U2)]]))).toEqual(["map", [[1, ["uuid", U2]]]]);
-    expect(encodeValue({ "ovslb:owner": "lb-1", a: "b" })).toEqual(["map", [["ovslb:owner", "lb-1"], ["a", "b"]]]);
+    expect(encodeValue({ "ovslb:owner": "lb-1", a: "b" })).toEqual([
+      "map",
+      [
+        ["ovslb:owner", "lb-1"],
+        ["a", "b"],
+      ],
+    ]);
     expect(encodeValue({})).toEqual(["map", []]);
   });
 
@@ -60,7 +66,18 @@ describe("encodeValue", () => {
 describe("decodeValue", () => {
   it("gives a set column an array even when the server sends one element bare", () => {
     expect(decodeValue(["uuid", U1], uuidSet)).toEqual([new Uuid(U1)]);
-    expect(decodeValue(["set", [["uuid", U1], ["uuid", U2]]], uuidSet)).toEqual([new Uuid(U1), new Uuid(U2)]);
+    expect(
+      decodeValue(
+        [
+          "set",
+          [
+            ["uuid", U1],
+            ["uuid", U2],
+          ],
+        ],
+        uuidSet,
+      ),
+    ).toEqual([new Uuid(U1), new Uuid(U2)]);
     expect(decodeValue(["set", []], uuidSet)).toEqual([]);
   });
 
@@ -100,9 +117,37 @@ describe("decodeValue", () => {
       [[4095], optional, ["set", [4095]], [4095]],
       [[], uuidSet, ["set", []], []],
       [[new Uuid(U1)], uuidSet, ["set", [["uuid", U1]]], [new Uuid(U1)]],
-      [[new Uuid(U1), new Uuid(U2)], uuidSet, ["set", [["uuid", U1], ["uuid", U2]]], [new Uuid(U1), new Uuid(U2)]],
+      [
+        [new Uuid(U1), new Uuid(U2)],
+        uuidSet,
+        [
+          "set",
+          [
+            ["uuid", U1],
+            ["uuid", U2],
+          ],
+        ],
+        [new Uuid(U1), new Uuid(U2)],
+      ],
       [new Map(), stringMap, ["map", []], new Map()],
-      [new Map([["a", "1"], ["b", "2"]]), stringMap, ["map", [["a", "1"], ["b", "2"]]], new Map([["a", "1"], ["b", "2"]])],
+      [
+        new Map([
+          ["a", "1"],
+          ["b", "2"],
+        ]),
+        stringMap,
+        [
+          "map",
+          [
+            ["a", "1"],
+            ["b", "2"],
+          ],
+        ],
+        new Map([
+          ["a", "1"],
+          ["b", "2"],
+        ]),
+      ],
       [{ "é€": "😀" }, stringMap, ["map", [["é€", "😀"]]], new Map([["é€", "😀"]])],
     ];
     for (const [value, type, wire, decoded] of cases) {
@@ -160,15 +205,14 @@ describe("parseDatabaseSchema", () => {
   });
 
   it("refuses an unknown atomic type", () => {
-    expect(() => parseDatabaseSchema({ name: "x", version: "1", tables: { T: { columns: { c: { type: "blob" } } } } }))
-      .toThrow(/unknown type "blob" for T.c/);
+    expect(() => parseDatabaseSchema({ name: "x", version: "1", tables: { T: { columns: { c: { type: "blob" } } } } })).toThrow(/unknown type "blob" for T.c/);
   });
 });
 
 describe("JsonStreamParser", () => {
   const messages = [
     { id: 1, result: ["Open_vSwitch", "_Server"], error: null },
-    { id: null, method: "update", params: ["m", { T: { [U1]: { new: { s: "a } { \" \\\" \\\\" } } } }] },
+    { id: null, method: "update", params: ["m", { T: { [U1]: { new: { s: 'a } { " \\" \\\\' } } } }] },
     { id: "echo", method: "echo", params: ["é", "€ 😀", "日本語", "{", "}"] },
   ];
   const bytes = Buffer.from(messages.map((m) => JSON.stringify(m)).join("") + "\n");

@@ -3,13 +3,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { NamedUuid, Uuid, parseDatabaseSchema, type DatabaseSchema } from "../../provider/ovsdb/encoding";
-import {
-  OPEN_VSWITCH,
-  OVN_NORTHBOUND,
-  OVN_SOUTHBOUND,
-  type BridgeRow,
-  type ServiceMonitorRow,
-} from "../../provider/ovsdb/models.generated";
+import { OPEN_VSWITCH, OVN_NORTHBOUND, OVN_SOUTHBOUND, type BridgeRow, type ServiceMonitorRow } from "../../provider/ovsdb/models.generated";
 import type { DatabaseModel } from "../../provider/ovsdb/model";
 import { type Condition, Transaction, TransactionResults, mutation, where } from "../../provider/ovsdb/transaction";
 
@@ -62,7 +56,11 @@ describe("models.generated.ts", () => {
   it("covers the tables ovslb touches", () => {
     expect(Object.keys(OPEN_VSWITCH.tables)).toEqual(["Open_vSwitch", "Bridge", "Port", "Interface"]);
     expect(Object.keys(OVN_NORTHBOUND.tables)).toEqual([
-      "Load_Balancer", "Load_Balancer_Health_Check", "Logical_Router", "Logical_Switch", "Logical_Switch_Port",
+      "Load_Balancer",
+      "Load_Balancer_Health_Check",
+      "Logical_Router",
+      "Logical_Switch",
+      "Logical_Switch_Port",
     ]);
     expect(Object.keys(OVN_SOUTHBOUND.tables)).toEqual(["Service_Monitor", "Port_Binding", "Chassis"]);
   });
@@ -70,8 +68,17 @@ describe("models.generated.ts", () => {
   it("types Service_Monitor.chassis_name as optional: OVN 23.03's schema lacks it, so it is not in the runtime schema", () => {
     expect(OVN_SOUTHBOUND.tables.Service_Monitor.columns).not.toHaveProperty("chassis_name");
     const onOld: ServiceMonitorRow = {
-      _uuid: new Uuid(U1), _version: new Uuid(U2), ip: "10.0.0.5", port: 80, protocol: ["tcp"], logical_port: "lsp1",
-      src_mac: "02:00:00:00:00:01", src_ip: "10.0.0.1", status: ["online"], options: new Map(), external_ids: new Map(),
+      _uuid: new Uuid(U1),
+      _version: new Uuid(U2),
+      ip: "10.0.0.5",
+      port: 80,
+      protocol: ["tcp"],
+      logical_port: "lsp1",
+      src_mac: "02:00:00:00:00:01",
+      src_ip: "10.0.0.1",
+      status: ["online"],
+      options: new Map(),
+      external_ids: new Map(),
     };
     const newer: ServiceMonitorRow = { ...onOld, chassis_name: "hv1" };
     expect(onOld.chassis_name).toBeUndefined();
@@ -90,21 +97,34 @@ describe("a Transaction typed by a model", () => {
       { op: "select", table: "Bridge", where: [["name", "==", "br0"]], columns: ["_uuid", "ports", "fail_mode", "external_ids"] },
       { op: "insert", table: "Interface", row: { name: "p0", type: "internal", ofport_request: ["set", [10]] }, "uuid-name": "row0" },
       {
-        op: "mutate", table: "Bridge", where: [["_uuid", "==", ["uuid", U1]]],
-        mutations: [["external_ids", "delete", ["set", ["stale"]]], ["flood_vlans", "insert", ["set", [10]]]],
+        op: "mutate",
+        table: "Bridge",
+        where: [["_uuid", "==", ["uuid", U1]]],
+        mutations: [
+          ["external_ids", "delete", ["set", ["stale"]]],
+          ["flood_vlans", "insert", ["set", [10]]],
+        ],
       },
       {
-        op: "wait", table: "Bridge", where: [["external_ids", "includes", ["map", [["ovslb:owner", "x"]]]]],
-        columns: ["_uuid"], until: "==", rows: [{ _uuid: ["uuid", U1] }], timeout: 0,
+        op: "wait",
+        table: "Bridge",
+        where: [["external_ids", "includes", ["map", [["ovslb:owner", "x"]]]]],
+        columns: ["_uuid"],
+        until: "==",
+        rows: [{ _uuid: ["uuid", U1] }],
+        timeout: 0,
       },
     ]);
 
-    const results = new TransactionResults([
-      { rows: [{ _uuid: new Uuid(U1), ports: [new Uuid(U2)], fail_mode: ["secure"], external_ids: new Map([["a", "b"]]) }] },
-      { uuid: new Uuid(U2) },
-      { count: 1 },
-      {},
-    ], tx);
+    const results = new TransactionResults(
+      [
+        { rows: [{ _uuid: new Uuid(U1), ports: [new Uuid(U2)], fail_mode: ["secure"], external_ids: new Map([["a", "b"]]) }] },
+        { uuid: new Uuid(U2) },
+        { count: 1 },
+        {},
+      ],
+      tx,
+    );
     const [row] = results.rows(bridges);
     // Typed: each of these assignments is checked by the compiler.
     const ports: Uuid[] = row.ports;
@@ -140,8 +160,9 @@ describe("a Transaction typed by a model", () => {
     tx.mutate("Bridge", [], [mutation("ports", "insert", ["p0"])]);
     // @ts-expect-error the wait row must give exactly the columns compared
     tx.wait("Bridge", [], { columns: ["_uuid"], until: "==", rows: [{ name: "br0" }] });
+    const loose = where("name", "==", "br0");
     // @ts-expect-error a condition built untyped is refused: type it or build it in place
-    const loose = where("name", "==", "br0"); tx.select("Bridge", [loose]);
+    tx.select("Bridge", [loose]);
     const typed: Condition<BridgeRow> = where("name", "==", "br0");
     tx.select("Bridge", [typed]);
     // Named uuids stand for uuids; a row read may be written back.

@@ -16,8 +16,36 @@ describe("OwnedTransaction", () => {
     expect(bridge.name).toBe("br");
     expect(tx.operations).toEqual([
       { op: "comment", comment: "ovslb: ensure bridge br0" },
-      { op: "insert", table: "Bridge", row: { name: "br0", external_ids: ["map", [["team", "net"], ["ovslb:owner", "lb-1"]]] }, "uuid-name": "br" },
-      { op: "insert", table: "Port", row: { name: "p0", external_ids: ["map", [["x", "y"], ["ovslb:owner", "lb-1"]]] }, "uuid-name": "row1" },
+      {
+        op: "insert",
+        table: "Bridge",
+        row: {
+          name: "br0",
+          external_ids: [
+            "map",
+            [
+              ["team", "net"],
+              ["ovslb:owner", "lb-1"],
+            ],
+          ],
+        },
+        "uuid-name": "br",
+      },
+      {
+        op: "insert",
+        table: "Port",
+        row: {
+          name: "p0",
+          external_ids: [
+            "map",
+            [
+              ["x", "y"],
+              ["ovslb:owner", "lb-1"],
+            ],
+          ],
+        },
+        "uuid-name": "row1",
+      },
     ]);
   });
 
@@ -37,10 +65,23 @@ describe("OwnedTransaction", () => {
     tx.requireOwned("Load_Balancer", row);
     tx.requireOwned("Load_Balancer", row, ["name", "vips"]);
     expect(tx.operations).toEqual([
-      { op: "wait", table: "Load_Balancer", where: [["_uuid", "==", ["uuid", U1]], OWNED], columns: ["_uuid"], until: "==", rows: [{ _uuid: ["uuid", U1] }], timeout: 0 },
       {
-        op: "wait", table: "Load_Balancer", where: [["_uuid", "==", ["uuid", U1]], OWNED], columns: ["_uuid", "name", "vips"], until: "==",
-        rows: [{ _uuid: ["uuid", U1], name: "lb-tcp", vips: ["map", [["10.0.0.1:80", "10.0.1.1:80"]]] }], timeout: 0,
+        op: "wait",
+        table: "Load_Balancer",
+        where: [["_uuid", "==", ["uuid", U1]], OWNED],
+        columns: ["_uuid"],
+        until: "==",
+        rows: [{ _uuid: ["uuid", U1] }],
+        timeout: 0,
+      },
+      {
+        op: "wait",
+        table: "Load_Balancer",
+        where: [["_uuid", "==", ["uuid", U1]], OWNED],
+        columns: ["_uuid", "name", "vips"],
+        until: "==",
+        rows: [{ _uuid: ["uuid", U1], name: "lb-tcp", vips: ["map", [["10.0.0.1:80", "10.0.1.1:80"]]] }],
+        timeout: 0,
       },
     ]);
   });
@@ -50,12 +91,21 @@ describe("OwnedTransaction", () => {
     const row = { _uuid: new Uuid(U1), name: "lb-tcp" };
     tx.updateOwned("Load_Balancer", row, { vips: { "10.0.0.1:80": "10.0.1.2:80" }, external_ids: {} }, ["name"]);
     tx.deleteOwned("Load_Balancer", { _uuid: new Uuid(U2) });
-    const guard = (uuid: string, columns: string[], rows: object[]) =>
-      ({ op: "wait", table: "Load_Balancer", where: [["_uuid", "==", ["uuid", uuid]], OWNED], columns, until: "==", rows, timeout: 0 });
+    const guard = (uuid: string, columns: string[], rows: object[]) => ({
+      op: "wait",
+      table: "Load_Balancer",
+      where: [["_uuid", "==", ["uuid", uuid]], OWNED],
+      columns,
+      until: "==",
+      rows,
+      timeout: 0,
+    });
     expect(tx.operations).toEqual([
       guard(U1, ["_uuid", "name"], [{ _uuid: ["uuid", U1], name: "lb-tcp" }]),
       {
-        op: "update", table: "Load_Balancer", where: [["_uuid", "==", ["uuid", U1]]],
+        op: "update",
+        table: "Load_Balancer",
+        where: [["_uuid", "==", ["uuid", U1]]],
         row: { vips: ["map", [["10.0.0.1:80", "10.0.1.2:80"]]], external_ids: ["map", [["ovslb:owner", "lb-1"]]] },
       },
       guard(U2, ["_uuid"], [{ _uuid: ["uuid", U2] }]),
@@ -72,11 +122,26 @@ describe("OwnedTransaction", () => {
     tx.removeMark("Open_vSwitch", root);
     expect(tx.operations).toEqual([
       {
-        op: "wait", table: "Open_vSwitch", where: [["_uuid", "==", ["uuid", U1]]], columns: ["_uuid", "external_ids"], until: "==",
-        rows: [{ _uuid: ["uuid", U1], external_ids: ["map", [["system-id", "gw1"]]] }], timeout: 0,
+        op: "wait",
+        table: "Open_vSwitch",
+        where: [["_uuid", "==", ["uuid", U1]]],
+        columns: ["_uuid", "external_ids"],
+        until: "==",
+        rows: [{ _uuid: ["uuid", U1], external_ids: ["map", [["system-id", "gw1"]]] }],
+        timeout: 0,
       },
-      { op: "mutate", table: "Open_vSwitch", where: [["_uuid", "==", ["uuid", U1]]], mutations: [["external_ids", "insert", ["map", [["ovslb:distributor-device", "dev-1"]]]]] },
-      { op: "mutate", table: "Open_vSwitch", where: [["_uuid", "==", ["uuid", U1]]], mutations: [["external_ids", "delete", ["map", [["ovslb:distributor-device", "dev-1"]]]]] },
+      {
+        op: "mutate",
+        table: "Open_vSwitch",
+        where: [["_uuid", "==", ["uuid", U1]]],
+        mutations: [["external_ids", "insert", ["map", [["ovslb:distributor-device", "dev-1"]]]]],
+      },
+      {
+        op: "mutate",
+        table: "Open_vSwitch",
+        where: [["_uuid", "==", ["uuid", U1]]],
+        mutations: [["external_ids", "delete", ["map", [["ovslb:distributor-device", "dev-1"]]]]],
+      },
     ]);
   });
 
@@ -97,7 +162,12 @@ describe("OwnedTransaction", () => {
 
 describe("ownerOf and describeOwner", () => {
   it("read the mark from external_ids as read", () => {
-    const row = { external_ids: new Map([[OWNER_KEY, "lb-1"], ["ovslb:distributor-device", "dev-1"]]) };
+    const row = {
+      external_ids: new Map([
+        [OWNER_KEY, "lb-1"],
+        ["ovslb:distributor-device", "dev-1"],
+      ]),
+    };
     expect(ownerOf(row)).toBe("lb-1");
     expect(ownerOf(row, "ovslb:distributor-device")).toBe("dev-1");
     expect(describeOwner(row)).toBe("owned by lb-1");

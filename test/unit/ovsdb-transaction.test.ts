@@ -12,17 +12,19 @@ describe("Transaction", () => {
     const port = tx.insert("Port", { name: "br0", interfaces: [iface] }, "port");
     const bridge = tx.insert("Bridge", { name: "br0", ports: [port], external_ids: { "ovslb:owner": "lb-1" } }, "br");
     expect(tx.mutate("Open_vSwitch", [], [mutation("bridges", "insert", [bridge])])).toBe(3);
-    expect(JSON.stringify(tx.operations)).toBe(JSON.stringify([
-      { op: "insert", table: "Interface", row: { name: "br0", type: "internal" }, "uuid-name": "iface" },
-      { op: "insert", table: "Port", row: { name: "br0", interfaces: ["set", [["named-uuid", "iface"]]] }, "uuid-name": "port" },
-      {
-        op: "insert",
-        table: "Bridge",
-        row: { name: "br0", ports: ["set", [["named-uuid", "port"]]], external_ids: ["map", [["ovslb:owner", "lb-1"]]] },
-        "uuid-name": "br",
-      },
-      { op: "mutate", table: "Open_vSwitch", where: [], mutations: [["bridges", "insert", ["set", [["named-uuid", "br"]]]]] },
-    ]));
+    expect(JSON.stringify(tx.operations)).toBe(
+      JSON.stringify([
+        { op: "insert", table: "Interface", row: { name: "br0", type: "internal" }, "uuid-name": "iface" },
+        { op: "insert", table: "Port", row: { name: "br0", interfaces: ["set", [["named-uuid", "iface"]]] }, "uuid-name": "port" },
+        {
+          op: "insert",
+          table: "Bridge",
+          row: { name: "br0", ports: ["set", [["named-uuid", "port"]]], external_ids: ["map", [["ovslb:owner", "lb-1"]]] },
+          "uuid-name": "br",
+        },
+        { op: "mutate", table: "Open_vSwitch", where: [], mutations: [["bridges", "insert", ["set", [["named-uuid", "br"]]]]] },
+      ]),
+    );
   });
 
   it("names inserted rows row<N> unless told, and refuses a name used twice", () => {
@@ -40,10 +42,9 @@ describe("Transaction", () => {
     expect(tx.select("Bridge", [where("name", "==", "br0")], ["_uuid", "ports"])).toBe(1);
     expect(tx.select("Bridge", [])).toBe(2);
     expect(tx.update("Bridge", [owned], { other_config: new Map([["hwaddr", "02:00:00:00:00:01"]]) })).toBe(3);
-    expect(tx.mutate("Bridge", [where("_uuid", "==", new Uuid(U1))], [
-      mutation("external_ids", "delete", ["stale"]),
-      mutation("flood_vlans", "insert", [10, 20]),
-    ])).toBe(4);
+    expect(
+      tx.mutate("Bridge", [where("_uuid", "==", new Uuid(U1))], [mutation("external_ids", "delete", ["stale"]), mutation("flood_vlans", "insert", [10, 20])]),
+    ).toBe(4);
     expect(tx.mutate("Interface", [where("name", "==", "p0")], [mutation("ofport_request", "+=", 1)])).toBe(5);
     expect(tx.delete("Port", [where("name", "!=", "br0"), owned])).toBe(6);
     expect(tx.operations).toEqual([
@@ -60,13 +61,19 @@ describe("Transaction", () => {
         op: "mutate",
         table: "Bridge",
         where: [["_uuid", "==", ["uuid", U1]]],
-        mutations: [["external_ids", "delete", ["set", ["stale"]]], ["flood_vlans", "insert", ["set", [10, 20]]]],
+        mutations: [
+          ["external_ids", "delete", ["set", ["stale"]]],
+          ["flood_vlans", "insert", ["set", [10, 20]]],
+        ],
       },
       { op: "mutate", table: "Interface", where: [["name", "==", "p0"]], mutations: [["ofport_request", "+=", 1]] },
       {
         op: "delete",
         table: "Port",
-        where: [["name", "!=", "br0"], ["external_ids", "includes", ["map", [["ovslb:owner", "lb-1"]]]]],
+        where: [
+          ["name", "!=", "br0"],
+          ["external_ids", "includes", ["map", [["ovslb:owner", "lb-1"]]]],
+        ],
       },
     ]);
     expect(Object.keys(tx.operations[2])).not.toContain("columns");
@@ -129,27 +136,40 @@ describe("readTransactResults", () => {
   }
 
   it("decodes insert uuids, counts and select rows by the schema", () => {
-    const results = readTransactResults("Open_vSwitch", bridgeTransaction().operations, [
-      {},
-      { uuid: ["uuid", U1] },
-      { rows: [{ _uuid: ["uuid", U1], name: "br0", ports: ["uuid", U2] }, { name: "br1", ports: ["set", []] }] },
-      {},
-    ], schema);
+    const results = readTransactResults(
+      "Open_vSwitch",
+      bridgeTransaction().operations,
+      [
+        {},
+        { uuid: ["uuid", U1] },
+        {
+          rows: [
+            { _uuid: ["uuid", U1], name: "br0", ports: ["uuid", U2] },
+            { name: "br1", ports: ["set", []] },
+          ],
+        },
+        {},
+      ],
+      schema,
+    );
     expect(results).toEqual([
       {},
       { uuid: new Uuid(U1) },
-      { rows: [{ _uuid: new Uuid(U1), name: "br0", ports: [new Uuid(U2)] }, { name: "br1", ports: [] }] },
+      {
+        rows: [
+          { _uuid: new Uuid(U1), name: "br0", ports: [new Uuid(U2)] },
+          { name: "br1", ports: [] },
+        ],
+      },
       {},
     ]);
   });
 
   it("reports a wait that timed out as a conflict naming the wait", () => {
-    const err = failure([{ error: "timed out", details: "\"where\" clause test failed" }, null, null, null]);
+    const err = failure([{ error: "timed out", details: '"where" clause test failed' }, null, null, null]);
     expect(err.kind).toBe("conflict");
     expect(err.operation).toEqual({ index: 0, op: "wait", table: "Bridge" });
-    expect(err.message).toBe(
-      'Open_vSwitch: op 0 (wait on Bridge where name == "br0"): precondition failed: timed out: "where" clause test failed',
-    );
+    expect(err.message).toBe('Open_vSwitch: op 0 (wait on Bridge where name == "br0"): precondition failed: timed out: "where" clause test failed');
   });
 
   it("reports another error on a wait as a failed operation, not a conflict", () => {
@@ -171,7 +191,6 @@ describe("readTransactResults", () => {
   });
 
   it("refuses a reply with fewer results than operations", () => {
-    expect(() => readTransactResults("Open_vSwitch", bridgeTransaction().operations, [{}], schema))
-      .toThrow(/not one result per operation/);
+    expect(() => readTransactResults("Open_vSwitch", bridgeTransaction().operations, [{}], schema)).toThrow(/not one result per operation/);
   });
 });

@@ -20,12 +20,7 @@ const repo = resolve(__dirname, "..", "..");
 const SKIP = new Set(["node_modules", ".git", "dist"]);
 
 /** Paths that must never ship. */
-const FORBIDDEN = [
-  /^(dist\/)?(test|tests|bench|examples)(\/|$)/,
-  /(^|\/)lab([-_./]|$)/i,
-  /(^|\/)Pulumi(\.[\w-]+)?\.yaml$/,
-  /(^|\/)\.ci(\/|$)/,
-];
+const FORBIDDEN = [/^(dist\/)?(test|tests|bench|examples)(\/|$)/, /(^|\/)lab([-_./]|$)/i, /(^|\/)Pulumi(\.[\w-]+)?\.yaml$/, /(^|\/)\.ci(\/|$)/];
 const forbidden = (files: string[]) => files.filter((f) => FORBIDDEN.some((re) => re.test(f)));
 
 function sources(dir = repo): string[] {

@@ -35,7 +35,10 @@ describe("loginsToVerify", () => {
   });
 
   it("logs in once where two connections are one login: the same host, port, user, pin, key and jump (timeouts aside)", () => {
-    const logins = loginsToVerify(dnlbSchema, lb([conn("10.0.0.1"), conn("10.0.0.1", { port: 22, connectTimeoutMs: 900 })], conn("10.0.0.1", { commandTimeoutMs: 5000 })));
+    const logins = loginsToVerify(
+      dnlbSchema,
+      lb([conn("10.0.0.1"), conn("10.0.0.1", { port: 22, connectTimeoutMs: 900 })], conn("10.0.0.1", { commandTimeoutMs: 5000 })),
+    );
     expect(logins).toEqual([conn("10.0.0.1")]);
   });
 

@@ -6,7 +6,12 @@ import { renderBundle, toFlowEntry, type Flow } from "../../provider/openflow";
 import { renderFinding } from "../../provider/model/drift";
 import { actualInputs, gatewayIntent, tunnelPorts, withDefaults, type DeferredNatDefaulted } from "../../provider/resources/deferred-nat-load-balancer/plan";
 import { SLOT_TABLE, planAllSlots, recordAllSlots } from "../../provider/resources/deferred-nat-load-balancer/second-chance";
-import { actualInputs as dsrActual, cookieOf as dsrCookie, desiredFlows, withDefaults as dsrDefaults } from "../../provider/resources/dsr-hypervisor-flows/plan";
+import {
+  actualInputs as dsrActual,
+  cookieOf as dsrCookie,
+  desiredFlows,
+  withDefaults as dsrDefaults,
+} from "../../provider/resources/dsr-hypervisor-flows/plan";
 
 /** secondChance as pure data: the gateways' slot flows, what a change sends, the hypervisors' pipeline, and the refusals. */
 
@@ -14,7 +19,11 @@ const KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJdD7y3aLq454yWBdwLWbieU1ebz9/c
 const conn = (host: string) => ({ host, user: "root", hostKey: KEY, privateKeyPath: "/k" });
 const hvAddress: Record<string, string> = { hv1: "172.16.21.2", hv2: "172.16.22.2", hv3: "172.16.23.2" };
 const backend = (i: number, hypervisor: string, extra: Partial<DeferredNatBackend> = {}): DeferredNatBackend => ({
-  address: `10.0.0.${100 + i}`, port: 8080, mac: `02:00:0a:00:00:${(100 + i).toString(16)}`, hypervisor, ...extra,
+  address: `10.0.0.${100 + i}`,
+  port: 8080,
+  mac: `02:00:0a:00:00:${(100 + i).toString(16)}`,
+  hypervisor,
+  ...extra,
 });
 const four = [backend(1, "hv1"), backend(2, "hv1"), backend(3, "hv2"), backend(4, "hv2")];
 
@@ -23,13 +32,23 @@ function lb(backends: DeferredNatBackend[], extra: Partial<DeferredNatLoadBalanc
     name: "sc",
     delivery: "gre",
     secondChance: {},
-    gateways: [{ name: "gw1", host: { connection: conn("172.30.0.11") }, bridge: "br-seg", segmentPort: "seg0", mac: "02:00:0a:00:00:0b", tunnelAddress: "172.16.11.2" }],
+    gateways: [
+      { name: "gw1", host: { connection: conn("172.30.0.11") }, bridge: "br-seg", segmentPort: "seg0", mac: "02:00:0a:00:00:0b", tunnelAddress: "172.16.11.2" },
+    ],
     hypervisors: Object.entries(hvAddress).map(([name, tunnelAddress]) => ({ name, tunnelAddress })),
     vips: [{ address: "10.0.0.196", port: 80, protocol: "tcp", backends }],
     ...extra,
   });
 }
-const gw = { segmentOfport: 1, mac: "02:00:0a:00:00:0b", tunnelOfports: new Map([["hv1", 61001], ["hv2", 61002], ["hv3", 61003]]) };
+const gw = {
+  segmentOfport: 1,
+  mac: "02:00:0a:00:00:0b",
+  tunnelOfports: new Map([
+    ["hv1", 61001],
+    ["hv2", 61002],
+    ["hv3", 61003],
+  ]),
+};
 const NO_IDS = { groupIds: {}, bucketIds: {} };
 const ip = (n: number) => [n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join(".");
 
@@ -37,7 +56,11 @@ function intent(inputs: DeferredNatDefaulted, recorded?: Parameters<typeof planA
   const slots = planAllSlots(inputs, recorded);
   return { slots, intent: gatewayIntent(inputs, NO_IDS, gw, slots.tables) };
 }
-const asObserved = (flows: readonly Flow[]): ObservedBridge => ({ ports: new Map(), flows: flows.map((f) => ({ ...f, otherMatch: [], nPackets: 0n, nBytes: 0n })), groups: [] });
+const asObserved = (flows: readonly Flow[]): ObservedBridge => ({
+  ports: new Map(),
+  flows: flows.map((f) => ({ ...f, otherMatch: [], nPackets: 0n, nBytes: 0n })),
+  groups: [],
+});
 const slotOf = (f: Flow) => f.match.reg12!;
 const action = (f: Flow, field: string) => f.actions.find((a) => a.type === "set_field" && a.field === field) as { value: string | number } | undefined;
 
@@ -112,15 +135,33 @@ describe("secondChance on the gateways", () => {
 
 describe("secondChance on the hypervisors", () => {
   const ID = "dsr-hypervisor-flows/172.30.0.21/br-seg/sc";
-  const dsr = () => dsrDefaults({
-    name: "sc",
-    host: { connection: conn("172.30.0.21") },
-    bridge: "br-seg",
-    mode: "gre",
-    gre: { allowedSources: ["172.16.11.2", "172.16.12.2"], secondChance: { peers: ["172.16.22.2", "172.16.23.2"] } },
-    vips: [{ address: "10.0.0.196", port: 80, backends: [{ address: "10.0.0.101", port: 8080, mac: "02:00:0a:00:00:65", bridgePort: "vm1" }, { address: "10.0.0.102", port: 8080, mac: "02:00:0a:00:00:66", bridgePort: "vm2" }] }],
-  });
-  const placement = { cookie: dsrCookie(ID), zone: 77, ofports: new Map([["vm1", 2], ["vm2", 3]]), greOfport: 60001 };
+  const dsr = () =>
+    dsrDefaults({
+      name: "sc",
+      host: { connection: conn("172.30.0.21") },
+      bridge: "br-seg",
+      mode: "gre",
+      gre: { allowedSources: ["172.16.11.2", "172.16.12.2"], secondChance: { peers: ["172.16.22.2", "172.16.23.2"] } },
+      vips: [
+        {
+          address: "10.0.0.196",
+          port: 80,
+          backends: [
+            { address: "10.0.0.101", port: 8080, mac: "02:00:0a:00:00:65", bridgePort: "vm1" },
+            { address: "10.0.0.102", port: 8080, mac: "02:00:0a:00:00:66", bridgePort: "vm2" },
+          ],
+        },
+      ],
+    });
+  const placement = {
+    cookie: dsrCookie(ID),
+    zone: 77,
+    ofports: new Map([
+      ["vm1", 2],
+      ["vm2", 3],
+    ]),
+    greOfport: 60001,
+  };
   const lines = () => desiredFlows(dsr(), placement).map((f) => renderBundle([{ op: "add-flow", flow: f }])[0]);
 
   it("looks every request up in conntrack first; delivers what conntrack knows; commits only SYNs (or mid-stream packets with no previous owner); hands the rest to the hypervisor the key names, once; drops what was handed on and is unknown", () => {
@@ -130,15 +171,27 @@ describe("secondChance on the hypervisors", () => {
     expect(all).toContain("flow add table=61,priority=250,cookie=0x" + dsrCookie(ID).toString(16) + ",ct_zone=77,reg13=0x1,actions=drop");
     expect(all.filter((l) => l.includes("tcp_flags=+syn-ack") && l.includes("ct(commit,zone=77,nat(dst=10.0.0.10"))).toHaveLength(2);
     expect(all.filter((l) => l.includes("tun_id=0,") && l.includes("ct(commit"))).toHaveLength(2);
-    expect(all.filter((l) => l.endsWith("move:NXM_NX_TUN_ID[0..31]->NXM_NX_TUN_IPV4_DST[],set_field:0->tun_id,set_field:0.0.0.0->tun_src,IN_PORT"))).toHaveLength(1);
+    expect(
+      all.filter((l) => l.endsWith("move:NXM_NX_TUN_ID[0..31]->NXM_NX_TUN_IPV4_DST[],set_field:0->tun_id,set_field:0.0.0.0->tun_src,IN_PORT")),
+    ).toHaveLength(1);
     // Whatever conntrack knows (DNATed to the backend) goes to the backend, whatever its state: +inv too.
-    expect(all.filter((l) => l.includes("table=61,priority=300,") && l.includes("ct_state=+trk,") && /nw_dst=10\.0\.0\.10[12],tp_dst=8080,actions=set_field:02:00:0a:00:00:6[56]->eth_dst,output:[23]$/.test(l))).toHaveLength(2);
+    expect(
+      all.filter(
+        (l) =>
+          l.includes("table=61,priority=300,") &&
+          l.includes("ct_state=+trk,") &&
+          /nw_dst=10\.0\.0\.10[12],tp_dst=8080,actions=set_field:02:00:0a:00:00:6[56]->eth_dst,output:[23]$/.test(l),
+      ),
+    ).toHaveLength(2);
     expect(all.filter((l) => l.includes("+est"))).toEqual([]);
   });
 
   it("reads its own flows back as exactly its inputs, and refuses a fixed gre.key with second chance", async () => {
     const owned = desiredFlows(dsr(), placement).map((f) => ({ ...f, otherMatch: [], nPackets: 0n, nBytes: 0n }));
-    const portNames = new Map([[2, "vm1"], [3, "vm2"]]);
+    const portNames = new Map([
+      [2, "vm1"],
+      [3, "vm2"],
+    ]);
     expect(dsrActual(dsr(), owned, { ...placement, portNames })).toEqual(dsr());
     const bad = { ...dsr(), gre: { ...dsr().gre!, key: 5 } };
     const { failures } = await check("DsrHypervisorFlows", {}, bad);
@@ -149,7 +202,10 @@ describe("secondChance on the hypervisors", () => {
 describe("secondChance refusals that need the recorded table", () => {
   it("update refuses, before touching any host, a change that would move slots whose previous owners may still hold connections, naming the VIP; release lets it through to the hosts", async () => {
     // 192.0.2.1 is this machine's documentation range: any connection attempt would fail differently (and slowly).
-    const unreachable = (i: DeferredNatLoadBalancerInputs) => ({ ...i, gateways: i.gateways.map((g) => ({ ...g, host: { connection: { ...conn("192.0.2.1"), connectTimeoutMs: 1000 } } })) });
+    const unreachable = (i: DeferredNatLoadBalancerInputs) => ({
+      ...i,
+      gateways: i.gateways.map((g) => ({ ...g, host: { connection: { ...conn("192.0.2.1"), connectTimeoutMs: 1000 } } })),
+    });
     const added = intent(lb([...four, backend(5, "hv3")]), recordAllSlots(intent(lb(four)).slots.tables));
     const olds = { ...unreachable(lb([...four, backend(5, "hv3")])), slotTables: recordAllSlots(added.slots.tables), groupIds: {}, bucketIds: {} };
     const news = unreachable(lb([...four, backend(5, "hv3"), backend(6, "hv3")]));
@@ -163,10 +219,22 @@ describe("secondChance refusals that need the recorded table", () => {
   });
 
   it("check takes a VIP of more than 1,000 buckets' worth of backends, and refuses weights the slot table cannot share out", async () => {
-    const many = Array.from({ length: 300 }, (_, i) => backend(i, "hv1", { address: `10.1.${i >> 8}.${i & 255}`, mac: `02:00:0b:00:${(i >> 8).toString(16).padStart(2, "0")}:${(i & 255).toString(16).padStart(2, "0")}`, weight: 4 }));
+    const many = Array.from({ length: 300 }, (_, i) =>
+      backend(i, "hv1", {
+        address: `10.1.${i >> 8}.${i & 255}`,
+        mac: `02:00:0b:00:${(i >> 8).toString(16).padStart(2, "0")}:${(i & 255).toString(16).padStart(2, "0")}`,
+        weight: 4,
+      }),
+    );
     expect((await check("DeferredNatLoadBalancer", {}, lb(many) as unknown as Record<string, unknown>)).failures).toEqual([]);
-    const tooMany = lb(many.map((b) => ({ ...b, weight: 64 })), { secondChance: { slots: 65536 } });
-    const { failures } = await check("DeferredNatLoadBalancer", {}, tooMany as unknown as Record<string, unknown>);
-    expect(failures).toContainEqual({ property: "vips[0].backends", reason: expect.stringMatching(/^weigh 19200 in all: 65536 slots give under 16 per unit of weight/) });
+    const tooMany = lb(
+      many.map((b) => ({ ...b, weight: 64 })),
+      { secondChance: { slots: 65536 } },
+    );
+    const { failures } = await check("DeferredNatLoadBalancer", {}, tooMany);
+    expect(failures).toContainEqual({
+      property: "vips[0].backends",
+      reason: expect.stringMatching(/^weigh 19200 in all: 65536 slots give under 16 per unit of weight/),
+    });
   });
 });

@@ -9,17 +9,16 @@ import { withSshDefaults } from "../../provider/stack-ssh";
 
 const HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJdD7y3aLq454yWBdwLWbieU1ebz9/cu7/QEXn9OIeZJ";
 // Real keys (ssh2 parses a key before it connects), made for the test.
-const rsaKey = () => generateKeyPairSync("rsa", { modulusLength: 2048, privateKeyEncoding: { type: "pkcs1", format: "pem" }, publicKeyEncoding: { type: "spki", format: "pem" } }).privateKey;
+const rsaKey = () =>
+  generateKeyPairSync("rsa", { modulusLength: 2048, privateKeyEncoding: { type: "pkcs1", format: "pem" }, publicKeyEncoding: { type: "spki", format: "pem" } })
+    .privateKey;
 const KEY_A = rsaKey();
 const KEY_B = rsaKey();
 const materialOf = (pem: string) => pem.split("\n")[5];
 
 /** As the CLI hands config to a program: every value a string (objects as JSON), secret keys listed. */
 function stackConfig(values: Record<string, unknown>, secretKeys: string[] = []) {
-  pulumi.runtime.setAllConfig(
-    Object.fromEntries(Object.entries(values).map(([k, v]) => [k, typeof v === "string" ? v : JSON.stringify(v)])),
-    secretKeys,
-  );
+  pulumi.runtime.setAllConfig(Object.fromEntries(Object.entries(values).map(([k, v]) => [k, typeof v === "string" ? v : JSON.stringify(v)])), secretKeys);
 }
 
 afterEach(() => pulumi.runtime.setAllConfig({}));
@@ -40,7 +39,11 @@ describe("ovslb:ssh, the SSH settings every connection takes unless it sets its 
   it("is under the declared settings: the connection's own win, and jump hosts take them too (once)", () => {
     const d = { user: "ovslb", privateKey: KEY_A, connectTimeoutMs: 5000, jumpHost: { host: "10.9.0.1", hostKey: HOST_KEY } };
     expect(withSshDefaults({ host: "10.0.0.1", hostKey: HOST_KEY }, d)).toEqual({
-      host: "10.0.0.1", hostKey: HOST_KEY, user: "ovslb", privateKey: KEY_A, connectTimeoutMs: 5000,
+      host: "10.0.0.1",
+      hostKey: HOST_KEY,
+      user: "ovslb",
+      privateKey: KEY_A,
+      connectTimeoutMs: 5000,
       jumpHost: { host: "10.9.0.1", hostKey: HOST_KEY, user: "ovslb", privateKey: KEY_A, connectTimeoutMs: 5000 },
     });
     const own = withSshDefaults({ host: "10.0.0.2", user: "root", connectTimeoutMs: 900, jumpHost: { host: "10.9.0.2", hostKey: HOST_KEY } }, d);
@@ -67,7 +70,9 @@ describe("ovslb:hosts and ovslb:northbound", () => {
   });
 
   it("says which hosts the stack has when a name is missing, and names a bad field by its config key", () => {
-    stackConfig({ "ovslb:hosts": { gw1: { connection: { host: "172.30.0.11", user: "root", hostKey: HOST_KEY } }, gw2: { connection: { host: "a b", user: "root" } } } });
+    stackConfig({
+      "ovslb:hosts": { gw1: { connection: { host: "172.30.0.11", user: "root", hostKey: HOST_KEY } }, gw2: { connection: { host: "a b", user: "root" } } },
+    });
     expect(() => stackHost("gw3")).toThrow("ovslb stack config: ovslb:hosts.gw3: is not set (the stack's hosts: gw1, gw2)");
     expect(() => stackHost("gw2")).toThrow(/ovslb:hosts\.gw2\.connection\.host: must be a DNS name or an IPv4 address/);
   });
@@ -111,7 +116,10 @@ describe("rotating a key given in the resource's own inputs", () => {
   // here the host is no SSH server at all, so the new way is refused.
   it("tries the new key with one connection to the host first, and records nothing when the host refuses it", async () => {
     logins = 0;
-    const err = await update("OvsBridge", "br-rot@127.0.0.1", outputsOf(inputs(KEY_A)), inputs(KEY_B)).then(() => undefined, (e: Error) => e);
+    const err = await update("OvsBridge", "br-rot@127.0.0.1", outputsOf(inputs(KEY_A)), inputs(KEY_B)).then(
+      () => undefined,
+      (e: Error) => e,
+    );
     expect(logins).toBe(1);
     expect(err).toBeInstanceOf(Error);
     expect(err!.message.startsWith(`root@127.0.0.1:${port}: OvsBridge br-rot@127.0.0.1: `)).toBe(true);
@@ -123,7 +131,9 @@ describe("rotating a key given in the resource's own inputs", () => {
   it("so does a new user, port or timeout; a change on the host goes to it in full", async () => {
     logins = 0;
     const moved = { ...inputs(KEY_A), host: { connection: { ...inputs(KEY_A).host.connection, user: "ovslb", connectTimeoutMs: 3000 } } };
-    await expect(update("OvsBridge", "br-rot@127.0.0.1", outputsOf(inputs(KEY_A)), moved)).rejects.toThrow(`ovslb@127.0.0.1:${port}: OvsBridge br-rot@127.0.0.1: `);
+    await expect(update("OvsBridge", "br-rot@127.0.0.1", outputsOf(inputs(KEY_A)), moved)).rejects.toThrow(
+      `ovslb@127.0.0.1:${port}: OvsBridge br-rot@127.0.0.1: `,
+    );
     expect(logins).toBe(1);
     logins = 0;
     await expect(update("OvsBridge", "br-rot@127.0.0.1", outputsOf(inputs(KEY_A)), inputs(KEY_B, "standalone"))).rejects.toThrow();

@@ -58,7 +58,14 @@ describe("the resource kinds and the provider's entry point", () => {
 
   it("the serialized provider requires ovslb/dist/provider/handlers and calls handle(kind, method, args): that module never moves", () => {
     const text = loadFixture("OvsBridge").outputs.__provider as string;
-    for (const [method, args] of [["check", "olds, news"], ["diff", "id, olds, news"], ["create", "inputs"], ["read", "id, props"], ["update", "id, olds, news"], ["delete", "id, props"]]) {
+    for (const [method, args] of [
+      ["check", "olds, news"],
+      ["diff", "id, olds, news"],
+      ["create", "inputs"],
+      ["read", "id, props"],
+      ["update", "id, olds, news"],
+      ["delete", "id, props"],
+    ]) {
       expect(text).toContain(`require("ovslb/dist/provider/handlers").handle(kind, "${method}", [${args}])`);
     }
     // provider/handlers.ts compiles to dist/provider/handlers.js ...
@@ -162,7 +169,10 @@ describe("each resource's derivations give the fixture's values", () => {
     expect(ids.groupId).toBe(1220357357);
     expect(Object.fromEntries(ids.bucketIds)).toEqual({ 1: 2528356368, 2: 3442007719 });
     expect(f.outputs).toMatchObject({ cookie: "0xb5ef5a52ed5f86d", groupId: 1220357357, frontendOfport: 1 });
-    expect(f.outputs.slots.map((s: any) => [s.slot, s.bucketId])).toEqual([[1, 2528356368], [2, 3442007719]]);
+    expect(f.outputs.slots.map((s: any) => [s.slot, s.bucketId])).toEqual([
+      [1, 2528356368],
+      [2, 3442007719],
+    ]);
     // Sticky: recorded ids are reused, never re-derived.
     const again = planIds(f.inputs as any, [1, 2, 3], { groupId: 5, slots: [{ slot: 1, bucketId: 6 }] });
     expect(again.groupId).toBe(5);

@@ -222,7 +222,12 @@ describe("schema", () => {
     const marked = files
       .flatMap((f) => arrays(JSON.parse(readFileSync(join(dir, f), "utf8")), f, []))
       .filter((a) => a.node[UNORDERED] === true)
-      .map((a) => a.at.split("/").filter((p) => !["properties", "items", "definitions"].includes(p)).join("/"));
+      .map((a) =>
+        a.at
+          .split("/")
+          .filter((p) => !["properties", "items", "definitions"].includes(p))
+          .join("/"),
+      );
     expect(marked).toEqual(
       expect.arrayContaining([
         "deferred-nat-load-balancer.json/gateways",

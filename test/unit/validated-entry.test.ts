@@ -57,7 +57,9 @@ const CASES: Record<Kind, { valid: () => Record<string, unknown>; bad: (v: Recor
       name: "fuzz",
       gateways: [{ name: "gw1", host: host(), bridge: "br-seg", segmentPort: "seg0", mac: "02:00:0a:00:00:0b" }],
       hypervisors: [{ name: "hv1" }],
-      vips: [{ address: "10.0.0.100", port: 80, protocol: "tcp", backends: [{ address: "10.0.0.21", port: 8080, mac: "02:00:0a:00:00:15", hypervisor: "hv1" }] }],
+      vips: [
+        { address: "10.0.0.100", port: 80, protocol: "tcp", backends: [{ address: "10.0.0.21", port: 8080, mac: "02:00:0a:00:00:15", hypervisor: "hv1" }] },
+      ],
     }),
     bad: (v) => (v.vips[0].backends[0].port = 1.5),
     property: "vips[0].backends[0].port",

@@ -4,11 +4,14 @@ import { waitUntil } from "../support/wait";
 describe("waitUntil", () => {
   it("returns the condition's value as soon as it holds, treating a throw as not yet", async () => {
     let calls = 0;
-    const value = await waitUntil(() => {
-      calls++;
-      if (calls < 3) throw new Error("not yet");
-      return calls === 4 ? "ready" : "";
-    }, { intervalMs: 1 });
+    const value = await waitUntil(
+      () => {
+        calls++;
+        if (calls < 3) throw new Error("not yet");
+        return calls === 4 ? "ready" : "";
+      },
+      { intervalMs: 1 },
+    );
     expect(value).toBe("ready");
     expect(calls).toBe(4);
   });

@@ -13,7 +13,9 @@ export type DefaultedBackend = Defaulted<DeferredNatBackend, "weight">;
 export type DefaultedVip = Omit<DeferredNatVip, "backends"> & { backends: DefaultedBackend[] };
 
 /** DeferredNatLoadBalancer inputs as withDefaults returns them: the only form the plans take. */
-export type DeferredNatDefaulted = Omit<Defaulted<DeferredNatLoadBalancerInputs, "selectionMethod" | "selectionFields" | "delivery">, "vips"> & { vips: DefaultedVip[] };
+export type DeferredNatDefaulted = Omit<Defaulted<DeferredNatLoadBalancerInputs, "selectionMethod" | "selectionFields" | "delivery">, "vips"> & {
+  vips: DefaultedVip[];
+};
 
 type Inputs = DeferredNatDefaulted;
 
@@ -49,7 +51,10 @@ export function checkRules(inputs: Inputs): CheckFailure[] {
   const failures: CheckFailure[] = [];
   const fail = (property: string, reason: string) => failures.push({ property, reason });
   if (inputs.selectionMethod === "dp_hash") {
-    fail("selectionMethod", "dp_hash remaps most connections whenever the bucket count changes (and OVS 3.1 corrupts dp_hash groups on bucket insert/remove); use hash");
+    fail(
+      "selectionMethod",
+      "dp_hash remaps most connections whenever the bucket count changes (and OVS 3.1 corrupts dp_hash groups on bucket insert/remove); use hash",
+    );
   }
   if (inputs.selectionFields && inputs.selectionFields.length === 0) {
     fail("selectionFields", "give at least one field: with none, every packet hashes alike and one backend takes all");
@@ -63,13 +68,17 @@ export function checkRules(inputs: Inputs): CheckFailure[] {
     const buckets = vip.backends.reduce((n, b) => n + b.weight, 0);
     // secondChance has no group: its own limit is the slot table's (checkSecondChance).
     if (!inputs.secondChance && buckets > MAX_BUCKETS_PER_GROUP) {
-      fail(`vips[${v}].backends`, `needs ${buckets} buckets (one per backend and unit of weight); a group holds at most ${MAX_BUCKETS_PER_GROUP}, the most OVS can send or report in one OpenFlow message`);
+      fail(
+        `vips[${v}].backends`,
+        `needs ${buckets} buckets (one per backend and unit of weight); a group holds at most ${MAX_BUCKETS_PER_GROUP}, the most OVS can send or report in one OpenFlow message`,
+      );
     }
     duplicates(vip.backends.map(backendKey)).forEach((b) => fail(`vips[${v}].backends[${b}]`, "is listed twice in this VIP"));
     vip.backends.forEach((b, i) => {
       const at = `vips[${v}].backends[${i}]`;
       if (b.address === vip.address) fail(`${at}.address`, "equals the VIP's address: a backend cannot be its own VIP");
-      if (!hypervisors.has(b.hypervisor)) fail(`${at}.hypervisor`, `names a hypervisor the load balancer does not know (known: ${[...hypervisors].join(", ")})`);
+      if (!hypervisors.has(b.hypervisor))
+        fail(`${at}.hypervisor`, `names a hypervisor the load balancer does not know (known: ${[...hypervisors].join(", ")})`);
       if (b.logicalPort && !inputs.ovn?.healthCheckSourceIp) {
         fail(`${at}.logicalPort`, "needs ovn.healthCheckSourceIp: OVN's ip_port_mappings pair a logical port with the health checks' source address");
       }
@@ -83,7 +92,8 @@ export function checkRules(inputs: Inputs): CheckFailure[] {
   });
   if (gre.length > 0) {
     inputs.gateways.forEach((g, i) => {
-      if (!g.tunnelAddress) fail(`gateways[${i}].tunnelAddress`, "is required for gre delivery: the hypervisors accept GRE only from the gateways' tunnel addresses");
+      if (!g.tunnelAddress)
+        fail(`gateways[${i}].tunnelAddress`, "is required for gre delivery: the hypervisors accept GRE only from the gateways' tunnel addresses");
     });
   }
   duplicates(gre.flatMap((h) => (h.tunnelAddress ? [h.tunnelAddress] : []))).forEach((k) => {
@@ -103,12 +113,18 @@ export function checkHealthCheck(inputs: Inputs): CheckFailure[] {
   if (hc.probe) {
     if (!inputs.ovn) fail("healthCheck.probe", "needs ovn: OVN's probes are Load_Balancer_Health_Check rows of the northbound load balancer");
     else if (!inputs.ovn.healthCheckSourceIp) {
-      fail("ovn.healthCheckSourceIp", "is required by healthCheck.probe: every VIP's probes need a source address (ip_port_mappings BACKEND_IP -> LSP:SRC_IP); without a mapping OVN silently drops the backend");
+      fail(
+        "ovn.healthCheckSourceIp",
+        "is required by healthCheck.probe: every VIP's probes need a source address (ip_port_mappings BACKEND_IP -> LSP:SRC_IP); without a mapping OVN silently drops the backend",
+      );
     }
     inputs.vips.forEach((vip, v) =>
       vip.backends.forEach((b, i) => {
         if (!b.logicalPort) {
-          fail(`vips[${v}].backends[${i}].logicalPort`, "is required by healthCheck.probe: OVN probes a backend from the chassis its logical port is bound to, and silently drops a monitored VIP's backend that has no port mapping");
+          fail(
+            `vips[${v}].backends[${i}].logicalPort`,
+            "is required by healthCheck.probe: OVN probes a backend from the chassis its logical port is bound to, and silently drops a monitored VIP's backend that has no port mapping",
+          );
         }
       }),
     );
@@ -116,7 +132,10 @@ export function checkHealthCheck(inputs: Inputs): CheckFailure[] {
   if (hc.bfd) {
     inputs.hypervisors.forEach((h, i) => {
       if (deliveryOf(inputs, h.name) !== "gre") {
-        fail(`hypervisors[${i}].delivery`, "must be gre with healthCheck.bfd: BFD runs on the gateways' tunnel to each hypervisor, and mac delivery has none to watch");
+        fail(
+          `hypervisors[${i}].delivery`,
+          "must be gre with healthCheck.bfd: BFD runs on the gateways' tunnel to each hypervisor, and mac delivery has none to watch",
+        );
       }
     });
   }

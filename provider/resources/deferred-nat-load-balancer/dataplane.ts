@@ -4,7 +4,20 @@ import { foreignGroupIds, planBridge, type BridgeIntent, type ObservedBridge } f
 import { bfdOfportRequest, interfaceName, tunnelOfportRequest } from "../../model/ids";
 import type { DeferredNatVip } from "../../model/inputs.generated";
 import type { Action, Flow, Group, HashField, Modification, SelectBucket } from "../../openflow";
-import { BFD_DROP_PRIORITY, bfdKeyOf, BUCKET_WEIGHT, cookieOf, greKeyOf, KIND, lbId, recordedGroups, type RecordedIds, replicaKey, VIP_FLOW_PRIORITY, vipKey } from "./ids";
+import {
+  BFD_DROP_PRIORITY,
+  bfdKeyOf,
+  BUCKET_WEIGHT,
+  cookieOf,
+  greKeyOf,
+  KIND,
+  lbId,
+  recordedGroups,
+  type RecordedIds,
+  replicaKey,
+  VIP_FLOW_PRIORITY,
+  vipKey,
+} from "./ids";
 import { slotFlows } from "./second-chance";
 import type { SlotTable } from "./slots";
 import type { DeferredNatDefaulted } from "./check";
@@ -41,8 +54,7 @@ export interface GatewayPort {
 }
 
 /** How a hypervisor's backends are reached: its own delivery, else the load balancer's. */
-export const deliveryOf = (inputs: Inputs, hypervisor: string) =>
-  inputs.hypervisors.find((h) => h.name === hypervisor)?.delivery ?? inputs.delivery;
+export const deliveryOf = (inputs: Inputs, hypervisor: string) => inputs.hypervisors.find((h) => h.name === hypervisor)?.delivery ?? inputs.delivery;
 
 /** Port roles on a gateway (external_ids ovslb:role). */
 export const TUNNEL_ROLE = "tunnel";
@@ -132,11 +144,7 @@ export function desiredDataplane(inputs: Inputs, ids: RecordedIds, gw: GatewayPo
           bucketId: bucketIds[replicaKey(b, r)],
           weight: BUCKET_WEIGHT,
           // ip.dst stays the VIP: back out onto the segment by MAC, or into the tunnel to the backend's hypervisor.
-          actions: [
-            ethSrc,
-            { type: "set_field", field: "eth_dst", value: b.mac.toLowerCase() },
-            out(b.hypervisor),
-          ] as Action[],
+          actions: [ethSrc, { type: "set_field", field: "eth_dst", value: b.mac.toLowerCase() }, out(b.hypervisor)] as Action[],
         };
         // Live only while the gateway's BFD session to the backend's hypervisor forwards.
         if (bfd) bucket.watchPort = bfdOfport(gw, b.hypervisor);

@@ -109,7 +109,11 @@ async function readScoped(
   const touched = new Set(scope.touched);
   const mine = idsOf(recorded, keys);
   // Kept VIPs' ids are taken: a new VIP must not derive one of them.
-  const taken = new Set(Object.entries(recorded.groupIds).filter(([k]) => !keys.has(k)).map(([, id]) => id));
+  const taken = new Set(
+    Object.entries(recorded.groupIds)
+      .filter(([k]) => !keys.has(k))
+      .map(([, id]) => id),
+  );
   const inputs = { ...d, vips: d.vips.filter((v) => touched.has(vipKey(v))) };
   const observed = gateways.map((g) => ({ ports: g.ports, flows: [] as DumpedFlow[], groups: [] as GroupEntry[] }));
   const readGroups = new Set<number>();
@@ -220,17 +224,32 @@ async function apply(
         let plans: GatewayPlan[] | undefined;
         if (scope.kind === "vips") {
           // Whether each gateway still holds what the last apply left, counted in the same round trip as the scoped read.
-          const [held, scoped] = await Promise.all([Promise.all(gateways.map((g) => ownedFlowCount(g.ref, cookieOf(d)))), readScoped(d, scope, recorded, gateways)]);
+          const [held, scoped] = await Promise.all([
+            Promise.all(gateways.map((g) => ownedFlowCount(g.ref, cookieOf(d)))),
+            readScoped(d, scope, recorded, gateways),
+          ]);
           const lost = lostFlows(gateways, held, previous?.state.gatewayFlows);
           if (lost) scope = { kind: "all", reason: lost };
           else if (!scoped) scope = { kind: "all", reason: "new VIPs' group ids did not settle in a scoped read" };
           else {
             const s = scope;
             const marks = mergeIds(idsOf(recorded, [...s.touched, ...s.removed]), scoped.ids);
-            plans = await Promise.all(scoped.reads.map(async (r, i) => ({ ...r, heldFlows: held[i], mods: await onHost(r.where, () => planGatewayScoped(r.where, d, s, marks, r.port, r.observed)) })));
+            plans = await Promise.all(
+              scoped.reads.map(async (r, i) => ({
+                ...r,
+                heldFlows: held[i],
+                mods: await onHost(r.where, () => planGatewayScoped(r.where, d, s, marks, r.port, r.observed)),
+              })),
+            );
             // Untouched VIPs keep their recorded ids as they are.
             const touched = new Set(s.touched);
-            ids = mergeIds(idsOf(recorded, d.vips.map(vipKey).filter((k) => !touched.has(k))), scoped.ids);
+            ids = mergeIds(
+              idsOf(
+                recorded,
+                d.vips.map(vipKey).filter((k) => !touched.has(k)),
+              ),
+              scoped.ids,
+            );
           }
         }
         if (!plans) {
@@ -239,7 +258,9 @@ async function apply(
           // secondChance VIPs have no groups: recorded ones (an earlier mode's) stay owned, so the plan removes them.
           ids = slots ? EMPTY_IDS : assignIds(d, recorded, foreign);
           const marks = mergeIds(recorded, ids);
-          plans = await Promise.all(reads.map(async (r) => ({ ...r, mods: await onHost(r.where, () => planGateway(r.where, d, marks, r.port, r.observed, slots?.tables)) })));
+          plans = await Promise.all(
+            reads.map(async (r) => ({ ...r, mods: await onHost(r.where, () => planGateway(r.where, d, marks, r.port, r.observed, slots?.tables)) })),
+          );
         }
         if (nb) await preflightNorthbound(d, nb);
         return plans.map((p, i) => ({ session: sessions[i], where: gateways[i].where, plan: p }));
@@ -267,7 +288,12 @@ async function apply(
       partial: (hosts, outcomes, findings) => ({
         ...mergeIds(recorded, ids),
         cookie,
-        lastApply: Object.fromEntries(hosts.flatMap((h, i) => { const o = outcomes[i]; return "applied" in o ? [[h.plan.name, o.applied]] : []; })),
+        lastApply: Object.fromEntries(
+          hosts.flatMap((h, i) => {
+            const o = outcomes[i];
+            return "applied" in o ? [[h.plan.name, o.applied]] : [];
+          }),
+        ),
         ...driftOutputs(findings),
         ...slotState,
       }),
@@ -280,7 +306,11 @@ async function apply(
  * of this load balancer's flows than the last apply left there, so VIPs the
  * update does not touch may be gone from it. Undefined when all agree.
  */
-function lostFlows(gateways: readonly { name: string; where: string }[], held: readonly number[], recorded: Record<string, number> | undefined): string | undefined {
+function lostFlows(
+  gateways: readonly { name: string; where: string }[],
+  held: readonly number[],
+  recorded: Record<string, number> | undefined,
+): string | undefined {
   if (!recorded) return "no recorded flow counts (state from an earlier ovslb)";
   const i = gateways.findIndex((g, i) => recorded[g.name] !== held[i]);
   if (i < 0) return undefined;
@@ -297,7 +327,13 @@ async function removeFrom(inputs: Inputs, ids: RecordedIds): Promise<void> {
     hosts: inputs.gateways.map((g) => g.host),
     async plan(sessions) {
       const reads = await readGateways(inputs, sessions);
-      return Promise.all(reads.map(async (r, i) => ({ session: sessions[i], where: r.where, plan: { ref: r.ref, mods: await onHost(r.where, () => planGateway(r.where, none, ids, { ...r.port, bfdOfports: new Map() }, r.observed)) } })));
+      return Promise.all(
+        reads.map(async (r, i) => ({
+          session: sessions[i],
+          where: r.where,
+          plan: { ref: r.ref, mods: await onHost(r.where, () => planGateway(r.where, none, ids, { ...r.port, bfdOfports: new Map() }, r.observed)) },
+        })),
+      );
     },
     apply: ({ plan }) => applyBundle(plan.ref, plan.mods),
     async finish(hosts) {
@@ -320,21 +356,24 @@ export const deferredNatLoadBalancerHandler: ResourceHandler<DeferredNatLoadBala
   async read(_id, inputs, state) {
     const d = inputs;
     const ids = recordedIn(state);
-    return withAllOvsHosts(d.gateways.map((g) => g.host), async (sessions) => {
-      const reads = await readGateways(d, sessions);
-      const marks = { cookie: cookieOf(d), recordedGroups: recordedGroups(ids) };
-      const anything = reads.some((r) => ownedFlows(r.observed, marks.cookie).length > 0 || ownedGroupIds(r.observed, marks).size > 0);
-      const nb = await withNorthbound(d, async (db) => (db ? readNorthbound(d, db) : { present: false, findings: [] }));
-      if (!anything && !nb.present) return undefined;
-      const tables = Object.fromEntries(Object.entries(state.slotTables ?? {}).map(([vip, t]) => [vip, readSlots(t)]));
-      const { inputs: actual, observations } = actualInputs(d, ids, reads, tables);
-      const drift = driftOutputs([...observations.flatMap((o) => o.findings), ...nb.findings]);
-      // A northbound row that differs reads as no OVN part, so the diff shows it and update rewrites it.
-      if (nb.findings.length > 0) delete actual.ovn;
-      const { health: _h, stale: _s, bfdKey: _k, ...kept } = state;
-      const ovsVersions = await observeOvsVersions(sessions);
-      return { inputs: actual, state: { ...kept, ...drift, ...(await observeHealth(d, reads, false)), ovsVersions } };
-    });
+    return withAllOvsHosts(
+      d.gateways.map((g) => g.host),
+      async (sessions) => {
+        const reads = await readGateways(d, sessions);
+        const marks = { cookie: cookieOf(d), recordedGroups: recordedGroups(ids) };
+        const anything = reads.some((r) => ownedFlows(r.observed, marks.cookie).length > 0 || ownedGroupIds(r.observed, marks).size > 0);
+        const nb = await withNorthbound(d, async (db) => (db ? readNorthbound(d, db) : { present: false, findings: [] }));
+        if (!anything && !nb.present) return undefined;
+        const tables = Object.fromEntries(Object.entries(state.slotTables ?? {}).map(([vip, t]) => [vip, readSlots(t)]));
+        const { inputs: actual, observations } = actualInputs(d, ids, reads, tables);
+        const drift = driftOutputs([...observations.flatMap((o) => o.findings), ...nb.findings]);
+        // A northbound row that differs reads as no OVN part, so the diff shows it and update rewrites it.
+        if (nb.findings.length > 0) delete actual.ovn;
+        const { health: _h, stale: _s, bfdKey: _k, ...kept } = state;
+        const ovsVersions = await observeOvsVersions(sessions);
+        return { inputs: actual, state: { ...kept, ...drift, ...(await observeHealth(d, reads, false)), ovsVersions } };
+      },
+    );
   },
 
   async update(_id, old, news) {
@@ -347,10 +386,11 @@ export const deferredNatLoadBalancerHandler: ResourceHandler<DeferredNatLoadBala
     const state = await apply(news, recorded, old.state.slotTables, old).catch((e: unknown) => {
       throw e instanceof PartialApplyError && dropped.length > 0 ? new PartialApplyError(e.message, e.id, e.state, pending) : e;
     });
-    if (dropped.length > 0) await removeFrom({ ...old.inputs, gateways: dropped }, recorded).catch((e: Error) => {
-      const finding: DriftFinding = { host: lbId(news), kind: "gateway-removal-failed", object: dropped.map((g) => g.name).join(", "), detail: e.message };
-      throw new PartialApplyError(renderFinding(finding), lbId(news), { ...state, ...mergeIds(recorded, state), ...driftOutputs([finding]) }, pending);
-    });
+    if (dropped.length > 0)
+      await removeFrom({ ...old.inputs, gateways: dropped }, recorded).catch((e: Error) => {
+        const finding: DriftFinding = { host: lbId(news), kind: "gateway-removal-failed", object: dropped.map((g) => g.name).join(", "), detail: e.message };
+        throw new PartialApplyError(renderFinding(finding), lbId(news), { ...state, ...mergeIds(recorded, state), ...driftOutputs([finding]) }, pending);
+      });
     if (!news.ovn) await withNorthbound(old.inputs, async (db) => db && deleteNorthbound(old.inputs, db));
     return state;
   },

@@ -99,7 +99,10 @@ function ownHealthChecks(row: OwnedRow, owner: string): Map<string, HealthCheckR
 }
 
 /** The row as ovslb compares it, from what the database holds (a row with no protocol is tcp, as OVN reads it). */
-export function readNbRow(row: Omit<LoadBalancerRead, "_uuid" | "external_ids" | "health_check">, healthChecks: readonly Pick<HealthCheckRead, "vip" | "options">[] = []): NbLoadBalancer {
+export function readNbRow(
+  row: Omit<LoadBalancerRead, "_uuid" | "external_ids" | "health_check">,
+  healthChecks: readonly Pick<HealthCheckRead, "vip" | "options">[] = [],
+): NbLoadBalancer {
   return {
     name: row.name,
     protocol: row.protocol[0] ?? "tcp",
@@ -170,7 +173,8 @@ export async function applyNorthbound(inputs: Inputs, db: OvsdbClient): Promise<
     // A HealthCheck's rows and mappings on this row are kept as they are (engine/attached-health-checks.ts).
     const attached = current ? attachedHealthChecks(current.healthCheckRows, lbId(inputs)) : [];
     const taken = attached.find((a) => row.healthChecks[a.vip]);
-    if (taken) throw new Error(`${prefix(db)}Load_Balancer ${row.name}: healthCheck.probe of VIP ${taken.vip} refused: its health check is ${describeOwner(taken)}`);
+    if (taken)
+      throw new Error(`${prefix(db)}Load_Balancer ${row.name}: healthCheck.probe of VIP ${taken.vip} refused: its health check is ${describeOwner(taken)}`);
     const healthChecks = Object.entries(row.healthChecks).map(([vip, options]) => {
       const have = own.get(vip);
       if (!have) return t.insertOwned("Load_Balancer_Health_Check", { vip, options, external_ids: {} });
@@ -198,7 +202,18 @@ export async function applyNorthbound(inputs: Inputs, db: OvsdbClient): Promise<
   }
   const stale = existing.filter((e) => !want.some((w) => w.name === e.name));
   // Detach everything ovslb owns from every router, then attach what is wanted to the one router.
-  if (existing.length > 0) t.mutate("Logical_Router", [], [mutation("load_balancer", "delete", existing.map((e) => e._uuid))]);
+  if (existing.length > 0)
+    t.mutate(
+      "Logical_Router",
+      [],
+      [
+        mutation(
+          "load_balancer",
+          "delete",
+          existing.map((e) => e._uuid),
+        ),
+      ],
+    );
   if (refs.length > 0) t.mutate("Logical_Router", [where("name", "==", ovn.router)], [mutation("load_balancer", "insert", refs)]);
   for (const row of stale) t.deleteOwned("Load_Balancer", { _uuid: row._uuid });
   await db.run(t);
@@ -213,8 +228,10 @@ export async function readNorthbound(inputs: Inputs, db: OvsdbClient): Promise<{
   const router = (await db.run(t)).first(routers);
   const attached = new Set((router?.load_balancer ?? []).map((u) => u.id));
   const findings: DriftFinding[] = [];
-  const rowDiffers = (name: string, detail: string) => findings.push({ host: "northbound", kind: "northbound-row", object: `OVN Load_Balancer ${name}`, detail });
-  const columnDiffers = (name: string, detail: string) => findings.push({ host: "northbound", kind: "northbound-column", object: `OVN Load_Balancer ${name}`, detail });
+  const rowDiffers = (name: string, detail: string) =>
+    findings.push({ host: "northbound", kind: "northbound-row", object: `OVN Load_Balancer ${name}`, detail });
+  const columnDiffers = (name: string, detail: string) =>
+    findings.push({ host: "northbound", kind: "northbound-column", object: `OVN Load_Balancer ${name}`, detail });
   for (const w of want) {
     const row = rows.find((r) => r.name === w.name);
     if (!row) {
@@ -247,7 +264,17 @@ export async function deleteNorthbound(inputs: Inputs, db: OvsdbClient): Promise
   const rows = await ownedRows(db, lbId(inputs));
   if (rows.length === 0) return;
   const t = new OwnedTransaction(OVN_NORTHBOUND, ownerMark(lbId(inputs)), `ovslb: delete ${lbId(inputs)}`);
-  t.mutate("Logical_Router", [], [mutation("load_balancer", "delete", rows.map((r) => r._uuid))]);
+  t.mutate(
+    "Logical_Router",
+    [],
+    [
+      mutation(
+        "load_balancer",
+        "delete",
+        rows.map((r) => r._uuid),
+      ),
+    ],
+  );
   for (const row of rows) t.deleteOwned("Load_Balancer", { _uuid: row._uuid });
   await db.run(t);
 }

@@ -16,8 +16,12 @@ type Inputs = DeferredNatDefaulted;
 
 /** OVS hash field -> the selection field of the inputs it comes from. */
 export const SELECTION_FIELD_OF: Readonly<Record<string, string>> = {
-  tcp_src: "tp_src", udp_src: "tp_src", sctp_src: "tp_src",
-  tcp_dst: "tp_dst", udp_dst: "tp_dst", sctp_dst: "tp_dst",
+  tcp_src: "tp_src",
+  udp_src: "tp_src",
+  sctp_src: "tp_src",
+  tcp_dst: "tp_dst",
+  udp_dst: "tp_dst",
+  sctp_dst: "tp_dst",
 };
 
 /** What read found on one gateway that the inputs cannot say by themselves. */
@@ -56,7 +60,8 @@ export function actualInputs(
         observations[gi].findings.push({ host: g.name, kind, object, vip: key, ...(detail === undefined ? {} : { detail }) });
       // Backends behind a tunnel port that is gone or changed cannot be reached from this gateway.
       const noTunnel = (b: DeferredNatBackend) => deliveryOf(d, b.hypervisor) === "gre" && !g.port.tunnelOfports?.has(b.hypervisor);
-      const bfdDropping = (hv: string) => bfdDropFlows(d, { ...g.port, bfdOfports: new Map([[hv, g.port.bfdOfports!.get(hv)!]]) }).every(flowPresent(g.observed.flows));
+      const bfdDropping = (hv: string) =>
+        bfdDropFlows(d, { ...g.port, bfdOfports: new Map([[hv, g.port.bfdOfports!.get(hv)!]]) }).every(flowPresent(g.observed.flows));
       const noBfd = (b: DeferredNatBackend) => !!d.healthCheck?.bfd && !(g.port.bfdOfports?.has(b.hypervisor) && bfdDropping(b.hypervisor));
       const cut = new Set(vip.backends.filter((b) => noTunnel(b) || noBfd(b)));
       for (const hv of new Set(vip.backends.filter(noTunnel).map((b) => b.hypervisor))) note("tunnel-port", `tunnel port to hypervisor ${hv}`);
@@ -131,7 +136,13 @@ export function actualSlotInputs(
       const cut = new Set(d.hypervisors.filter((h) => !tunnels.has(h.name)).map((h) => h.name));
       for (const hv of cut) note("tunnel-port", `tunnel port to hypervisor ${hv}`);
       // Plan as if the cut hypervisors' tunnels were there, to see which slots are wrong.
-      const flows = slotFlows(d, vip, table, { ...g.port, tunnelOfports: new Map([...d.hypervisors.map((h) => [h.name, tunnels.get(h.name) ?? 0xfeff] as const)]) }, cookieOf(d));
+      const flows = slotFlows(
+        d,
+        vip,
+        table,
+        { ...g.port, tunnelOfports: new Map([...d.hypervisors.map((h) => [h.name, tunnels.get(h.name) ?? 0xfeff] as const)]) },
+        cookieOf(d),
+      );
       const present_ = flowPresent(g.observed.flows);
       const [entry, ...slotFlowsWanted] = flows;
       if (!present_(entry)) {

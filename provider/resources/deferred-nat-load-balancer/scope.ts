@@ -100,8 +100,13 @@ export const COMPARED_BACKEND_FIELDS = ["address", "port", "mac", "hypervisor", 
 
 /** Field by field, written out: 100,000 backends compare in a few milliseconds. */
 const sameBackend = (a: DeferredNatBackend, b: DeferredNatBackend) =>
-  a.address === b.address && a.port === b.port && a.mac === b.mac && a.hypervisor === b.hypervisor
-  && a.weight === b.weight && a.logicalPort === b.logicalPort && a.state === b.state;
+  a.address === b.address &&
+  a.port === b.port &&
+  a.mac === b.mac &&
+  a.hypervisor === b.hypervisor &&
+  a.weight === b.weight &&
+  a.logicalPort === b.logicalPort &&
+  a.state === b.state;
 
 /** Objects whose values are mostly primitives, compared without a deep walk where they are. */
 function shallowEqual(a: object, b: object): boolean {
@@ -183,7 +188,11 @@ export function planGatewayScoped(
 ): Modification[] {
   const touched = new Set(scope.touched);
   const intent = gatewayIntent({ ...inputs, vips: inputs.vips.filter((v) => touched.has(vipKey(v))) }, idsOf(ids, [...scope.touched, ...scope.removed]), gw);
-  const keys = new Set([...scope.touched, ...scope.removed].map((k) => flowKey({ table: 0, priority: VIP_FLOW_PRIORITY, cookie: cookieOf(inputs), match: vipFlowMatch(parseVipKey(k), gw), actions: [] })));
+  const keys = new Set(
+    [...scope.touched, ...scope.removed].map((k) =>
+      flowKey({ table: 0, priority: VIP_FLOW_PRIORITY, cookie: cookieOf(inputs), match: vipFlowMatch(parseVipKey(k), gw), actions: [] }),
+    ),
+  );
   return planBridge(
     where,
     // The BFD drop flows are the gateway's, not a VIP's: a scoped update leaves them as they are.

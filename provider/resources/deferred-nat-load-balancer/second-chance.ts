@@ -37,7 +37,6 @@ export function multipathFields(fields: readonly string[], protocol: Protocol): 
   return undefined;
 }
 
-
 /** Refusals of what secondChance cannot carry. */
 export function checkSecondChance(inputs: Inputs): CheckFailure[] {
   const failures: CheckFailure[] = [];
@@ -46,7 +45,10 @@ export function checkSecondChance(inputs: Inputs): CheckFailure[] {
     inputs.vips.forEach((vip, v) =>
       vip.backends.forEach((b, i) => {
         if (b.state === "draining") {
-          fail(`vips[${v}].backends[${i}].state`, "draining needs secondChance: a select group cannot keep a backend's established connections while giving it no new ones");
+          fail(
+            `vips[${v}].backends[${i}].state`,
+            "draining needs secondChance: a select group cannot keep a backend's established connections while giving it no new ones",
+          );
         }
       }),
     );
@@ -58,7 +60,10 @@ export function checkSecondChance(inputs: Inputs): CheckFailure[] {
     }
   });
   if (inputs.healthCheck?.bfd) {
-    fail("healthCheck.bfd", "cannot be used with secondChance yet: BFD liveness is the select buckets' watch_port, and second-chance slots are flows, not buckets");
+    fail(
+      "healthCheck.bfd",
+      "cannot be used with secondChance yet: BFD liveness is the select buckets' watch_port, and second-chance slots are flows, not buckets",
+    );
   }
   const fields = inputs.selectionFields ?? ["ip_src", "ip_dst", "tp_src", "tp_dst"];
   if (!multipathFields(fields, "tcp")) {
@@ -70,7 +75,10 @@ export function checkSecondChance(inputs: Inputs): CheckFailure[] {
     if (vip.backends.length > 0 && weight === 0) fail(`vips[${v}].backends`, "are all draining: a VIP needs an active backend to take new connections");
     const size = inputs.secondChance!.slots ?? slotCount(vip.backends.map((b) => ({ key: "", weight: b.weight, state: "active" })));
     if (weight * MIN_SLOTS_PER_WEIGHT > size) {
-      fail(`vips[${v}].backends`, `weigh ${weight} in all: ${size} slots give under ${MIN_SLOTS_PER_WEIGHT} per unit of weight, too few to keep the shares (at most ${size / MIN_SLOTS_PER_WEIGHT} units; give secondChance.slots up to ${MAX_SLOTS})`);
+      fail(
+        `vips[${v}].backends`,
+        `weigh ${weight} in all: ${size} slots give under ${MIN_SLOTS_PER_WEIGHT} per unit of weight, too few to keep the shares (at most ${size / MIN_SLOTS_PER_WEIGHT} units; give secondChance.slots up to ${MAX_SLOTS})`,
+      );
     }
     flows += size;
   });
@@ -91,7 +99,10 @@ export function planAllSlots(inputs: Inputs, recorded: Readonly<Record<string, R
     const key = vipKey(vip);
     const before = recorded?.[key] ? readSlots(recorded[key]) : undefined;
     const backends = vip.backends.map((b) => ({ key: backendKey(b), weight: b.weight, state: b.state ?? ("active" as const) }));
-    const plan = planSlots(key, backends, before, { ...(inputs.secondChance?.slots ? { size: inputs.secondChance.slots } : {}), release: inputs.secondChance?.release ?? false });
+    const plan = planSlots(key, backends, before, {
+      ...(inputs.secondChance?.slots ? { size: inputs.secondChance.slots } : {}),
+      release: inputs.secondChance?.release ?? false,
+    });
     plans.tables[key] = plan.table;
     plans.moves[key] = { moved: plan.moved, minimum: plan.minimum };
     if (plan.unsafe > 0) plans.unsafe.push({ vip: key, slots: plan.unsafe });

@@ -72,7 +72,10 @@ export function quotas(size: number, backends: readonly SlotBackend[]): Map<stri
 /** A fixed pseudo-random order of the slots for one VIP, so the slots a change moves are spread over the table. */
 function slotOrder(vip: string, size: number): number[] {
   const rank = (s: number) => createHash("sha256").update(`${vip}/${s}`).digest().readUInt32BE(0);
-  return Array.from({ length: size }, (_, s) => s).map((s) => [rank(s), s]).sort((a, b) => a[0] - b[0] || a[1] - b[1]).map(([, s]) => s);
+  return Array.from({ length: size }, (_, s) => s)
+    .map((s) => [rank(s), s])
+    .sort((a, b) => a[0] - b[0] || a[1] - b[1])
+    .map(([, s]) => s);
 }
 
 /** Grows a table by doubling: slot s + k*old keeps slot s's owner and previous owner (hash mod 2S refines hash mod S), so nothing moves. */
@@ -90,7 +93,12 @@ function grow(t: SlotTable, size: number): SlotTable {
  * (its connections are still served there). `release` forgets every
  * previous owner first.
  */
-export function planSlots(vip: string, backends: readonly SlotBackend[], recorded: SlotTable | undefined, opts: { size?: number; release?: boolean } = {}): SlotPlan {
+export function planSlots(
+  vip: string,
+  backends: readonly SlotBackend[],
+  recorded: SlotTable | undefined,
+  opts: { size?: number; release?: boolean } = {},
+): SlotPlan {
   const size = slotCount(backends, opts.size ?? (recorded && recorded.size >= slotCount(backends) ? recorded.size : undefined));
   const base = recorded ? grow(recorded, size) : { size, backends: [], owner: Array<number>(size).fill(NONE), previous: Array<number>(size).fill(NONE) };
   const t: SlotTable = { size, backends: [...base.backends], owner: [...base.owner], previous: [...base.previous] };
@@ -193,4 +201,9 @@ const unpack = (s: string, size: number) => {
 };
 
 export const recordSlots = (t: SlotTable): RecordedSlotTable => ({ size: t.size, backends: t.backends, owner: pack(t.owner), previous: pack(t.previous) });
-export const readSlots = (r: RecordedSlotTable): SlotTable => ({ size: r.size, backends: [...r.backends], owner: unpack(r.owner, r.size), previous: unpack(r.previous, r.size) });
+export const readSlots = (r: RecordedSlotTable): SlotTable => ({
+  size: r.size,
+  backends: [...r.backends],
+  owner: unpack(r.owner, r.size),
+  previous: unpack(r.previous, r.size),
+});

@@ -93,7 +93,11 @@ function createRows(d: AttachmentDefaulted, uplink: NonNullable<DeviceRows["upli
   txn.requireAbsent("Port", [where("name", "==", names.uplinkPort)]);
   txn.requireAbsent("Port", [where("name", "==", names.frontendPort)]);
   txn.requireUnchanged("Bridge", uplink, ["name"]);
-  const fe = txn.insert("Interface", { name: names.frontendPort, type: "patch", options: { peer: names.uplinkPort }, ofport_request: [FRONTEND_OFPORT] }, "fe_if");
+  const fe = txn.insert(
+    "Interface",
+    { name: names.frontendPort, type: "patch", options: { peer: names.uplinkPort }, ofport_request: [FRONTEND_OFPORT] },
+    "fe_if",
+  );
   const fePort = txn.insertOwned("Port", { name: names.frontendPort, interfaces: [fe], external_ids: marks }, "fe_port");
   const up = txn.insert("Interface", { name: names.uplinkPort, type: "patch", options: { peer: names.frontendPort } }, "up_if");
   // An access port: only the tenant's VLAN (0 = untagged) reaches the attachment.
@@ -107,7 +111,7 @@ function createRows(d: AttachmentDefaulted, uplink: NonNullable<DeviceRows["upli
       protocols: PROTOCOLS,
       external_ids: marks,
       // The frontend MAC is the bridge's own, set once and only on this attachment's bridge.
-      other_config: { hwaddr: d.frontendMac! },
+      other_config: { hwaddr: d.frontendMac },
     },
     [fePort],
   );
@@ -159,14 +163,19 @@ async function ensure(d: AttachmentDefaulted, previous: DistributorAttachmentSta
         const observed = await observeAttachment(ref, kept.cookie);
         // A new group id is probed past groups that are not the attachment's.
         const foreign = foreignGroupIds(observed, attachmentIntent(d, kept, []));
-        const ids = planIds(d, slots.map((x) => x.slot), previous, (g) => foreign.has(g));
+        const ids = planIds(
+          d,
+          slots.map((x) => x.slot),
+          previous,
+          (g) => foreign.has(g),
+        );
         const mods = await onHost(where, () => planBridge(`bridge ${names.bridge}`, attachmentIntent(d, ids, slots), observed));
         return { ref, mods, ids, slots, vacant, bridgeUuid: rows.bridge!._uuid.id };
       },
       async apply(_s, plan) {
         const lastApply = await applyBundle(plan.ref, plan.mods);
         // A router that gave up on this next hop (the device was down) takes it back now, not at its next resolution.
-        if (d.nextHop) await openflowOf(plan.ref).packetOut(arpAnnouncement(d.frontendMac!, d.nextHop), FRONTEND_OFPORT);
+        if (d.nextHop) await openflowOf(plan.ref).packetOut(arpAnnouncement(d.frontendMac, d.nextHop), FRONTEND_OFPORT);
         return lastApply;
       },
       async finish(_s, plan, lastApply) {
@@ -179,7 +188,13 @@ async function ensure(d: AttachmentDefaulted, previous: DistributorAttachmentSta
           frontendOfport: FRONTEND_OFPORT,
           cookie: `0x${ids.cookie.toString(16)}`,
           groupId: ids.groupId,
-          slots: slots.map((x) => ({ slot: x.slot, bucketId: ids.bucketIds.get(x.slot)!, amphora: x.amphora, mac: x.mac, ...(x.takenOver ? { takenOver: x.takenOver } : {}) })),
+          slots: slots.map((x) => ({
+            slot: x.slot,
+            bucketId: ids.bucketIds.get(x.slot)!,
+            amphora: x.amphora,
+            mac: x.mac,
+            ...(x.takenOver ? { takenOver: x.takenOver } : {}),
+          })),
           vacantSlots: plan.vacant,
           lastApply,
           slotLiveness: await slotLiveness(plan.ref, slots),
@@ -200,7 +215,7 @@ function repairRows(d: AttachmentDefaulted, rows: DeviceRows) {
     txn.requireOwned("Bridge", rows.bridge!);
     const byUuid = [where<BridgeRow>("_uuid", "==", rows.bridge!._uuid)];
     txn.mutate("Bridge", byUuid, [mutation("other_config", "delete", ["hwaddr"])]);
-    txn.mutate("Bridge", byUuid, [mutation("other_config", "insert", { hwaddr: d.frontendMac! })]);
+    txn.mutate("Bridge", byUuid, [mutation("other_config", "insert", { hwaddr: d.frontendMac })]);
   }
   const up = rows.uplinkPort;
   if (up && (up.tag[0] ?? -1) !== (d.vlan ?? 0)) txn.updateOwned("Port", up, { tag: [d.vlan ?? 0] }, ["external_ids"]);
@@ -260,7 +275,10 @@ export const distributorAttachmentHandler: ResourceHandler<DistributorAttachment
       const bridge = await observeAttachment({ session: s, bridge: state.bridge }, ids.cookie);
       const found = readBack(d, ids, ownDataplane(d, bridge, ids), state.slots, rows.uplinkPort?.tag[0]);
       const liveness = await slotLiveness({ session: s, bridge: state.bridge }, assignSlots(d.amphorae, state.slots).slots);
-      return { inputs: found.inputs, state: { ...state, bridgeUuid: rows.bridge._uuid.id, slots: found.slots, slotLiveness: liveness, ovsVersions: await observeOvsVersion(s) } };
+      return {
+        inputs: found.inputs,
+        state: { ...state, bridgeUuid: rows.bridge._uuid.id, slots: found.slots, slotLiveness: liveness, ovsVersions: await observeOvsVersion(s) },
+      };
     });
     return found;
   },

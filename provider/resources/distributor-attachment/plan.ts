@@ -111,10 +111,7 @@ export type OccupiedSlot = DistributorSlot;
  *    left over is vacant and gets no bucket, so nothing is sent to a failed
  *    amphora.
  */
-export function assignSlots(
-  amphorae: readonly DistributorAmphora[],
-  previous: readonly RecordedSlot[] = [],
-): { slots: SlotOccupant[]; vacant: number[] } {
+export function assignSlots(amphorae: readonly DistributorAmphora[], previous: readonly RecordedSlot[] = []): { slots: SlotOccupant[]; vacant: number[] } {
   const served = new Map<number, SlotOccupant>();
   const occupant = (a: DistributorAmphora, slot: number, takenOver?: DistributorAmphora | string, inherited?: number): SlotOccupant => {
     const watchPort = a.watchPort ?? inherited;
@@ -134,9 +131,7 @@ export function assignSlots(
     served.set(p.slot, occupant(standby, p.slot, p.takenOver, failedIn(p.slot)?.watchPort));
     busy.add(standby.name);
   }
-  const failed = amphorae
-    .filter((a) => a.role === "failed" && a.slot !== undefined && !served.has(a.slot))
-    .sort((x, y) => x.slot! - y.slot!);
+  const failed = amphorae.filter((a) => a.role === "failed" && a.slot !== undefined && !served.has(a.slot)).sort((x, y) => x.slot! - y.slot!);
   const free = standbys.filter((a) => !busy.has(a.name));
   const vacant: number[] = [];
   for (const f of failed) {
@@ -216,11 +211,13 @@ export function desiredDataplane(d: AttachmentDefaulted, ids: DataplaneIds, slot
   if (d.returnPath === "hairpin") {
     // Replies from a serving amphora go back out to the recorded gateway, from the frontend MAC.
     for (const s of slots) {
-      flows.push(flow(150, { protocol: "ip", in_port: inPort, dl_src: s.mac, dl_dst: fe, nw_src: d.vip }, [
-        setMac("eth_src", fe),
-        setMac("eth_dst", d.gatewayMac!),
-        { type: "in_port" },
-      ]));
+      flows.push(
+        flow(150, { protocol: "ip", in_port: inPort, dl_src: s.mac, dl_dst: fe, nw_src: d.vip }, [
+          setMac("eth_src", fe),
+          setMac("eth_dst", d.gatewayMac!),
+          { type: "in_port" },
+        ]),
+      );
     }
   }
   const buckets: SelectBucket[] = slots.map((s) => ({

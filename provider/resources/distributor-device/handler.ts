@@ -7,7 +7,18 @@ import { withOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
 import { convergeOn, onHost } from "../../engine/converge";
 import { ownedFlowCount, openflowOf } from "../../engine/bridge";
 import { ovsVersionOf } from "../../engine/ovs-version";
-import { ATTACHMENT_KEY, DEVICE_KEY, DISTRIBUTOR_DEVICE_KEY, OPEN_VSWITCH, OwnedTransaction, Transaction, ownerMark, where, type BridgeRow, type OpenVSwitchRow } from "../../ovsdb";
+import {
+  ATTACHMENT_KEY,
+  DEVICE_KEY,
+  DISTRIBUTOR_DEVICE_KEY,
+  OPEN_VSWITCH,
+  OwnedTransaction,
+  Transaction,
+  ownerMark,
+  where,
+  type BridgeRow,
+  type OpenVSwitchRow,
+} from "../../ovsdb";
 import { SshError } from "../../transport/ssh";
 import { ownerCookie } from "../../model/ids";
 import { KIND, attachmentId, attachmentNames } from "../distributor-attachment/plan";
@@ -37,10 +48,9 @@ async function readRows(s: OvsHostSession, inputs: DistributorDeviceInputs): Pro
   if (!rootRow) throw new Error(`${s.hostName}: the Open_vSwitch database has no root row (is ovs-vswitchd's database initialized?)`);
   const portName = new Map(results.rows(ports).map((p) => [p._uuid.id, p.name]));
   const bridges = new Map(
-    results.rows(attached).map((r) => [
-      stringMap(r.external_ids)[ATTACHMENT_KEY] ?? r.name,
-      { bridge: r.name, ports: new Set(r.ports.map((u) => portName.get(u.id) ?? "")) },
-    ]),
+    results
+      .rows(attached)
+      .map((r) => [stringMap(r.external_ids)[ATTACHMENT_KEY] ?? r.name, { bridge: r.name, ports: new Set(r.ports.map((u) => portName.get(u.id) ?? "")) }]),
   );
   const uplinkRow = results.first(uplink);
   const uplinkPorts = new Set((uplinkRow?.ports ?? []).map((u) => portName.get(u.id) ?? ""));
@@ -53,7 +63,10 @@ async function attachmentHealth(s: OvsHostSession, inputs: DistributorDeviceInpu
   for (const [attachment, b] of rows.bridges) {
     const names = attachmentNames({ attachmentId: attachment });
     const cookie = ownerCookie(KIND, attachmentId({ deviceId: inputs.deviceId, attachmentId: attachment }));
-    health[attachment] = { ports: b.ports.has(names.frontendPort) && rows.uplinkPorts.has(names.uplinkPort), flows: await ownedFlowCount({ session: s, bridge: b.bridge }, cookie) };
+    health[attachment] = {
+      ports: b.ports.has(names.frontendPort) && rows.uplinkPorts.has(names.uplinkPort),
+      flows: await ownedFlowCount({ session: s, bridge: b.bridge }, cookie),
+    };
   }
   return health;
 }
@@ -95,10 +108,15 @@ export const distributorDeviceHandler: ResourceHandler<DistributorDeviceInputs, 
   async create(inputs) {
     const state = await deviceChange(inputs, (rows) => {
       const registered = registeredDevice(rows.root);
-      if (registered && registered !== inputs.deviceId) throw new Error(`this host is already distributor device ${registered}; refusing to register it as ${inputs.deviceId}`);
+      if (registered && registered !== inputs.deviceId)
+        throw new Error(`this host is already distributor device ${registered}; refusing to register it as ${inputs.deviceId}`);
       if (!rows.uplink) throw new Error(`uplink bridge ${inputs.uplinkBridge} does not exist on the device`);
       if (registered) return undefined;
-      const txn = new OwnedTransaction(OPEN_VSWITCH, ownerMark(inputs.deviceId, DISTRIBUTOR_DEVICE_KEY), `ovslb: register distributor device ${inputs.deviceId}`);
+      const txn = new OwnedTransaction(
+        OPEN_VSWITCH,
+        ownerMark(inputs.deviceId, DISTRIBUTOR_DEVICE_KEY),
+        `ovslb: register distributor device ${inputs.deviceId}`,
+      );
       // Precondition: external_ids unchanged since read, so no one registered meanwhile.
       txn.requireUnchanged("Open_vSwitch", rows.root, ["external_ids"]);
       txn.addMark("Open_vSwitch", rows.root);
@@ -130,16 +148,24 @@ export const distributorDeviceHandler: ResourceHandler<DistributorDeviceInputs, 
   },
 
   async delete(_id, inputs) {
-    await deviceChange(inputs, (rows) => {
-      const refusal = deleteRefusal(inputs.deviceId, rows.attachments);
-      if (refusal) throw new Error(refusal);
-      if (registeredDevice(rows.root) !== inputs.deviceId) return undefined; // already gone, or not ours
-      const txn = new OwnedTransaction(OPEN_VSWITCH, ownerMark(inputs.deviceId, DISTRIBUTOR_DEVICE_KEY), `ovslb: unregister distributor device ${inputs.deviceId}`);
-      txn.requireOwned("Open_vSwitch", rows.root);
-      // No attachment may appear between the check and the commit.
-      txn.requireAbsent("Bridge", [where("external_ids", "includes", { [DEVICE_KEY]: inputs.deviceId })]);
-      txn.removeMark("Open_vSwitch", rows.root);
-      return txn;
-    }, async () => ({}));
+    await deviceChange(
+      inputs,
+      (rows) => {
+        const refusal = deleteRefusal(inputs.deviceId, rows.attachments);
+        if (refusal) throw new Error(refusal);
+        if (registeredDevice(rows.root) !== inputs.deviceId) return undefined; // already gone, or not ours
+        const txn = new OwnedTransaction(
+          OPEN_VSWITCH,
+          ownerMark(inputs.deviceId, DISTRIBUTOR_DEVICE_KEY),
+          `ovslb: unregister distributor device ${inputs.deviceId}`,
+        );
+        txn.requireOwned("Open_vSwitch", rows.root);
+        // No attachment may appear between the check and the commit.
+        txn.requireAbsent("Bridge", [where("external_ids", "includes", { [DEVICE_KEY]: inputs.deviceId })]);
+        txn.removeMark("Open_vSwitch", rows.root);
+        return txn;
+      },
+      async () => ({}),
+    );
   },
 };

@@ -87,7 +87,8 @@ function checkGre(inputs: Inputs): CheckFailure[] {
   if (inputs.mode === "ipip") {
     failures.push({
       property: "mode",
-      reason: "ipip cannot be received by OVS (it has no IPIP port type, and its decap action strips only Ethernet, NSH and MPLS); have the load balancer send GRE and use gre",
+      reason:
+        "ipip cannot be received by OVS (it has no IPIP port type, and its decap action strips only Ethernet, NSH and MPLS); have the load balancer send GRE and use gre",
     });
   }
   if (inputs.mode === "gre" && !inputs.gre) {
@@ -95,7 +96,10 @@ function checkGre(inputs: Inputs): CheckFailure[] {
   }
   if (inputs.mode !== "gre" && inputs.gre) failures.push({ property: "gre", reason: "is only used in gre mode" });
   if (inputs.gre?.secondChance && inputs.gre.key !== undefined) {
-    failures.push({ property: "gre.key", reason: "must not be set with gre.secondChance: the gateways' GRE key then carries the previous owner's hypervisor, not a fixed key" });
+    failures.push({
+      property: "gre.key",
+      reason: "must not be set with gre.secondChance: the gateways' GRE key then carries the previous owner's hypervisor, not a fixed key",
+    });
   }
   const handOn = new Map<string, number>();
   (inputs.gre?.secondChance?.peers ?? []).forEach((peer, i) => {
@@ -117,7 +121,8 @@ function checkGre(inputs: Inputs): CheckFailure[] {
     const [address, length] = prefix.split("/");
     const bits = length === undefined ? 32 : Number(length);
     const host = bits === 32 ? 0 : ipv4Number(address) % 2 ** (32 - bits);
-    if (bits === 0) failures.push({ property: at, reason: "is /0, every source: list the load balancers' own addresses or prefixes (GRE from anywhere else is dropped)" });
+    if (bits === 0)
+      failures.push({ property: at, reason: "is /0, every source: list the load balancers' own addresses or prefixes (GRE from anywhere else is dropped)" });
     else if (host !== 0) failures.push({ property: at, reason: `has host bits set: write the prefix as its network address (/${bits})` });
     const key = bits === 32 ? address : prefix;
     if (seen.has(key)) failures.push({ property: at, reason: `is also gre.allowedSources[${seen.get(key)}]` });

@@ -1,7 +1,29 @@
 import type { BridgeIntent, ObservedBridge } from "../../engine/plan";
 import type { DsrBackend } from "../../model/inputs.generated";
 import { flowKey, type ConntrackFlush, type Flow } from "../../openflow";
-import { bfdPorts, chooseZone, cookieOf, type DefaultedDsrVip, DELIVER_PRIORITY, DELIVER_TABLE, ENTRY_TABLE, FORWARD_PRIORITY, GRE_DROP_PRIORITY, HAND_ON_PRIORITY, HANDED_DROP_PRIORITY, HANDED_ON_PRIORITY, KNOWN_PRIORITY, NO_CHANCE_PRIORITY, type Protocol, REPLY_PRIORITY, REQUEST_PRIORITY, SECOND_CHANCE_TABLE, SYN_PRIORITY, UNNAT_TABLE, type DsrDefaulted } from "./ids";
+import {
+  bfdPorts,
+  chooseZone,
+  cookieOf,
+  type DefaultedDsrVip,
+  DELIVER_PRIORITY,
+  DELIVER_TABLE,
+  ENTRY_TABLE,
+  FORWARD_PRIORITY,
+  GRE_DROP_PRIORITY,
+  HAND_ON_PRIORITY,
+  HANDED_DROP_PRIORITY,
+  HANDED_ON_PRIORITY,
+  KNOWN_PRIORITY,
+  NO_CHANCE_PRIORITY,
+  type Protocol,
+  REPLY_PRIORITY,
+  REQUEST_PRIORITY,
+  SECOND_CHANCE_TABLE,
+  SYN_PRIORITY,
+  UNNAT_TABLE,
+  type DsrDefaulted,
+} from "./ids";
 
 /**
  * DsrHypervisorFlows as pure data. On one bridge, with conntrack zone Z:
@@ -110,7 +132,9 @@ function greDropFlow(p: Placement): Flow {
 
 function greOfportOf(p: Placement): number {
   if (p.greOfport === undefined) {
-    throw new Error("gre.port: OVS gave the GRE port no OpenFlow port number (a host's datapath takes one flow-based GRE port: is another bridge or owner holding one?)");
+    throw new Error(
+      "gre.port: OVS gave the GRE port no OpenFlow port number (a host's datapath takes one flow-based GRE port: is another bridge or owner holding one?)",
+    );
   }
   return p.greOfport;
 }
@@ -170,7 +194,13 @@ export function backendFlows(inputs: Inputs, vip: DefaultedDsrVip, b: DsrBackend
 
 /** The flows the whole zone needs: the un-NAT forward flow, in gre mode the GRE port's drop flow, and with second chance the drop of handed-on packets nobody knows. */
 export function zoneFlows(inputs: Inputs, p: Placement): Flow[] {
-  const handedDrop: Flow = { table: SECOND_CHANCE_TABLE, priority: HANDED_DROP_PRIORITY, cookie: p.cookie, match: { ct_zone: p.zone, reg13: 1 }, actions: [{ type: "drop" }] };
+  const handedDrop: Flow = {
+    table: SECOND_CHANCE_TABLE,
+    priority: HANDED_DROP_PRIORITY,
+    cookie: p.cookie,
+    match: { ct_zone: p.zone, reg13: 1 },
+    actions: [{ type: "drop" }],
+  };
   return [forwardFlow(p), ...(inputs.mode === "gre" ? [greDropFlow(p)] : []), ...(inputs.gre?.secondChance ? [handedDrop] : [])];
 }
 
@@ -183,9 +213,17 @@ function secondChanceFlows(inputs: Inputs, vip: DefaultedDsrVip, b: DsrBackend, 
   const commit = { type: "ct", commit: true, zone: p.zone, nat: { kind: "dst", ip: b.address, port: b.port } } as const;
   const deliverTo = { type: "output", port: ofportOf(p, b, at) } as const;
   const fresh = { trk: true, new: true };
-  const flow = (table: number, priority: number, match: Flow["match"], actions: Flow["actions"]): Flow => ({ table, priority, cookie: p.cookie, match, actions });
+  const flow = (table: number, priority: number, match: Flow["match"], actions: Flow["actions"]): Flow => ({
+    table,
+    priority,
+    cookie: p.cookie,
+    match,
+    actions,
+  });
   const flows: Flow[] = [
-    ...inputs.gre!.allowedSources.map((source) => flow(ENTRY_TABLE, REQUEST_PRIORITY, { ...vipMatch, in_port: greOfportOf(p), tun_src: source, dl_dst: mac }, [lookup])),
+    ...inputs.gre!.allowedSources.map((source) =>
+      flow(ENTRY_TABLE, REQUEST_PRIORITY, { ...vipMatch, in_port: greOfportOf(p), tun_src: source, dl_dst: mac }, [lookup]),
+    ),
     ...inputs.gre!.secondChance!.peers.map((peer) =>
       flow(ENTRY_TABLE, HANDED_ON_PRIORITY, { ...vipMatch, in_port: greOfportOf(p), tun_src: peer }, [{ type: "set_field", field: "reg13", value: 1 }, lookup]),
     ),
@@ -193,7 +231,12 @@ function secondChanceFlows(inputs: Inputs, vip: DefaultedDsrVip, b: DsrBackend, 
       { type: "set_field", field: "eth_dst", value: mac },
       deliverTo,
     ]),
-    flow(SECOND_CHANCE_TABLE, SYN_PRIORITY, { ct_state: fresh, ct_zone: p.zone, ...vipMatch, dl_dst: mac, ...(protocol === "tcp" ? { tcp_flags: { syn: true, ack: false } } : {}) }, [commit, deliverTo]),
+    flow(
+      SECOND_CHANCE_TABLE,
+      SYN_PRIORITY,
+      { ct_state: fresh, ct_zone: p.zone, ...vipMatch, dl_dst: mac, ...(protocol === "tcp" ? { tcp_flags: { syn: true, ack: false } } : {}) },
+      [commit, deliverTo],
+    ),
   ];
   if (protocol === "tcp") {
     flows.push(
@@ -217,7 +260,13 @@ function secondChanceFlows(inputs: Inputs, vip: DefaultedDsrVip, b: DsrBackend, 
  * the gateways' sessions there.
  */
 export function bfdDropFlows(p: Pick<Placement, "cookie" | "bfdOfports">): Flow[] {
-  return (p.bfdOfports ?? []).map((ofport) => ({ table: ENTRY_TABLE, priority: GRE_DROP_PRIORITY, cookie: p.cookie, match: { in_port: ofport }, actions: [{ type: "drop" }] }));
+  return (p.bfdOfports ?? []).map((ofport) => ({
+    table: ENTRY_TABLE,
+    priority: GRE_DROP_PRIORITY,
+    cookie: p.cookie,
+    match: { in_port: ofport },
+    actions: [{ type: "drop" }],
+  }));
 }
 
 /** Each backend's bridge port and its ofport on the bridge; refuses a port the bridge does not have. */
@@ -238,10 +287,17 @@ export function backendOfports(inputs: Inputs, ports: ReadonlyMap<string, number
 /** What the resource wants on its bridge, with the zone and ofports it settled on. */
 export function planIntent(id: string, inputs: Inputs, recordedZone: number | undefined, observed: ObservedBridge) {
   const cookie = cookieOf(id);
-  const zone = chooseZone(id, inputs, recordedZone, observed.flows.filter((f) => f.cookie !== cookie));
+  const zone = chooseZone(
+    id,
+    inputs,
+    recordedZone,
+    observed.flows.filter((f) => f.cookie !== cookie),
+  );
   const ofports = backendOfports(inputs, observed.ports);
   const greOfport = inputs.gre?.port === undefined ? undefined : observed.ports.get(inputs.gre.port);
-  const bfdOfports = bfdPorts(id, inputs).map((b) => observed.ports.get(b.name)).filter((o): o is number => o !== undefined);
+  const bfdOfports = bfdPorts(id, inputs)
+    .map((b) => observed.ports.get(b.name))
+    .filter((o): o is number => o !== undefined);
   const flows = desiredFlows(inputs, { cookie, zone, ofports, bfdOfports, ...(greOfport === undefined ? {} : { greOfport }) });
   const intent: BridgeIntent = { cookie, flows, groups: [], owner: `DsrHypervisorFlows ${id}` };
   return { intent, zone, ofports, greOfport };

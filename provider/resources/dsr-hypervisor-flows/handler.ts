@@ -45,18 +45,19 @@ const isBfdPeer = (ids: ReadonlyMap<string, string>) => ids.get(ROLE_KEY) === BF
 async function readBfdPeers(s: OvsHostSession, id: string, inputs: Inputs, owned?: readonly DumpedFlow[]) {
   const reads = await readTunnelPorts(s, id, inputs.bridge, bfdPorts(id, inputs));
   const states: Record<string, string> = {};
-  for (const r of reads) states[r.want.peer] = r.state !== "right" ? "absent" : r.bfdStatus?.get("state") ?? "down";
+  for (const r of reads) states[r.want.peer] = r.state !== "right" ? "absent" : (r.bfdStatus?.get("state") ?? "down");
   const present = owned && flowPresent(owned);
-  const dropping = (r: (typeof reads)[number]) => !present || (r.ofport !== undefined && bfdDropFlows({ cookie: cookieOf(id), bfdOfports: [r.ofport] }).every(present));
+  const dropping = (r: (typeof reads)[number]) =>
+    !present || (r.ofport !== undefined && bfdDropFlows({ cookie: cookieOf(id), bfdOfports: [r.ofport] }).every(present));
   return { states, working: new Set(reads.filter((r) => r.state === "right" && dropping(r)).map((r) => r.want.peer)) };
 }
-
 
 /** Every bundle any resource sends (tests prove incremental applies from it). */
 export const observeBundles = observeAllBundles;
 
 /** Removes the resource's GRE port from the bridge, if it has one (it is told by its name: it has no role). */
-const removeGrePort = (s: OvsHostSession, id: string, bridge: string, name: string) => removeTunnelPorts(s, id, bridge, "GRE", (_ids, port) => port === name, []);
+const removeGrePort = (s: OvsHostSession, id: string, bridge: string, name: string) =>
+  removeTunnelPorts(s, id, bridge, "GRE", (_ids, port) => port === name, []);
 
 /**
  * Reads the bridge, plans the difference and applies it in one bundle: the
@@ -152,10 +153,14 @@ export const dsrHypervisorFlowsHandler: ResourceHandler<DsrHypervisorFlowsInputs
       const greName = inputs.mode === "gre" ? inputs.gre!.port : undefined;
       const greRight = greName !== undefined && (await readTunnelPorts(s, id, inputs.bridge, [grePort(id, greName)]))[0].state === "right";
       const greOfport = greRight ? observed.ports.get(greName) : undefined;
-      const actual = actualInputs(inputs, owned, { cookie, zone: state.ctZone, ofports: observed.ports, portNames, ...(greOfport === undefined ? {} : { greOfport }) });
-      const ofports = Object.fromEntries(
-        actual.vips.flatMap((v) => v.backends.map((b) => [b.bridgePort, observed.ports.get(b.bridgePort)!] as const)),
-      );
+      const actual = actualInputs(inputs, owned, {
+        cookie,
+        zone: state.ctZone,
+        ofports: observed.ports,
+        portNames,
+        ...(greOfport === undefined ? {} : { greOfport }),
+      });
+      const ofports = Object.fromEntries(actual.vips.flatMap((v) => v.backends.map((b) => [b.bridgePort, observed.ports.get(b.bridgePort)!] as const)));
       const { bfd: _, connections: _c, ...rest } = state;
       const connections = await connectionsOf(s, inputs, state.ctZone);
       const kept = { ...rest, ...(connections ? { connections } : {}), ovsVersions: await observeOvsVersion(s) };

@@ -24,7 +24,9 @@ export function actualInputs(inputs: Inputs, owned: readonly DumpedFlow[], p: Pl
   // The flows that commit a backend's connections: the request flows, or with second chance the SYN flows (which deliver too).
   const sc = !!inputs.gre?.secondChance;
   const [commitTable, commitPriority] = sc ? [SECOND_CHANCE_TABLE, SYN_PRIORITY] : [ENTRY_TABLE, REQUEST_PRIORITY];
-  const deliveries = new Map(owned.filter((f) => f.table === DELIVER_TABLE && f.match.ct_zone === p.zone).map((f) => [`${f.match.protocol}:${f.match.nw_dst}:${f.match.tp_dst}`, f]));
+  const deliveries = new Map(
+    owned.filter((f) => f.table === DELIVER_TABLE && f.match.ct_zone === p.zone).map((f) => [`${f.match.protocol}:${f.match.nw_dst}:${f.match.tp_dst}`, f]),
+  );
   for (const f of owned) {
     if (f.table !== commitTable || f.priority !== commitPriority) continue;
     const ct = f.actions.find((a) => a.type === "ct");
@@ -60,8 +62,7 @@ export function actualInputs(inputs: Inputs, owned: readonly DumpedFlow[], p: Pl
   for (const { vip } of found) {
     if (!vips.has(vipKey(vip))) vips.set(vipKey(vip), { ...vip, backends: [] });
   }
-  const sameBackend = (a: DsrBackend, b: DsrBackend) =>
-    a.address === b.address && a.port === b.port && a.mac === b.mac && a.bridgePort === b.bridgePort;
+  const sameBackend = (a: DsrBackend, b: DsrBackend) => a.address === b.address && a.port === b.port && a.mac === b.mac && a.bridgePort === b.bridgePort;
   for (const [key, vip] of vips) {
     const here = found.filter((f) => vipKey(f.vip) === key).map((f) => f.backend);
     const order = declared.get(key) ?? [];

@@ -5,7 +5,23 @@ import { withHealthCheckRows } from "../../engine/attached-health-checks";
 import type { HealthCheckInputs as Inputs } from "../../model/inputs.generated";
 import type { HealthCheckOutputs } from "../../model/outputs.generated";
 import { driftOutputs } from "../../model/drift";
-import { HYPERVISOR_KEY, OVN_NORTHBOUND, OPEN_VSWITCH, OWNER_KEY, ROLE_KEY, OwnedTransaction, Transaction, mutation, ownerMark, where, type LoadBalancerHealthCheckRow, type LoadBalancerRow, type Mutation, type NamedUuid, type Uuid } from "../../ovsdb";
+import {
+  HYPERVISOR_KEY,
+  OVN_NORTHBOUND,
+  OPEN_VSWITCH,
+  OWNER_KEY,
+  ROLE_KEY,
+  OwnedTransaction,
+  Transaction,
+  mutation,
+  ownerMark,
+  where,
+  type LoadBalancerHealthCheckRow,
+  type LoadBalancerRow,
+  type Mutation,
+  type NamedUuid,
+  type Uuid,
+} from "../../ovsdb";
 import type { ResourceHandler } from "../../resource-handler";
 import { withAllOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
 import { withRemoteOvsdb, type OvsdbClient } from "../../transport/ovsdb-client";
@@ -40,7 +56,10 @@ async function readRows(inputs: Inputs, db: OvsdbClient): Promise<Map<string, Ob
   const t = new Transaction(OVN_NORTHBOUND);
   const sels = PROTOCOLS.map((p) => t.select("Load_Balancer", [where("name", "==", rowName(inputs, p))], LB_COLUMNS));
   const r = await db.run(t);
-  const found = await withHealthCheckRows(db, sels.flatMap((s) => r.rows(s).slice(0, 1)));
+  const found = await withHealthCheckRows(
+    db,
+    sels.flatMap((s) => r.rows(s).slice(0, 1)),
+  );
   return new Map(PROTOCOLS.map((p) => [p, found.find((row) => row.name === rowName(inputs, p))]));
 }
 
@@ -94,7 +113,8 @@ async function readBfd(s: OvsHostSession, inputs: Inputs, bridge: string): Promi
   }
   // A hypervisor of a backend with no BFD port on a gateway that has some: that gateway cannot reach it.
   if (views.size > 0) {
-    for (const b of inputs.vips.flatMap((v) => v.backends)) if (b.hypervisor && !views.has(b.hypervisor)) views.set(b.hypervisor, { state: "absent", forwarding: false });
+    for (const b of inputs.vips.flatMap((v) => v.backends))
+      if (b.hypervisor && !views.has(b.hypervisor)) views.set(b.hypervisor, { state: "absent", forwarding: false });
   }
   return views;
 }
@@ -103,10 +123,13 @@ async function readBfd(s: OvsHostSession, inputs: Inputs, bridge: string): Promi
 async function gatewaysBfd(inputs: Inputs): Promise<Map<string, Map<string, BfdView>>> {
   const gateways = inputs.gateways ?? [];
   if (gateways.length === 0) return new Map();
-  return withAllOvsHosts(gateways.map((g) => g.host), async (sessions) => {
-    const views = await Promise.all(gateways.map((g, i) => readBfd(sessions[i], inputs, g.bridge)));
-    return new Map(gateways.flatMap((g, i) => (views[i].size > 0 ? [[g.name, views[i]] as const] : [])));
-  });
+  return withAllOvsHosts(
+    gateways.map((g) => g.host),
+    async (sessions) => {
+      const views = await Promise.all(gateways.map((g, i) => readBfd(sessions[i], inputs, g.bridge)));
+      return new Map(gateways.flatMap((g, i) => (views[i].size > 0 ? [[g.name, views[i]] as const] : [])));
+    },
+  );
 }
 
 /** The southbound's view and the gateways' BFD, assessed; with `enforce`, stale monitors are set offline (the report says what was found before). */

@@ -42,7 +42,9 @@ export function checkRules(inputs: Inputs): CheckFailure[] {
   failures.push(...checkConnection(inputs.northbound.connection, "northbound.connection"));
   if (inputs.southbound) failures.push(...checkConnection(inputs.southbound.connection, "southbound.connection"));
   if (inputs.enforce && !inputs.southbound) fail("enforce", "needs southbound: enforcing sets stale Service_Monitor rows offline in the southbound");
-  duplicates(inputs.vips.map(healthVipKey)).forEach((i) => fail(`vips[${i}]`, "is the same address, port and protocol as another VIP: one health check per VIP"));
+  duplicates(inputs.vips.map(healthVipKey)).forEach((i) =>
+    fail(`vips[${i}]`, "is the same address, port and protocol as another VIP: one health check per VIP"),
+  );
   // OVN keys ip_port_mappings by backend address, one per Load_Balancer row (one row per protocol).
   const portOf = new Map<string, { at: string; logicalPort: string }>();
   inputs.vips.forEach((vip, v) => {
@@ -55,7 +57,10 @@ export function checkRules(inputs: Inputs): CheckFailure[] {
       const first = portOf.get(key);
       if (!first) portOf.set(key, { at, logicalPort: b.logicalPort });
       else if (first.logicalPort !== b.logicalPort) {
-        fail(`${at}.logicalPort`, `differs from ${first.at}.logicalPort for the same address: OVN's ip_port_mappings hold one logical port per backend address`);
+        fail(
+          `${at}.logicalPort`,
+          `differs from ${first.at}.logicalPort for the same address: OVN's ip_port_mappings hold one logical port per backend address`,
+        );
       }
       if (inputs.gateways?.length && !b.hypervisor) {
         fail(`${at}.hypervisor`, "is required with gateways: the gateways' BFD sessions are toward hypervisors, by the load balancer's names for them");
@@ -120,7 +125,8 @@ export interface RowChange {
   insertMappings: Record<string, string>;
 }
 
-export const isEmpty = (c: RowChange) => c.insert.length + c.update.length + c.detach.length + c.deleteMappings.length + Object.keys(c.insertMappings).length === 0;
+export const isEmpty = (c: RowChange) =>
+  c.insert.length + c.update.length + c.detach.length + c.deleteMappings.length + Object.keys(c.insertMappings).length === 0;
 
 /** This health check's rows on a load balancer row: the first per VIP; further ones are detached. */
 function ownRows(row: ObservedRow, owner: string): { byVip: Map<string, HealthCheckRow>; extra: HealthCheckRow[] } {
@@ -154,7 +160,9 @@ export function planRows(inputs: Inputs, observed: ReadonlyMap<string, ObservedR
     const w = want.get(protocol);
     const row = observed.get(protocol);
     if (w && !row) {
-      refusals.push(`loadBalancer: OVN Load_Balancer ${w.name} does not exist: a HealthCheck attaches to the rows of DeferredNatLoadBalancer ${inputs.loadBalancer} (with ovn), which must exist first`);
+      refusals.push(
+        `loadBalancer: OVN Load_Balancer ${w.name} does not exist: a HealthCheck attaches to the rows of DeferredNatLoadBalancer ${inputs.loadBalancer} (with ovn), which must exist first`,
+      );
       continue;
     }
     if (!row) continue;
@@ -177,20 +185,26 @@ export function planRows(inputs: Inputs, observed: ReadonlyMap<string, ObservedR
         claims.add(address);
       } else {
         const v = w!.checks[Object.keys(w!.checks).find((k) => w!.checks[k].addresses.includes(address))!].index;
-        refusals.push(`vips[${v}].backends: OVN Load_Balancer ${row.name} maps backend address ${address} to ${current}, not ${value} (written by another owner: the load balancer's ovn.healthCheckSourceIp or by hand); refusing to overwrite it`);
+        refusals.push(
+          `vips[${v}].backends: OVN Load_Balancer ${row.name} maps backend address ${address} to ${current}, not ${value} (written by another owner: the load balancer's ovn.healthCheckSourceIp or by hand); refusing to overwrite it`,
+        );
       }
     }
-    for (const address of claimed) if (!claims.has(address) && !(address in (w?.mappings ?? {})) && row.ip_port_mappings.has(address)) change.deleteMappings.push(address);
+    for (const address of claimed)
+      if (!claims.has(address) && !(address in (w?.mappings ?? {})) && row.ip_port_mappings.has(address)) change.deleteMappings.push(address);
     for (const [vip, { options, index, addresses }] of Object.entries(w?.checks ?? {})) {
       if (!row.vips.has(vip)) {
-        refusals.push(`vips[${index}]: ${protocol} VIP ${vip} is not one of load balancer ${inputs.loadBalancer}'s (OVN Load_Balancer ${row.name} has ${[...row.vips.keys()].join(", ") || "none"})`);
+        refusals.push(
+          `vips[${index}]: ${protocol} VIP ${vip} is not one of load balancer ${inputs.loadBalancer}'s (OVN Load_Balancer ${row.name} has ${[...row.vips.keys()].join(", ") || "none"})`,
+        );
         continue;
       }
       const other = row.healthCheckRows.find((hc) => hc.vip === vip && ownerOf(hc) !== me);
       if (other) {
-        const whose = ownerOf(other) === lb
-          ? `DeferredNatLoadBalancer ${inputs.loadBalancer}'s own healthCheck.probe (owned by ${lb}): remove healthCheck.probe from the load balancer first`
-          : `${describeOwner(other)}`;
+        const whose =
+          ownerOf(other) === lb
+            ? `DeferredNatLoadBalancer ${inputs.loadBalancer}'s own healthCheck.probe (owned by ${lb}): remove healthCheck.probe from the load balancer first`
+            : `${describeOwner(other)}`;
         refusals.push(`vips[${index}]: the health check of ${protocol} VIP ${vip} on OVN Load_Balancer ${row.name} is ${whose}; refusing to take it over`);
         continue;
       }
@@ -198,7 +212,8 @@ export function planRows(inputs: Inputs, observed: ReadonlyMap<string, ObservedR
       const externalIds = { [LOAD_BALANCER_KEY]: lb, ...(mine.length > 0 ? { [MAPPINGS_KEY]: mine.join(",") } : {}) };
       const have = byVip.get(vip);
       if (!have) change.insert.push({ vip, options, externalIds });
-      else if (!sameMap(have.options, options) || !sameMap(withoutOwner(have.external_ids), externalIds)) change.update.push({ row: have, options, externalIds });
+      else if (!sameMap(have.options, options) || !sameMap(withoutOwner(have.external_ids), externalIds))
+        change.update.push({ row: have, options, externalIds });
     }
     for (const [vip, hc] of byVip) if (!w?.checks[vip]) change.detach.push(hc);
     if (!isEmpty(change)) changes.push(change);
@@ -219,8 +234,10 @@ export function nbFindings(inputs: Inputs, observed: ReadonlyMap<string, Observe
   const me = healthCheckId(inputs);
   const lb = loadBalancerOwner(inputs);
   const findings: DriftFinding[] = [];
-  const rowDiffers = (name: string, detail: string) => findings.push({ host: "northbound", kind: "northbound-row", object: `OVN Load_Balancer ${name}`, detail });
-  const columnDiffers = (name: string, detail: string) => findings.push({ host: "northbound", kind: "northbound-column", object: `OVN Load_Balancer ${name}`, detail });
+  const rowDiffers = (name: string, detail: string) =>
+    findings.push({ host: "northbound", kind: "northbound-row", object: `OVN Load_Balancer ${name}`, detail });
+  const columnDiffers = (name: string, detail: string) =>
+    findings.push({ host: "northbound", kind: "northbound-column", object: `OVN Load_Balancer ${name}`, detail });
   const driftedVips = new Set<number>();
   for (const protocol of PROTOCOLS) {
     const w = want.get(protocol);

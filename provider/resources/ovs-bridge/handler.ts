@@ -6,7 +6,18 @@ import schema from "../../../schema/ovs-bridge.json";
 import type { ResourceHandler } from "../../resource-handler";
 import type { OvsBridgeInputs } from "../../model/inputs.generated";
 import { bridgeSocket, withOvsHosts, type OvsHostSession } from "../../transport/ovs-host";
-import { OPEN_VSWITCH, OwnedTransaction, Transaction, describeOwner, mutation, ownerMark, where, type BridgeRow, type Condition, type TransactionResults } from "../../ovsdb";
+import {
+  OPEN_VSWITCH,
+  OwnedTransaction,
+  Transaction,
+  describeOwner,
+  mutation,
+  ownerMark,
+  where,
+  type BridgeRow,
+  type Condition,
+  type TransactionResults,
+} from "../../ovsdb";
 import { BRIDGE_COLUMNS, actualInputs, bridgeId, checkRules, desiredColumns, ownerOf, withDefaults, type BridgeRead } from "./plan";
 
 /** What OvsBridge records besides its inputs: its outputs, declared in schema/ovs-bridge.json ("x-outputs"). */
