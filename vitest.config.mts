@@ -54,6 +54,9 @@ export default defineConfig({
           fileParallelism: false,
           pool: "forks",
           globalSetup: ["test/global-setup.ts"],
+          // Lab tests trace thousands of tuples and carry real TCP: on a loaded 2-core machine a
+          // 2,000-tuple trace takes 20-50 s, so a test gets 3 minutes (a test that hangs still ends).
+          testTimeout: 180_000,
         },
       },
     ],
