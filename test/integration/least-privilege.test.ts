@@ -147,7 +147,10 @@ describe("an unprivileged user with only the OVS group", () => {
     try {
       const inputs = await checked("OvsBridge", { host: ovsHost(), name: BRIDGE });
       await expect(handle("OvsBridge", "create", [inputs])).rejects.toThrow(
-        new RegExp(`^ovs-bridge/\\S+: no host was changed: ${USER}@${host.address.replace(/\./g, "\\.")}:22: cannot open ${host.rundir}/db\\.sock: .*(permission|access)`, "i"),
+        new RegExp(
+          `^ovs-bridge/\\S+: no host was changed: ${USER}@${host.address.replace(/\./g, "\\.")}:22: cannot open ${host.rundir}/db\\.sock: .*(permission|access)`,
+          "i",
+        ),
       );
       expect(host.vsctl("list-br")).not.toContain(BRIDGE);
     } finally {
