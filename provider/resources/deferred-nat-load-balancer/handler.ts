@@ -56,9 +56,10 @@ interface GatewayPorts {
 
 interface GatewayRead extends GatewayPorts {
   observed: ObservedBridge;
-  /** Flows of this load balancer on the bridge (every table), counted with the read. */
-  heldFlows: number;
 }
+
+/** How many flows of this load balancer each gateway holds now (one dump-aggregate each, all at once). */
+const countHeldFlows = (d: Inputs, gateways: readonly GatewayPorts[]) => Promise.all(gateways.map((g) => ownedFlowCount(g.ref, cookieOf(d))));
 
 /** Each gateway's ports from OVSDB: the segment port's number, and the working tunnel and BFD ports. */
 function readPorts(inputs: Inputs, sessions: readonly OvsHostSession[]): Promise<GatewayPorts[]> {
@@ -83,8 +84,8 @@ async function readGateways(inputs: Inputs, sessions: readonly OvsHostSession[],
   return Promise.all(
     gateways.map(async (g) => {
       // Every owner's flows in the tables ovslb uses, for conflicts; the slot table too, so a change of mode leaves no slot behind.
-      const [seen, heldFlows] = await Promise.all([observeFlowsAndGroups(g.ref, { tables: [0, SLOT_TABLE] }, cookie), ownedFlowCount(g.ref, cookie)]);
-      return { ...g, observed: { ports: g.ports, ...seen }, heldFlows };
+      const seen = await observeFlowsAndGroups(g.ref, { tables: [0, SLOT_TABLE] }, cookie);
+      return { ...g, observed: { ports: g.ports, ...seen } };
     }),
   );
 }
@@ -104,7 +105,7 @@ async function readScoped(
   scope: Extract<UpdateScope, { kind: "vips" }>,
   recorded: RecordedIds,
   gateways: GatewayPorts[],
-): Promise<{ reads: Omit<GatewayRead, "heldFlows">[]; ids: RecordedIds } | undefined> {
+): Promise<{ reads: GatewayRead[]; ids: RecordedIds } | undefined> {
   const keys = new Set([...scope.touched, ...scope.removed]);
   const touched = new Set(scope.touched);
   const mine = idsOf(recorded, keys);
@@ -224,10 +225,7 @@ async function apply(
         let plans: GatewayPlan[] | undefined;
         if (scope.kind === "vips") {
           // Whether each gateway still holds what the last apply left, counted in the same round trip as the scoped read.
-          const [held, scoped] = await Promise.all([
-            Promise.all(gateways.map((g) => ownedFlowCount(g.ref, cookieOf(d)))),
-            readScoped(d, scope, recorded, gateways),
-          ]);
+          const [held, scoped] = await Promise.all([countHeldFlows(d, gateways), readScoped(d, scope, recorded, gateways)]);
           const lost = lostFlows(gateways, held, previous?.state.gatewayFlows);
           if (lost) scope = { kind: "all", reason: lost };
           else if (!scoped) scope = { kind: "all", reason: "new VIPs' group ids did not settle in a scoped read" };
@@ -253,13 +251,18 @@ async function apply(
           }
         }
         if (!plans) {
-          const reads = await readGateways(d, sessions, gateways);
+          // The count goes with the full read too: the next scoped update compares against it.
+          const [reads, held] = await Promise.all([readGateways(d, sessions, gateways), countHeldFlows(d, gateways)]);
           const foreign = new Set(reads.flatMap((r) => [...foreignGroupsOn(d, r.observed, recorded)]));
           // secondChance VIPs have no groups: recorded ones (an earlier mode's) stay owned, so the plan removes them.
           ids = slots ? EMPTY_IDS : assignIds(d, recorded, foreign);
           const marks = mergeIds(recorded, ids);
           plans = await Promise.all(
-            reads.map(async (r) => ({ ...r, mods: await onHost(r.where, () => planGateway(r.where, d, marks, r.port, r.observed, slots?.tables)) })),
+            reads.map(async (r, i) => ({
+              ...r,
+              heldFlows: held[i],
+              mods: await onHost(r.where, () => planGateway(r.where, d, marks, r.port, r.observed, slots?.tables)),
+            })),
           );
         }
         if (nb) await preflightNorthbound(d, nb);
