@@ -2,7 +2,6 @@ import * as os from "node:os";
 import { basename, dirname, join } from "node:path";
 import type { CommandResult, CommandRunner, RunOptions } from "../provider/transport/exec";
 import type { Duplex } from "node:stream";
-import { JsonStreamParser } from "../provider/transport/ovsdb-client";
 import { lockLab } from "../test/support/lab";
 
 /**
@@ -127,6 +126,11 @@ export class RundirRunner implements CommandRunner {
   run(argv: readonly string[], opts?: RunOptions): Promise<CommandResult> {
     return this.inner.run(["env", `OVS_RUNDIR=${this.rundir}`, ...argv], opts);
   }
+
+  openUnixStream(socketPath: string): Promise<Duplex> {
+    if (!this.inner.openUnixStream) throw new Error(`${this.hostName}: the runner opens no unix sockets`);
+    return this.inner.openUnixStream(socketPath);
+  }
 }
 
 /** One OpenFlow message as ovs-ofctl wrote it to ovs-vswitchd's socket. */
@@ -199,48 +203,6 @@ function messagesOf(sends: ReadonlyArray<{ head: Buffer; bytes: number }>): Wire
     remaining = Math.max(0, length - s.bytes);
   }
   return messages;
-}
-
-/**
- * A client for ovs-vswitchd's unixctl socket (the JSON-RPC that ovs-appctl
- * speaks), over an SSH stream-local channel: many commands on one
- * connection, milliseconds apart, with no process per command.
- */
-export class UnixctlClient {
-  private readonly parser = new JsonStreamParser();
-  private readonly waiting = new Map<number, { resolve: (v: string) => void; reject: (e: Error) => void }>();
-  private nextId = 0;
-
-  constructor(private readonly stream: Duplex) {
-    stream.on("data", (chunk: Buffer) => {
-      for (const m of this.parser.push(chunk) as Array<{ id: number; result?: string; error?: unknown }>) {
-        const w = this.waiting.get(m.id);
-        if (!w) continue;
-        this.waiting.delete(m.id);
-        if (m.error !== null && m.error !== undefined)
-          w.reject(new Error(`unixctl: ${(typeof m.error === "string" ? m.error : JSON.stringify(m.error)).trim()}`));
-        else w.resolve(m.result ?? "");
-      }
-    });
-    const fail = (why: string) => {
-      for (const w of this.waiting.values()) w.reject(new Error(`unixctl: ${why}`));
-      this.waiting.clear();
-    };
-    stream.on("close", () => fail("connection closed"));
-    stream.on("error", (e: Error) => fail(e.message));
-  }
-
-  call(method: string, params: readonly string[]): Promise<string> {
-    const id = this.nextId++;
-    return new Promise((resolve, reject) => {
-      this.waiting.set(id, { resolve, reject });
-      this.stream.write(JSON.stringify({ id, method, params }));
-    });
-  }
-
-  close() {
-    this.stream.end();
-  }
 }
 
 export interface LabRunOptions {

@@ -27,11 +27,11 @@ import { ipv4Number, renderBundle, type Action, type Flow, type Group, type Matc
 import { traceBuckets } from "../provider/transport/openflow-trace";
 import { bridgeSocket } from "../provider/transport/ovs-host";
 import { SshSession } from "../provider/transport/ssh";
+import { type UnixctlClient, connectVswitchd } from "../provider/transport/unixctl";
 import { loadInventory, sshTo } from "../test/support/lab";
 import {
   OFPT_BUNDLE_ADD_MESSAGE,
   RundirRunner,
-  UnixctlClient,
   WireTapRunner,
   type Invariant,
   fmtInt,
@@ -123,9 +123,7 @@ async function connectGateway(): Promise<Gateway> {
     const socket = bridgeSocket(host, BRIDGE);
     const ofport = Number((await runChecked(runner, ["ovs-vsctl", "get", "interface", SEGMENT_PORT, "ofport"])).trim());
     if (!Number.isInteger(ofport) || ofport <= 0) throw new Error(`${GATEWAY}: ${SEGMENT_PORT} has no ofport`);
-    const pid = (await runChecked(runner, ["cat", `${h.ovsRundir}/ovs-vswitchd.pid`])).trim();
-    if (!/^\d+$/.test(pid)) throw new Error(`${GATEWAY}: no ovs-vswitchd pid`);
-    const unixctl = new UnixctlClient(await ssh.openUnixStream(`${h.ovsRundir}/ovs-vswitchd.${pid}.ctl`));
+    const unixctl = await connectVswitchd(ssh, h.ovsRundir);
     const tap = (await WireTapRunner.available(runner)) ? new WireTapRunner(runner) : undefined;
     return {
       ssh,

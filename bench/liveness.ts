@@ -10,6 +10,7 @@ import type { Match } from "../provider/openflow/types";
 import { bfdKeyOf, greKeyOf, tunnelPorts, withDefaults } from "../provider/resources/deferred-nat-load-balancer/plan";
 import { runChecked } from "../provider/transport/exec";
 import type { SshSession } from "../provider/transport/ssh";
+import { type UnixctlClient, connectVswitchd } from "../provider/transport/unixctl";
 import { isAlive, readPid } from "../test/lab/lab";
 import type { LabBackend, LabInventory } from "../test/lab/topology";
 import { ProviderDriver, labBackend, labHypervisorFlows, labLoadBalancer } from "../test/support/deferred-nat";
@@ -21,7 +22,6 @@ import {
   fmtMs,
   machineNote,
   median,
-  UnixctlClient,
   type BenchContext,
   type BenchReport,
   type Benchmark,
@@ -655,8 +655,7 @@ export const livenessBenchmark: Benchmark = {
     return labRun(ctx, run, async (interrupted) => {
       for (const h of [...GATEWAYS, ...HYPERVISORS]) lab.ssh[h] = await labSsh(inv, h);
       for (const g of GATEWAYS) {
-        const pid = (await runChecked(lab.ssh[g], ["cat", `${inv.hosts[g].ovsRundir}/ovs-vswitchd.pid`])).trim();
-        lab.unixctl[g] = new UnixctlClient(await lab.ssh[g].openUnixStream(`${inv.hosts[g].ovsRundir}/ovs-vswitchd.${pid}.ctl`));
+        lab.unixctl[g] = await connectVswitchd(lab.ssh[g], inv.hosts[g].ovsRundir);
       }
       const machine = await machineNote(lab.ssh.gw1);
       // Leftovers of an interrupted run: a stopped vswitchd or a cut link first, then its resources.

@@ -1,4 +1,6 @@
 import { execFile, spawn } from "node:child_process";
+import { createConnection } from "node:net";
+import type { Duplex } from "node:stream";
 
 /** What a command printed and how it ended. */
 export interface CommandResult {
@@ -29,6 +31,8 @@ export interface CommandRunner {
   /** How long a command may run (the connection's commandTimeoutMs), for programs that can also bound themselves. */
   readonly commandTimeoutMs?: number;
   run(argv: readonly string[], opts?: RunOptions): Promise<CommandResult>;
+  /** A stream to a unix socket on the host (OVSDB's db.sock, a daemon's control socket), where the runner can open one. */
+  openUnixStream?(socketPath: string): Promise<Duplex>;
 }
 
 /** Thrown when a command exits non-zero and the caller asked for success. */
@@ -56,6 +60,18 @@ export class LocalRunner implements CommandRunner {
     readonly hostName = "localhost",
     private readonly env: NodeJS.ProcessEnv = process.env,
   ) {}
+
+  openUnixStream(socketPath: string): Promise<Duplex> {
+    return new Promise((resolve, reject) => {
+      const socket = createConnection(socketPath);
+      const refused = (err: Error) => reject(new Error(`${this.hostName}: cannot open ${socketPath}: ${err.message}`));
+      socket.once("error", refused);
+      socket.once("connect", () => {
+        socket.off("error", refused);
+        resolve(socket);
+      });
+    });
+  }
 
   run(argv: readonly string[], opts: RunOptions = {}): Promise<CommandResult> {
     if (opts.onStdout) return this.stream(argv, opts, opts.onStdout);

@@ -10,7 +10,7 @@ import {
   encodeValue,
   parseDatabaseSchema,
 } from "../../provider/ovsdb/encoding";
-import { JsonStreamParser } from "../../provider/transport/ovsdb-client";
+import { JsonStreamParser } from "../../provider/transport/json-stream";
 
 const U1 = "98f32b2f-f9e6-4a4e-a593-73914dc3bef2";
 const U2 = "252fc389-24c6-47a8-8d58-e5e66bd112d2";
