@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { handle } from "../../provider/handlers";
 import { SshSession } from "../../provider/transport/ssh";
+import { sshdCommand } from "../lab/lab";
 import type { LabInventory } from "../lab/topology";
 import { inNamespace, labSsh, loadInventory, sshTo } from "../support/lab";
 
@@ -72,7 +73,7 @@ function startSshd(types: string[]) {
     "",
   ].join("\n");
   writeFileSync(join(dir, "sshd_config"), config);
-  inNamespace(h.namespace, ["/usr/sbin/sshd", "-f", join(dir, "sshd_config"), "-E", join(dir, "sshd.log")]);
+  inNamespace(h.namespace, sshdCommand(join(dir, "sshd_config"), join(dir, "sshd.log")));
   for (let i = 0; i < 100 && !existsSync(pidFile); i++) execFileSync("sleep", ["0.05"]);
 }
 

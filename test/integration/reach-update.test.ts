@@ -9,7 +9,7 @@ import { handle } from "../../provider/handlers";
 import type { SshConnection } from "../../provider/model/inputs.generated";
 import { mapConnections } from "../../provider/model/validate";
 import type { LabInventory } from "../lab/topology";
-import { sshdConfig } from "../lab/lab";
+import { sshdCommand, sshdConfig } from "../lab/lab";
 import { FaultHost } from "../support/fault-host";
 import { faultLoadBalancer } from "../support/fault-lb";
 import { loadInventory } from "../support/lab";
@@ -51,7 +51,7 @@ class ReachHost extends FaultHost {
     });
     writeFileSync(join(this.dir, "sshd_config"), `${config}LogLevel DEBUG1\n`);
     writeFileSync(this.authorizedKeysFile, `${inv.clientPublicKey}\n`);
-    execFileSync("ip", ["netns", "exec", this.namespace, "/usr/sbin/sshd", "-f", join(this.dir, "sshd_config"), "-E", this.logPath]);
+    execFileSync("ip", ["netns", "exec", this.namespace, ...sshdCommand(join(this.dir, "sshd_config"), this.logPath)]);
   }
 
   get logPath(): string {

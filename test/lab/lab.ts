@@ -115,6 +115,32 @@ export function sshdConfig(o: { address: string; hostKey: string; pidFile: strin
   ].join("\n");
 }
 
+/**
+ * How a host's sshd is started (the lab's, and every test's own). Its login shell reads no ~/.bashrc: every
+ * SSH command runs through the user's shell, and a machine's own root
+ * .bashrc (here `pyenv init`, ~0.4 s per command) is nothing an OVS host
+ * of the lab would run. sshd runs in a private mount namespace with
+ * /dev/null bound over the file; the file itself is untouched.
+ */
+export function sshdCommand(configPath: string, logPath: string): string[] {
+  const bashrc = join(homedir(), ".bashrc");
+  if (!existsSync(bashrc)) return ["/usr/sbin/sshd", "-f", configPath, "-E", logPath];
+  return [
+    "unshare",
+    "--mount",
+    "--propagation",
+    "private",
+    "sh",
+    "-c",
+    'mount --bind /dev/null "$1" && exec "$2" -f "$3" -E "$4"',
+    "sh",
+    bashrc,
+    "/usr/sbin/sshd",
+    configPath,
+    logPath,
+  ];
+}
+
 export class Lab {
   readonly dir: string;
   protected state: LabState = { namespaces: [], rootLinks: [], pidFiles: [] };
@@ -492,35 +518,9 @@ export class Lab {
     const configPath = join(hostDir, "sshd_config");
     writeFileSync(configPath, config);
     this.record("pidFiles", pidFile);
-    inNs(ns, this.sshdCommand(configPath, join(hostDir, "sshd.log")));
+    inNs(ns, sshdCommand(configPath, join(hostDir, "sshd.log")));
     const pub = readFileSync(`${hostKey}.pub`, "utf8").trim().split(" ");
     return `${pub[0]} ${pub[1]}`;
-  }
-
-  /**
-   * How a host's sshd is started. Its login shell reads no ~/.bashrc: every
-   * SSH command runs through the user's shell, and a machine's own root
-   * .bashrc (here `pyenv init`, ~0.4 s per command) is nothing an OVS host
-   * of the lab would run. sshd runs in a private mount namespace with
-   * /dev/null bound over the file; the file itself is untouched.
-   */
-  protected sshdCommand(configPath: string, logPath: string): string[] {
-    const bashrc = join(homedir(), ".bashrc");
-    if (!existsSync(bashrc)) return ["/usr/sbin/sshd", "-f", configPath, "-E", logPath];
-    return [
-      "unshare",
-      "--mount",
-      "--propagation",
-      "private",
-      "sh",
-      "-c",
-      'mount --bind /dev/null "$1" && exec "$2" -f "$3" -E "$4"',
-      "sh",
-      bashrc,
-      "/usr/sbin/sshd",
-      configPath,
-      logPath,
-    ];
   }
 
   private makeClient(hosts: Record<string, LabHost>) {

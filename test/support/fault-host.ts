@@ -1,7 +1,7 @@
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { sshdConfig, vswitchdCommand } from "../lab/lab";
+import { sshdCommand, sshdConfig, vswitchdCommand } from "../lab/lab";
 import type { LabInventory } from "../lab/topology";
 import type { OvsHost } from "../../provider/model/inputs.generated";
 import type { SshConnection } from "../../provider/transport/ssh";
@@ -141,7 +141,7 @@ export class FaultHost {
       user: this.sshUser,
     });
     writeFileSync(join(this.dir, "sshd_config"), config);
-    this.ns(["/usr/sbin/sshd", "-f", join(this.dir, "sshd_config"), "-E", join(this.dir, "sshd.log")]);
+    this.ns(sshdCommand(join(this.dir, "sshd_config"), join(this.dir, "sshd.log")));
   }
 
   pid(daemon: "sshd" | "ovs-vswitchd" | "ovsdb-server"): number {
