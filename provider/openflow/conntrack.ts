@@ -4,20 +4,36 @@
  */
 export interface ConntrackEntry {
   protocol: string;
-  reply: { src: string; sport: number };
+  orig: ConntrackEndpoints;
+  reply: ConntrackEndpoints;
   zone: number;
   /** TCP state as OVS prints it (ESTABLISHED, TIME_WAIT, ...); undefined for protocols without one. */
   state?: string;
 }
 
+/** One direction of an entry; ports are 0 for protocols without them. */
+export interface ConntrackEndpoints {
+  src: string;
+  dst: string;
+  sport: number;
+  dport: number;
+}
+
+const ENDPOINTS = /^src=([^,]+),dst=([^,]+)(?:,sport=([0-9]+),dport=([0-9]+))?/;
+
+function endpoints(text: string): ConntrackEndpoints | undefined {
+  const m = ENDPOINTS.exec(text);
+  return m ? { src: m[1], dst: m[2], sport: Number(m[3] ?? 0), dport: Number(m[4] ?? 0) } : undefined;
+}
+
 export function parseConntrack(dump: string): ConntrackEntry[] {
   const entries: ConntrackEntry[] = [];
   for (const line of dump.split("\n")) {
-    const m = /^(\w+),orig=\([^)]*\),reply=\(src=([0-9.]+),dst=[0-9.]+(?:,sport=([0-9]+))?[^)]*\)(?:,zone=([0-9]+))?(?:.*protoinfo=\(state=(\w+))?/.exec(
-      line.trim(),
-    );
-    if (!m) continue;
-    entries.push({ protocol: m[1], reply: { src: m[2], sport: Number(m[3] ?? 0) }, zone: Number(m[4] ?? 0), ...(m[5] ? { state: m[5] } : {}) });
+    const m = /^(\w+),orig=\(([^)]*)\),reply=\(([^)]*)\)(?:,zone=([0-9]+))?(?:.*protoinfo=\(state=(\w+))?/.exec(line.trim());
+    const orig = m && endpoints(m[2]);
+    const reply = m && endpoints(m[3]);
+    if (!m || !orig || !reply) continue;
+    entries.push({ protocol: m[1], orig, reply, zone: Number(m[4] ?? 0), ...(m[5] ? { state: m[5] } : {}) });
   }
   return entries;
 }
@@ -79,3 +95,19 @@ export function flushConntrackArgs(flush: ConntrackFlush): string[] {
 
 /** `ovs-appctl dpctl/dump-conntrack` arguments for one zone. */
 export const dumpConntrackArgs = (zone: number) => ["dpctl/dump-conntrack", `zone=${zone}`];
+
+const PROTOCOL_NUMBERS: Record<string, number> = { icmp: 1, tcp: 6, udp: 17, icmp6: 58, sctp: 132 };
+
+const tupleMatches = (t: ConntrackTuple | undefined, e: ConntrackEndpoints, proto: number | undefined) =>
+  t === undefined ||
+  (t.proto === proto &&
+    (t.src === undefined || t.src === e.src) &&
+    (t.dst === undefined || t.dst === e.dst) &&
+    (t.sport === undefined || t.sport === e.sport) &&
+    (t.dport === undefined || t.dport === e.dport));
+
+/** Whether a flush selects this entry (what OVS matches: zone, then each given field of each tuple). */
+export function flushSelects(flush: ConntrackFlush, entry: ConntrackEntry): boolean {
+  const proto = PROTOCOL_NUMBERS[entry.protocol];
+  return entry.zone === flush.zone && tupleMatches(flush.orig, entry.orig, proto) && tupleMatches(flush.reply, entry.reply, proto);
+}

@@ -2,7 +2,7 @@ import { describe, it, expect } from "vitest";
 import { check, diff } from "../../provider/handlers";
 import { planBridge } from "../../provider/engine/plan";
 import type { DsrHypervisorFlowsInputs } from "../../provider/model/inputs.generated";
-import { flushConntrackArgs } from "../../provider/openflow";
+import { flushConntrackArgs, flushSelects, parseConntrack } from "../../provider/openflow";
 import * as plan from "../../provider/resources/dsr-hypervisor-flows/plan";
 import { conntrackFlushes, cookieOf, derivedZone, dsrId, withDefaults, zonesOf } from "../../provider/resources/dsr-hypervisor-flows/plan";
 import { renderBundle } from "../../provider/openflow";
@@ -256,6 +256,27 @@ describe("DsrHypervisorFlows conntrack flushes", () => {
     expect(flushArgs(flows(inputs()), flows(vm1OnOne))).toEqual([
       ["dpctl/flush-conntrack", "zone=4242", "ct_nw_dst=10.0.0.221,ct_nw_proto=6,ct_tp_dst=81", "ct_nw_src=10.0.0.101,ct_nw_proto=6,ct_tp_src=8080"],
     ]);
+  });
+
+  it("a flush selects, in a dumped zone, exactly the entries of the (VIP, backend) that left", () => {
+    const dump = [
+      "tcp,orig=(src=10.0.0.2,dst=10.0.0.220,sport=40001,dport=80),reply=(src=10.0.0.102,dst=10.0.0.2,sport=8080,dport=40001),zone=4242,protoinfo=(state=TIME_WAIT)",
+      "tcp,orig=(src=10.0.0.2,dst=10.0.0.220,sport=40002,dport=80),reply=(src=10.0.0.101,dst=10.0.0.2,sport=8080,dport=40002),zone=4242,protoinfo=(state=ESTABLISHED)",
+      "tcp,orig=(src=10.0.0.2,dst=10.0.0.221,sport=40003,dport=81),reply=(src=10.0.0.102,dst=10.0.0.2,sport=8080,dport=40003),zone=4242,protoinfo=(state=ESTABLISHED)",
+      "udp,orig=(src=10.0.0.2,dst=10.0.0.220,sport=40004,dport=80),reply=(src=10.0.0.102,dst=10.0.0.2,sport=8080,dport=40004),zone=4242",
+      "tcp,orig=(src=10.0.0.2,dst=10.0.0.220,sport=40005,dport=80),reply=(src=10.0.0.102,dst=10.0.0.2,sport=8080,dport=40005),zone=7,protoinfo=(state=ESTABLISHED)",
+    ].join("\n");
+    const entries = parseConntrack(dump);
+    expect(entries[0]).toEqual({
+      protocol: "tcp",
+      orig: { src: "10.0.0.2", dst: "10.0.0.220", sport: 40001, dport: 80 },
+      reply: { src: "10.0.0.102", dst: "10.0.0.2", sport: 8080, dport: 40001 },
+      zone: 4242,
+      state: "TIME_WAIT",
+    });
+    const [flush] = conntrackFlushes(flows(inputs()), flows(fewer()));
+    expect(entries.map((e) => flushSelects(flush, e))).toEqual([true, false, false, false, false]);
+    expect(entries.map((e) => flushSelects({ zone: 4242 }, e))).toEqual([true, true, true, true, false]);
   });
 
   it("a udp VIP's entries are flushed as udp; a new zone flushes the old zone's entries; flows of others are never read as ours", () => {
