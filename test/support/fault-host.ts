@@ -173,6 +173,16 @@ export class FaultHost {
     await waitUntil(() => !alive(pid), { what: `${daemon} ${pid} to exit` });
   }
 
+  /**
+   * Limits what reaches the host over its management link to `mbit` Mbit/s
+   * (tbf on the root side of its veth), so a test that acts while a large
+   * stream arrives sees the stream take long enough to act on; the test's
+   * own process, which also sends the stream, gets its turns.
+   */
+  shapeManagement(mbit: number): void {
+    execFileSync("tc", ["qdisc", "replace", "dev", this.veth, "root", "tbf", "rate", `${mbit}mbit`, "burst", "32kbit", "latency", "2s"]);
+  }
+
   /** Stops everything and removes the namespace; safe to call for a host that is not (or only partly) up. */
   down(): void {
     for (const file of [join(this.dir, "sshd.pid"), join(this.rundir, "ovs-vswitchd.pid"), join(this.rundir, "ovsdb-server.pid")]) {
