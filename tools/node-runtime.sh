@@ -170,7 +170,7 @@ for i in "${!node_versions[@]}"; do
   if [ "$what" != unit ]; then
     t=$(date +%s)
     # Filters on file names: every *-grpc test, and the project/state ones that drive the plugin.
-    "${vitest[@]}" --project integration grpc.test.ts state-compat.test.ts nested-dependency.test.ts pulumi-project.test.ts npm-workspace.test.ts \
+    "${vitest[@]}" --project integration --project integration-own-hosts grpc.test.ts state-compat.test.ts nested-dependency.test.ts pulumi-project.test.ts npm-workspace.test.ts \
       harness.test.ts harness-engine.test.ts harness-components.test.ts
     say "engine-boundary tests on Node $node_seen took $(elapsed "$t") s"
   fi

@@ -18,7 +18,7 @@ import { markOffline, readSouthbound, withSouthbound } from "./southbound";
 import { SLOT_TABLE, planAllSlots, recordAllSlots, unsafeMovesError, type SlotPlans } from "./second-chance";
 import { readSlots, shares } from "./slots";
 import { ensureTunnels, removeStaleTunnels, workingTunnels } from "./tunnels";
-import { idsOf, planGatewayScoped, recordPorts, samePorts, scopedRead, updateScope, type UpdateScope } from "./scope";
+import { idsOf, planGatewayScoped, recordPorts, samePorts, scopedIds, scopedRead, updateScope, type UpdateScope } from "./scope";
 import {
   actualInputs,
   assignIds,
@@ -110,11 +110,8 @@ async function readScoped(
   const touched = new Set(scope.touched);
   const mine = idsOf(recorded, keys);
   // Kept VIPs' ids are taken: a new VIP must not derive one of them.
-  const taken = new Set(
-    Object.entries(recorded.groupIds)
-      .filter(([k]) => !keys.has(k))
-      .map(([, id]) => id),
-  );
+  const taken = new Set<number>();
+  for (const k in recorded.groupIds) if (!keys.has(k)) taken.add(recorded.groupIds[k]);
   const inputs = { ...d, vips: d.vips.filter((v) => touched.has(vipKey(v))) };
   const observed = gateways.map((g) => ({ ports: g.ports, flows: [] as DumpedFlow[], groups: [] as GroupEntry[] }));
   const readGroups = new Set<number>();
@@ -240,14 +237,7 @@ async function apply(
               })),
             );
             // Untouched VIPs keep their recorded ids as they are.
-            const touched = new Set(s.touched);
-            ids = mergeIds(
-              idsOf(
-                recorded,
-                d.vips.map(vipKey).filter((k) => !touched.has(k)),
-              ),
-              scoped.ids,
-            );
+            ids = scopedIds(recorded, d, s, scoped.ids);
           }
         }
         if (!plans) {
