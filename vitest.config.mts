@@ -31,6 +31,7 @@ const OWN_HOSTS = [
   "ovsdb-client",
   "ovsdb-schemas",
   "southbound-schema",
+  "ssh-pool",
 ].map((name) => `test/integration/${name}.test.ts`);
 
 /**

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import type { Duplex } from "node:stream";
 import { Client, type ClientChannel, type ConnectConfig } from "ssh2";
@@ -77,82 +78,240 @@ function trustedKeys(c: SshConnection): TrustedKey[] {
 }
 
 /**
- * One SSH connection to one host, reused for all the work on that host
- * within an operation: commands (exec channels) and stream-local channels
- * (e.g. to OVSDB's db.sock).
+ * How long a shared connection stays open with no session on it: long
+ * enough to carry one resource's operation to the next within a `pulumi up`
+ * or refresh (the engine starts the next as one ends), short enough that a
+ * process that is done does not wait long on its sockets.
+ */
+export const SSH_IDLE_MS = 2_000;
+
+/**
+ * Sessions one connection carries at once. OpenSSH allows 10 sessions per
+ * connection by default (MaxSessions) and a session runs up to about three
+ * commands at once (its reads), so a third concurrent session opens a
+ * second connection.
+ */
+export const SESSIONS_PER_CONNECTION = 2;
+
+/** One logged-in SSH connection (and the jump host's it goes through), shared by the sessions on it. */
+class SharedConnection {
+  sessions = 0;
+  gone = false;
+  private idle: NodeJS.Timeout | undefined;
+
+  constructor(
+    readonly client: Client,
+    private readonly jump: SshSession | undefined,
+    /** How long it stays open idle (0: it closes with its last session). */
+    private readonly idleMs: number,
+    private readonly onGone: (shared: SharedConnection) => void = () => undefined,
+  ) {
+    client.on("close", () => this.forget());
+  }
+
+  attach(): void {
+    this.sessions++;
+    clearTimeout(this.idle);
+    this.idle = undefined;
+  }
+
+  detach(): void {
+    if (--this.sessions > 0 || this.gone) return;
+    if (this.idleMs === 0) this.end();
+    else this.idle = setTimeout(() => this.end(), this.idleMs).unref();
+  }
+
+  /** Logs out; a host that stopped answering never finishes the goodbye, so the socket is dropped after a second. */
+  end(): void {
+    this.forget();
+    this.client.end();
+    setTimeout(() => this.client.destroy(), 1_000).unref();
+    this.jump?.close();
+  }
+
+  /** Drops the connection at once (a hung host): every open channel fails. */
+  destroy(): void {
+    this.forget();
+    this.client.destroy();
+    this.jump?.close();
+  }
+
+  /** Never handed out again: a connection that failed, closed or was given up on is not reused. */
+  private forget(): void {
+    if (this.gone) return;
+    this.gone = true;
+    clearTimeout(this.idle);
+    this.onGone(this);
+  }
+}
+
+/**
+ * The SSH connections of this process, shared across operations: a
+ * `pulumi up` or refresh of many resources on the same hosts logs in to
+ * each host once. Connections are keyed by everything that decides the
+ * login (host, port, user, host-key pins, credentials, jump hosts,
+ * timeouts), hashed so no key material is a map key.
+ */
+class SshConnectionPool {
+  private readonly open = new Map<string, SharedConnection[]>();
+  private readonly opening = new Map<string, Promise<void>>();
+
+  async attach(c: SshConnection): Promise<SharedConnection> {
+    const key = connectionKey(c);
+    for (;;) {
+      const free = this.open.get(key)?.find((s) => !s.gone && s.sessions < SESSIONS_PER_CONNECTION);
+      if (free) {
+        free.attach();
+        return free;
+      }
+      // One login at a time per key: sessions asked for meanwhile share it, and a refused login fails them all alike.
+      const pending = this.opening.get(key);
+      if (pending) {
+        await pending;
+        continue;
+      }
+      const opened = login(c).then(({ client, jump }) => {
+        const shared = new SharedConnection(client, jump, SSH_IDLE_MS, (gone) => this.remove(key, gone));
+        this.open.set(key, [...(this.open.get(key) ?? []), shared]);
+      });
+      this.opening.set(key, opened);
+      try {
+        await opened;
+      } finally {
+        this.opening.delete(key);
+      }
+    }
+  }
+
+  /** Logs out of every connection no session uses (a provider's shutdown, a test that restarts hosts). */
+  closeIdle(): void {
+    for (const shared of [...this.open.values()].flat()) if (shared.sessions === 0) shared.end();
+  }
+
+  private remove(key: string, gone: SharedConnection): void {
+    const left = (this.open.get(key) ?? []).filter((s) => s !== gone);
+    if (left.length > 0) this.open.set(key, left);
+    else this.open.delete(key);
+  }
+}
+
+/** Everything of a connection that decides how it logs in, as one canonical string, hashed. */
+function connectionKey(c: SshConnection): string {
+  const canonical = (v: unknown): unknown =>
+    v !== null && typeof v === "object" && !Buffer.isBuffer(v)
+      ? Object.fromEntries(
+          Object.entries(v)
+            .filter(([, x]) => x !== undefined)
+            .sort(([a], [b]) => (a < b ? -1 : 1))
+            .map(([k, x]) => [k, canonical(x)]),
+        )
+      : Buffer.isBuffer(v)
+        ? v.toString("base64")
+        : v;
+  return createHash("sha256")
+    .update(JSON.stringify(canonical(c)))
+    .digest("hex");
+}
+
+const pool = new SshConnectionPool();
+
+/** Logs out of every shared SSH connection that no session uses. */
+export const closeIdleSshConnections = () => pool.closeIdle();
+
+/** Logs in as `c` says (through its jump host, if any), verifying every host key on the way. */
+async function login(c: SshConnection): Promise<{ client: Client; jump: SshSession | undefined }> {
+  const hostName = describeHost(c);
+  const keys = trustedKeys(c);
+  const jump = c.jumpHost ? await SshSession.fresh(c.jumpHost) : undefined;
+  try {
+    const sock = jump ? await jump.forwardTcp(c.host, c.port ?? 22) : undefined;
+    const client = new Client();
+    let keyRejected = false;
+    const config: ConnectConfig = {
+      host: c.host,
+      port: c.port ?? 22,
+      username: c.user,
+      sock,
+      readyTimeout: c.connectTimeoutMs ?? 10_000,
+      keepaliveInterval: 15_000,
+      algorithms: { serverHostKey: hostKeyAlgorithmsFor(keys) as never },
+      hostVerifier: (key: Buffer) => {
+        const ok = keyMatches(key, keys);
+        keyRejected = !ok;
+        return ok;
+      },
+    };
+    if (c.privateKey) config.privateKey = c.privateKey;
+    else if (c.privateKeyPath) config.privateKey = readFileSync(c.privateKeyPath);
+    if (c.passphrase) config.passphrase = c.passphrase;
+    if (c.agent) config.agent = c.agent;
+    await new Promise<void>((resolve, reject) => {
+      client.once("ready", () => resolve());
+      // `on`, not `once`: a connection given up on (readyTimeout) can still report its end later.
+      client.on("error", (err: Error) => {
+        // ssh2's own message is generic; say which host and why, never echoing key material.
+        if (keyRejected) reject(new HostKeyMismatchError(hostName));
+        // ssh2 tells a host key type mismatch from other failed key exchanges only in its message text (same level and reason).
+        else if (/no matching host key format/.test(err.message)) reject(new HostKeyTypeError(hostName, [...new Set(keys.map((k) => k.type))]));
+        else reject(new SshError(hostName, `connect failed: ${err.message}`));
+      });
+      try {
+        client.connect(config);
+      } catch (err) {
+        // e.g. a key that cannot be parsed or needs a passphrase
+        reject(new SshError(hostName, `connect failed: ${(err as Error).message}`));
+      }
+    }).catch((e) => {
+      client.destroy();
+      throw e;
+    });
+    // Later errors (e.g. a dropped connection) surface through the open channels.
+    client.on("error", () => undefined);
+    return { client, jump };
+  } catch (e) {
+    jump?.close();
+    throw e;
+  }
+}
+
+/**
+ * A session on one host: what an operation uses for all its work there,
+ * commands (exec channels) and stream-local channels (e.g. to OVSDB's
+ * db.sock). It runs on a connection shared with this process's other
+ * sessions to the same host as the same login; closing it hands the
+ * connection back.
  */
 export class SshSession implements CommandRunner {
   readonly hostName: string;
-  private closed = false;
+  private released = false;
 
   private constructor(
-    private readonly client: Client,
-    private readonly jump: SshSession | undefined,
+    private readonly shared: SharedConnection,
     readonly connection: SshConnection,
   ) {
     this.hostName = describeHost(connection);
-    client.on("close", () => (this.closed = true));
   }
 
-  /** Connects with the stack's `ovslb:ssh` settings under the declared ones (provider/stack-ssh.ts). */
-  static connect(declared: SshConnection): Promise<SshSession> {
-    return SshSession.open(withStackSsh(declared));
+  /** A session on the shared connection for `declared` with the stack's `ovslb:ssh` settings under it (provider/stack-ssh.ts); logs in if there is none. */
+  static async connect(declared: SshConnection): Promise<SshSession> {
+    const c = withStackSsh(declared);
+    return new SshSession(await pool.attach(c), c);
   }
 
-  /** `c` already carries the stack's settings, its jump host too. */
-  private static async open(c: SshConnection): Promise<SshSession> {
-    const hostName = describeHost(c);
-    const keys = trustedKeys(c);
-    const jump = c.jumpHost ? await SshSession.open(c.jumpHost) : undefined;
-    try {
-      const sock = jump ? await jump.forwardTcp(c.host, c.port ?? 22) : undefined;
-      const client = new Client();
-      let keyRejected = false;
-      const config: ConnectConfig = {
-        host: c.host,
-        port: c.port ?? 22,
-        username: c.user,
-        sock,
-        readyTimeout: c.connectTimeoutMs ?? 10_000,
-        keepaliveInterval: 15_000,
-        algorithms: { serverHostKey: hostKeyAlgorithmsFor(keys) as never },
-        hostVerifier: (key: Buffer) => {
-          const ok = keyMatches(key, keys);
-          keyRejected = !ok;
-          return ok;
-        },
-      };
-      if (c.privateKey) config.privateKey = c.privateKey;
-      else if (c.privateKeyPath) config.privateKey = readFileSync(c.privateKeyPath);
-      if (c.passphrase) config.passphrase = c.passphrase;
-      if (c.agent) config.agent = c.agent;
-      await new Promise<void>((resolve, reject) => {
-        client.once("ready", () => resolve());
-        // `on`, not `once`: a connection given up on (readyTimeout) can still report its end later.
-        client.on("error", (err: Error) => {
-          // ssh2's own message is generic; say which host and why, never echoing key material.
-          if (keyRejected) reject(new HostKeyMismatchError(hostName));
-          // ssh2 tells a host key type mismatch from other failed key exchanges only in its message text (same level and reason).
-          else if (/no matching host key format/.test(err.message)) reject(new HostKeyTypeError(hostName, [...new Set(keys.map((k) => k.type))]));
-          else reject(new SshError(hostName, `connect failed: ${err.message}`));
-        });
-        try {
-          client.connect(config);
-        } catch (err) {
-          // e.g. a key that cannot be parsed or needs a passphrase
-          reject(new SshError(hostName, `connect failed: ${(err as Error).message}`));
-        }
-      }).catch((e) => {
-        client.destroy();
-        throw e;
-      });
-      // Later errors (e.g. a dropped connection) surface through the open channels.
-      client.on("error", () => undefined);
-      return new SshSession(client, jump, c);
-    } catch (e) {
-      jump?.close();
-      throw e;
-    }
+  /** A session on a connection of its own, logged in now and out when it closes (`c` already carries the stack's settings, its jump host too). */
+  static async fresh(c: SshConnection): Promise<SshSession> {
+    const { client, jump } = await login(c);
+    const shared = new SharedConnection(client, jump, 0);
+    shared.attach();
+    return new SshSession(shared, c);
+  }
+
+  private get client(): Client {
+    return this.shared.client;
+  }
+
+  private get closed(): boolean {
+    return this.released || this.shared.gone;
   }
 
   get commandTimeoutMs(): number {
@@ -272,18 +431,17 @@ export class SshSession implements CommandRunner {
     });
   }
 
+  /** Ends the session; the connection stays for the process's next session to the host, until idle. */
   close(): void {
-    this.client.end();
-    // A host that stopped answering never finishes the goodbye: drop the socket rather than keep it half-open.
-    if (!this.closed) setTimeout(() => this.client.destroy(), 1_000).unref();
-    this.jump?.close();
+    if (this.released) return;
+    this.released = true;
+    this.shared.detach();
   }
 
-  /** Drops the connection at once (a hung host): every open channel fails. */
+  /** Drops the connection at once (a hung host): every channel on it fails, and it is never reused. */
   private abandon(): void {
-    this.closed = true;
-    this.client.destroy();
-    this.jump?.close();
+    this.released = true;
+    this.shared.destroy();
   }
 }
 
@@ -338,7 +496,8 @@ export async function withSessions<R>(
 export async function verifyLogin(declared: SshConnection): Promise<void> {
   let session: SshSession;
   try {
-    session = await SshSession.connect(declared);
+    // A login of its own, never a shared connection: it is the login that is to be proven.
+    session = await SshSession.fresh(withStackSsh(declared));
   } catch (e) {
     throw loginRefused(withStackSsh(declared), e);
   }

@@ -70,8 +70,11 @@ afterAll(async () => {
 });
 
 describe("the harness runs a program as pulumi up does", () => {
-  it("up creates the component's bridges; the second takes the first's uuid; parents and dependencies as declared", async () => {
+  it("up creates the component's bridges; the second takes the first's uuid; parents and dependencies as declared; one login for both", async () => {
+    const before = logins();
     const r = await stack.up();
+    // Two resources on this host, one run of the provider: one SSH login, shared by both creates.
+    expect(logins() - before).toBe(1);
     expect(r.steps.filter((s) => s.custom).map((s) => [s.urn, s.op])).toEqual([
       [urnOf("pair-a"), "create"],
       [urnOf("pair-b"), "create"],
@@ -168,8 +171,10 @@ describe("the harness runs a program as pulumi up does", () => {
     stack = changed;
   });
 
-  it("destroy removes everything, dependents first", async () => {
+  it("destroy removes everything, dependents first, logging in once", async () => {
+    const before = logins();
     const r = await stack.destroy();
+    expect(logins() - before).toBe(1);
     expect(r.steps.map((s) => s.urn)).toEqual([urnOf("pair-b"), urnOf("pair-a"), PAIR, STACK]);
     expect(r.resources).toEqual([]);
     expect(bridges()).toEqual([]);
