@@ -106,6 +106,8 @@ class SharedConnection {
     private readonly idleMs: number,
     private readonly onGone: (shared: SharedConnection) => void = () => undefined,
   ) {
+    // The host ending its side (sshd gone) is enough: nothing more can be asked of it.
+    client.on("end", () => this.forget());
     client.on("close", () => this.forget());
   }
 
@@ -158,6 +160,10 @@ class SshConnectionPool {
 
   async attach(c: SshConnection): Promise<SharedConnection> {
     const key = connectionKey(c);
+    // A host that dropped a connection before this call came has said so (its FIN is in the socket): two
+    // immediates put one whole poll phase of the event loop between, in which the client hears it, so a
+    // connection already ended is not handed out (one immediate can run before the next poll).
+    for (let turn = 0; turn < 2; turn++) await new Promise((resolve) => setImmediate(resolve));
     for (;;) {
       const free = this.open.get(key)?.find((s) => !s.gone && s.sessions < SESSIONS_PER_CONNECTION);
       if (free) {

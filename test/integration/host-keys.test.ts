@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { handle } from "../../provider/handlers";
@@ -34,15 +34,29 @@ beforeAll(() => {
   }
 });
 
+/** The sshd and every session it serves (its descendants): a connection open to the old server ends with it. */
 function stopSshd() {
   if (!existsSync(pidFile)) return;
   const pid = Number(readFileSync(pidFile, "utf8").trim());
-  try {
-    process.kill(pid, "SIGTERM");
-  } catch {
-    /* already gone */
+  const parents = new Map<number, number>();
+  for (const p of readdirSync("/proc").filter((p) => /^\d+$/.test(p))) {
+    try {
+      parents.set(Number(p), Number(readFileSync(`/proc/${p}/stat`, "utf8").split(") ")[1].split(" ")[1]));
+    } catch {
+      /* exited */
+    }
   }
-  for (let i = 0; i < 100 && existsSync(`/proc/${pid}`); i++) execFileSync("sleep", ["0.05"]);
+  const tree = [pid];
+  for (let i = 0; i < tree.length; i++) for (const [child, parent] of parents) if (parent === tree[i]) tree.push(child);
+  for (const p of tree) {
+    try {
+      process.kill(p, "SIGKILL");
+    } catch {
+      /* already gone */
+    }
+  }
+  for (const p of tree)
+    for (let i = 0; i < 100 && existsSync(`/proc/${p}`) && !readFileSync(`/proc/${p}/stat`, "utf8").includes(") Z "); i++) execFileSync("sleep", ["0.05"]);
   rmSync(pidFile, { force: true });
 }
 

@@ -3,6 +3,7 @@ import { execFileSync } from "node:child_process";
 import { chmodSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { handle } from "../../provider/handlers";
+import { closeIdleSshConnections } from "../../provider/transport/ssh";
 import type { LabInventory } from "../lab/topology";
 import { FaultHost } from "../support/fault-host";
 import { loadInventory } from "../support/lab";
@@ -144,6 +145,8 @@ describe("an unprivileged user with only the OVS group", () => {
 
   it("without the group, the same create fails naming the host, the socket and why, and changes nothing", async () => {
     run(["gpasswd", "--delete", USER, GROUP]);
+    // A login's groups are fixed when it logs in: the change applies to the next login, not to this process's open connection.
+    closeIdleSshConnections();
     try {
       const inputs = await checked("OvsBridge", { host: ovsHost(), name: BRIDGE });
       await expect(handle("OvsBridge", "create", [inputs])).rejects.toThrow(

@@ -166,11 +166,14 @@ export class FaultHost {
   }
 
   /** Kills a daemon (SIGKILL: a crash) and waits until it is gone. */
+  /** SIGKILL: a crash. sshd goes whole, its listener and every session it serves, as when its host goes down. */
   async kill(daemon: "sshd" | "ovs-vswitchd" | "ovsdb-server"): Promise<void> {
-    const pid = this.pid(daemon);
-    signal(pid, "SIGCONT");
-    signal(pid, "SIGKILL");
-    await waitUntil(() => !alive(pid), { what: `${daemon} ${pid} to exit` });
+    const pids = [this.pid(daemon), ...(daemon === "sshd" ? this.processes("sshd: ") : [])];
+    for (const pid of pids) {
+      signal(pid, "SIGCONT");
+      signal(pid, "SIGKILL");
+    }
+    await waitUntil(() => !pids.some(alive), { what: `${daemon} (${pids.join(", ")}) to exit` });
   }
 
   /**
