@@ -4,6 +4,7 @@ import * as os from "node:os";
 import { join } from "node:path";
 import type { Benchmark, BenchContext, Invariant } from "./common";
 import { childResult, fmtInt, fmtMs, labRun, machineNote, median, teardownSteps } from "./common";
+import { profiled, type CpuSplit } from "./cpu-split";
 import type { DeferredNatBackend, DeferredNatLoadBalancerInputs as Inputs } from "../provider/model/inputs.generated";
 import { parseFlows, parseGroups, renderBundle, type Modification } from "../provider/openflow";
 import { deferredNatLoadBalancerHandler as handler, type DeferredNatState } from "../provider/resources/deferred-nat-load-balancer/handler";
@@ -194,7 +195,14 @@ interface Saved {
   state: DeferredNatState;
 }
 
-async function labScenario(name: string, size: { vips: number; backends: number }, file: string, full: boolean, warm: boolean): Promise<Figures> {
+async function labScenario(
+  name: string,
+  size: { vips: number; backends: number },
+  file: string,
+  full: boolean,
+  warm: boolean,
+  profile: boolean,
+): Promise<Figures> {
   const inv = loadInventory();
   const base = inputsFor(inv, size);
   if (name === "lab-create") {
@@ -218,36 +226,44 @@ async function labScenario(name: string, size: { vips: number; backends: number 
   // Warm: this process has already updated the resource once (nothing changed, nothing sent), as a provider that handled another resource first.
   if (warm) {
     // Copies: a provider gets fresh objects in every call, so nothing of this warm-up is reused but the compiled code.
+    // Made as the measured call's are (recorded inputs parsed, desired ones built and defaulted), as one provider
+    // decodes every resource alike: a warm-up of other object shapes leaves code the measured call deoptimizes.
     // The recorded inputs lack VIP 0: the warm-up reads that VIP's group and flow, finds them as wanted, and sends nothing.
     const copy = JSON.parse(JSON.stringify(saved)) as Saved;
+    const fresh = inputsFor(inv, size);
     await handler.update(
       copy.id,
       { inputs: withDefaults({ ...copy.inputs, vips: copy.inputs.vips.slice(1) }), state: copy.state },
-      withDefaults(JSON.parse(JSON.stringify(saved.inputs)) as Inputs),
+      withDefaults(name === "lab-add" ? fresh : withAdded(fresh, size)),
     );
   }
-  const { value, figures } = await measure(() => handler.update(saved.id, old, news));
-  writeFileSync(file, JSON.stringify({ id: saved.id, inputs: news, state: value }));
-  return { ...figures, detail: { operations: value.lastApply[GATEWAY].operations, bytes: value.lastApply[GATEWAY].bytes, lastRead: value.lastRead } };
+  const run = () => handler.update(saved.id, old, news);
+  const { value, figures } = await measure(async () => (profile ? profiled(run) : { value: await run(), split: undefined }));
+  const state = value.value;
+  writeFileSync(file, JSON.stringify({ id: saved.id, inputs: news, state }));
+  return {
+    ...figures,
+    detail: { operations: state.lastApply[GATEWAY].operations, bytes: state.lastApply[GATEWAY].bytes, lastRead: state.lastRead, cpuSplit: value.split },
+  };
 }
 
 /** Runs one scenario in a fresh node process and returns its figures. */
-function child(ctx: BenchContext, scenario: string, size: { vips: number; backends: number }, file = "", full = false, warm = false): Figures {
-  const r = spawnSync(process.execPath, [__filename, "--child", JSON.stringify({ scenario, size, file, full, warm })], {
+function child(ctx: BenchContext, scenario: string, size: { vips: number; backends: number }, file = "", full = false, warm = false, profile = false): Figures {
+  const r = spawnSync(process.execPath, [__filename, "--child", JSON.stringify({ scenario, size, file, full, warm, profile })], {
     encoding: "utf8",
     maxBuffer: 1 << 24,
   });
   if (r.status !== 0) throw new Error(`scale-planning child ${scenario} failed (exit ${r.status}): ${r.stderr.slice(-2000)}`);
   const figures = JSON.parse(r.stdout.trim().split("\n").at(-1)!) as Figures;
   ctx.log(
-    `  ${scenario}${full ? " (full path)" : ""}${warm ? " (warm)" : ""}: ${fmtMs(figures.wallMs)} wall, ${fmtMs(figures.cpuMs)} CPU, peak ${figures.peakRssMiB.toFixed(0)} MiB`,
+    `  ${scenario}${full ? " (full path)" : ""}${warm ? " (warm)" : ""}${profile ? " (profiled)" : ""}: ${fmtMs(figures.wallMs)} wall, ${fmtMs(figures.cpuMs)} CPU, peak ${figures.peakRssMiB.toFixed(0)} MiB`,
   );
   return figures;
 }
 
 if (process.argv[2] === "--child") {
-  const { scenario, size, file, full, warm } = JSON.parse(process.argv[3]);
-  const run = scenario.startsWith("lab-") ? labScenario(scenario, size, file, full, warm) : pureScenario(scenario, size);
+  const { scenario, size, file, full, warm, profile } = JSON.parse(process.argv[3]);
+  const run = scenario.startsWith("lab-") ? labScenario(scenario, size, file, full, warm, !!profile) : pureScenario(scenario, size);
   childResult(run);
 }
 
@@ -257,6 +273,10 @@ const mib = (f: Figures) => `${f.peakRssMiB.toFixed(0)} MiB (${(f.peakRssMiB - f
 const med = (runs: Figures[], k: "wallMs" | "cpuMs" | "peakRssMiB") => median(runs.map((r) => r[k]));
 const medRow = (what: string, path: string, runs: Figures[], ops: string) =>
   `| ${what} | ${path} | ${fmtMs(med(runs, "wallMs"))} | ${fmtMs(med(runs, "cpuMs"))} | ${med(runs, "peakRssMiB").toFixed(0)} MiB (${(med(runs, "peakRssMiB") - median(runs.map((r) => r.rssBeforeMiB))).toFixed(0)} over) | ${ops} |`;
+const splitRow = (what: string, runs: Figures[]) => {
+  const part = (k: keyof CpuSplit) => fmtMs(median(runs.map((r) => (r.detail.cpuSplit as CpuSplit)[k])));
+  return `| ${what} | scoped, the provider's own CPU (profiled run: samples outside SSH) | ${fmtMs(med(runs, "wallMs"))} | ${part("providerMs")} | ${med(runs, "peakRssMiB").toFixed(0)} MiB | of ${part("sampledMs")} sampled: SSH ${part("sshMs")}, socket I/O ${part("ioMs")}, GC ${part("gcMs")} |`;
+};
 const opsText = (ops: unknown) =>
   Object.entries((ops ?? {}) as Record<string, number>)
     .map(([k, n]) => `${k} ×${fmtInt(n)}`)
@@ -331,13 +351,14 @@ export const scalePlanningBenchmark: Benchmark = {
       const machine = await machineNote(gw);
       const create = child(ctx, "lab-create", size, file);
       const runs = () => ({ add: [] as Figures[], remove: [] as Figures[] });
-      const lab = { scoped: runs(), full: runs(), scopedWarm: runs(), fullWarm: runs() };
+      const lab = { scoped: runs(), full: runs(), scopedWarm: runs(), fullWarm: runs(), scopedWarmProfiled: runs() };
       for (let r = 0; r < size.runs; r++) {
-        for (const path of ["scoped", "full", "scopedWarm", "fullWarm"] as const) {
+        for (const path of ["scoped", "full", "scopedWarm", "fullWarm", "scopedWarmProfiled"] as const) {
           const full = path.startsWith("full");
-          const warm = path.endsWith("Warm");
-          lab[path].add.push(child(ctx, "lab-add", size, file, full, warm));
-          lab[path].remove.push(child(ctx, "lab-remove", size, file, full, warm));
+          const warm = path.includes("Warm");
+          const profile = path.endsWith("Profiled");
+          lab[path].add.push(child(ctx, "lab-add", size, file, full, warm, profile));
+          lab[path].remove.push(child(ctx, "lab-remove", size, file, full, warm, profile));
         }
       }
       const dumpGroups = await gw.run(["ovs-ofctl", "-O", "OpenFlow15", "dump-groups", BRIDGE]);
@@ -352,7 +373,14 @@ export const scalePlanningBenchmark: Benchmark = {
       const after = await gw.run(["ovs-ofctl", "-O", "OpenFlow15", "dump-groups", BRIDGE]);
       invariants.push({ name: "delete leaves no group", ok: !after.stdout.includes("group_id=") });
 
-      const all = [...lab.scoped.add, ...lab.scoped.remove, ...lab.scopedWarm.add, ...lab.scopedWarm.remove];
+      const all = [
+        ...lab.scoped.add,
+        ...lab.scoped.remove,
+        ...lab.scopedWarm.add,
+        ...lab.scopedWarm.remove,
+        ...lab.scopedWarmProfiled.add,
+        ...lab.scopedWarmProfiled.remove,
+      ];
       invariants.push({
         name: "every scoped update read only the one VIP it changed",
         ok: all.every((f) => JSON.stringify(f.detail.lastRead) === JSON.stringify({ scope: "vips", vips: 1 })),
@@ -366,10 +394,10 @@ export const scalePlanningBenchmark: Benchmark = {
       invariants.push({
         name: "both paths sent the same one-bucket bundle (insert on add, remove on remove)",
         ok:
-          [...lab.scoped.add, ...lab.full.add, ...lab.scopedWarm.add, ...lab.fullWarm.add].every(
+          [...lab.scoped.add, ...lab.full.add, ...lab.scopedWarm.add, ...lab.fullWarm.add, ...lab.scopedWarmProfiled.add].every(
             (f) => JSON.stringify(f.detail.operations) === JSON.stringify({ "insert-buckets": 1 }),
           ) &&
-          [...lab.scoped.remove, ...lab.full.remove, ...lab.scopedWarm.remove, ...lab.fullWarm.remove].every(
+          [...lab.scoped.remove, ...lab.full.remove, ...lab.scopedWarm.remove, ...lab.fullWarm.remove, ...lab.scopedWarmProfiled.remove].every(
             (f) => JSON.stringify(f.detail.operations) === JSON.stringify({ "remove-buckets": 1 }),
           ),
       });
@@ -416,10 +444,13 @@ export const scalePlanningBenchmark: Benchmark = {
         medRow(`update, warm process: one backend added`, "scoped", lab.scopedWarm.add, opsText(lab.scopedWarm.add[0].detail.operations)),
         medRow(`update, warm process: that backend removed`, "full (before)", lab.fullWarm.remove, opsText(lab.fullWarm.remove[0].detail.operations)),
         medRow(`update, warm process: that backend removed`, "scoped", lab.scopedWarm.remove, opsText(lab.scopedWarm.remove[0].detail.operations)),
+        splitRow(`update, warm process: one backend added`, lab.scopedWarmProfiled.add),
+        splitRow(`update, warm process: that backend removed`, lab.scopedWarmProfiled.remove),
         `| delete | — | ${fmtMs(del.wallMs)} | ${fmtMs(del.cpuMs)} | ${mib(del)} | |`,
         "",
         "An update's figures include opening its SSH connection (key exchange), the OVSDB reads of the gateway's ports and tunnels, the read, the plan and the one bundle. " +
           'A fresh process pays for compiling the code it runs the first time (the SSH client alone is about 30 ms of CPU on its first connection, 8 ms after); "warm" is a process that has already updated the resource once (one VIP read, found as wanted, nothing sent), as the provider is after its first resource of a `pulumi up`.',
+        "The provider's own CPU (SSH excluded) is from another warm scoped update of each kind, run under V8's sampling profiler (every 200 µs, in the process; bench/cpu-split.ts): each sample goes to whoever's frame is nearest the top of its stack: the provider (provider/, its transport aside), SSH (ssh2 and provider/transport: key exchange, channels, packet crypto, the OVSDB client's JSON), node's socket I/O and events when neither, or garbage collection. Profiling slows the process, so these are at most what an unprofiled run spends.",
         "The scoped read is `dump-groups BR GROUP` and `dump-flows BR table=0,MATCH` for the one VIP (4 channels at most at once); the full read is `dump-groups BR` and `dump-flows` of tables 0 and 20, parsed as they stream in.",
       ].join("\n");
       return {

@@ -134,9 +134,10 @@ export function sameVip(a: DeferredNatVip, b: DeferredNatVip): boolean {
   while (i < ab.length && sameBackend(ab[i], bb[i])) i++;
   if (i === ab.length) return true;
   const byKey = new Map(ab.map((x) => [backendKey(x), x]));
+  // Each recorded backend matches once: a backend listed twice is no match for one missing.
   return bb.every((y) => {
     const x = byKey.get(backendKey(y));
-    return !!x && sameBackend(x, y);
+    return !!x && byKey.delete(backendKey(y)) && sameBackend(x, y);
   });
 }
 
