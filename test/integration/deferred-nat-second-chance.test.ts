@@ -224,7 +224,12 @@ describe("second chance: backend changes break no established connection", () =>
       // Which entries stay live, and in what state: what a failure needs to be explained.
       const zone = hv[drained.hypervisor].outputs.ctZone as number;
       const dump = await runChecked(ssh[drained.hypervisor], ["ovs-appctl", "dpctl/dump-conntrack", `zone=${zone}`]);
-      throw new Error(`${e.message}; ${drained.hypervisor} zone ${zone}: ${dump.split("\n").filter((l) => l.includes(`src=${drained.address},`)).join(" | ")}`);
+      throw new Error(
+        `${e.message}; ${drained.hypervisor} zone ${zone}: ${dump
+          .split("\n")
+          .filter((l) => l.includes(`src=${drained.address},`))
+          .join(" | ")}`,
+      );
     });
     await apply(pool.filter((b) => b !== drained).map((backend) => ({ backend })));
     expect(brokenOf(await live!.round())).toEqual([]);
