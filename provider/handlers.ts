@@ -1,5 +1,5 @@
 import { isDeepStrictEqual } from "node:util";
-import { canonicalInputs, dataplaneInputs, mapConnections, validateAgainstSchema, type CheckFailure } from "./model/validate";
+import { sameInputs, mapConnections, validateAgainstSchema, type CheckFailure } from "./model/validate";
 import { PartialApplyError, type ResourceHandler } from "./resource-handler";
 import { deferredNatLoadBalancerHandler } from "./resources/deferred-nat-load-balancer/handler";
 import { distributorAttachmentHandler } from "./resources/distributor-attachment/handler";
@@ -142,9 +142,10 @@ export async function diff(kind: string, _id: string, olds: Props, news: Props) 
   const handler = handlerFor(kind);
   // Lists whose order means nothing ("x-unordered" in schema/) compare as sets: reordering
   // backends, VIPs, gateways or amphorae (or a read that lists them in another order) is no change.
-  const before = canonicalInputs(handler.schema, splitOutputs(handler, olds).inputs);
-  const after = canonicalInputs(handler.schema, withoutProvider(news));
-  if (isDeepStrictEqual(before, after)) return { changes: false };
+  const before = splitOutputs(handler, olds).inputs;
+  const after = withoutProvider(news);
+  if (sameInputs(handler.schema, before, after)) return { changes: false };
+  // Identities are scalars, which canonical order does not touch.
   const oldId = handler.identity(before);
   const newId = handler.identity(after);
   const replaces = Object.keys(newId).filter((k) => !containsUnknown(newId[k]) && !isDeepStrictEqual(oldId[k], newId[k]));
@@ -217,8 +218,8 @@ export async function update(kind: string, id: string, olds: Props, news: Props)
   // Not after a partial apply or a read that found drift: the hosts are not what the recorded inputs say.
   // (Identical inputs are no such change: an update the engine would not ask for, so it is done in full.)
   const drifted = Array.isArray(old.state.drift) && old.state.drift.length > 0;
-  const identical = isDeepStrictEqual(canonicalInputs(handler.schema, old.inputs), canonicalInputs(handler.schema, clean));
-  if (!drifted && !identical && isDeepStrictEqual(dataplaneInputs(handler.schema, old.inputs), dataplaneInputs(handler.schema, clean))) {
+  const identical = sameInputs(handler.schema, old.inputs, clean);
+  if (!drifted && !identical && sameInputs(handler.schema, old.inputs, clean, { reach: (c) => ({ host: c.host }) })) {
     await verifyReach(kind, id, handler, clean);
     return { outs: joinOutputs(clean, old.state) };
   }

@@ -12,7 +12,7 @@ const ajv = new Ajv({ allErrors: true, verbose: true, strict: true, useDefaults:
 /**
  * `"x-unordered": true` on an array schema: the list is a set, its order
  * means nothing (backends, VIPs, gateways, amphorae, ...), and diff compares
- * it order-insensitively (`canonicalInputs`). `false`: its order matters.
+ * it order-insensitively (`sameInputs`). `false`: its order matters.
  * Every array in schema/ says which (test/unit/unordered-lists.test.ts).
  * An annotation only: it validates nothing.
  */
@@ -23,7 +23,7 @@ ajv.addKeyword({ keyword: UNORDERED, type: "array", schemaType: "boolean" });
  * reached, not what is on it. A change of any of its properties but `host`
  * (a rotated key, another user, port or timeout) changes nothing on the
  * host, so update logs in to each host the new way to verify it, sends
- * nothing else and records it (`dataplaneInputs`, provider/model/reach.ts).
+ * nothing else and records it (`sameInputs` with `reach`, provider/model/reach.ts).
  */
 export const REACH = "x-reach";
 ajv.addKeyword({ keyword: REACH, type: "object", schemaType: "boolean" });
@@ -139,8 +139,15 @@ type SchemaNode = {
 
 const DOCUMENTS: Record<string, object> = { "common.json": common };
 
+/** Resolved "$ref"s per document: a walk of a load balancer's inputs follows the same few refs 100,000s of times. */
+const RESOLVED = new WeakMap<object, Map<string, { node: SchemaNode; doc: object }>>();
+
 /** Follows a "$ref" ("common.json#/definitions/x" or "#/definitions/x") from within `doc`. */
 function resolveRef(ref: string, doc: object): { node: SchemaNode; doc: object } {
+  let known = RESOLVED.get(doc);
+  if (!known) RESOLVED.set(doc, (known = new Map<string, { node: SchemaNode; doc: object }>()));
+  const cached = known.get(ref);
+  if (cached) return cached;
   const hash = ref.indexOf("#");
   const file = hash < 0 ? ref : ref.slice(0, hash);
   const target = file === "" ? doc : DOCUMENTS[file];
@@ -150,7 +157,9 @@ function resolveRef(ref: string, doc: object): { node: SchemaNode; doc: object }
     node = (node as Record<string, unknown> | undefined)?.[step.replace(/~1/g, "/").replace(/~0/g, "~")];
   }
   if (!node || typeof node !== "object") throw new Error(`schema: cannot resolve $ref ${ref}`);
-  return { node: node, doc: target };
+  const resolved = { node: node, doc: target };
+  known.set(ref, resolved);
+  return resolved;
 }
 
 /** JSON with object keys sorted: equal values give equal text, whatever their key order. */
@@ -166,60 +175,118 @@ function stableText(v: unknown): string {
   return typeof v === "bigint" ? `"${v.toString()}n"` : (JSON.stringify(v) ?? "null");
 }
 
-interface Walk {
-  /** Sort the lists the schema marks "x-unordered". */
-  sortSets: boolean;
-  /** Replaces each connection ("x-reach") object. */
-  reach?: (connection: Record<string, unknown>) => unknown;
-}
+/** Replaces a connection ("x-reach") object. */
+type Reach = (connection: Record<string, unknown>) => unknown;
 
-function walkAt(node: SchemaNode | undefined, doc: object, value: unknown, depth: number, walk: Walk): unknown {
+/** `value` with each connection the schema marks "x-reach" replaced by `reach(connection)`; nothing else changed. */
+function walkAt(node: SchemaNode | undefined, doc: object, value: unknown, depth: number, reach: Reach): unknown {
   if (depth > 64) throw new Error("schema: $ref nesting too deep");
   while (node?.$ref) ({ node, doc } = resolveRef(node.$ref, doc));
-  if (walk.reach && node?.[REACH] === true && value && typeof value === "object" && !Array.isArray(value)) {
-    return walk.reach(value as Record<string, unknown>);
-  }
-  if (Array.isArray(value)) {
-    const items = value.map((v) => walkAt(node?.items, doc, v, depth + 1, walk));
-    if (!walk.sortSets || node?.[UNORDERED] !== true) return items;
-    // A set: ordered by each element's whole canonical text, a stable and total key.
-    return items
-      .map((v) => [stableText(v), v] as const)
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-      .map(([, v]) => v);
-  }
+  // A part of the inputs with no connection under it is shared, not copied (a load balancer's backends).
+  if (!reachesUnder(node, doc)) return value;
+  if (node?.[REACH] === true && value && typeof value === "object" && !Array.isArray(value)) return reach(value as Record<string, unknown>);
+  if (Array.isArray(value)) return value.map((v) => walkAt(node?.items, doc, v, depth + 1, reach));
   if (value && typeof value === "object") {
     const out: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
       const extra = node?.additionalProperties;
       const sub = node?.properties?.[k] ?? (typeof extra === "object" ? extra : undefined);
-      out[k] = walkAt(sub, doc, v, depth + 1, walk);
+      out[k] = walkAt(sub, doc, v, depth + 1, reach);
     }
     return out;
   }
   return value;
 }
 
-/**
- * `inputs` with every list the schema marks "x-unordered" sorted into one
- * canonical order (nested lists first), so two inputs that differ only in
- * the order of such lists are deeply equal. Everything else is kept as is;
- * properties the schema does not know are kept untouched.
- */
-export function canonicalInputs<T>(schema: object, inputs: T): T {
-  return walkAt(schema, schema, inputs, 0, { sortSets: true }) as T;
+/** Schema nodes (refs resolved) by whether a connection ("x-reach") can be at or under them, as walkAt walks. */
+const REACHES = new WeakMap<object, boolean>();
+
+function reachesUnder(node: SchemaNode | undefined, doc: object): boolean {
+  while (node?.$ref) ({ node, doc } = resolveRef(node.$ref, doc));
+  if (!node) return false;
+  const known = REACHES.get(node);
+  if (known !== undefined) return known;
+  // A cycle through refs counts as reaching until known: such a part is walked, never wrongly shared.
+  REACHES.set(node, true);
+  const extra = node.additionalProperties;
+  const children = [node.items, ...Object.values(node.properties ?? {}), typeof extra === "object" ? extra : undefined];
+  const reaches = node[REACH] === true || children.some((child) => reachesUnder(child, doc));
+  REACHES.set(node, reaches);
+  return reaches;
 }
 
 /**
- * What of `inputs` is on the hosts: canonicalInputs with every connection
- * ("x-reach") reduced to its host. Two inputs with the same dataplane
- * inputs differ only in how the hosts are reached.
+ * Whether `a` and `b` are the same inputs: equal, where a list the schema
+ * marks "x-unordered" compares as a set (nested lists too) and object key
+ * order never counts; properties the schema does not know compare as they
+ * are. With `reach`, each connection ("x-reach") counts as what `reach`
+ * makes of it. Lists are compared in place first, so inputs that are the
+ * same in the same order (a preview with nothing changed) or differ in a
+ * list's length (a backend added) cost one walk and no copy; only a list
+ * whose order differs is compared as sorted canonical texts.
  */
-export function dataplaneInputs<T>(schema: object, inputs: T): T {
-  return walkAt(schema, schema, inputs, 0, { sortSets: true, reach: (c) => ({ host: c.host }) }) as T;
+export function sameInputs(schema: object, a: unknown, b: unknown, opts: { reach?: Reach } = {}): boolean {
+  return sameAt(schema, schema, a, b, 0, opts.reach);
+}
+
+function sameAt(node: SchemaNode | undefined, doc: object, a: unknown, b: unknown, depth: number, reach: Reach | undefined): boolean {
+  if (depth > 64) throw new Error("schema: $ref nesting too deep");
+  if (a === b) return true;
+  while (node?.$ref) ({ node, doc } = resolveRef(node.$ref, doc));
+  const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v);
+  if (reach && node?.[REACH] === true && isObject(a) && isObject(b)) return stableText(reach(a)) === stableText(reach(b));
+  if (Array.isArray(a) || Array.isArray(b)) {
+    if (!Array.isArray(a) || !Array.isArray(b) || a.length !== b.length) return false;
+    const unordered = node?.[UNORDERED] === true;
+    // Elements equal in place pair up (as sets too: taking one equal element from each side keeps them equal or not).
+    const differ: number[] = [];
+    for (let i = 0; i < a.length; i++) {
+      if (sameAt(node?.items, doc, a[i], b[i], depth + 1, reach)) continue;
+      if (!unordered) return false;
+      differ.push(i);
+    }
+    if (differ.length === 0) return true;
+    const texts = (list: unknown[]) => differ.map((i) => textAt(node?.items, doc, list[i], depth + 1, reach)).sort();
+    const [ta, tb] = [texts(a), texts(b)];
+    return ta.every((t, i) => t === tb[i]);
+  }
+  if (isObject(a) && isObject(b)) {
+    const keys = (o: Record<string, unknown>) => Object.keys(o).filter((k) => o[k] !== undefined);
+    const [ka, kb] = [keys(a), keys(b)];
+    if (ka.length !== kb.length) return false;
+    const extra = node?.additionalProperties;
+    return ka.every((k) => k in b && sameAt(node?.properties?.[k] ?? (typeof extra === "object" ? extra : undefined), doc, a[k], b[k], depth + 1, reach));
+  }
+  return stableText(a) === stableText(b);
+}
+
+/** The canonical text of a value: JSON with object keys sorted and every list the schema marks "x-unordered" sorted. */
+function textAt(node: SchemaNode | undefined, doc: object, value: unknown, depth: number, reach: Reach | undefined): string {
+  if (depth > 64) throw new Error("schema: $ref nesting too deep");
+  while (node?.$ref) ({ node, doc } = resolveRef(node.$ref, doc));
+  if (reach && node?.[REACH] === true && value && typeof value === "object" && !Array.isArray(value)) {
+    return stableText(reach(value as Record<string, unknown>));
+  }
+  if (Array.isArray(value)) {
+    const items = value.map((v) => textAt(node?.items, doc, v, depth + 1, reach));
+    if (node?.[UNORDERED] === true) items.sort();
+    return `[${items.join(",")}]`;
+  }
+  if (value && typeof value === "object") {
+    const extra = node?.additionalProperties;
+    const record = value as Record<string, unknown>;
+    let text = "";
+    for (const k of Object.keys(record).sort()) {
+      const v = record[k];
+      if (v === undefined) continue;
+      text += `${text === "" ? "" : ","}${JSON.stringify(k)}:${textAt(node?.properties?.[k] ?? (typeof extra === "object" ? extra : undefined), doc, v, depth + 1, reach)}`;
+    }
+    return `{${text}}`;
+  }
+  return stableText(value);
 }
 
 /** `inputs` with every connection ("x-reach") replaced by `f(connection)`; nothing else changed. */
 export function mapConnections<T>(schema: object, inputs: T, f: (connection: SshConnection) => SshConnection): T {
-  return walkAt(schema, schema, inputs, 0, { sortSets: false, reach: (c) => f(c as unknown as SshConnection) }) as T;
+  return walkAt(schema, schema, inputs, 0, (c) => f(c as unknown as SshConnection)) as T;
 }

@@ -20,6 +20,8 @@ const FLUSH_ROUNDS = 4;
 /** One SSH session to an OVS host, and its Open_vSwitch database over the same connection. */
 export class OvsHostSession {
   private db: OvsdbClient | undefined;
+  /** Locks this session holds (claim). */
+  private readonly claimed: string[] = [];
 
   constructor(
     readonly host: OvsHost,
@@ -103,10 +105,20 @@ export class OvsHostSession {
     if (!(await (await this.vswitchDb()).tryLock(lock.name))) {
       throw new OperationInProgressError(`${this.hostName}: another operation on ${lock.resource} is in progress (it holds ovsdb lock ${lock.name} there)`);
     }
+    this.claimed.push(lock.name);
   }
 
-  close() {
-    this.db?.close();
+  /**
+   * Gives back the locks it claimed, each once the server says so, then
+   * ends the session. The next operation may follow at once on the same
+   * shared SSH connection: it must not find the lock still held while the
+   * server has yet to see this channel close. A lock whose unlock fails is
+   * released by the connection's end all the same.
+   */
+  async close(): Promise<void> {
+    const db = this.db;
+    if (db) await Promise.allSettled(this.claimed.splice(0).map((name) => db.unlock(name)));
+    db?.close();
     this.ssh.close();
   }
 }
@@ -181,7 +193,7 @@ export async function withAllOvsHosts<R>(hosts: readonly OvsHost[], fn: (session
     if (lock) await claimAll(sessions, lock);
     return await fn(sessions);
   } finally {
-    for (const s of sessions) s.close();
+    await Promise.all(sessions.map((s) => s.close()));
   }
 }
 
@@ -195,7 +207,7 @@ export function withOvsHosts<R>(hosts: readonly OvsHost[], fn: (s: OvsHostSessio
         if (lock) await claimAll([session], lock);
         return await fn(session, i);
       } finally {
-        session.close();
+        await session.close();
       }
     },
   );

@@ -41,7 +41,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await own?.run(["ovs-vsctl", "--if-exists", "del-br", BRIDGE]);
   own?.close();
-  host?.close();
+  await host?.close();
 });
 
 describe("OpenFlow over SSH", () => {

@@ -2,7 +2,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, it, expect } from "vitest";
 import { check, diff } from "../../provider/handlers";
-import { canonicalInputs, UNORDERED } from "../../provider/model/validate";
+import { sameInputs, UNORDERED } from "../../provider/model/validate";
 import { liftCredentials, CREDENTIALS_OUTPUT } from "../../provider/secrets";
 import deferredNatSchema from "../../schema/deferred-nat-load-balancer.json";
 
@@ -186,16 +186,49 @@ describe("diff: lists whose order means nothing compare as sets", () => {
   });
 });
 
-describe("canonicalInputs", () => {
-  it("sorts marked lists only, nested ones too, and leaves the input untouched", () => {
+describe("sameInputs", () => {
+  const same = (a: unknown, b: unknown, opts?: Parameters<typeof sameInputs>[3]) => sameInputs(deferredNatSchema, a, b, opts);
+
+  it("compares marked lists as sets, nested ones too, and leaves the inputs untouched", () => {
     const inputs = lb();
     const before = JSON.stringify(inputs);
-    const a = canonicalInputs(deferredNatSchema, inputs);
-    const b = canonicalInputs(deferredNatSchema, { ...inputs, vips: reversed(inputs.vips).map((v: Props) => ({ ...v, backends: reversed(v.backends) })) });
-    expect(a).toEqual(b);
+    const reordered = { ...inputs, vips: reversed(inputs.vips).map((v: Props) => ({ ...v, backends: reversed(v.backends) })) };
+    expect(same(inputs, reordered)).toBe(true);
     expect(JSON.stringify(inputs)).toBe(before);
-    // Properties the schema does not know (recorded state) are kept as they are.
-    expect(canonicalInputs(deferredNatSchema, { ...inputs, extra: [3, 1, 2] }).extra).toEqual([3, 1, 2]);
+    // Key order never counts, nor a key whose value is undefined.
+    expect(same(inputs, Object.fromEntries(Object.entries(inputs).reverse()))).toBe(true);
+    expect(same(inputs, { ...inputs, absent: undefined })).toBe(true);
+  });
+
+  it("tells any real change, in place or reordered: a value, a list's length, an element swapped for another", () => {
+    const inputs = lb();
+    const vip = inputs.vips[0] as Props;
+    const withVip = (v: Props) => ({ ...inputs, vips: [v, ...inputs.vips.slice(1)] });
+    expect(same(inputs, withVip({ ...vip, port: vip.port + 1 }))).toBe(false);
+    expect(same(inputs, withVip({ ...vip, backends: [...vip.backends, { ...vip.backends[0], address: "10.0.0.250" }] }))).toBe(false);
+    const swapped = [{ ...vip.backends[0], port: 9999 }, ...vip.backends.slice(1)];
+    expect(same(inputs, withVip({ ...vip, backends: reversed(swapped) }))).toBe(false);
+    // A duplicate in place of another element is not the same set.
+    expect(same(inputs, withVip({ ...vip, backends: vip.backends.map(() => vip.backends[0]) }))).toBe(vip.backends.length === 1);
+    // Properties the schema does not know (recorded state) compare as they are: their lists keep their order.
+    expect(same({ ...inputs, extra: [3, 1, 2] }, { ...inputs, extra: [1, 2, 3] })).toBe(false);
+    expect(same({ ...inputs, extra: [3, 1, 2] }, { ...inputs, extra: [3, 1, 2] })).toBe(true);
+  });
+
+  it("with reach, counts each connection as what reach makes of it", () => {
+    const inputs = lb();
+    const rotated = {
+      ...inputs,
+      gateways: inputs.gateways.map((g: Props) => ({ ...g, host: { ...g.host, connection: { ...g.host.connection, user: "ops" } } })),
+    };
+    const hostOnly = { reach: (c: Record<string, unknown>) => ({ host: c.host }) };
+    expect(same(inputs, rotated)).toBe(false);
+    expect(same(inputs, rotated, hostOnly)).toBe(true);
+    const moved = {
+      ...inputs,
+      gateways: inputs.gateways.map((g: Props) => ({ ...g, host: { ...g.host, connection: { ...g.host.connection, host: "192.0.2.99" } } })),
+    };
+    expect(same(inputs, moved, hostOnly)).toBe(false);
   });
 });
 
