@@ -7,6 +7,7 @@ import { distributorFailoverBenchmark } from "./distributor-failover";
 import { dsrGreBenchmark } from "./dsr-gre";
 import { livenessBenchmark } from "./liveness";
 import { peerCommandBenchmark } from "./peer-command";
+import { previewCostBenchmark } from "./preview-cost";
 import { scaleFanoutBenchmark } from "./scale-fanout";
 import { scalePlanningBenchmark } from "./scale-planning";
 import { scaleReadingBenchmark } from "./scale-reading";
@@ -37,6 +38,7 @@ const BENCHMARKS: readonly Benchmark[] = [
   peerCommandBenchmark,
   scalePlanningBenchmark,
   scaleReadingBenchmark,
+  previewCostBenchmark,
 ];
 
 /** Compiled to dist/bench/run.js: the tracked results sit next to the sources. */

@@ -1,0 +1,194 @@
+import * as os from "node:os";
+import { isDeepStrictEqual } from "node:util";
+import type { Benchmark, Invariant } from "./common";
+import { fmtMs, median } from "./common";
+import { handle } from "../provider/handlers";
+import type { DeferredNatLoadBalancerInputs as Inputs } from "../provider/model/inputs.generated";
+import { UNORDERED, sameInputs } from "../provider/model/validate";
+import schema from "../schema/deferred-nat-load-balancer.json";
+import common from "../schema/common.json";
+
+/**
+ * preview-cost (issue 21): what `pulumi preview` asks of the provider for
+ * one DeferredNatLoadBalancer of the largest size (1,024 VIPs x 100
+ * backends): `check` of the new inputs and `diff` against the recorded ones,
+ * with one backend added, with nothing changed, and with every list
+ * reordered. The comparison diff made before (a canonical copy of each
+ * side, every set sorted by its elements' text, then a deep equality) runs
+ * side by side with today's `sameInputs`, in the same process, alternately;
+ * both must agree. No host is contacted: check and diff never do.
+ */
+
+const FULL = { vips: 1024, backends: 100, runs: 5 };
+const SMOKE = { vips: 16, backends: 10, runs: 1 };
+const KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJdD7y3aLq454yWBdwLWbieU1ebz9/cu7/QEXn9OIeZJ";
+type Props = Record<string, unknown>;
+
+const hex2 = (n: number) => (n & 255).toString(16).padStart(2, "0");
+const backend = (v: number, i: number) => ({
+  address: `10.${100 + (v >> 8)}.${v & 255}.${i + 1}`,
+  port: 8080,
+  mac: `02:01:${hex2(v >> 8)}:${hex2(v)}:${hex2(i >> 8)}:${hex2(i + 1)}`,
+  hypervisor: "hv1",
+});
+
+function inputsFor(size: { vips: number; backends: number }, added = false): Inputs {
+  return {
+    name: "bench-preview",
+    gateways: [
+      {
+        name: "gw1",
+        host: { connection: { host: "192.0.2.1", user: "root", hostKey: KEY, privateKeyPath: "/k" } },
+        bridge: "br-seg",
+        segmentPort: "seg0",
+        mac: "02:00:0a:00:01:0c",
+      },
+    ],
+    hypervisors: [{ name: "hv1" }],
+    vips: Array.from({ length: size.vips }, (_, v) => ({
+      address: `10.201.${v >> 8}.${v & 255}`,
+      port: 80,
+      protocol: "tcp" as const,
+      backends: Array.from({ length: size.backends + (added && v === size.vips >> 1 ? 1 : 0) }, (_, i) => backend(v, i)),
+    })),
+  };
+}
+
+// ------------------------------------------------ the comparison diff made before (baseline)
+
+type Node = { $ref?: string; items?: Node; properties?: Record<string, Node>; additionalProperties?: unknown; [k: string]: unknown };
+const DOCUMENTS: Record<string, object> = { "common.json": common };
+
+function resolveRef(ref: string, doc: object): { node: Node; doc: object } {
+  const hash = ref.indexOf("#");
+  const file = hash < 0 ? ref : ref.slice(0, hash);
+  const target = file === "" ? doc : DOCUMENTS[file];
+  let node: unknown = target;
+  for (const step of (hash < 0 ? "" : ref.slice(hash + 1)).split("/").filter(Boolean)) node = (node as Props)[step];
+  return { node: node as Node, doc: target };
+}
+
+function stableText(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(stableText).join(",")}]`;
+  if (v && typeof v === "object") {
+    const entries = Object.entries(v as Props).filter(([, x]) => x !== undefined);
+    return `{${entries
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([k, x]) => `${JSON.stringify(k)}:${stableText(x)}`)
+      .join(",")}}`;
+  }
+  return JSON.stringify(v) ?? "null";
+}
+
+/** The canonical copy diff made of each side before: every "x-unordered" list sorted by its elements' text. */
+function canonicalCopy(node: Node | undefined, doc: object, value: unknown): unknown {
+  while (node?.$ref) ({ node, doc } = resolveRef(node.$ref, doc));
+  if (Array.isArray(value)) {
+    const items = value.map((v) => canonicalCopy(node?.items, doc, v));
+    if (node?.[UNORDERED] !== true) return items;
+    return items
+      .map((v) => [stableText(v), v] as const)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([, v]) => v);
+  }
+  if (value && typeof value === "object") {
+    const out: Props = {};
+    for (const [k, v] of Object.entries(value as Props)) {
+      const extra = node?.additionalProperties;
+      out[k] = canonicalCopy(node?.properties?.[k] ?? (typeof extra === "object" ? (extra as Node) : undefined), doc, v);
+    }
+    return out;
+  }
+  return value;
+}
+
+const sameBefore = (a: unknown, b: unknown) => isDeepStrictEqual(canonicalCopy(schema as Node, schema, a), canonicalCopy(schema as Node, schema, b));
+
+// ------------------------------------------------------------------------------ the run
+
+function cpuMs<T>(fn: () => T): { value: T; ms: number } {
+  const t = process.cpuUsage();
+  const value = fn();
+  const used = process.cpuUsage(t);
+  return { value, ms: (used.user + used.system) / 1000 };
+}
+
+async function cpuMsAsync<T>(fn: () => Promise<T>): Promise<{ value: T; ms: number }> {
+  const t = process.cpuUsage();
+  const value = await fn();
+  const used = process.cpuUsage(t);
+  return { value, ms: (used.user + used.system) / 1000 };
+}
+
+const reversed = <T>(list: readonly T[]) => [...list].reverse();
+
+export const previewCostBenchmark: Benchmark = {
+  name: "preview-cost",
+  description:
+    "issue 21: check and diff of a DeferredNatLoadBalancer of 1,024 VIPs x 100 backends (what preview asks per resource), today's comparison vs the one before",
+  async run(ctx) {
+    const size = ctx.smoke ? SMOKE : FULL;
+    const kind = "DeferredNatLoadBalancer";
+    const checked = async (i: Inputs) => {
+      const r = (await handle(kind, "check", [{}, i])) as { inputs: Props; failures: unknown[] };
+      if (r.failures.length > 0) throw new Error(`check refused the bench's inputs: ${JSON.stringify(r.failures.slice(0, 3))}`);
+      return r.inputs;
+    };
+    const recorded = await checked(inputsFor(size));
+    const cases = {
+      "one backend added": await checked(inputsFor(size, true)),
+      "nothing changed": await checked(inputsFor(size)),
+      "every list reordered": await checked({
+        ...inputsFor(size),
+        vips: reversed(inputsFor(size).vips).map((v) => ({ ...v, backends: reversed(v.backends) })),
+      }),
+    };
+    const expected: Record<keyof typeof cases, boolean> = { "one backend added": true, "nothing changed": false, "every list reordered": false };
+    const figures: Record<string, { before: number[]; now: number[]; diff: number[] }> = {};
+    const check: number[] = [];
+    const invariants: Invariant[] = [];
+    ctx.log(`${size.vips} VIPs x ${size.backends} backends, ${size.runs} run(s) each, alternating`);
+    for (let run = 0; run < size.runs; run++) {
+      check.push((await cpuMsAsync(() => checked(inputsFor(size, true)))).ms);
+      for (const [name, news] of Object.entries(cases) as [keyof typeof cases, Props][]) {
+        const f = (figures[name] ??= { before: [], now: [], diff: [] });
+        const before = cpuMs(() => sameBefore(recorded, news));
+        const now = cpuMs(() => sameInputs(schema, recorded, news));
+        const diff = await cpuMsAsync(() => handle(kind, "diff", ["bench", recorded, news]) as Promise<{ changes: boolean }>);
+        f.before.push(before.ms);
+        f.now.push(now.ms);
+        f.diff.push(diff.ms);
+        if (run === 0) {
+          invariants.push({
+            name: `${name}: the comparison before and sameInputs agree, and diff says ${expected[name] ? "changes" : "no changes"}`,
+            ok: before.value === now.value && diff.value.changes === expected[name] && now.value === !expected[name],
+            detail: `before ${before.value}, now ${now.value}, diff.changes ${diff.value.changes}`,
+          });
+        }
+      }
+      ctx.log(
+        `  run ${run + 1}: check ${fmtMs(check.at(-1)!)}; ${Object.entries(figures)
+          .map(([n, f]) => `${n}: before ${fmtMs(f.before.at(-1)!)}, now ${fmtMs(f.now.at(-1)!)}, diff ${fmtMs(f.diff.at(-1)!)}`)
+          .join("; ")}`,
+      );
+    }
+    const cpus = os.cpus();
+    const markdown = [
+      `## preview-cost: check and diff of one DeferredNatLoadBalancer, ${size.vips} VIPs x ${size.backends} backends`,
+      "",
+      `Machine: ${cpus[0]?.model ?? "unknown"} x${cpus.length}, Node ${process.version}; load average ${os
+        .loadavg()
+        .map((l) => l.toFixed(2))
+        .join(
+          " ",
+        )} as the run ended; ${new Date().toISOString()}. CPU (process.cpuUsage) of one process, medians of ${size.runs} alternating runs after the inputs were built and checked once.`,
+      "",
+      "| Recorded vs new inputs | Compare, before (canonical copies, deep equality) | Compare, now (`sameInputs`) | Whole `diff` now |",
+      "| --- | --- | --- | --- |",
+      ...Object.entries(figures).map(([n, f]) => `| ${n} | ${fmtMs(median(f.before))} | ${fmtMs(median(f.now))} | ${fmtMs(median(f.diff))} |`),
+      "",
+      `\`check\` of the new inputs (schema, defaults, rules): ${fmtMs(median(check))}.`,
+    ].join("\n");
+    return { name: "preview-cost", markdown, invariants, data: { size, check, figures } };
+  },
+};
