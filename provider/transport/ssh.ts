@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
+import { createConnection } from "node:net";
 import type { Duplex } from "node:stream";
 import { Client, type ClientChannel, type ConnectConfig } from "ssh2";
 import type { CommandResult, CommandRunner, RunOptions } from "./exec";
@@ -93,19 +94,30 @@ export const SSH_IDLE_MS = 2_000;
  */
 export const SESSIONS_PER_CONNECTION = 2;
 
+/** A logged-in SSH client, the socket it runs on, and the jump host session that socket goes through. */
+interface LoggedIn {
+  client: Client;
+  sock: Duplex;
+  jump: SshSession | undefined;
+}
+
 /** One logged-in SSH connection (and the jump host's it goes through), shared by the sessions on it. */
 class SharedConnection {
   sessions = 0;
   gone = false;
+  readonly client: Client;
+  private readonly sock: Duplex;
+  private readonly jump: SshSession | undefined;
   private idle: NodeJS.Timeout | undefined;
 
   constructor(
-    readonly client: Client,
-    private readonly jump: SshSession | undefined,
+    logged: LoggedIn,
     /** How long it stays open idle (0: it closes with its last session). */
     private readonly idleMs: number,
     private readonly onGone: (shared: SharedConnection) => void = () => undefined,
   ) {
+    ({ client: this.client, sock: this.sock, jump: this.jump } = logged);
+    const client = this.client;
     // The host ending its side (sshd gone) is enough: nothing more can be asked of it.
     client.on("end", () => this.forget());
     client.on("close", () => this.forget());
@@ -118,32 +130,33 @@ class SharedConnection {
   }
 
   detach(): void {
-    if (--this.sessions > 0 || this.gone) return;
-    if (this.idleMs === 0) this.end();
+    if (--this.sessions > 0) return;
+    // One the host ended may still hold its socket half open: drop it.
+    if (this.gone) this.sock.destroy();
+    else if (this.idleMs === 0) this.end();
     else this.idle = setTimeout(() => this.end(), this.idleMs).unref();
   }
 
   /** Logs out; a host that stopped answering never finishes the goodbye, so the socket is dropped after a second. */
   end(): void {
-    this.forget();
     this.client.end();
-    setTimeout(() => this.client.destroy(), 1_000).unref();
-    this.jump?.close();
+    setTimeout(() => this.sock.destroy(), 1_000).unref();
+    this.forget();
   }
 
   /** Drops the connection at once (a hung host): every open channel fails. */
   destroy(): void {
+    this.sock.destroy();
     this.forget();
-    this.client.destroy();
-    this.jump?.close();
   }
 
-  /** Never handed out again: a connection that failed, closed or was given up on is not reused. */
+  /** Never handed out again: a connection that failed, closed or was given up on is not reused, nor its jump host's. */
   private forget(): void {
     if (this.gone) return;
     this.gone = true;
     clearTimeout(this.idle);
     this.onGone(this);
+    this.jump?.close();
   }
 }
 
@@ -176,8 +189,8 @@ class SshConnectionPool {
         await pending;
         continue;
       }
-      const opened = login(c).then(({ client, jump }) => {
-        const shared = new SharedConnection(client, jump, SSH_IDLE_MS, (gone) => this.remove(key, gone));
+      const opened = login(c).then((logged) => {
+        const shared = new SharedConnection(logged, SSH_IDLE_MS, (gone) => this.remove(key, gone));
         this.open.set(key, [...(this.open.get(key) ?? []), shared]);
       });
       this.opening.set(key, opened);
@@ -225,12 +238,14 @@ const pool = new SshConnectionPool();
 export const closeIdleSshConnections = () => pool.closeIdle();
 
 /** Logs in as `c` says (through its jump host, if any), verifying every host key on the way. */
-async function login(c: SshConnection): Promise<{ client: Client; jump: SshSession | undefined }> {
+async function login(c: SshConnection): Promise<LoggedIn> {
   const hostName = describeHost(c);
   const keys = trustedKeys(c);
   const jump = c.jumpHost ? await SshSession.fresh(c.jumpHost) : undefined;
   try {
-    const sock = jump ? await jump.forwardTcp(c.host, c.port ?? 22) : undefined;
+    // The socket is ours, not ssh2's: once ssh2 has ended a connection its destroy() does nothing, and a host
+    // that never answers the goodbye would hold the socket (and this process) for minutes.
+    const sock = jump ? await jump.forwardTcp(c.host, c.port ?? 22) : createConnection({ host: c.host, port: c.port ?? 22 });
     const client = new Client();
     let keyRejected = false;
     const config: ConnectConfig = {
@@ -269,11 +284,12 @@ async function login(c: SshConnection): Promise<{ client: Client; jump: SshSessi
       }
     }).catch((e) => {
       client.destroy();
+      sock.destroy();
       throw e;
     });
     // Later errors (e.g. a dropped connection) surface through the open channels.
     client.on("error", () => undefined);
-    return { client, jump };
+    return { client, sock, jump };
   } catch (e) {
     jump?.close();
     throw e;
@@ -306,8 +322,7 @@ export class SshSession implements CommandRunner {
 
   /** A session on a connection of its own, logged in now and out when it closes (`c` already carries the stack's settings, its jump host too). */
   static async fresh(c: SshConnection): Promise<SshSession> {
-    const { client, jump } = await login(c);
-    const shared = new SharedConnection(client, jump, 0);
+    const shared = new SharedConnection(await login(c), 0);
     shared.attach();
     return new SshSession(shared, c);
   }
