@@ -3,25 +3,6 @@ import type { Match } from "./types";
 
 /** Reading `ovs-appctl ofproto/trace` output and writing its packets (pure; the transport runs the traces). */
 
-/**
- * Cuts concatenated trace outputs apart. Each starts with `Flow: `; after a
- * recirculation (ct), a trace goes on with a `====` banner and its own
- * `Flow: ` line, which belongs to the same packet.
- */
-export function splitTraces(output: string): string[] {
-  const traces: string[][] = [];
-  let resumed = false;
-  for (const line of output.split("\n")) {
-    if (line.startsWith("=====")) resumed = true;
-    if (line.startsWith("Flow: ")) {
-      if (!resumed) traces.push([]);
-      resumed = false;
-    }
-    traces.at(-1)?.push(line);
-  }
-  return traces.map((lines) => lines.join("\n"));
-}
-
 /** The first select-group bucket the trace chose, or undefined if it met none (or none was live). */
 export function chosenBucket(trace: string): number | undefined {
   const used = /-> using bucket (\d+)/.exec(trace);

@@ -1,5 +1,5 @@
 import { OpenFlowValueError } from "../openflow/render";
-import { chosenBucket, slotChoice, splitTraces, traceFlow, type SlotChoice } from "../openflow/trace";
+import { chosenBucket, slotChoice, traceFlow, type SlotChoice } from "../openflow/trace";
 import { type Match } from "../openflow/types";
 import { type CommandRunner } from "./exec";
 import { connectVswitchd } from "./unixctl";
@@ -53,7 +53,7 @@ async function traces(runner: CommandRunner, bridgeName: string, packets: readon
   }
 }
 
-export { chosenBucket, splitTraces };
+export { chosenBucket };
 
 export async function traceBucket(runner: CommandRunner, bridgeName: string, packet: Match): Promise<number | undefined> {
   return (await traceBuckets(runner, bridgeName, [packet]))[0];
