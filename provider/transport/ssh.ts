@@ -242,17 +242,14 @@ async function login(c: SshConnection): Promise<LoggedIn> {
   const hostName = describeHost(c);
   const keys = trustedKeys(c);
   const jump = c.jumpHost ? await SshSession.fresh(c.jumpHost) : undefined;
+  let sock: Duplex | undefined;
   try {
-    // The socket is ours, not ssh2's: once ssh2 has ended a connection its destroy() does nothing, and a host
-    // that never answers the goodbye would hold the socket (and this process) for minutes.
-    const sock = jump ? await jump.forwardTcp(c.host, c.port ?? 22) : createConnection({ host: c.host, port: c.port ?? 22 });
     const client = new Client();
     let keyRejected = false;
     const config: ConnectConfig = {
       host: c.host,
       port: c.port ?? 22,
       username: c.user,
-      sock,
       readyTimeout: c.connectTimeoutMs ?? 10_000,
       keepaliveInterval: 15_000,
       algorithms: { serverHostKey: hostKeyAlgorithmsFor(keys) as never },
@@ -266,6 +263,12 @@ async function login(c: SshConnection): Promise<LoggedIn> {
     else if (c.privateKeyPath) config.privateKey = readFileSync(c.privateKeyPath);
     if (c.passphrase) config.passphrase = c.passphrase;
     if (c.agent) config.agent = c.agent;
+    // The socket is ours, not ssh2's: once ssh2 has ended a connection its destroy() does nothing, and a host
+    // that never answers the goodbye would hold the socket (and this process) for minutes. Made last, once
+    // nothing before the connect can throw; its errors reach ssh2's listener and so the connect's.
+    const socket = (sock = jump ? await jump.forwardTcp(c.host, c.port ?? 22) : createConnection({ host: c.host, port: c.port ?? 22 }));
+    socket.on("error", () => undefined);
+    config.sock = socket;
     await new Promise<void>((resolve, reject) => {
       client.once("ready", () => resolve());
       // `on`, not `once`: a connection given up on (readyTimeout) can still report its end later.
@@ -284,13 +287,13 @@ async function login(c: SshConnection): Promise<LoggedIn> {
       }
     }).catch((e) => {
       client.destroy();
-      sock.destroy();
       throw e;
     });
     // Later errors (e.g. a dropped connection) surface through the open channels.
     client.on("error", () => undefined);
-    return { client, sock, jump };
+    return { client, sock: socket, jump };
   } catch (e) {
+    sock?.destroy();
     jump?.close();
     throw e;
   }
