@@ -4,6 +4,7 @@ import type { Benchmark, Invariant } from "./common";
 import { fmtMs, median } from "./common";
 import { handle } from "../provider/handlers";
 import type { DeferredNatLoadBalancerInputs as Inputs } from "../provider/model/inputs.generated";
+import { largeLoadBalancer, withAdded, type LoadBalancerSize } from "./large-load-balancer";
 import { UNORDERED, sameInputs } from "../provider/model/validate";
 import schema from "../schema/deferred-nat-load-balancer.json";
 import common from "../schema/common.json";
@@ -24,35 +25,18 @@ const SMOKE = { vips: 16, backends: 10, runs: 1 };
 const KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJdD7y3aLq454yWBdwLWbieU1ebz9/cu7/QEXn9OIeZJ";
 type Props = Record<string, unknown>;
 
-const hex2 = (n: number) => (n & 255).toString(16).padStart(2, "0");
-const backend = (v: number, i: number) => ({
-  address: `10.${100 + (v >> 8)}.${v & 255}.${i + 1}`,
-  port: 8080,
-  mac: `02:01:${hex2(v >> 8)}:${hex2(v)}:${hex2(i >> 8)}:${hex2(i + 1)}`,
-  hypervisor: "hv1",
-});
-
-function inputsFor(size: { vips: number; backends: number }, added = false): Inputs {
-  return {
-    name: "bench-preview",
-    gateways: [
-      {
-        name: "gw1",
-        host: { connection: { host: "192.0.2.1", user: "root", hostKey: KEY, privateKeyPath: "/k" } },
-        bridge: "br-seg",
-        segmentPort: "seg0",
-        mac: "02:00:0a:00:01:0c",
-      },
-    ],
-    hypervisors: [{ name: "hv1" }],
-    vips: Array.from({ length: size.vips }, (_, v) => ({
-      address: `10.201.${v >> 8}.${v & 255}`,
-      port: 80,
-      protocol: "tcp" as const,
-      backends: Array.from({ length: size.backends + (added && v === size.vips >> 1 ? 1 : 0) }, (_, i) => backend(v, i)),
-    })),
-  };
-}
+const inputsFor = (size: LoadBalancerSize) =>
+  largeLoadBalancer(
+    "bench-preview",
+    {
+      name: "gw1",
+      host: { connection: { host: "192.0.2.1", user: "root", hostKey: KEY, privateKeyPath: "/k" } },
+      bridge: "br-seg",
+      segmentPort: "seg0",
+      mac: "02:00:0a:00:01:0c",
+    },
+    size,
+  );
 
 // ------------------------------------------------ the comparison diff made before (baseline)
 
@@ -136,7 +120,7 @@ export const previewCostBenchmark: Benchmark = {
     };
     const recorded = await checked(inputsFor(size));
     const cases = {
-      "one backend added": await checked(inputsFor(size, true)),
+      "one backend added": await checked(withAdded(inputsFor(size), size)),
       "nothing changed": await checked(inputsFor(size)),
       "every list reordered": await checked({
         ...inputsFor(size),
@@ -149,7 +133,7 @@ export const previewCostBenchmark: Benchmark = {
     const invariants: Invariant[] = [];
     ctx.log(`${size.vips} VIPs x ${size.backends} backends, ${size.runs} run(s) each, alternating`);
     for (let run = 0; run < size.runs; run++) {
-      check.push((await cpuMsAsync(() => checked(inputsFor(size, true)))).ms);
+      check.push((await cpuMsAsync(() => checked(withAdded(inputsFor(size), size)))).ms);
       for (const [name, news] of Object.entries(cases) as [keyof typeof cases, Props][]) {
         const f = (figures[name] ??= { before: [], now: [], diff: [] });
         const before = cpuMs(() => sameBefore(recorded, news));

@@ -5,7 +5,8 @@ import { join } from "node:path";
 import type { Benchmark, BenchContext, Invariant } from "./common";
 import { childResult, fmtInt, fmtMs, labRun, machineNote, median, teardownSteps } from "./common";
 import { profiled, type CpuSplit } from "./cpu-split";
-import type { DeferredNatBackend, DeferredNatLoadBalancerInputs as Inputs } from "../provider/model/inputs.generated";
+import type { DeferredNatLoadBalancerInputs as Inputs } from "../provider/model/inputs.generated";
+import { changed, largeLoadBalancer, withAdded, type LoadBalancerSize } from "./large-load-balancer";
 import { parseFlows, parseGroups, renderBundle, type Modification } from "../provider/openflow";
 import { deferredNatLoadBalancerHandler as handler, type DeferredNatState } from "../provider/resources/deferred-nat-load-balancer/handler";
 import {
@@ -74,45 +75,19 @@ async function measure<T>(fn: () => Promise<T>): Promise<{ value: T; figures: Om
   };
 }
 
-const hex2 = (n: number) => (n & 255).toString(16).padStart(2, "0");
-const backend = (v: number, i: number): DeferredNatBackend => ({
-  address: `10.${64 + (v >> 8)}.${v & 255}.${i + 1}`,
-  port: 8080,
-  mac: `02:01:${hex2(v >> 8)}:${hex2(v)}:${hex2(i >> 8)}:${hex2(i + 1)}`,
-  hypervisor: "hv1",
-});
-
-function inputsFor(inv: LabInventory | undefined, size: { vips: number; backends: number }): Inputs {
+function inputsFor(inv: LabInventory | undefined, size: LoadBalancerSize): Inputs {
   const h = inv?.hosts[GATEWAY];
-  return {
-    name: NAME,
-    gateways: [
-      {
-        name: GATEWAY,
-        host: h
-          ? { connection: sshTo(inv, h), ovsRundir: h.ovsRundir }
-          : { connection: { host: "192.0.2.1", user: "root", hostKey: "x", privateKeyPath: "/k" } },
-        bridge: BRIDGE,
-        segmentPort: PORT,
-        mac: "02:00:0a:00:01:0c",
-      },
-    ],
-    hypervisors: [{ name: "hv1" }],
-    vips: Array.from({ length: size.vips }, (_, v) => ({
-      address: `10.201.${v >> 8}.${v & 255}`,
-      port: 80,
-      protocol: "tcp" as const,
-      backends: Array.from({ length: size.backends }, (_, i) => backend(v, i)),
-    })),
-  };
-}
-
-/** The VIP the one change is made to, and the backend added to it. */
-const changed = (size: { vips: number; backends: number }) => ({ vip: size.vips >> 1, added: backend(size.vips >> 1, size.backends) });
-
-function withAdded(inputs: Inputs, size: { vips: number; backends: number }): Inputs {
-  const { vip, added } = changed(size);
-  return { ...inputs, vips: inputs.vips.map((v, i) => (i === vip ? { ...v, backends: [...v.backends, added] } : v)) };
+  return largeLoadBalancer(
+    NAME,
+    {
+      name: GATEWAY,
+      host: h ? { connection: sshTo(inv, h), ovsRundir: h.ovsRundir } : { connection: { host: "192.0.2.1", user: "root", hostKey: "x", privateKeyPath: "/k" } },
+      bridge: BRIDGE,
+      segmentPort: PORT,
+      mac: "02:00:0a:00:01:0c",
+    },
+    size,
+  );
 }
 
 // ---------------------------------------------------------------- the gateway as OVS 3.1 prints it (pure part)
