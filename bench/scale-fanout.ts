@@ -6,6 +6,7 @@ import type { DeferredNatLoadBalancerInputs as Inputs } from "../provider/model/
 import { cookieOf, vipKey } from "../provider/resources/deferred-nat-load-balancer/plan";
 import { HOST_CONNECT_PARALLELISM } from "../provider/transport/ovs-host";
 import { observeBundles } from "../provider/engine/bridge";
+import { fanOut } from "../provider/engine/converge";
 import { LocalRunner } from "../provider/transport/exec";
 import { SshSession } from "../provider/transport/ssh";
 import { ExtraHosts, readPid, isAlive } from "../test/lab/lab";
@@ -144,6 +145,15 @@ function daemonPids(h: LabHost): Record<string, number | undefined> {
 
 // ---------------------------------------------------------------- one gateway count
 
+/**
+ * How the gateways' bundles go: "together" stages every gateway's bundle and
+ * then releases all the commits at once (the provider's way); "one by one"
+ * sends and commits each gateway's as soon as it is ready (the way before,
+ * the baseline). One gateway has only the one way.
+ */
+type Commit = "together" | "one by one";
+const commitsFor = (count: number): Commit[] => (count === 1 ? ["one by one"] : ["together", "one by one"]);
+
 interface Change {
   kind: "add" | "remove";
   wallMs: number;
@@ -166,6 +176,7 @@ interface Change {
 
 interface CountResult {
   gateways: number;
+  commit: Commit;
   changes: Change[];
   /** The machine's CPU busy during the updates, as a fraction of both cores (median). */
   cpuBusy: number;
@@ -174,7 +185,14 @@ interface CountResult {
 }
 
 /** One add or one remove on the load balancer of `count` gateways, timed. */
-async function change(inv: LabInventory, hosts: Record<string, LabHost>, lb: ProviderDriver, count: number, kind: Change["kind"]): Promise<Change> {
+async function change(
+  inv: LabInventory,
+  hosts: Record<string, LabHost>,
+  lb: ProviderDriver,
+  count: number,
+  commit: Commit,
+  kind: Change["kind"],
+): Promise<Change> {
   const gws = plans(count);
   const marks = gws.map((p) => statSync(logPath(hosts[p.name])).size);
   const returned: number[] = [];
@@ -188,12 +206,14 @@ async function change(inv: LabInventory, hosts: Record<string, LabHost>, lb: Pro
     commands++;
     return run.apply(this, args);
   };
+  fanOut.commitTogether = commit === "together";
   const start = performance.timeOrigin + performance.now();
   try {
     await lb.update(inputs(inv, hosts, gws, kind === "add" ? BACKENDS + 1 : BACKENDS));
   } finally {
     stop();
     SshSession.prototype.run = run;
+    fanOut.commitTogether = true;
   }
   const wallMs = performance.timeOrigin + performance.now() - start;
   const cpu = process.cpuUsage(cpuStart);
@@ -230,12 +250,12 @@ async function runCounts(ctx: BenchContext, inv: LabInventory, hosts: Record<str
     await lb.create(inputs(inv, hosts, plans(count), BACKENDS));
     lbs.set(count, lb);
   }
-  const changes = new Map<number, Change[]>(sizes.gateways.map((c) => [c, []]));
+  const runs = sizes.gateways.flatMap((count) => commitsFor(count).map((commit) => ({ count, commit, changes: [] as Change[] })));
   for (let r = 0; r < sizes.rounds; r++) {
-    for (const count of sizes.gateways) {
-      for (const kind of ["add", "remove"] as const) changes.get(count)!.push(await change(inv, hosts, lbs.get(count)!, count, kind));
+    for (const one of runs) {
+      for (const kind of ["add", "remove"] as const) one.changes.push(await change(inv, hosts, lbs.get(one.count)!, one.count, one.commit, kind));
     }
-    ctx.log(`round ${r + 1}: ${sizes.gateways.map((c) => `${c} gateways ${fmtMs(changes.get(c)!.at(-1)!.wallMs)}`).join(", ")}`);
+    ctx.log(`round ${r + 1}: ${runs.map((c) => `${c.count} gateways ${c.commit} ${fmtMs(c.changes.at(-1)!.wallMs)}`).join(", ")}`);
   }
   const results: CountResult[] = [];
   for (const count of sizes.gateways) {
@@ -249,14 +269,16 @@ async function runCounts(ctx: BenchContext, inv: LabInventory, hosts: Record<str
         .join("GATEWAY-MAC")
         .trim(),
     );
-    const cs = changes.get(count)!;
-    results.push({
-      gateways: count,
-      changes: cs,
-      cpuBusy: median(cs.map((c) => c.machineBusy)),
-      identicalGroups: dumps.every((d) => d === dumps[0]) && dumps[0].includes("bucket=bucket_id:"),
-      groupDump: dumps[0],
-    });
+    for (const { commit, changes: cs } of runs.filter((one) => one.count === count)) {
+      results.push({
+        gateways: count,
+        commit,
+        changes: cs,
+        cpuBusy: median(cs.map((c) => c.machineBusy)),
+        identicalGroups: dumps.every((d) => d === dumps[0]) && dumps[0].includes("bucket=bucket_id:"),
+        groupDump: dumps[0],
+      });
+    }
     await lb.delete();
     lb.id = "";
   }
@@ -383,22 +405,23 @@ async function run(ctx: BenchContext): Promise<BenchReport> {
 
   // ---------------------------------------------------------------- invariants
   for (const r of results) {
+    const who = `${r.gateways} gateways, ${r.commit}`;
     invariants.push({
-      name: `${r.gateways} gateways: every update committed exactly one bundle on each gateway`,
+      name: `${who}: every update committed exactly one bundle on each gateway`,
       ok: r.changes.every((c) => c.commits === r.gateways),
       detail: r.changes.map((c) => c.commits).join(","),
     });
     invariants.push({
-      name: `${r.gateways} gateways: each change sent each gateway one message (one insert_bucket or remove_bucket)`,
+      name: `${who}: each change sent each gateway one message (one insert_bucket or remove_bucket)`,
       ok: r.changes.every((c) => c.messages.length === r.gateways && c.messages.every((m) => m === 1)),
     });
     invariants.push({
-      name: `${r.gateways} gateways: all hold the same group afterwards`,
+      name: `${who}: all hold the same group afterwards`,
       ok: r.identicalGroups,
       detail: r.identicalGroups ? undefined : r.groupDump.slice(0, 300),
     });
     invariants.push({
-      name: `${r.gateways} gateways: the commit window lies within the update`,
+      name: `${who}: the commit window lies within the update`,
       ok: r.changes.every((c) => c.firstCommitMs > 0 && c.firstCommitMs + c.windowMs < c.wallMs),
     });
   }
@@ -414,12 +437,14 @@ async function run(ctx: BenchContext): Promise<BenchReport> {
     `One backend added to, then removed from, one VIP of ${BACKENDS} backends (mac delivery), ${sizes.rounds} times per gateway count, through the provider's handler (check + update); one load balancer per gateway count (VIPs 10.0.0.241-245), all standing at once, their updates taking turns round by round so the machine's load falls on every count alike.`,
     `Parallelism: the provider connects to at most ${HOST_CONNECT_PARALLELISM} gateways at once (\`HOST_CONNECT_PARALLELISM\`) and reads, plans and applies every gateway together once connected.`,
     "",
-    "| Gateways | Update wall, median (add / remove) | Worst | vs 1 gateway | Commit window, median | Worst | Window from the provider's side, median | First commit after the update's start, median | Provider's own CPU per update, median | Machine CPU busy during the updates |",
-    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    "| Gateways | Commits | Update wall, median (add / remove) | Worst | vs 1 gateway | Commit window, median | Worst | Window from the provider's side, median | First commit after the update's start, median | Provider's own CPU per update, median | Machine CPU busy during the updates |",
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ...results.map(
       (r) =>
-        `| ${r.gateways} | ${fmtMs(med(r, (c) => c.wallMs))} (${fmtMs(med(r, (c) => c.wallMs, "add"))} / ${fmtMs(med(r, (c) => c.wallMs, "remove"))}) | ${fmtMs(max(r, (c) => c.wallMs))} | ${one ? `${(med(r, (c) => c.wallMs) / med(one, (c) => c.wallMs)).toFixed(2)}x` : "-"} | ${r.gateways > 1 ? fmtMs(med(r, (c) => c.windowMs)) : "-"} | ${r.gateways > 1 ? fmtMs(max(r, (c) => c.windowMs)) : "-"} | ${r.gateways > 1 ? fmtMs(med(r, (c) => c.clientWindowMs)) : "-"} | ${fmtMs(med(r, (c) => c.firstCommitMs))} | ${fmtMs(med(r, (c) => c.providerCpuMs))} | ${(100 * r.cpuBusy).toFixed(0)}% |`,
+        `| ${r.gateways} | ${r.gateways === 1 ? "-" : r.commit} | ${fmtMs(med(r, (c) => c.wallMs))} (${fmtMs(med(r, (c) => c.wallMs, "add"))} / ${fmtMs(med(r, (c) => c.wallMs, "remove"))}) | ${fmtMs(max(r, (c) => c.wallMs))} | ${one ? `${(med(r, (c) => c.wallMs) / med(one, (c) => c.wallMs)).toFixed(2)}x` : "-"} | ${r.gateways > 1 ? fmtMs(med(r, (c) => c.windowMs)) : "-"} | ${r.gateways > 1 ? fmtMs(max(r, (c) => c.windowMs)) : "-"} | ${r.gateways > 1 ? fmtMs(med(r, (c) => c.clientWindowMs)) : "-"} | ${fmtMs(med(r, (c) => c.firstCommitMs))} | ${fmtMs(med(r, (c) => c.providerCpuMs))} | ${(100 * r.cpuBusy).toFixed(0)}% |`,
     ),
+    "",
+    "Commits: *together* is the provider's way: every gateway's bundle is staged on its host first (sent whole, kept in a file), and once every gateway's is, the provider sends all the commit lines at once and each host runs `ovs-ofctl bundle` on its file. *one by one* is the way before (the baseline, `fanOut.commitTogether = false`): each gateway's bundle is sent and committed by one command as soon as it is ready. Both run in the same rounds, one after the other.",
     "",
     "Commit window: from the first to the last COMMIT_REPLY the gateways' ovs-vswitchd sent, from their own logs (vconn debug, microsecond timestamps; all hosts are processes on this machine, one clock). From the provider's side: from the first to the last `ovs-ofctl bundle` returning over SSH.",
   ];

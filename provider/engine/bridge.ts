@@ -3,6 +3,7 @@ import { OPEN_VSWITCH, Transaction, mutation, where, type NamedUuid, type OwnedT
 import { OpenFlowBridge, type BundleSent, type FlowFilter } from "../transport/openflow-bridge";
 import { bridgeSocket, type OvsHostSession } from "../transport/ovs-host";
 import { mapBounded } from "../transport/ssh";
+import type { CommitGate } from "./converge";
 import { summarizeApply, type ApplySummary, type ObservedBridge } from "./plan";
 
 /**
@@ -132,15 +133,28 @@ export function observeBundles(fn: (host: string, sent: BundleSent) => void): ()
   return () => bundleObservers.delete(fn);
 }
 
-/** Sends one planned bundle (nothing for no modifications) and says what was sent. */
-export async function applyBundle(ref: BridgeRef, mods: readonly Modification[]): Promise<ApplySummary> {
+/**
+ * Sends one planned bundle (nothing for no modifications) and says what was
+ * sent. With a gate of several hosts (converge's), the bundle is staged on
+ * the host first and committed once every host's is staged, so the hosts
+ * take their changes together; when another host failed first, it is
+ * withdrawn unapplied.
+ */
+export async function applyBundle(ref: BridgeRef, mods: readonly Modification[], gate?: CommitGate): Promise<ApplySummary> {
   if (mods.length === 0) return summarizeApply(mods, undefined);
-  const sent = await openflowOf(ref).applyBundle(mods);
+  let sent: BundleSent;
+  if (gate?.together) {
+    const staged = await openflowOf(ref).stageBundle(mods);
+    try {
+      await gate.staged();
+    } catch (e) {
+      await staged.abort();
+      throw e;
+    }
+    sent = await staged.commit();
+  } else {
+    sent = await openflowOf(ref).applyBundle(mods);
+  }
   for (const fn of bundleObservers) fn(ref.session.hostName, sent);
   return summarizeApply(mods, sent);
-}
-
-/** Applies each bridge's bundle, all in parallel, once every plan is made (keeps the window in which hosts disagree short). */
-export function applyBundles(plans: ReadonlyArray<{ ref: BridgeRef; mods: readonly Modification[] }>): Promise<ApplySummary[]> {
-  return Promise.all(plans.map((p) => applyBundle(p.ref, p.mods)));
 }

@@ -49,9 +49,74 @@ export type HostOutcome<A> =
 /** A failed apply: refused (nothing applied) or unknown (may have been). */
 export function classify<A>(e: unknown): HostOutcome<A> {
   const err = e instanceof Error ? e : new Error(String(e));
-  // OVS answered and refused: a bundle or a transaction is applied whole or not at all.
-  if ((err instanceof OpenFlowError && err.kind === "refused") || err instanceof OvsdbTransactionError) return { refused: err };
+  // OVS answered and refused: a bundle or a transaction is applied whole or not at all. A withdrawn bundle was never committed.
+  if ((err instanceof OpenFlowError && err.kind === "refused") || err instanceof OvsdbTransactionError || err instanceof WithdrawnError)
+    return { refused: err };
   return { unknown: err };
+}
+
+/**
+ * Holds a host's apply between sending its change and committing it until
+ * every host of the change has sent its own, so that all commit together:
+ * the window in which the hosts disagree is then the commits' spread, not
+ * the sends'. A host that failed before it was staged withdraws the others'
+ * changes, so a change that cannot reach every host reaches none.
+ */
+export interface CommitGate {
+  /** Whether other hosts take part (staging first costs one more round trip, worth it only then). */
+  readonly together: boolean;
+  /** This host is staged: resolves once every host is (or finished without staging); rejects with WithdrawnError when one failed first. */
+  staged(): Promise<void>;
+}
+
+/** A host's change withdrawn before its commit, because another host's failed first: nothing of it was applied. */
+export class WithdrawnError extends Error {
+  override name = "WithdrawnError";
+}
+
+/**
+ * Whether a change on several hosts stages every host's bundle before any
+ * commits (the default). false sends and commits each host's bundle as soon
+ * as it is ready, as ovslb did before: the scale-fanout benchmark's baseline.
+ */
+export const fanOut = { commitTogether: true };
+
+/** The gates of one change's hosts, and how each host's apply ended (which counts as staged for the others). */
+function commitGates(wheres: readonly string[]): { gate: CommitGate; settled(failure?: unknown): void }[] {
+  let waiting = wheres.length;
+  let withdrawn = false;
+  let release: () => void = () => undefined;
+  let withdraw: (e: WithdrawnError) => void = () => undefined;
+  const everyHost = new Promise<void>((resolve, reject) => {
+    release = resolve;
+    withdraw = reject;
+  });
+  everyHost.catch(() => undefined);
+  const together = fanOut.commitTogether && wheres.length > 1;
+  return wheres.map((where) => {
+    let counted = false;
+    const count = () => {
+      counted = true;
+      if (--waiting === 0 && !withdrawn) release();
+    };
+    return {
+      gate: {
+        together,
+        staged() {
+          if (!counted) count();
+          return everyHost;
+        },
+      },
+      settled(failure?: unknown) {
+        if (counted) return;
+        if (failure === undefined) return count();
+        counted = true;
+        withdrawn = true;
+        const why = failure instanceof Error ? failure.message : String(failure);
+        withdraw(new WithdrawnError(`withdrawn before its commit, because ${where} failed first: ${why}`));
+      },
+    };
+  });
 }
 
 /** One host's part of the change: where it is and what its plan is. */
@@ -72,8 +137,8 @@ export interface Change<P, A, S extends object> {
    * host is applied.
    */
   plan(sessions: readonly OvsHostSession[]): Promise<HostPlan<P>[]>;
-  /** Applies one host's plan: one OpenFlow bundle and/or one OVSDB transaction. */
-  apply(host: HostPlan<P>): Promise<A>;
+  /** Applies one host's plan: one OpenFlow bundle and/or one OVSDB transaction, committed through `gate` where it can be staged. */
+  apply(host: HostPlan<P>, gate: CommitGate): Promise<A>;
   /** Once every host applied: what the resource records (it may read back what it applied). */
   finish(hosts: readonly HostPlan<P>[], applied: readonly A[]): Promise<S>;
   /**
@@ -103,11 +168,18 @@ export function describeOutcomes(hosts: readonly { where: string }[], outcomes: 
 }
 
 async function applyAll<P, A>(change: Change<P, A, object>, plans: readonly HostPlan<P>[]): Promise<HostOutcome<A>[]> {
+  const gates = commitGates(plans.map((h) => h.where));
   return Promise.all(
-    plans.map((h) =>
-      change.apply(h).then(
-        (applied): HostOutcome<A> => ({ applied }),
-        (e: unknown) => classify<A>(e),
+    plans.map((h, i) =>
+      change.apply(h, gates[i].gate).then(
+        (applied): HostOutcome<A> => {
+          gates[i].settled();
+          return { applied };
+        },
+        (e: unknown) => {
+          gates[i].settled(e);
+          return classify<A>(e);
+        },
       ),
     ),
   );

@@ -1,6 +1,6 @@
 import { execFile, spawn } from "node:child_process";
 import { createConnection } from "node:net";
-import type { Duplex } from "node:stream";
+import type { Duplex, Readable } from "node:stream";
 
 /** What a command printed and how it ended. */
 export interface CommandResult {
@@ -12,6 +12,12 @@ export interface CommandResult {
 export interface RunOptions {
   /** Fed to the command's standard input: where large or user-derived inputs go. */
   stdin?: string;
+  /**
+   * Standard input fed from a stream instead, as it is written, and closed
+   * when it ends: for a command fed in steps (a staged bundle waits for its
+   * commit line). Ignored when `stdin` is given.
+   */
+  stdinFrom?: Readable;
   timeoutMs?: number;
   /**
    * Standard output as it arrives, instead of in the result (whose stdout is
@@ -54,6 +60,12 @@ export async function runChecked(runner: CommandRunner, argv: readonly string[],
   return result.stdout;
 }
 
+/** Gives a command its standard input as RunOptions say (a string, else a stream, else nothing). */
+export function feedStdin(to: NodeJS.WritableStream, opts: RunOptions): void {
+  if (opts.stdin === undefined && opts.stdinFrom) opts.stdinFrom.pipe(to);
+  else to.end(opts.stdin ?? "");
+}
+
 /** Runs commands on this machine (execFile, no shell): for tests and a local host. */
 export class LocalRunner implements CommandRunner {
   constructor(
@@ -94,7 +106,7 @@ export class LocalRunner implements CommandRunner {
       );
       // A command that exits without reading its input closes the pipe: EPIPE then says nothing the exit code does not.
       child.stdin?.on("error", () => undefined);
-      child.stdin?.end(opts.stdin ?? "");
+      if (child.stdin) feedStdin(child.stdin, opts);
     });
   }
 
@@ -127,7 +139,7 @@ export class LocalRunner implements CommandRunner {
         else resolve({ stdout: "", stderr: Buffer.concat(stderr).toString("utf8"), exitCode: code ?? -1 });
       });
       child.stdin.on("error", () => undefined);
-      child.stdin.end(opts.stdin ?? "");
+      feedStdin(child.stdin, opts);
     });
   }
 }

@@ -1,3 +1,4 @@
+import { PassThrough } from "node:stream";
 import { readOfctlFailure, type OpenFlowErrorCode } from "../openflow/ofctl-errors";
 import { type CommandResult, type CommandRunner } from "./exec";
 import { SshConnectionLostError, SshError } from "./ssh";
@@ -79,6 +80,41 @@ const WHOLE_BUNDLE = [
   '"$@" - <"$f"',
 ].join("\n");
 
+/**
+ * The bundle staged, then committed on a word: the host keeps the file as
+ * WHOLE_BUNDLE does, says "staged", and runs ovs-ofctl only once the line
+ * "commit" follows on its input. Anything else (the input closed, the
+ * connection gone) drops the file unapplied. So the bundles of several
+ * hosts can all be in place before any commits, and their commits released
+ * together. `head -c` reads no byte past the bundle (it asks for no more
+ * than it still needs), so the commit line stays for `read`.
+ */
+const NOT_COMMITTED = 98;
+const STAGED_LINE = "staged\n";
+const STAGED_BUNDLE = [
+  "f=$(mktemp) || exit 1",
+  "trap 'rm -f \"$f\"' EXIT",
+  "n=$1; shift",
+  'head -c "$n" >"$f"',
+  'got=$(wc -c <"$f")',
+  `[ "$got" -eq "$n" ] || { echo "bundle arrived incomplete ($got of $n bytes)" >&2; exit ${INCOMPLETE}; }`,
+  "echo staged",
+  "IFS= read -r go || go=",
+  `[ "$go" = commit ] || { echo "bundle staged but not committed: its input ended without the commit line" >&2; exit ${NOT_COMMITTED}; }`,
+  // The file open as input and unlinked, ovs-ofctl replaces the shell: no fork between the word and the commit.
+  'exec <"$f"',
+  'rm -f "$f"',
+  'exec "$@" -',
+].join("\n");
+
+/** A bundle in place on its host, not yet applied: commit it, or abort it (nothing of it is applied). */
+export interface StagedBundle {
+  /** Has the host apply the staged bundle; settles as applyBundle does. */
+  commit(): Promise<BundleSent>;
+  /** Withdraws the staged bundle: the host drops it unapplied. */
+  abort(): Promise<void>;
+}
+
 /** A FlowFilter as ovs-ofctl's flow argument (none for no filter). */
 function filterArgs(filter: FlowFilter | undefined): string[] {
   if (!filter) return [];
@@ -117,17 +153,87 @@ export class OpenFlowBridge {
     try {
       result = await this.runner.run(["sh", "-c", WHOLE_BUNDLE, "ovslb-bundle", String(bytes), ...this.ofctlArgv(), "bundle", this.address], { stdin: file });
     } catch (e) {
-      if (!(e instanceof SshConnectionLostError)) throw e;
-      throw new SshError(
-        this.runner.hostName,
-        `bridge ${this.address}: connection lost while the bundle was sent or applied; OVS applies a bundle whole or not at all, and which of the two is unknown until the next read`,
-      );
+      throw this.lostDuringApply(e);
     }
     if (result.exitCode === INCOMPLETE) {
       throw new OpenFlowError("OFCTL_FAILED", this.runner.hostName, this.address, `bundle not applied: ${result.stderr.trim()}`);
     }
     if (result.exitCode !== 0) throw this.failure(result, lines);
     return { lines, bytes, messages: lines.length };
+  }
+
+  /**
+   * The first half of applyBundle: the bundle is sent and kept whole on the
+   * host (STAGED_BUNDLE), and nothing of it applies until `commit()`. A
+   * failure before that (the connection lost, the stream incomplete) is a
+   * refusal: the host applied nothing.
+   */
+  async stageBundle(mods: readonly Modification[]): Promise<StagedBundle> {
+    const lines = renderBundle(mods);
+    const nothing: BundleSent = { lines, bytes: 0, messages: 0 };
+    if (lines.length === 0) return { commit: () => Promise.resolve(nothing), abort: () => Promise.resolve() };
+    const file = `${lines.join("\n")}\n`;
+    const bytes = Buffer.byteLength(file);
+    const input = new PassThrough();
+    let stdout = "";
+    let staged: () => void = () => undefined;
+    const isStaged = new Promise<"staged">((resolve) => (staged = () => resolve("staged")));
+    const run = this.runner.run(["sh", "-c", STAGED_BUNDLE, "ovslb-bundle", String(bytes), ...this.ofctlArgv(), "bundle", this.address], {
+      stdinFrom: input,
+      onStdout: (chunk) => {
+        stdout += chunk.toString("utf8");
+        if (stdout.startsWith(STAGED_LINE)) staged();
+      },
+    });
+    // The run's outcome is read by commit or abort; until then a failure must not go unhandled.
+    run.catch(() => undefined);
+    input.write(file);
+    // Whatever ends the run before "staged" (the stream incomplete, the connection lost, a timeout), ovs-ofctl never ran.
+    const first = await Promise.race([isStaged, run]).catch((e: unknown) => (e instanceof Error ? e : new Error(String(e))));
+    if (first !== "staged") {
+      input.destroy();
+      const why =
+        first instanceof SshConnectionLostError
+          ? "connection lost before the bundle was staged whole"
+          : first instanceof Error
+            ? first.message
+            : first.stderr.trim() || `exit ${first.exitCode}`;
+      throw new OpenFlowError("OFCTL_FAILED", this.runner.hostName, this.address, `bundle not applied (failed while staged): ${why}`);
+    }
+    let settled = false;
+    return {
+      commit: async () => {
+        if (settled) throw new Error(`${this.runner.hostName}: bridge ${this.address}: staged bundle committed or aborted already`);
+        settled = true;
+        input.end("commit\n");
+        let result: CommandResult;
+        try {
+          result = await run;
+        } catch (e) {
+          throw this.lostDuringApply(e);
+        }
+        if (result.exitCode === NOT_COMMITTED) {
+          throw new OpenFlowError("OFCTL_FAILED", this.runner.hostName, this.address, `bundle not applied: ${result.stderr.trim()}`);
+        }
+        if (result.exitCode !== 0) throw this.failure({ ...result, stdout: stdout.slice(STAGED_LINE.length) }, lines);
+        return { lines, bytes, messages: lines.length };
+      },
+      abort: async () => {
+        if (settled) return;
+        settled = true;
+        input.end();
+        await run.catch(() => undefined);
+      },
+    };
+  }
+
+  /** A lost connection while ovs-ofctl may be running: the bundle is then applied whole or not at all, which is unknown. */
+  private lostDuringApply(e: unknown): unknown {
+    if (!(e instanceof SshConnectionLostError)) return e;
+    return new SshError(
+      this.runner.hostName,
+      `bridge ${this.address}: connection lost while the bundle was sent or applied; OVS applies a bundle whole or not at all, and which of the two is unknown until the next read`,
+    );
   }
 
   /**

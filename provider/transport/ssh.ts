@@ -3,7 +3,7 @@ import { readFileSync } from "node:fs";
 import { createConnection } from "node:net";
 import type { Duplex } from "node:stream";
 import { Client, type ClientChannel, type ConnectConfig } from "ssh2";
-import type { CommandResult, CommandRunner, RunOptions } from "./exec";
+import { feedStdin, type CommandResult, type CommandRunner, type RunOptions } from "./exec";
 import type { SshConnection } from "../model/inputs.generated";
 import { hostKeyAlgorithmsFor, keyMatches, parsePublicKey, trustedKeysFor, type TrustedKey } from "./known-hosts";
 import { withStackSsh } from "../stack-ssh";
@@ -404,7 +404,7 @@ export class SshSession implements CommandRunner {
             exitCode,
           });
         });
-        opened.end(opts.stdin ?? "");
+        feedStdin(opened, opts);
       });
     });
   }

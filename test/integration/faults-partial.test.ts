@@ -1,3 +1,4 @@
+import { spawn } from "node:child_process";
 import { describe, it, expect, beforeAll, afterAll } from "vitest";
 import { DeferredNatLoadBalancer } from "../../index";
 import { FaultHost } from "../support/fault-host";
@@ -75,6 +76,50 @@ describe("two gateways, one failing", () => {
     } finally {
       for (const h of hosts) if (h.processes("sshd").length === 0) h.startSshd();
     }
+  });
+
+  it("one lost while its bundle is staged: the other's staged bundle is withdrawn, nothing is changed anywhere, and the next create converges", async () => {
+    // Bundles of about 50 KB, g2's streamed at 1 Mbit/s: its staging lasts about half a second.
+    const VIPS = 20;
+    const program = unwrapSecrets(
+      await registeredInputs(TYPE, () => new DeferredNatLoadBalancer("lb", faultLoadBalancer("flt-staged", hosts, [10, 74], VIPS, 20))),
+    );
+    const large = (await plugin.check({}, program)).inputs;
+    const before = hosts.map((h) => h.dataplane());
+    // A watcher in g2's namespace freezes its staging `head` (so g2 surely never says "staged") and cuts its SSH sessions.
+    const script = [
+      'net="--ns $1 --nslist net"',
+      'until head=$(pgrep $net -x head | head -n 1) && [ -n "$head" ]; do :; done',
+      'kill -STOP "$head"',
+      'pkill $net -KILL -f "^sshd: root"',
+      'kill -CONT "$head"',
+    ].join("\n");
+    hosts[1].shapeManagement(1);
+    const watcher = spawn("sh", ["-c", script, "sh", String(hosts[1].pid("ovs-vswitchd"))], { stdio: "ignore" });
+    let err: PluginError;
+    try {
+      err = await failure(plugin.create(large));
+    } finally {
+      watcher.kill();
+      hosts[1].shapeManagement(undefined);
+    }
+    expect(err.message).toMatch(/deferred-nat\/flt-staged: changed no host; /);
+    expect(err.message).toMatch(
+      /root@172\.31\.203\.2:22 \(g1\): not changed: withdrawn before its commit, because root@172\.31\.204\.2:22 \(g2\) failed first: /,
+    );
+    expect(err.message).toMatch(
+      /root@172\.31\.204\.2:22 \(g2\): not changed: .*bundle not applied \(failed while staged\): connection lost before the bundle was staged whole$/,
+    );
+    // Nothing was applied anywhere, so there is nothing to record.
+    expect(err.initFailed).toBeUndefined();
+    expect(hosts.map((h) => h.dataplane())).toEqual(before);
+    const made = await plugin.create(large);
+    expect(hosts.map((h) => [groupsOn(h), vipFlowsOn(h)])).toEqual([
+      [VIPS, VIPS],
+      [VIPS, VIPS],
+    ]);
+    await plugin.delete(made.id, made.properties);
+    expect(hosts.map((h) => groupsOn(h) + vipFlowsOn(h))).toEqual([0, 0]);
   });
 
   it("one refusing its bundle: g1 changed, g2 not; the partial outputs claim only g1, refresh reads them, and update converges", async () => {

@@ -1,3 +1,4 @@
+import { PassThrough } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type CommandRunner, runChecked } from "../../provider/transport/exec";
 import {
@@ -321,6 +322,55 @@ describe("OpenFlowBridge against ovs-vswitchd 3.1", () => {
     // Deleting a group deletes the flows that output to it, whoever owns them.
     await bridge.applyBundle([{ op: "delete-group", groupId: 10 }]);
     expect(await bridge.dumpFlows({ cookie: 0x99n, mask: ALL_ONES })).toEqual([]);
+  });
+
+  it("stages a bundle that applies only on commit; an aborted one, or one whose host loses its input, is never applied", async () => {
+    const bridge = await bridgeWith("br-staged");
+    const mods: Modification[] = [
+      { op: "add-group", group: lb },
+      { op: "add-flow", flow: vip },
+    ];
+    const empty = await snapshot(bridge);
+
+    const staged = await bridge.stageBundle(mods);
+    // Staged is on the host, not on the bridge: ovs-ofctl has not run.
+    expect(await snapshot(bridge)).toEqual(empty);
+    expect(await staged.commit()).toEqual({ lines: renderBundle(mods), bytes: renderBundle(mods).join("\n").length + 1, messages: 2 });
+    expect(await bridge.dumpGroup(10)).toEqual(toGroupEntry(lb));
+    await expect(staged.commit()).rejects.toThrow(/committed or aborted already/);
+    await bridge.applyBundle([
+      { op: "delete-flows", cookie: OWNER, mask: ALL_ONES },
+      { op: "delete-group", groupId: 10 },
+    ]);
+
+    const withdrawn = await bridge.stageBundle(mods);
+    await withdrawn.abort();
+    expect(await snapshot(bridge)).toEqual(empty);
+
+    // The host's input ends before the commit line (the provider gone): dropped, and the exit says so.
+    let cutInput = () => undefined as void;
+    const cut: CommandRunner = {
+      hostName: "sandbox",
+      run: (argv, opts = {}) => {
+        const toHost = new PassThrough();
+        opts.stdinFrom!.on("data", (d: Buffer) => void (toHost.writableEnded || toHost.write(d)));
+        cutInput = () => void toHost.end();
+        return sandbox.runner.run(argv, { ...opts, stdinFrom: toHost });
+      },
+    };
+    const orphan = await new OpenFlowBridge(cut, bridge.address).stageBundle(mods);
+    cutInput();
+    const err = await rejection(orphan.commit());
+    expect(err.kind).toBe("refused");
+    expect(err.message).toMatch(/bundle staged but not committed: its input ended without the commit line/);
+    expect(await snapshot(bridge)).toEqual(empty);
+
+    // OVS's refusal at commit reads as applyBundle's, with the failing line.
+    const refusing = await bridge.stageBundle([...mods, { op: "remove-buckets", groupId: 10, commandBucketId: 999 }]);
+    const refused = await rejection(refusing.commit());
+    expect(refused.code).toBe("OFPGMFC_UNKNOWN_BUCKET");
+    expect(refused.line?.index).toBe(2);
+    expect(await snapshot(bridge)).toEqual(empty);
   });
 
   it("sends nothing for an empty bundle", async () => {

@@ -182,8 +182,9 @@ export class FaultHost {
    * stream arrives sees the stream take long enough to act on; the test's
    * own process, which also sends the stream, gets its turns.
    */
-  shapeManagement(mbit: number): void {
-    execFileSync("tc", ["qdisc", "replace", "dev", this.veth, "root", "tbf", "rate", `${mbit}mbit`, "burst", "32kbit", "latency", "2s"]);
+  shapeManagement(mbit: number | undefined): void {
+    if (mbit === undefined) execFileSync("tc", ["qdisc", "del", "dev", this.veth, "root"]);
+    else execFileSync("tc", ["qdisc", "replace", "dev", this.veth, "root", "tbf", "rate", `${mbit}mbit`, "burst", "32kbit", "latency", "2s"]);
   }
 
   /** Stops everything and removes the namespace; safe to call for a host that is not (or only partly) up. */

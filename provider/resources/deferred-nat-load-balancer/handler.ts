@@ -258,7 +258,7 @@ async function apply(
         if (nb) await preflightNorthbound(d, nb);
         return plans.map((p, i) => ({ session: sessions[i], where: gateways[i].where, plan: p }));
       },
-      apply: ({ plan }) => applyBundle(plan.ref, plan.mods),
+      apply: ({ plan }, gate) => applyBundle(plan.ref, plan.mods, gate),
       async finish(hosts, sent) {
         await Promise.all(d.gateways.map((gw, i) => removeStaleTunnels(hosts[i].session, d, gw)));
         if (nb) await applyNorthbound(d, nb);
@@ -328,7 +328,7 @@ async function removeFrom(inputs: Inputs, ids: RecordedIds): Promise<void> {
         })),
       );
     },
-    apply: ({ plan }) => applyBundle(plan.ref, plan.mods),
+    apply: ({ plan }, gate) => applyBundle(plan.ref, plan.mods, gate),
     async finish(hosts) {
       await Promise.all(inputs.gateways.map((gw, i) => removeStaleTunnels(hosts[i].session, inputs, gw, true)));
       return {};
