@@ -4,7 +4,12 @@
 // lane runs its files one after another; the lanes share nothing but the
 // machine's cores.
 import { spawn, spawnSync } from "node:child_process";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { createInterface } from "node:readline";
+
+/** Node 22.1+ keeps the bytecode of what it compiled there (ignored by older Nodes): every harness step starts a program and a plugin that load @pulumi/pulumi again. */
+const compileCache = process.env.NODE_COMPILE_CACHE ?? join(tmpdir(), "ovslb-node-compile-cache");
 
 export const LANES = [
   { name: "lab", projects: ["integration"] },
@@ -28,7 +33,10 @@ export function runLanes(lanes, extraArgs = () => []) {
       (lane) =>
         new Promise((resolve) => {
           const args = ["vitest", "run", "--configLoader", "runner", ...lane.projects.flatMap((p) => ["--project", p]), ...extraArgs(lane)];
-          const child = spawn("npx", args, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, FORCE_COLOR: process.env.FORCE_COLOR ?? "1" } });
+          const child = spawn("npx", args, {
+            stdio: ["ignore", "pipe", "pipe"],
+            env: { ...process.env, FORCE_COLOR: process.env.FORCE_COLOR ?? "1", NODE_COMPILE_CACHE: compileCache },
+          });
           const tag = `[${lane.name}] `;
           createInterface({ input: child.stdout }).on("line", (line) => process.stdout.write(`${tag}${line}\n`));
           createInterface({ input: child.stderr }).on("line", (line) => process.stderr.write(`${tag}${line}\n`));
