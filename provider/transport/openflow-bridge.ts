@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { PassThrough } from "node:stream";
 import { readOfctlFailure, type OpenFlowErrorCode } from "../openflow/ofctl-errors";
 import { type CommandResult, type CommandRunner } from "./exec";
@@ -81,30 +82,37 @@ const WHOLE_BUNDLE = [
 ].join("\n");
 
 /**
- * The bundle staged, then committed on a word: the host keeps the file as
- * WHOLE_BUNDLE does, says "staged", and runs ovs-ofctl only once the line
- * "commit" follows on its input. Anything else (the input closed, the
- * connection gone) drops the file unapplied. So the bundles of several
- * hosts can all be in place before any commits, and their commits released
- * together. `head -c` reads no byte past the bundle (it asks for no more
- * than it still needs), so the commit line stays for `read`.
+ * The bundle staged, then committed on a word. The host keeps the file as
+ * WHOLE_BUNDLE does and feeds it to an ovs-ofctl that starts at once (so it
+ * connects and parses while the other hosts stage theirs), followed by the
+ * start of one more line that is not valid on its own: a strict delete of a
+ * flow with a cookie no one has (`$2`, random per bundle), whose `nw_dst=`
+ * lacks its value. Then it says "staged" and waits. On the line "commit" it
+ * adds the value: the line becomes a valid no-op, its input ends, and
+ * ovs-ofctl sends the bundle. On anything else (the input closed, the
+ * connection or the shell gone) ovs-ofctl reads the unfinished line and
+ * refuses the file, sending nothing. So what is left on the host once the
+ * word comes is a send, not a start. `head -c` reads no byte past the bundle
+ * (it asks for no more than it still needs), so the commit line stays for
+ * `read`.
  */
-const NOT_COMMITTED = 98;
 const STAGED_LINE = "staged\n";
+const NOT_COMMITTED = "bundle staged but not committed: its input ended without the commit line";
 const STAGED_BUNDLE = [
   "f=$(mktemp) || exit 1",
   "trap 'rm -f \"$f\"' EXIT",
-  "n=$1; shift",
+  "n=$1 cookie=$2; shift 2",
   'head -c "$n" >"$f"',
   'got=$(wc -c <"$f")',
   `[ "$got" -eq "$n" ] || { echo "bundle arrived incomplete ($got of $n bytes)" >&2; exit ${INCOMPLETE}; }`,
-  "echo staged",
-  "IFS= read -r go || go=",
-  `[ "$go" = commit ] || { echo "bundle staged but not committed: its input ended without the commit line" >&2; exit ${NOT_COMMITTED}; }`,
-  // The file open as input and unlinked, ovs-ofctl replaces the shell: no fork between the word and the commit.
-  'exec <"$f"',
-  'rm -f "$f"',
-  'exec "$@" -',
+  "exec 3>&1",
+  "{",
+  '  cat "$f"',
+  "  printf 'flow delete_strict cookie=%s/-1,table=0,priority=0,ip,nw_dst=' \"$cookie\"",
+  "  echo staged >&3",
+  "  IFS= read -r go || go=",
+  `  if [ "$go" = commit ]; then echo 0.0.0.0/32; else echo "${NOT_COMMITTED}" >&2; fi`,
+  '} | "$@" - 3>&-',
 ].join("\n");
 
 /** A bundle in place on its host, not yet applied: commit it, or abort it (nothing of it is applied). */
@@ -178,7 +186,8 @@ export class OpenFlowBridge {
     let stdout = "";
     let staged: () => void = () => undefined;
     const isStaged = new Promise<"staged">((resolve) => (staged = () => resolve("staged")));
-    const run = this.runner.run(["sh", "-c", STAGED_BUNDLE, "ovslb-bundle", String(bytes), ...this.ofctlArgv(), "bundle", this.address], {
+    const cookie = `0x${randomBytes(8).toString("hex")}`;
+    const run = this.runner.run(["sh", "-c", STAGED_BUNDLE, "ovslb-bundle", String(bytes), cookie, ...this.ofctlArgv(), "bundle", this.address], {
       stdinFrom: input,
       onStdout: (chunk) => {
         stdout += chunk.toString("utf8");
@@ -212,10 +221,10 @@ export class OpenFlowBridge {
         } catch (e) {
           throw this.lostDuringApply(e);
         }
-        if (result.exitCode === NOT_COMMITTED) {
-          throw new OpenFlowError("OFCTL_FAILED", this.runner.hostName, this.address, `bundle not applied: ${result.stderr.trim()}`);
+        if (result.stderr.includes(NOT_COMMITTED)) {
+          throw new OpenFlowError("OFCTL_FAILED", this.runner.hostName, this.address, `bundle not applied: ${NOT_COMMITTED}`);
         }
-        if (result.exitCode !== 0) throw this.failure({ ...result, stdout: stdout.slice(STAGED_LINE.length) }, lines);
+        if (result.exitCode !== 0) throw this.failure({ ...result, stdout: stdout.slice(STAGED_LINE.length) }, lines, lines.length + 1);
         return { lines, bytes, messages: lines.length };
       },
       abort: async () => {
@@ -320,9 +329,10 @@ export class OpenFlowBridge {
     return result.stdout;
   }
 
-  private failure(result: CommandResult, lines: readonly string[]): OpenFlowError {
-    const f = readOfctlFailure(result.stderr, result.stdout, result.exitCode, lines.length);
-    const line = f.index === undefined ? undefined : { index: f.index, text: lines[f.index] };
+  /** `sent`: the messages ovs-ofctl bundled (a staged bundle's closing no-op too), which OVS's xids count. */
+  private failure(result: CommandResult, lines: readonly string[], sent = lines.length): OpenFlowError {
+    const f = readOfctlFailure(result.stderr, result.stdout, result.exitCode, sent);
+    const line = f.index === undefined || f.index >= lines.length ? undefined : { index: f.index, text: lines[f.index] };
     // No exit status: ovs-ofctl was killed (a timeout, a lost session) before it could say what OVS did.
     return new OpenFlowError(f.code, this.runner.hostName, this.address, f.detail, f.codes, line, result.exitCode === -1 ? "unknown" : "refused");
   }

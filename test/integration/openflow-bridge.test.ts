@@ -333,7 +333,7 @@ describe("OpenFlowBridge against ovs-vswitchd 3.1", () => {
     const empty = await snapshot(bridge);
 
     const staged = await bridge.stageBundle(mods);
-    // Staged is on the host, not on the bridge: ovs-ofctl has not run.
+    // Staged is on the host, not on the bridge: nothing is sent before the commit.
     expect(await snapshot(bridge)).toEqual(empty);
     expect(await staged.commit()).toEqual({ lines: renderBundle(mods), bytes: renderBundle(mods).join("\n").length + 1, messages: 2 });
     expect(await bridge.dumpGroup(10)).toEqual(toGroupEntry(lb));
