@@ -4,17 +4,18 @@ import { join } from "node:path";
 import { defineConfig } from "vitest/config";
 
 /**
- * Three projects:
+ * Four projects:
  * - unit: test/unit, pure logic. No root, no lab, no dist/; files run in parallel.
  *   `npm run test:unit` runs it alone (CI runs it as an unprivileged user).
- * - integration: test/integration files that use the lab's shared hosts
- *   (gateways, hypervisors, distributors, OVN central, the client): they run
- *   one after another.
+ * - integration and integration-b: test/integration files that use the
+ *   lab's shared hosts (gateways, hypervisors, distributors, OVN central, the
+ *   client): two lanes, each running its files one after another, under the
+ *   lab lock (below).
  * - integration-own-hosts: files that bring up hosts of their own (fault
- *   hosts, sandboxes) and only read the lab's: one after another too, but
- *   beside the other lane (tools/test.mjs runs the two lanes at once).
- * Both integration projects bring the lab up in their global setup. A new
- * file joins the shared lane unless it is listed in OWN_HOSTS.
+ *   hosts, sandboxes) and only read the lab's: one after another too, in a
+ *   third lane (tools/test.mjs runs the three lanes at once).
+ * The integration projects bring the lab up in their global setup. A new
+ * file joins the first shared lane unless it is listed in OWN_HOSTS or LAB_B.
  */
 const OWN_HOSTS = [
   "faults-concurrent",
@@ -32,6 +33,32 @@ const OWN_HOSTS = [
   "ovsdb-schemas",
   "southbound-schema",
   "ssh-pool",
+].map((name) => `test/integration/${name}.test.ts`);
+
+/**
+ * The shared lab's files run in two lanes at once (integration and
+ * integration-b), each file holding the lab lock (test/support/lab-share.ts):
+ * shared, except the files of WHOLE_LAB, which disrupt the shared hosts for
+ * everyone and run alone. Shares of the lab that one file at a time may use
+ * (the GRE set-up on hv1, the distributor, OVN central) have locks of their
+ * own (lockLab). LAB_B is the second lane's share, chosen so that both take
+ * about as long; a new file joins the first lane.
+ */
+const WHOLE_LAB = ["drift-loop", "deferred-nat-scoped"].map((name) => `test/integration/${name}.test.ts`);
+const LAB_B = [
+  "drift-loop",
+  "distributor-ha",
+  "distributor",
+  "state-compat",
+  "deferred-nat-second-chance",
+  "deferred-nat-health-ovn",
+  "fuzz-ovs",
+  "health-check",
+  "lab-gre",
+  "secrets",
+  "dsr-hypervisor-flows",
+  "ssh",
+  "deferred-nat-ovn",
 ].map((name) => `test/integration/${name}.test.ts`);
 
 /**
@@ -80,7 +107,19 @@ export default defineConfig({
         test: {
           name: "integration",
           include: ["test/integration/**/*.test.ts"],
-          exclude: OWN_HOSTS,
+          exclude: [...OWN_HOSTS, ...LAB_B],
+          setupFiles: ["test/support/lab-share.ts"],
+          provide: { wholeLab: WHOLE_LAB },
+          ...LAB_LANE,
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: "integration-b",
+          include: LAB_B,
+          setupFiles: ["test/support/lab-share.ts"],
+          provide: { wholeLab: WHOLE_LAB },
           ...LAB_LANE,
         },
       },

@@ -1,8 +1,8 @@
 // The test lanes: vitest processes that run at the same time. The lab's
-// shared hosts carry one lane; the files that bring up hosts of their own
-// (vitest.config.mts, OWN_HOSTS) and the unit tests carry the other. Each
-// lane runs its files one after another; the lanes share nothing but the
-// machine's cores.
+// shared hosts carry two lanes, whose files share the lab under the lab
+// lock (vitest.config.mts); the files that bring up hosts of their own
+// (OWN_HOSTS) and the unit tests carry the third. Each lane runs its files
+// one after another.
 import { spawn, spawnSync } from "node:child_process";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -13,6 +13,7 @@ const compileCache = process.env.NODE_COMPILE_CACHE ?? join(tmpdir(), "ovslb-nod
 
 export const LANES = [
   { name: "lab", projects: ["integration"] },
+  { name: "lab-b", projects: ["integration-b"] },
   { name: "own-hosts", projects: ["integration-own-hosts"] },
 ];
 
@@ -32,7 +33,15 @@ export function runLanes(lanes, extraArgs = () => []) {
     lanes.map(
       (lane) =>
         new Promise((resolve) => {
-          const args = ["vitest", "run", "--configLoader", "runner", ...lane.projects.flatMap((p) => ["--project", p]), ...extraArgs(lane)];
+          const args = [
+            "vitest",
+            "run",
+            "--configLoader",
+            "runner",
+            "--passWithNoTests",
+            ...lane.projects.flatMap((p) => ["--project", p]),
+            ...extraArgs(lane),
+          ];
           const child = spawn("npx", args, {
             stdio: ["ignore", "pipe", "pipe"],
             env: { ...process.env, FORCE_COLOR: process.env.FORCE_COLOR ?? "1", NODE_COMPILE_CACHE: compileCache },

@@ -171,16 +171,9 @@ for i in "${!node_versions[@]}"; do
   fi
   if [ "$what" != unit ]; then
     t=$(date +%s)
-    # Filters on file names: every *-grpc test, and the project/state ones that drive the plugin; the two lanes at once, as npm test runs them.
-    boundary=(grpc.test.ts state-compat.test.ts nested-dependency.test.ts pulumi-project.test.ts npm-workspace.test.ts harness.test.ts harness-engine.test.ts harness-components.test.ts)
-    "${vitest[@]}" --project integration "${boundary[@]}" > >(sed -u 's/^/[lab] /') 2>&1 &
-    lab_lane=$!
-    "${vitest[@]}" --project integration-own-hosts "${boundary[@]}" > >(sed -u 's/^/[own-hosts] /') 2>&1 &
-    own_lane=$!
-    lanes_failed=0
-    wait "$lab_lane" || lanes_failed=1
-    wait "$own_lane" || lanes_failed=1
-    [ "$lanes_failed" = 0 ] || { echo "node-runtime: engine-boundary tests failed on Node $node_seen" >&2; exit 1; }
+    # Filters on file names: every *-grpc test, and the project/state ones that drive the plugin; in the lanes npm test runs.
+    node tools/test.mjs --integration grpc.test.ts state-compat.test.ts nested-dependency.test.ts pulumi-project.test.ts npm-workspace.test.ts \
+      harness.test.ts harness-engine.test.ts harness-components.test.ts
     say "engine-boundary tests on Node $node_seen took $(elapsed "$t") s"
   fi
   say "Node $node_seen with @pulumi/pulumi $sdk_seen: $what passed"

@@ -92,43 +92,30 @@ export function spawnInNamespace(ns: string, argv: string[]): ChildProcess {
 }
 
 /**
- * An exclusive lock on a share of the lab (e.g. the distributor), across test
- * runs started from different checkouts or sessions at the same time. A lock
- * whose holder has died is taken over.
+ * A lock on a share of the lab (e.g. the distributor), across test files of
+ * parallel lanes and runs started from different checkouts or sessions at
+ * the same time: exclusive by default, or shared with other shared holders
+ * (`shared`). It is flock(1) on a file in the lab's directory, held by a
+ * child process that ends when its input closes, so a holder that dies
+ * (a killed test run) releases it at once. Resolves with the release.
  */
-export async function lockLab(name: string, timeoutMs = 300_000): Promise<() => void> {
-  const { openSync, writeSync, closeSync, readFileSync: read, unlinkSync } = await import("node:fs");
+export async function lockLab(name: string, opts: number | { shared?: boolean; timeoutMs?: number } = {}): Promise<() => void> {
+  const { shared = false, timeoutMs = 300_000 } = typeof opts === "number" ? { timeoutMs: opts } : opts;
+  if (!/^[a-z0-9-]+$/.test(name)) throw new Error(`lab lock name ${JSON.stringify(name)} is not [a-z0-9-]+`);
   const path = join(process.env.OVSLB_LAB_DIR ?? DEFAULT_LAB_DIR, `${name}.lock`);
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      const fd = openSync(path, "wx");
-      writeSync(fd, `${process.pid}\n`);
-      closeSync(fd);
-      return () => {
-        try {
-          if (read(path, "utf8").trim() === String(process.pid)) unlinkSync(path);
-        } catch {
-          /* already gone */
-        }
-      };
-    } catch {
-      let holder = 0;
-      try {
-        holder = Number(read(path, "utf8").trim());
-        process.kill(holder, 0);
-      } catch {
-        if (holder > 0 || !existsSync(path)) {
-          try {
-            unlinkSync(path);
-          } catch {
-            /* raced */
-          }
-          continue;
-        }
-      }
-      if (Date.now() > deadline) throw new Error(`lab lock ${name} is held by pid ${holder}`);
-      await new Promise((r) => setTimeout(r, 250));
-    }
-  }
+  const holder = spawn("flock", [shared ? "-s" : "-x", "-w", String(Math.ceil(timeoutMs / 1000)), path, "sh", "-c", "echo locked; exec cat >/dev/null"], {
+    stdio: ["pipe", "pipe", "pipe"],
+  });
+  holder.stdin.on("error", () => undefined);
+  let stderr = "";
+  holder.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+  await new Promise<void>((resolve, reject) => {
+    holder.stdout.once("data", () => resolve());
+    holder.once("exit", (code) => reject(new Error(`lab lock ${name}: not taken within ${timeoutMs} ms (flock exited ${code}) ${stderr.trim()}`)));
+    holder.once("error", reject);
+  });
+  // The holder must not keep this process alive, nor outlive it.
+  holder.unref();
+  for (const stream of [holder.stdin, holder.stdout, holder.stderr]) (stream as unknown as { unref?: () => void }).unref?.();
+  return () => void holder.stdin.end();
 }
