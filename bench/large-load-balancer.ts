@@ -34,10 +34,11 @@ export function largeLoadBalancer(name: string, gateway: DeferredNatGateway, siz
   };
 }
 
-/** The VIP the one change is made to, and the backend added to it. */
-export const changed = (size: LoadBalancerSize) => ({ vip: size.vips >> 1, added: backend(size.vips >> 1, size.backends) });
+/** The VIP the one change is made to (the middle one unless told), and the backend added to it. */
+export const changed = (size: LoadBalancerSize, vip = size.vips >> 1) => ({ vip, added: backend(vip, size.backends) });
 
-export function withAdded(inputs: Inputs, size: LoadBalancerSize): Inputs {
-  const { vip, added } = changed(size);
+/** One backend added to the middle VIP (or to `vip`). */
+export function withAdded(inputs: Inputs, size: LoadBalancerSize, at?: number): Inputs {
+  const { vip, added } = changed(size, at);
   return { ...inputs, vips: inputs.vips.map((v, i) => (i === vip ? { ...v, backends: [...v.backends, added] } : v)) };
 }

@@ -153,8 +153,7 @@ async function pureScenario(name: string, size: { vips: number; backends: number
       const scope = updateScope(d, news, state);
       if (scope.kind !== "vips") throw new Error(`not scoped: ${scope.reason}`);
       const observed = { ports: empty.ports, groups: parseGroups(one.groups), flows: parseFlows(one.flows) };
-      const touched = new Set(scope.touched);
-      const ids = assignIds({ ...news, vips: news.vips.filter((v) => touched.has(vipKey(v))) }, idsOf(recorded, [key]), new Set());
+      const ids = assignIds({ ...news, vips: scope.touchedVips }, idsOf(recorded, [key]), new Set());
       return { scope, mods: planGatewayScoped("gw", news, scope, mergeIds(idsOf(recorded, [key]), ids), port, observed) };
     });
     return { ...figures, detail: { operations: opsOf(value.mods), touched: value.scope.kind === "vips" ? value.scope.touched.length : -1 } };
@@ -163,6 +162,19 @@ async function pureScenario(name: string, size: { vips: number; backends: number
 }
 
 // ---------------------------------------------------------------- the handler against the lab
+
+/**
+ * What a "warm" process has done before the measured update, in the same
+ * process: "changes", two one-backend updates of another VIP of the same
+ * resource (added, then removed, each sent), as a provider that has already
+ * served updates of this kind; "noop", one update that changed nothing on
+ * the host (what this bench called warm until issue 21), whose plan, bundle
+ * and apply code never ran. false: a fresh process.
+ */
+type Warmup = "changes" | "noop" | false;
+
+/** How long a warm process idles after its warm-up, before the measured update. */
+const WARM_IDLE_MS = 300;
 
 interface Saved {
   id: string;
@@ -175,7 +187,7 @@ async function labScenario(
   size: { vips: number; backends: number },
   file: string,
   full: boolean,
-  warm: boolean,
+  warm: Warmup,
   profile: boolean,
 ): Promise<Figures> {
   const inv = loadInventory();
@@ -198,11 +210,11 @@ async function labScenario(
   // Today's path: a state without recorded port numbers makes update read and plan everything.
   const { gatewayPorts: _p, ...stripped } = saved.state;
   const old = { inputs: withDefaults(saved.inputs), state: full ? (stripped as DeferredNatState) : saved.state };
-  // Warm: this process has already updated the resource once (nothing changed, nothing sent), as a provider that handled another resource first.
-  if (warm) {
-    // Copies: a provider gets fresh objects in every call, so nothing of this warm-up is reused but the compiled code.
-    // Made as the measured call's are (recorded inputs parsed, desired ones built and defaulted), as one provider
-    // decodes every resource alike: a warm-up of other object shapes leaves code the measured call deoptimizes.
+  // Warm: this process has already updated the resource (see Warmup). Copies: a provider gets fresh objects in every
+  // call, so nothing of the warm-up is reused but the compiled code. Made as the measured call's are (recorded inputs
+  // parsed, desired ones built and defaulted), as one provider decodes every resource alike: a warm-up of other object
+  // shapes leaves code the measured call deoptimizes.
+  if (warm === "noop") {
     // The recorded inputs lack VIP 0: the warm-up reads that VIP's group and flow, finds them as wanted, and sends nothing.
     const copy = JSON.parse(JSON.stringify(saved)) as Saved;
     const fresh = inputsFor(inv, size);
@@ -212,6 +224,20 @@ async function labScenario(
       withDefaults(name === "lab-add" ? fresh : withAdded(fresh, size)),
     );
   }
+  if (warm === "changes") {
+    // A backend added to VIP 0 and removed again, each sent: the gateway ends as it was, so the measured update's state still holds.
+    let at = JSON.parse(JSON.stringify(saved)) as Saved;
+    for (const step of ["add", "remove"]) {
+      const fresh = inputsFor(inv, size);
+      const desired = name === "lab-add" ? fresh : withAdded(fresh, size);
+      const next = withDefaults(step === "add" ? withAdded(desired, size, 0) : desired);
+      const state = await handler.update(at.id, { inputs: withDefaults(at.inputs), state: at.state }, next);
+      at = JSON.parse(JSON.stringify({ id: at.id, inputs: next, state })) as Saved;
+    }
+  }
+  // A provider idles between the engine's calls: the garbage collector's work on the warm-up's garbage, left to run in the
+  // idle time, is the warm-up's, not the measured update's.
+  if (warm) await new Promise((resolve) => setTimeout(resolve, WARM_IDLE_MS));
   const run = () => handler.update(saved.id, old, news);
   const { value, figures } = await measure(async () => (profile ? profiled(run) : { value: await run(), split: undefined }));
   const state = value.value;
@@ -223,7 +249,15 @@ async function labScenario(
 }
 
 /** Runs one scenario in a fresh node process and returns its figures. */
-function child(ctx: BenchContext, scenario: string, size: { vips: number; backends: number }, file = "", full = false, warm = false, profile = false): Figures {
+function child(
+  ctx: BenchContext,
+  scenario: string,
+  size: { vips: number; backends: number },
+  file = "",
+  full = false,
+  warm: Warmup = false,
+  profile = false,
+): Figures {
   const r = spawnSync(process.execPath, [__filename, "--child", JSON.stringify({ scenario, size, file, full, warm, profile })], {
     encoding: "utf8",
     maxBuffer: 1 << 24,
@@ -231,14 +265,14 @@ function child(ctx: BenchContext, scenario: string, size: { vips: number; backen
   if (r.status !== 0) throw new Error(`scale-planning child ${scenario} failed (exit ${r.status}): ${r.stderr.slice(-2000)}`);
   const figures = JSON.parse(r.stdout.trim().split("\n").at(-1)!) as Figures;
   ctx.log(
-    `  ${scenario}${full ? " (full path)" : ""}${warm ? " (warm)" : ""}${profile ? " (profiled)" : ""}: ${fmtMs(figures.wallMs)} wall, ${fmtMs(figures.cpuMs)} CPU, peak ${figures.peakRssMiB.toFixed(0)} MiB`,
+    `  ${scenario}${full ? " (full path)" : ""}${warm ? ` (warm: ${warm})` : ""}${profile ? " (profiled)" : ""}: ${fmtMs(figures.wallMs)} wall, ${fmtMs(figures.cpuMs)} CPU, peak ${figures.peakRssMiB.toFixed(0)} MiB`,
   );
   return figures;
 }
 
 if (process.argv[2] === "--child") {
   const { scenario, size, file, full, warm, profile } = JSON.parse(process.argv[3]);
-  const run = scenario.startsWith("lab-") ? labScenario(scenario, size, file, full, warm, !!profile) : pureScenario(scenario, size);
+  const run = scenario.startsWith("lab-") ? labScenario(scenario, size, file, full, warm as Warmup, !!profile) : pureScenario(scenario, size);
   childResult(run);
 }
 
@@ -248,9 +282,9 @@ const mib = (f: Figures) => `${f.peakRssMiB.toFixed(0)} MiB (${(f.peakRssMiB - f
 const med = (runs: Figures[], k: "wallMs" | "cpuMs" | "peakRssMiB") => median(runs.map((r) => r[k]));
 const medRow = (what: string, path: string, runs: Figures[], ops: string) =>
   `| ${what} | ${path} | ${fmtMs(med(runs, "wallMs"))} | ${fmtMs(med(runs, "cpuMs"))} | ${med(runs, "peakRssMiB").toFixed(0)} MiB (${(med(runs, "peakRssMiB") - median(runs.map((r) => r.rssBeforeMiB))).toFixed(0)} over) | ${ops} |`;
-const splitRow = (what: string, runs: Figures[]) => {
+const splitRow = (what: string, warmup: string, runs: Figures[]) => {
   const part = (k: keyof CpuSplit) => fmtMs(median(runs.map((r) => (r.detail.cpuSplit as CpuSplit)[k])));
-  return `| ${what} | scoped, the provider's own CPU (profiled run: samples outside SSH) | ${fmtMs(med(runs, "wallMs"))} | ${part("providerMs")} | ${med(runs, "peakRssMiB").toFixed(0)} MiB | of ${part("sampledMs")} sampled: SSH ${part("sshMs")}, socket I/O ${part("ioMs")}, GC ${part("gcMs")} |`;
+  return `| ${what} | scoped, the provider's own CPU (profiled run: samples outside SSH), ${warmup} | ${fmtMs(med(runs, "wallMs"))} | ${part("providerMs")} | ${med(runs, "peakRssMiB").toFixed(0)} MiB | of ${part("sampledMs")} sampled: SSH ${part("sshMs")}, socket I/O ${part("ioMs")}, GC ${part("gcMs")} |`;
 };
 const opsText = (ops: unknown) =>
   Object.entries((ops ?? {}) as Record<string, number>)
@@ -326,11 +360,11 @@ export const scalePlanningBenchmark: Benchmark = {
       const machine = await machineNote(gw);
       const create = child(ctx, "lab-create", size, file);
       const runs = () => ({ add: [] as Figures[], remove: [] as Figures[] });
-      const lab = { scoped: runs(), full: runs(), scopedWarm: runs(), fullWarm: runs(), scopedWarmProfiled: runs() };
+      const lab = { scoped: runs(), full: runs(), scopedWarm: runs(), fullWarm: runs(), scopedWarmProfiled: runs(), scopedNoopWarmProfiled: runs() };
       for (let r = 0; r < size.runs; r++) {
-        for (const path of ["scoped", "full", "scopedWarm", "fullWarm", "scopedWarmProfiled"] as const) {
+        for (const path of ["scoped", "full", "scopedWarm", "fullWarm", "scopedWarmProfiled", "scopedNoopWarmProfiled"] as const) {
           const full = path.startsWith("full");
-          const warm = path.includes("Warm");
+          const warm: Warmup = path.includes("NoopWarm") ? "noop" : path.includes("Warm") ? "changes" : false;
           const profile = path.endsWith("Profiled");
           lab[path].add.push(child(ctx, "lab-add", size, file, full, warm, profile));
           lab[path].remove.push(child(ctx, "lab-remove", size, file, full, warm, profile));
@@ -355,6 +389,8 @@ export const scalePlanningBenchmark: Benchmark = {
         ...lab.scopedWarm.remove,
         ...lab.scopedWarmProfiled.add,
         ...lab.scopedWarmProfiled.remove,
+        ...lab.scopedNoopWarmProfiled.add,
+        ...lab.scopedNoopWarmProfiled.remove,
       ];
       invariants.push({
         name: "every scoped update read only the one VIP it changed",
@@ -369,12 +405,22 @@ export const scalePlanningBenchmark: Benchmark = {
       invariants.push({
         name: "both paths sent the same one-bucket bundle (insert on add, remove on remove)",
         ok:
-          [...lab.scoped.add, ...lab.full.add, ...lab.scopedWarm.add, ...lab.fullWarm.add, ...lab.scopedWarmProfiled.add].every(
-            (f) => JSON.stringify(f.detail.operations) === JSON.stringify({ "insert-buckets": 1 }),
-          ) &&
-          [...lab.scoped.remove, ...lab.full.remove, ...lab.scopedWarm.remove, ...lab.fullWarm.remove, ...lab.scopedWarmProfiled.remove].every(
-            (f) => JSON.stringify(f.detail.operations) === JSON.stringify({ "remove-buckets": 1 }),
-          ),
+          [
+            ...lab.scoped.add,
+            ...lab.full.add,
+            ...lab.scopedWarm.add,
+            ...lab.fullWarm.add,
+            ...lab.scopedWarmProfiled.add,
+            ...lab.scopedNoopWarmProfiled.add,
+          ].every((f) => JSON.stringify(f.detail.operations) === JSON.stringify({ "insert-buckets": 1 })) &&
+          [
+            ...lab.scoped.remove,
+            ...lab.full.remove,
+            ...lab.scopedWarm.remove,
+            ...lab.fullWarm.remove,
+            ...lab.scopedWarmProfiled.remove,
+            ...lab.scopedNoopWarmProfiled.remove,
+          ].every((f) => JSON.stringify(f.detail.operations) === JSON.stringify({ "remove-buckets": 1 })),
       });
 
       const cores = os.cpus().length;
@@ -419,12 +465,14 @@ export const scalePlanningBenchmark: Benchmark = {
         medRow(`update, warm process: one backend added`, "scoped", lab.scopedWarm.add, opsText(lab.scopedWarm.add[0].detail.operations)),
         medRow(`update, warm process: that backend removed`, "full (before)", lab.fullWarm.remove, opsText(lab.fullWarm.remove[0].detail.operations)),
         medRow(`update, warm process: that backend removed`, "scoped", lab.scopedWarm.remove, opsText(lab.scopedWarm.remove[0].detail.operations)),
-        splitRow(`update, warm process: one backend added`, lab.scopedWarmProfiled.add),
-        splitRow(`update, warm process: that backend removed`, lab.scopedWarmProfiled.remove),
+        splitRow(`update, warm process: one backend added`, "warmed by a no-op update (before)", lab.scopedNoopWarmProfiled.add),
+        splitRow(`update, warm process: one backend added`, "warmed by two sent changes", lab.scopedWarmProfiled.add),
+        splitRow(`update, warm process: that backend removed`, "warmed by a no-op update (before)", lab.scopedNoopWarmProfiled.remove),
+        splitRow(`update, warm process: that backend removed`, "warmed by two sent changes", lab.scopedWarmProfiled.remove),
         `| delete | — | ${fmtMs(del.wallMs)} | ${fmtMs(del.cpuMs)} | ${mib(del)} | |`,
         "",
         "An update's figures include opening its SSH connection (key exchange), the OVSDB reads of the gateway's ports and tunnels, the read, the plan and the one bundle. " +
-          'A fresh process pays for compiling the code it runs the first time (the SSH client alone is about 30 ms of CPU on its first connection, 8 ms after); "warm" is a process that has already updated the resource once (one VIP read, found as wanted, nothing sent), as the provider is after its first resource of a `pulumi up`.',
+          'A fresh process pays for compiling the code it runs the first time (the SSH client alone is about 30 ms of CPU on its first connection, 8 ms after). "Warm" is a process that has already served two one-backend updates of the same resource, of another VIP (a backend added, then removed, each read, planned and sent), as a provider plugin is once it has served updates of this kind (a stack with many such load balancers); a provider\'s first update of a `pulumi up` is the fresh-process figure. "Warmed by a no-op update" is what this bench called warm before issue 21: one update that read one VIP and sent nothing, so the plan, bundle and apply code of the measured update ran for the first time.',
         "The provider's own CPU (SSH excluded) is from another warm scoped update of each kind, run under V8's sampling profiler (every 200 µs, in the process; bench/cpu-split.ts): each sample goes to whoever's frame is nearest the top of its stack: the provider (provider/, its transport aside), SSH (ssh2 and provider/transport: key exchange, channels, packet crypto, the OVSDB client's JSON), node's socket I/O and events when neither, or garbage collection. Profiling slows the process, so these are at most what an unprofiled run spends.",
         "The scoped read is `dump-groups BR GROUP` and `dump-flows BR table=0,MATCH` for the one VIP (4 channels at most at once); the full read is `dump-groups BR` and `dump-flows` of tables 0 and 20, parsed as they stream in.",
       ].join("\n");

@@ -105,15 +105,30 @@ describe("updateScope pairs the VIPs by position while they agree, by key after"
 
   it("one VIP changed, in place or moved", () => {
     const changed = { ...vip(3), backends: [...vip(3).backends, backend(3, 9)] };
-    expect(scope([vip(1), vip(2), changed, vip(4), vip(5)])).toEqual({ kind: "vips", touched: [keyOf(3)], removed: [] });
-    expect(scope([vip(2), vip(1), vip(4), vip(5), changed])).toEqual({ kind: "vips", touched: [keyOf(3)], removed: [] });
+    expect(scope([vip(1), vip(2), changed, vip(4), vip(5)])).toMatchObject({ kind: "vips", touched: [keyOf(3)], removed: [] });
+    expect(scope([vip(2), vip(1), vip(4), vip(5), changed])).toMatchObject({ kind: "vips", touched: [keyOf(3)], removed: [] });
   });
 
   it("a VIP added in the middle, one removed, one replaced at its position", () => {
-    expect(scope([vip(1), vip(9), vip(2), vip(3), vip(4), vip(5)])).toEqual({ kind: "vips", touched: [keyOf(9)], removed: [] });
-    expect(scope([vip(1), vip(2), vip(4), vip(5)])).toEqual({ kind: "vips", touched: [], removed: [keyOf(3)] });
-    expect(scope([vip(1), vip(2), vip(9), vip(4), vip(5)])).toEqual({ kind: "vips", touched: [keyOf(9)], removed: [keyOf(3)] });
-    expect(scope([vip(1), vip(2), vip(3), vip(4)])).toEqual({ kind: "vips", touched: [], removed: [keyOf(5)] });
+    expect(scope([vip(1), vip(9), vip(2), vip(3), vip(4), vip(5)])).toMatchObject({ kind: "vips", touched: [keyOf(9)], removed: [] });
+    expect(scope([vip(1), vip(2), vip(4), vip(5)])).toMatchObject({ kind: "vips", touched: [], removed: [keyOf(3)] });
+    expect(scope([vip(1), vip(2), vip(9), vip(4), vip(5)])).toMatchObject({ kind: "vips", touched: [keyOf(9)], removed: [keyOf(3)] });
+    expect(scope([vip(1), vip(2), vip(3), vip(4)])).toMatchObject({ kind: "vips", touched: [], removed: [keyOf(5)] });
+  });
+
+  it("hands over the touched VIPs themselves and every desired VIP's key, paired or not", () => {
+    const changed = { ...vip(3), backends: [...vip(3).backends, backend(3, 9)] };
+    for (const vips of [
+      [vip(1), vip(2), changed, vip(4), vip(5)],
+      [vip(2), vip(1), vip(9), vip(5), changed],
+    ]) {
+      const news = lb(vips);
+      const s = updateScope(old, news, state);
+      if (s.kind !== "vips") throw new Error(s.reason);
+      expect(s.touchedVips).toHaveLength(s.touched.length);
+      s.touched.forEach((key, i) => expect(s.touchedVips[i]).toBe(news.vips.find((v) => vipKey(v) === key)));
+      expect(s.desiredKeys).toEqual(news.vips.map(vipKey));
+    }
   });
 
   it("a VIP paired by position is touched when it drifted or has no recorded ids", () => {
@@ -123,14 +138,14 @@ describe("updateScope pairs the VIPs by position while they agree, by key after"
         [1, 2, 3, 4, 5].map((v) => vip(v)),
         drifted,
       ),
-    ).toEqual({ kind: "vips", touched: [keyOf(2)], removed: [] });
+    ).toMatchObject({ kind: "vips", touched: [keyOf(2)], removed: [] });
     const { [keyOf(4)]: _, ...bucketIds } = recorded.bucketIds;
     expect(
       scope(
         [1, 2, 3, 4, 5].map((v) => vip(v)),
         { ...state, bucketIds },
       ),
-    ).toEqual({ kind: "vips", touched: [keyOf(4)], removed: [] });
+    ).toMatchObject({ kind: "vips", touched: [keyOf(4)], removed: [] });
   });
 });
 
@@ -139,7 +154,7 @@ describe("scopedIds", () => {
     const news = lb([vip(1), vip(2), { ...vip(3), backends: [...vip(3).backends, backend(3, 9)] }, vip(4), vip(9)]);
     const s = updateScope(old, news, state);
     if (s.kind !== "vips") throw new Error(s.reason);
-    expect(s).toEqual({ kind: "vips", touched: [keyOf(3), keyOf(9)], removed: [keyOf(5)] });
+    expect(s).toMatchObject({ kind: "vips", touched: [keyOf(3), keyOf(9)], removed: [keyOf(5)] });
     const touched = new Set(s.touched);
     const given = assignIds({ ...news, vips: news.vips.filter((v) => touched.has(vipKey(v))) }, idsOf(recorded, [...s.touched, ...s.removed]), new Set());
     const ids = scopedIds(recorded, news, s, given);

@@ -32,7 +32,6 @@ import {
   mergeIds,
   planGateway,
   recordedGroups,
-  vipKey,
   withDefaults,
   type GatewayPort,
   type RecordedIds,
@@ -107,12 +106,11 @@ async function readScoped(
   gateways: GatewayPorts[],
 ): Promise<{ reads: GatewayRead[]; ids: RecordedIds } | undefined> {
   const keys = new Set([...scope.touched, ...scope.removed]);
-  const touched = new Set(scope.touched);
   const mine = idsOf(recorded, keys);
   // Kept VIPs' ids are taken: a new VIP must not derive one of them.
   const taken = new Set<number>();
   for (const k in recorded.groupIds) if (!keys.has(k)) taken.add(recorded.groupIds[k]);
-  const inputs = { ...d, vips: d.vips.filter((v) => touched.has(vipKey(v))) };
+  const inputs = { ...d, vips: scope.touchedVips };
   const observed = gateways.map((g) => ({ ports: g.ports, flows: [] as DumpedFlow[], groups: [] as GroupEntry[] }));
   const readGroups = new Set<number>();
   for (let round = 0; round < MAX_ID_ROUNDS; round++) {

@@ -1,4 +1,4 @@
-import type { DeferredNatDefaulted as Inputs } from "./plan";
+import type { DeferredNatDefaulted as Inputs, DefaultedVip } from "./plan";
 import { isDeepStrictEqual } from "node:util";
 import type { PartialScope } from "../../engine/bridge";
 import { flowKey, type Flow, type Modification } from "../../openflow";
@@ -39,6 +39,10 @@ export type UpdateScope =
       touched: string[];
       /** Recorded VIPs no longer desired (vipKey): their group and flow go. */
       removed: string[];
+      /** The touched VIPs themselves, in `touched`'s order: the plan takes them without looking through every VIP again. */
+      touchedVips: DefaultedVip[];
+      /** Every desired VIP's key, in the inputs' order: made once here, the ids' records are looked up with the same strings (V8 keeps a string's hash). */
+      desiredKeys: string[];
     };
 
 /** Past this many VIPs, one dump of everything costs less than a dump per group and per flow. */
@@ -73,22 +77,37 @@ export function updateScope(old: Inputs, news: Inputs, recorded: RecordedForScop
     drifted.add(vip);
   }
   const touched: string[] = [];
-  const differs = (was: DeferredNatVip | undefined, vip: DeferredNatVip, key: string) =>
-    !was || drifted.has(key) || !hasIds(recorded, key) || !sameVip(was, vip);
-  // The recorded VIPs are usually in the order the program gives them: paired by position while they agree, no map needed.
+  const touchedVips: DefaultedVip[] = [];
+  const desiredKeys: string[] = new Array<string>(newVips.length);
+  const { groupIds, bucketIds } = recorded;
+  // The recorded VIPs are usually in the order the program gives them: paired by position while they agree, no map
+  // needed. One loop, no closures: it runs for every VIP of every update.
   const paired = Math.min(oldVips.length, newVips.length);
   let i = 0;
-  for (; i < paired && sameVipKey(oldVips[i], newVips[i]); i++) {
-    const key = vipKey(newVips[i]);
-    if (differs(oldVips[i], newVips[i], key)) touched.push(key);
+  for (; i < paired; i++) {
+    const was = oldVips[i];
+    const vip = newVips[i];
+    if (!sameVipKey(was, vip)) break;
+    const key = vipKey(vip);
+    desiredKeys[i] = key;
+    if (groupIds[key] === undefined || bucketIds[key] === undefined || (drifted.size > 0 && drifted.has(key)) || !sameVip(was, vip)) {
+      touched.push(key);
+      touchedVips.push(vip);
+    }
   }
   // The rest by key (a VIP moved, added or removed).
-  const before = new Map(oldVips.slice(i).map((v) => [vipKey(v), v]));
-  for (const vip of newVips.slice(i)) {
+  const before = new Map<string, DeferredNatVip>();
+  for (let j = i; j < oldVips.length; j++) before.set(vipKey(oldVips[j]), oldVips[j]);
+  for (let j = i; j < newVips.length; j++) {
+    const vip = newVips[j];
     const key = vipKey(vip);
+    desiredKeys[j] = key;
     const was = before.get(key);
     before.delete(key);
-    if (differs(was, vip, key)) touched.push(key);
+    if (!was || !hasIds(recorded, key) || drifted.has(key) || !sameVip(was, vip)) {
+      touched.push(key);
+      touchedVips.push(vip);
+    }
   }
   const removed = [...before.keys()];
   // The engine calls update only for a change: one that changes no VIP and no setting is a request to converge, so it reads everything.
@@ -96,7 +115,7 @@ export function updateScope(old: Inputs, news: Inputs, recorded: RecordedForScop
   if (touched.length + removed.length > MAX_SCOPED_VIPS) {
     return { kind: "all", reason: `${touched.length + removed.length} VIPs change: one full read costs less` };
   }
-  return { kind: "vips", touched, removed };
+  return { kind: "vips", touched, removed, touchedVips, desiredKeys };
 }
 
 /** The VIP (vipKey) has recorded ids (its bucket ids were given with the inputs recorded beside them). */
@@ -129,16 +148,21 @@ const sameVipKey = (a: DeferredNatVip, b: DeferredNatVip) => a.address === b.add
 export function sameVip(a: DeferredNatVip, b: DeferredNatVip): boolean {
   const ab = a.backends;
   const bb = b.backends;
-  if (!sameVipKey(a, b) || ab.length !== bb.length) return false;
+  const n = ab.length;
+  if (n !== bb.length || !sameVipKey(a, b)) return false;
   let i = 0;
-  while (i < ab.length && sameBackend(ab[i], bb[i])) i++;
-  if (i === ab.length) return true;
-  const byKey = new Map(ab.map((x) => [backendKey(x), x]));
+  while (i < n && sameBackend(ab[i], bb[i])) i++;
+  if (i === n) return true;
+  const byKey = new Map<string, DeferredNatBackend>();
+  for (const x of ab) byKey.set(backendKey(x), x);
   // Each recorded backend matches once: a backend listed twice is no match for one missing.
-  return bb.every((y) => {
-    const x = byKey.get(backendKey(y));
-    return !!x && byKey.delete(backendKey(y)) && sameBackend(x, y);
-  });
+  for (const y of bb) {
+    const key = backendKey(y);
+    const x = byKey.get(key);
+    if (!x || !sameBackend(x, y)) return false;
+    byKey.delete(key);
+  }
+  return true;
 }
 
 /** The flow of a VIP on one gateway, as desiredDataplane makes it, without its group. */
@@ -185,11 +209,13 @@ export function idsOf(ids: RecordedIds, keys: Iterable<string>): RecordedIds {
 export function scopedIds(recorded: RecordedIds, inputs: Inputs, scope: Extract<UpdateScope, { kind: "vips" }>, given: RecordedIds): RecordedIds {
   const touched = new Set(scope.touched);
   const out: RecordedIds = { groupIds: {}, bucketIds: {} };
-  for (const vip of inputs.vips) {
-    const key = vipKey(vip);
+  const keys = scope.desiredKeys.length === inputs.vips.length ? scope.desiredKeys : inputs.vips.map(vipKey);
+  for (const key of keys) {
     const from = touched.has(key) ? given : recorded;
-    if (from.groupIds[key] !== undefined) out.groupIds[key] = from.groupIds[key];
-    if (from.bucketIds[key] !== undefined) out.bucketIds[key] = from.bucketIds[key];
+    const group = from.groupIds[key];
+    const buckets = from.bucketIds[key];
+    if (group !== undefined) out.groupIds[key] = group;
+    if (buckets !== undefined) out.bucketIds[key] = buckets;
   }
   return out;
 }
@@ -208,8 +234,7 @@ export function planGatewayScoped(
   gw: GatewayPort,
   observed: ObservedBridge,
 ): Modification[] {
-  const touched = new Set(scope.touched);
-  const intent = gatewayIntent({ ...inputs, vips: inputs.vips.filter((v) => touched.has(vipKey(v))) }, idsOf(ids, [...scope.touched, ...scope.removed]), gw);
+  const intent = gatewayIntent({ ...inputs, vips: scope.touchedVips }, idsOf(ids, [...scope.touched, ...scope.removed]), gw);
   const keys = new Set(
     [...scope.touched, ...scope.removed].map((k) =>
       flowKey({ table: 0, priority: VIP_FLOW_PRIORITY, cookie: cookieOf(inputs), match: vipFlowMatch(parseVipKey(k), gw), actions: [] }),
