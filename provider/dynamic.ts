@@ -24,6 +24,16 @@ import { dirname, join, relative, sep } from "node:path";
  * or "" for ovslb's own checkout.
  */
 export function dynamicProvider(kind: string): pulumi.dynamic.ResourceProvider {
+  // One object per kind: the SDK caches a provider's serialized text by object (30-90 ms of a program's CPU per
+  // serialization), so every resource of a kind shares one serialization. The text is the same either way.
+  let provider = providers.get(kind);
+  if (!provider) providers.set(kind, (provider = newDynamicProvider(kind)));
+  return provider;
+}
+
+const providers = new Map<string, pulumi.dynamic.ResourceProvider>();
+
+function newDynamicProvider(kind: string): pulumi.dynamic.ResourceProvider {
   const installed = installedRelativeToProject();
   const handlers = () => {
     try {

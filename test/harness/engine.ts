@@ -817,36 +817,71 @@ class Deployment {
     await this.deleteInOrder([...this.state.resources].reverse());
   }
 
+  /**
+   * Deletes `doomed` (dependents listed before what they depend on) as the
+   * engine does: each once everything that depends on it is gone (its
+   * dependencies, property dependencies or parent), the rest in parallel up
+   * to the run's parallelism. The first failure stops what has not started.
+   */
   private async deleteInOrder(doomed: StateResource[]) {
+    const done = new Map<StateResource, Promise<void>>();
+    let failed: unknown;
+    const dependsOn = (x: StateResource, urn: string) =>
+      x.parent === urn || x.dependencies.includes(urn) || Object.values(x.propertyDependencies ?? {}).some((urns) => urns.includes(urn));
     for (const r of doomed) {
-      this.steps.push({ urn: r.urn, type: r.type, op: "delete", custom: r.custom, keys: [] });
-      await this.deleteOne(r);
-      this.state = { ...this.state, resources: this.state.resources.filter((x) => x !== r) };
-      if (this.registered.get(r.urn) === r) this.registered.delete(r.urn);
-      this.persist();
+      const first = doomed.filter((x) => x !== r && done.has(x) && dependsOn(x, r.urn)).map((x) => done.get(x)!);
+      const deleted = Promise.all(first).then(() =>
+        this.limit.run(async () => {
+          if (failed !== undefined) throw failed;
+          this.steps.push({ urn: r.urn, type: r.type, op: "delete", custom: r.custom, keys: [] });
+          try {
+            await this.deleteOne(r);
+          } catch (e) {
+            failed ??= e;
+            throw e;
+          }
+          this.state = { ...this.state, resources: this.state.resources.filter((x) => x !== r) };
+          if (this.registered.get(r.urn) === r) this.registered.delete(r.urn);
+          this.persist();
+        }),
+      );
+      deleted.catch(() => undefined);
+      done.set(r, deleted);
     }
+    await Promise.all(done.values());
   }
 
   /** Reads every custom resource back through the plugin; `save` writes what it read (refresh) or not (preview --refresh). */
   async refresh(save: boolean) {
     if (!this.address) this.address = await this.listen();
     const resources: StateResource[] = [];
-    for (const r of this.state.resources) {
-      if (!r.custom || r.id === undefined) {
+    // The reads run in parallel, up to the run's parallelism, as the engine's refresh does; their steps keep the state's order.
+    const reads = await Promise.all(
+      this.state.resources.map((r) =>
+        !r.custom || r.id === undefined
+          ? undefined
+          : this.limit.run(async () => {
+              const plugin = await this.startPlugin();
+              const toPlugin = (v: Props) => (plugin.acceptsSecrets ? v : plain(v));
+              debug(`read ${r.urn}`);
+              const got = await plugin.at(r.urn).read(r.id!, toPlugin(r.outputs), toPlugin(r.inputs));
+              debug(`read done ${r.urn}`);
+              return { got, acceptsSecrets: plugin.acceptsSecrets };
+            }),
+      ),
+    );
+    for (const [i, r] of this.state.resources.entries()) {
+      const read = reads[i];
+      if (!read) {
         resources.push(r);
         continue;
       }
-      const plugin = await this.startPlugin();
-      debug("plugin up");
-      const toPlugin = (v: Props) => (plugin.acceptsSecrets ? v : plain(v));
-      debug(`read ${r.urn}`);
-      const got = await plugin.at(r.urn).read(r.id, toPlugin(r.outputs), toPlugin(r.inputs));
-      debug(`read done ${r.urn}`);
+      const { got, acceptsSecrets } = read;
       if (!got.id) {
         this.steps.push({ urn: r.urn, type: r.type, op: "delete", custom: true, keys: [] });
         continue;
       }
-      const outputs = markOutputs(annotateSecrets(got.properties, r.outputs), r.inputs, r.additionalSecretOutputs ?? [], plugin.acceptsSecrets);
+      const outputs = markOutputs(annotateSecrets(got.properties, r.outputs), r.inputs, r.additionalSecretOutputs ?? [], acceptsSecrets);
       const readInputs = Object.keys(got.inputs).filter((k) => k !== "__provider").length ? annotateSecrets(got.inputs, r.inputs) : r.inputs;
       const paths = changedPaths(plain(r.outputs), plain(outputs));
       this.steps.push({ urn: r.urn, type: r.type, op: paths.length ? "refresh" : "same", custom: true, keys: [], changedPaths: paths });

@@ -1,5 +1,5 @@
 import { relative } from "node:path";
-import { afterAll, beforeAll, inject } from "vitest";
+import { afterAll, beforeAll, expect, inject } from "vitest";
 import { lockLab } from "./lab";
 
 /**
@@ -12,8 +12,8 @@ import { lockLab } from "./lab";
  */
 let release: (() => void) | undefined;
 
-beforeAll(async (_context, suite) => {
-  const file = relative(process.cwd(), "filepath" in suite ? suite.filepath : "");
+beforeAll(async () => {
+  const file = relative(process.cwd(), expect.getState().testPath ?? "");
   release = await lockLab("lab", { shared: !inject("wholeLab").includes(file), timeoutMs: 600_000 });
 }, 600_000);
 
