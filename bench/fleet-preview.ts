@@ -16,7 +16,7 @@ import { fmtInt, fmtMs, labRun, machineNote, median, teardownSteps, type BenchCo
 
 /**
  * Issue 21's fleet-size benchmark: a stack of one DsrHypervisorFlows per
- * service (1,000 services; 64 in smoke) spread over 16 hypervisors, run as
+ * service (256 services on 16 hypervisors; 16 on 4 in smoke), run as
  * `pulumi up` runs it, through the test harness (bench/fleet/ is a Pulumi
  * program: the SDK's program runner, the real dynamic-provider plugin over
  * gRPC, the default parallelism of 16): up, preview, refresh,

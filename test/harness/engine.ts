@@ -541,7 +541,8 @@ class Deployment {
 
   async runProgram(dryRun: boolean) {
     this.dryRun = dryRun;
-    this.address = await this.listen();
+    // A refresh before it (preview --refresh) already serves: a second server would never be shut down.
+    this.address ??= await this.listen();
     const { sdk, options } = this.h.internals;
     const { pwd, entry } = pwdAndEntry(this.h.project);
     const ts = this.h.project.runtime.options?.typescript;
@@ -817,7 +818,7 @@ class Deployment {
   }
 
   async destroyAll() {
-    this.address = await this.listen();
+    this.address ??= await this.listen();
     await this.deleteInOrder([...this.state.resources].reverse());
   }
 
@@ -833,7 +834,7 @@ class Deployment {
 
   /** Reads every custom resource back through the plugin; `save` writes what it read (refresh) or not (preview --refresh). */
   async refresh(save: boolean) {
-    if (!this.address) this.address = await this.listen();
+    this.address ??= await this.listen();
     const resources: StateResource[] = [];
     for (const r of this.state.resources) {
       if (!r.custom || r.id === undefined) {
