@@ -5,6 +5,7 @@ import type { Benchmark, BenchContext, BenchReport } from "./common";
 import { deferredNatBenchmark } from "./deferred-nat";
 import { distributorFailoverBenchmark } from "./distributor-failover";
 import { dsrGreBenchmark } from "./dsr-gre";
+import { fleetPreviewBenchmark } from "./fleet-preview";
 import { livenessBenchmark } from "./liveness";
 import { peerCommandBenchmark } from "./peer-command";
 import { previewCostBenchmark } from "./preview-cost";
@@ -39,6 +40,7 @@ const BENCHMARKS: readonly Benchmark[] = [
   scalePlanningBenchmark,
   scaleReadingBenchmark,
   previewCostBenchmark,
+  fleetPreviewBenchmark,
 ];
 
 /** Compiled to dist/bench/run.js: the tracked results sit next to the sources. */

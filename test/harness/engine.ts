@@ -20,6 +20,7 @@
  *   await stack.destroy();
  *   // every result: { kind, steps, resources, outputs (the stack's, plain), diagnostics, changes, stdout, stderr, durationMs }
  *   // a failed run throws HarnessError (its .result holds the steps so far and the diagnostics)
+ *   // observer: { started(pid), stopping(pid), call(method, urn, sentMs, answeredMs, ok) }: each run's plugin and its calls
  *
  * What it does, as the Pulumi engine does it:
  * - runs the program with the project's own @pulumi/pulumi program runner
@@ -48,7 +49,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, resolve } from "node:path";
-import { EXIT_WITH_PARENT, startProviderPlugin, type PluginCall, type PluginError } from "../support/provider-plugin";
+import { EXIT_WITH_PARENT, startProviderPlugin, type PluginCall, type PluginError, type PluginObserver } from "../support/provider-plugin";
 import { StateStore, UNKNOWN, containsSecret, isSecret, plain, secret, secretPaths, type Props, type State, type StateResource } from "./state";
 
 export type Op = "create" | "update" | "replace" | "delete" | "same" | "refresh" | "read";
@@ -131,6 +132,8 @@ export interface OpenOptions {
   parallel?: number;
   /** More environment for the program and the plugin. */
   env?: Record<string, string>;
+  /** Told of each run's plugin process and of every call to it (benchmarks: where a run's time goes). */
+  observer?: PluginObserver;
 }
 
 export interface RunOptions {
@@ -448,6 +451,7 @@ class Deployment {
         engine: this.address,
         env: this.env(),
         configure: { args, variables: config.values },
+        observer: this.h.internals.options.observer,
       });
     }
     return this.plugin;
@@ -537,7 +541,8 @@ class Deployment {
 
   async runProgram(dryRun: boolean) {
     this.dryRun = dryRun;
-    this.address = await this.listen();
+    // A refresh before it (preview --refresh) already serves: a second server would never be shut down.
+    this.address ??= await this.listen();
     const { sdk, options } = this.h.internals;
     const { pwd, entry } = pwdAndEntry(this.h.project);
     const ts = this.h.project.runtime.options?.typescript;
@@ -813,7 +818,7 @@ class Deployment {
   }
 
   async destroyAll() {
-    this.address = await this.listen();
+    this.address ??= await this.listen();
     await this.deleteInOrder([...this.state.resources].reverse());
   }
 
@@ -853,7 +858,7 @@ class Deployment {
 
   /** Reads every custom resource back through the plugin; `save` writes what it read (refresh) or not (preview --refresh). */
   async refresh(save: boolean) {
-    if (!this.address) this.address = await this.listen();
+    this.address ??= await this.listen();
     const resources: StateResource[] = [];
     // The reads run in parallel, up to the run's parallelism, as the engine's refresh does; their steps keep the state's order.
     const reads = await Promise.all(

@@ -102,6 +102,8 @@ export interface InitFailure {
 export type PluginError = Error & { code?: number; details?: string; initFailed?: InitFailure };
 
 export interface PluginCall extends PluginRequests {
+  /** The plugin's process id. */
+  pid: number;
   /** What the plugin answered to Configure: the engine strips secrets from what it sends when false. */
   acceptsSecrets: boolean;
   /** The same plugin, every call sending `urn` (e.g. one per resource a program registered). */
@@ -140,6 +142,20 @@ export interface PluginOptions {
   env?: Record<string, string>;
   /** Configure's args, as the engine sends the stack config to a dynamic provider (default: none). */
   configure?: { args: Props; variables?: Record<string, string> };
+  /** Told of the plugin's process and of every call to it (benchmarks time them). */
+  observer?: PluginObserver;
+}
+
+export type PluginMethod = "configure" | "check" | "diff" | "create" | "read" | "update" | "delete";
+
+/** What a benchmark sees of a plugin: its process, and each call from the engine's side. */
+export interface PluginObserver {
+  /** The plugin is up (it said its port). */
+  started?(pid: number): void;
+  /** The plugin is about to be ended: its process can still be read (its CPU time, in /proc). */
+  stopping?(pid: number): void;
+  /** A call answered (or failed): its method, the URN it was for, and when it was sent and answered (performance.now(), ms). */
+  call?(method: PluginMethod, urn: string, sentMs: number, answeredMs: number, ok: boolean): void;
 }
 
 const DEFAULT_URN = "urn:pulumi:stack::project::pulumi-nodejs:dynamic/ovslb:Test::t";
@@ -204,6 +220,8 @@ export async function startProviderPlugin(options: PluginOptions = {}): Promise<
     removeScratch();
     throw e;
   }
+  const { observer } = options;
+  observer?.started?.(child.pid!);
   const client = new providerGrpc.ResourceProviderClient(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
   // A partial state comes back in the status details (grpc-status-details-bin), as the engine reads it.
   const initFailure = (err: any): InitFailure | undefined => {
@@ -216,9 +234,11 @@ export async function startProviderPlugin(options: PluginOptions = {}): Promise<
     }
     return undefined;
   };
-  const unary = <T>(method: string, req: unknown, timeoutMs?: number): Promise<T> =>
-    new Promise((res, rej) =>
+  const unary = <T>(method: PluginMethod, req: unknown, timeoutMs?: number, urn = ""): Promise<T> => {
+    const sent = performance.now();
+    return new Promise((res, rej) =>
       client[method](req, ...(timeoutMs ? [{ deadline: Date.now() + timeoutMs }] : []), (err: PluginError | null, resp: T) => {
+        observer?.call?.(method, urn, sent, performance.now(), !err);
         if (!err) return res(resp);
         try {
           const initFailed = initFailure(err);
@@ -230,9 +250,11 @@ export async function startProviderPlugin(options: PluginOptions = {}): Promise<
         rej(err);
       }),
     );
+  };
   const struct = (o: Props) => structpb.Struct.fromJavaScript(o);
 
   const stop = () => {
+    if (child.exitCode === null) observer?.stopping?.(child.pid!);
     client.close();
     child.kill();
     removeScratch();
@@ -257,7 +279,7 @@ export async function startProviderPlugin(options: PluginOptions = {}): Promise<
       req.setUrn(urn);
       req.setOlds(struct(olds));
       req.setNews(struct(news));
-      const resp = await unary<any>("check", req);
+      const resp = await unary<any>("check", req, undefined, urn);
       return {
         inputs: resp.getInputs().toJavaScript(),
         failures: resp.getFailuresList().map((f: any) => ({ property: f.getProperty(), reason: f.getReason() })),
@@ -269,7 +291,7 @@ export async function startProviderPlugin(options: PluginOptions = {}): Promise<
       req.setUrn(urn);
       req.setOlds(struct(olds));
       req.setNews(struct(news));
-      const resp = await unary<any>("diff", req);
+      const resp = await unary<any>("diff", req, undefined, urn);
       const kinds = providerpb.DiffResponse.DiffChanges;
       const c = resp.getChanges();
       return {
@@ -282,7 +304,7 @@ export async function startProviderPlugin(options: PluginOptions = {}): Promise<
       const req = new providerpb.CreateRequest();
       req.setUrn(urn);
       req.setProperties(struct(props));
-      const resp = await unary<any>("create", req);
+      const resp = await unary<any>("create", req, undefined, urn);
       return { id: resp.getId(), properties: resp.getProperties().toJavaScript() };
     },
     async read(id, props, inputs) {
@@ -291,7 +313,7 @@ export async function startProviderPlugin(options: PluginOptions = {}): Promise<
       req.setUrn(urn);
       req.setProperties(struct(props));
       if (inputs) req.setInputs(struct(inputs));
-      const resp = await unary<any>("read", req);
+      const resp = await unary<any>("read", req, undefined, urn);
       return {
         id: resp.getId(),
         properties: resp.getProperties()?.toJavaScript() ?? {},
@@ -304,7 +326,7 @@ export async function startProviderPlugin(options: PluginOptions = {}): Promise<
       req.setUrn(urn);
       req.setOlds(struct(olds));
       req.setNews(struct(news));
-      const resp = await unary<any>("update", req);
+      const resp = await unary<any>("update", req, undefined, urn);
       return { properties: resp.getProperties().toJavaScript() };
     },
     async delete(id, props) {
@@ -312,9 +334,9 @@ export async function startProviderPlugin(options: PluginOptions = {}): Promise<
       req.setId(id);
       req.setUrn(urn);
       req.setProperties(struct(props));
-      await unary("delete", req);
+      await unary("delete", req, undefined, urn);
     },
   });
 
-  return { ...at(defaultUrn), at, stop, acceptsSecrets, logs: () => ({ stdout, stderr }) };
+  return { ...at(defaultUrn), pid: child.pid!, at, stop, acceptsSecrets, logs: () => ({ stdout, stderr }) };
 }
