@@ -39,12 +39,19 @@ const OWN_HOSTS = [
  * The shared lab's files run in two lanes at once (integration and
  * integration-b), each file holding the lab lock (test/support/lab-share.ts):
  * shared, except the files of WHOLE_LAB, which disrupt the shared hosts for
- * everyone and run alone. Shares of the lab that one file at a time may use
+ * everyone or assert on a whole shared host, and run alone. Shares of the lab that one file at a time may use
  * (the GRE set-up on hv1, the distributor, OVN central) have locks of their
  * own (lockLab). LAB_B is the second lane's share, chosen so that both take
  * about as long; a new file joins the first lane.
  */
-const WHOLE_LAB = ["drift-loop", "deferred-nat-scoped"].map((name) => `test/integration/${name}.test.ts`);
+const WHOLE_LAB = [
+  // They restart a gateway's ovs-vswitchd.
+  "drift-loop",
+  "deferred-nat-scoped",
+  // They assert on a whole shared host: every flow and group of gw1's bridge unchanged, one SSH connection to the host.
+  "deferred-nat-ovn",
+  "ssh",
+].map((name) => `test/integration/${name}.test.ts`);
 const LAB_B = [
   "drift-loop",
   "distributor-ha",

@@ -533,9 +533,22 @@ class Deployment {
     return [...this.registered.values(), ...this.state.resources.filter((r) => r.pendingDelete || !this.registered.has(r.urn))];
   }
 
+  private saveTimer?: NodeJS.Timeout;
+
+  /**
+   * The state as it stands after a step. Written at most every 200 ms and
+   * once more when the run ends (close): the whole file after each of a large
+   * stack's steps would cost the square of its size.
+   */
   private persist() {
     if (!this.persisting) return;
     this.state = { ...this.state, resources: this.current() };
+    this.saveTimer ??= setTimeout(() => this.save(), 200);
+  }
+
+  private save() {
+    clearTimeout(this.saveTimer);
+    this.saveTimer = undefined;
     this.h.internals.store.save(this.state);
   }
 
@@ -900,6 +913,7 @@ class Deployment {
   }
 
   async close() {
+    if (this.saveTimer) this.save();
     const plugin = await this.plugin?.catch(() => undefined);
     plugin?.stop();
     await new Promise<void>((res) => (this.server ? this.server.tryShutdown(() => res()) : res()));

@@ -34,7 +34,9 @@ async function preview(config: Record<string, unknown>): Promise<Result> {
 
 const urn = (qualifiedType: string, name: string) => `urn:pulumi:dev::harness-components::${qualifiedType}::${name}`;
 const STACK = urn("pulumi:pulumi:Stack", "harness-components-dev");
-const children = (r: Result, parent: string): Step[] => r.steps.filter((s) => s.parent === parent);
+/** A component's children's steps, by name: they come in the order their registrations were answered, which means nothing. */
+const nameOf = (s: Step) => s.urn.split("::").pop()!;
+const children = (r: Result, parent: string): Step[] => r.steps.filter((s) => s.parent === parent).sort((a, b) => (nameOf(a) < nameOf(b) ? -1 : 1));
 
 beforeAll(() => {
   inv = loadInventory();
@@ -66,15 +68,15 @@ describe("components through the harness (preview)", () => {
     const component = r.steps.find((s) => s.urn === svc)!;
     expect(component).toMatchObject({ type: "ovslb:index:DeferredNatService", op: "create", custom: false, parent: STACK });
     const kids = children(r, svc);
-    expect(kids.map((k) => [k.type, k.urn.split("::").pop()])).toEqual([
+    expect(kids.map((k) => [k.type, nameOf(k)])).toEqual([
+      [`${DYNAMIC}DeferredNatLoadBalancer`, "svc"],
       [`${DYNAMIC}DsrHypervisorFlows`, "svc-hv1"],
       [`${DYNAMIC}DsrHypervisorFlows`, "svc-hv2"],
-      [`${DYNAMIC}DeferredNatLoadBalancer`, "svc"],
     ]);
     // hv3 hosts no backend: no flows there. Nothing else in the stack.
     expect(r.steps.filter((s) => s.custom).length).toBe(3);
     for (const k of kids) expect(k.urn).toContain("ovslb:index:DeferredNatService$pulumi-nodejs:dynamic/ovslb:");
-    const [hv1, hv2, lb] = kids;
+    const [lb, hv1, hv2] = kids;
     expect(hv1.inputs).toMatchObject({
       name: "svc",
       bridge: "br-seg",
