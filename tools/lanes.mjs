@@ -1,8 +1,10 @@
 // The test lanes: vitest processes that run at the same time. The lab's
-// shared hosts carry two lanes, whose files share the lab under the lab
-// lock (vitest.config.mts); the files that bring up hosts of their own
-// (OWN_HOSTS) and the unit tests carry the third. Each lane runs its files
-// one after another.
+// shared hosts carry one lane; the files that bring up hosts of their own
+// (vitest.config.mts, OWN_HOSTS) and the unit tests carry the other. Each
+// lane runs its files one after another; the lanes share nothing but the
+// machine's cores. (The lab's files cannot share it: nearly all of them
+// plan flows for the same backend VMs on the same hypervisors, which one
+// owner at a time may hold.)
 import { spawn, spawnSync } from "node:child_process";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -13,7 +15,6 @@ const compileCache = process.env.NODE_COMPILE_CACHE ?? join(tmpdir(), "ovslb-nod
 
 export const LANES = [
   { name: "lab", projects: ["integration"] },
-  { name: "lab-b", projects: ["integration-b"] },
   { name: "own-hosts", projects: ["integration-own-hosts"] },
 ];
 

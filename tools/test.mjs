@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // `npm test` after the build and type-check: the lab up, then the unit tests
-// and the three lanes at once (tools/lanes.mjs). `--integration` leaves
+// and the two lanes at once (tools/lanes.mjs). `--integration` leaves
 // the unit tests out; other arguments are vitest file filters, passed to
 // every lane. Exits non-zero if any lane failed, naming it.
 import { LANES, labUp, runLanes } from "./lanes.mjs";

@@ -92,18 +92,16 @@ export function spawnInNamespace(ns: string, argv: string[]): ChildProcess {
 }
 
 /**
- * A lock on a share of the lab (e.g. the distributor), across test files of
- * parallel lanes and runs started from different checkouts or sessions at
- * the same time: exclusive by default, or shared with other shared holders
- * (`shared`). It is flock(1) on a file in the lab's directory, held by a
- * child process that ends when its input closes, so a holder that dies
- * (a killed test run) releases it at once. Resolves with the release.
+ * An exclusive lock on a share of the lab (e.g. the distributor), across test
+ * runs started from different checkouts or sessions at the same time. It is
+ * flock(1) on a file in the lab's directory, held by a child process that
+ * ends when its input closes, so a holder that dies (a killed test run)
+ * releases it at once. Resolves with the release.
  */
-export async function lockLab(name: string, opts: number | { shared?: boolean; timeoutMs?: number } = {}): Promise<() => void> {
-  const { shared = false, timeoutMs = 300_000 } = typeof opts === "number" ? { timeoutMs: opts } : opts;
+export async function lockLab(name: string, timeoutMs = 300_000): Promise<() => void> {
   if (!/^[a-z0-9-]+$/.test(name)) throw new Error(`lab lock name ${JSON.stringify(name)} is not [a-z0-9-]+`);
   const path = join(process.env.OVSLB_LAB_DIR ?? DEFAULT_LAB_DIR, `${name}.lock`);
-  const holder = spawn("flock", [shared ? "-s" : "-x", "-w", String(Math.ceil(timeoutMs / 1000)), path, "sh", "-c", "echo locked; exec cat >/dev/null"], {
+  const holder = spawn("flock", ["-x", "-w", String(Math.ceil(timeoutMs / 1000)), path, "sh", "-c", "echo locked; exec cat >/dev/null"], {
     stdio: ["pipe", "pipe", "pipe"],
   });
   holder.stdin.on("error", () => undefined);
