@@ -112,7 +112,7 @@ function commitGates(wheres: readonly string[]): { gate: CommitGate; settled(fai
         if (failure === undefined) return count();
         counted = true;
         withdrawn = true;
-        const why = failure instanceof Error ? failure.message : String(failure);
+        const why = failure instanceof Error ? failure.message : JSON.stringify(failure);
         withdraw(new WithdrawnError(`withdrawn before its commit, because ${where} failed first: ${why}`));
       },
     };

@@ -843,7 +843,7 @@ class Deployment {
    */
   private async deleteInOrder(doomed: StateResource[]) {
     const done = new Map<StateResource, Promise<void>>();
-    let failed: unknown;
+    let failed: Error | undefined;
     const dependsOn = (x: StateResource, urn: string) =>
       x.parent === urn || x.dependencies.includes(urn) || Object.values(x.propertyDependencies ?? {}).some((urns) => urns.includes(urn));
     for (const r of doomed) {
@@ -855,7 +855,7 @@ class Deployment {
           try {
             await this.deleteOne(r);
           } catch (e) {
-            failed ??= e;
+            failed ??= e instanceof Error ? e : new Error(String(e));
             throw e;
           }
           this.state = { ...this.state, resources: this.state.resources.filter((x) => x !== r) };
@@ -877,7 +877,7 @@ class Deployment {
     const reads = await Promise.all(
       this.state.resources.map((r) =>
         !r.custom || r.id === undefined
-          ? undefined
+          ? Promise.resolve(undefined)
           : this.limit.run(async () => {
               const plugin = await this.startPlugin();
               const toPlugin = (v: Props) => (plugin.acceptsSecrets ? v : plain(v));
