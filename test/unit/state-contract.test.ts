@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { existsSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
+import { dynamicProvider } from "../../provider/dynamic";
 import { handle } from "../../provider/handlers";
 import { COOKIE_TAG, MAX_BUCKET_ID, MAX_CT_ZONE, MAX_GROUP_ID, derivedId, interfaceName, ownerCookie } from "../../provider/model/ids";
 import { OWNER_KEY as BRIDGE_OWNER_KEY, bridgeId } from "../../provider/resources/ovs-bridge/plan";
@@ -77,6 +78,13 @@ describe("the resource kinds and the provider's entry point", () => {
     expect(pkg.name).toBe("ovslb");
     expect((pkg.files as string[]).some((f) => "dist/provider/handlers.js".startsWith(f.replace(/\/?\*?$/, "")))).toBe(true);
     if (pkg.exports !== undefined) expect(JSON.stringify(pkg.exports)).toContain('"./dist/provider/handlers"');
+  });
+});
+
+describe("the provider object a program serializes", () => {
+  it("is one object per kind, so the SDK, which caches a provider's serialized text by object, serializes each kind once per program", () => {
+    expect(dynamicProvider("OvsBridge")).toBe(dynamicProvider("OvsBridge"));
+    expect(dynamicProvider("OvsBridge")).not.toBe(dynamicProvider("DsrHypervisorFlows"));
   });
 });
 
