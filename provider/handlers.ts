@@ -1,5 +1,6 @@
 import { isDeepStrictEqual } from "node:util";
 import { sameInputs, mapConnections, validateAgainstSchema, type CheckFailure } from "./model/validate";
+import { UNKNOWN, keyedInputs, listedInputs } from "./model/keyed";
 import { PartialApplyError, type ResourceHandler } from "./resource-handler";
 import { deferredNatLoadBalancerHandler } from "./resources/deferred-nat-load-balancer/handler";
 import { distributorAttachmentHandler } from "./resources/distributor-attachment/handler";
@@ -21,8 +22,6 @@ import { SshError, mapBounded, verifyLogin } from "./transport/ssh";
 
 type Props = Record<string, unknown>;
 const PROVIDER_KEY = "__provider";
-/** The engine's placeholder for a value not known during preview. */
-const UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9";
 
 // Handler methods are declared with method syntax, so each kind's handler is a ResourceHandler of objects.
 const registry: Record<string, ResourceHandler<object, object, object>> = {
@@ -73,7 +72,8 @@ function splitOutputs(handler: ResourceHandler<object, object>, outs: Props): { 
     if (k in handler.schema.properties) inputs[k] = v;
     else state[k] = v;
   }
-  return { inputs: restoreCredentials(inputs, outs[CREDENTIALS_OUTPUT] as Credentials | undefined), state };
+  // Outputs record lists; listing again costs one walk and accepts outputs written keyed by hand.
+  return { inputs: listedInputs(handler.schema, restoreCredentials(inputs, outs[CREDENTIALS_OUTPUT] as Credentials | undefined)), state };
 }
 
 function joinOutputs(inputs: Props, state: object): Props {
@@ -119,14 +119,19 @@ function failure(e: unknown, inputs: Props, provider: unknown): Error {
  * a repair or a delete.
  */
 async function refuseUnchecked(kind: string, handler: ResourceHandler<object, object>, inputs: Props, rules: boolean): Promise<void> {
-  const failures: CheckFailure[] = rules ? (await check(kind, {}, inputs)).failures : validateAgainstSchema(handler.schema, inputs, true);
+  const failures: CheckFailure[] = rules ? (await checkInputs(kind, inputs)).failures : validateAgainstSchema(handler.schema, inputs, true);
   if (failures.length === 0) return;
   throw new Error(`ovslb: ${kind} inputs refused before contacting any host: ${failures.map((f) => `${f.property}: ${f.reason}`).join("; ")}`);
 }
 
-export async function check(kind: string, _olds: Props, news: Props) {
+/**
+ * Check: the schema, the stack's SSH settings, then (all values known) the
+ * defaults and the resource's rules. Takes lists or keyed lists (the engine
+ * may hand back what check returned); returns lists, defaulted.
+ */
+async function checkInputs(kind: string, news: Props): Promise<{ inputs: Props; failures: CheckFailure[] }> {
   const handler = handlerFor(kind);
-  const inputs = withoutProvider(news);
+  const inputs = listedInputs(handler.schema, withoutProvider(news));
   let failures = validateAgainstSchema(handler.schema, inputs).filter((f) => !containsUnknown(valueAt(inputs, f.property)));
   // A bad `ovslb:ssh` is refused here, by every resource, before any host is reached.
   failures = [...stackSshFailures(), ...failures];
@@ -135,7 +140,23 @@ export async function check(kind: string, _olds: Props, news: Props) {
   const defaulted = handler.withDefaults(inputs);
   // Connections are checked as the transport will use them: with the stack's SSH settings.
   failures = handler.checkRules?.(mapConnections(handler.schema, defaulted, withStackSsh)) ?? [];
-  return { inputs: failures.length === 0 ? defaulted : inputs, failures };
+  return { inputs: failures.length === 0 ? (defaulted as Props) : inputs, failures };
+}
+
+/** Checked inputs as every method but check takes them: keyed lists listed again, in key order. */
+export function asLists(kind: string, inputs: Props): Props {
+  return listedInputs(handlerFor(kind).schema, withoutProvider(inputs));
+}
+
+/** Inputs as check returns them: each set keyed by identity (model/keyed.ts). */
+export function asKeyed(kind: string, inputs: Props): Props {
+  return keyedInputs(handlerFor(kind).schema, inputs);
+}
+
+/** What the engine records and diffs (and a preview shows): the checked inputs, their sets keyed by identity (model/keyed.ts). */
+export async function check(kind: string, _olds: Props, news: Props) {
+  const checked = await checkInputs(kind, news);
+  return { inputs: asKeyed(kind, checked.inputs), failures: checked.failures };
 }
 
 export async function diff(kind: string, _id: string, olds: Props, news: Props) {
@@ -143,7 +164,7 @@ export async function diff(kind: string, _id: string, olds: Props, news: Props) 
   // Lists whose order means nothing ("x-unordered" in schema/) compare as sets: reordering
   // backends, VIPs, gateways or amphorae (or a read that lists them in another order) is no change.
   const before = splitOutputs(handler, olds).inputs;
-  const after = withoutProvider(news);
+  const after = listedInputs(handler.schema, withoutProvider(news), before);
   if (sameInputs(handler.schema, before, after)) return { changes: false };
   // Identities are scalars, which canonical order does not touch.
   const oldId = handler.identity(before);
@@ -154,7 +175,7 @@ export async function diff(kind: string, _id: string, olds: Props, news: Props) 
 
 export async function create(kind: string, inputs: Props) {
   const handler = handlerFor(kind);
-  const clean = withoutProvider(inputs);
+  const clean = listedInputs(handler.schema, withoutProvider(inputs));
   await refuseUnchecked(kind, handler, clean, true);
   try {
     const { id, state } = await handler.create(handler.withDefaults(clean));
@@ -173,7 +194,7 @@ export async function read(kind: string, id: string, props: Props): Promise<{ id
     // An empty id tells the engine the resource is gone.
     if (!actual) return { id: "", props: {}, inputs: {} };
     const outs = joinOutputs(actual.inputs as Props, actual.state);
-    return { id, props: outs, inputs: liftCredentials(actual.inputs as Props).value };
+    return { id, props: outs, inputs: keyedInputs(handler.schema, liftCredentials(actual.inputs as Props).value) };
   } catch (e) {
     throw redacted(e, inputs);
   }
@@ -209,7 +230,7 @@ async function verifyReach(kind: string, id: string, handler: ResourceHandler<ob
 export async function update(kind: string, id: string, olds: Props, news: Props) {
   const handler = handlerFor(kind);
   const old = splitOutputs(handler, olds);
-  const clean = withoutProvider(news);
+  const clean = listedInputs(handler.schema, withoutProvider(news), old.inputs);
   await refuseUnchecked(kind, handler, old.inputs, false);
   await refuseUnchecked(kind, handler, clean, true);
   // Only how the hosts are reached changed (a rotated key, a new user,

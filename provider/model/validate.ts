@@ -36,6 +36,16 @@ ajv.addKeyword({ keyword: REACH, type: "object", schemaType: "boolean" });
  */
 export const OUTPUTS = "x-outputs";
 ajv.addKeyword({ keyword: OUTPUTS, schemaType: "object" });
+/**
+ * `"x-key": "{address}:{port}"` on an "x-unordered" array of objects: the
+ * identity of its elements, as a template of their properties (`{name|default}`
+ * for one with a default). The inputs `check` returns hold such a list as an
+ * object keyed by it (provider/model/keyed.ts), so the engine's diff of the
+ * checked inputs (all a preview shows of a dynamic provider) names the element
+ * added, removed or changed. An annotation only: it validates nothing.
+ */
+export const KEY = "x-key";
+ajv.addKeyword({ keyword: KEY, type: "array", schemaType: "string" });
 ajv.addSchema(common, "common.json");
 const compiled = new Map<object, ValidateFunction>();
 
@@ -127,7 +137,7 @@ export function checkConnection(c: SshConnection, at: string): CheckFailure[] {
   return failures;
 }
 
-type SchemaNode = {
+export type SchemaNode = {
   $ref?: string;
   type?: string;
   items?: SchemaNode;
@@ -135,6 +145,7 @@ type SchemaNode = {
   additionalProperties?: boolean | SchemaNode;
   [UNORDERED]?: boolean;
   [REACH]?: boolean;
+  [KEY]?: string;
 };
 
 const DOCUMENTS: Record<string, object> = { "common.json": common };
@@ -143,7 +154,7 @@ const DOCUMENTS: Record<string, object> = { "common.json": common };
 const RESOLVED = new WeakMap<object, Map<string, { node: SchemaNode; doc: object }>>();
 
 /** Follows a "$ref" ("common.json#/definitions/x" or "#/definitions/x") from within `doc`. */
-function resolveRef(ref: string, doc: object): { node: SchemaNode; doc: object } {
+export function resolveRef(ref: string, doc: object): { node: SchemaNode; doc: object } {
   let known = RESOLVED.get(doc);
   if (!known) RESOLVED.set(doc, (known = new Map<string, { node: SchemaNode; doc: object }>()));
   const cached = known.get(ref);
@@ -201,7 +212,7 @@ function walkAt(node: SchemaNode | undefined, doc: object, value: unknown, depth
 /** Schema nodes (refs resolved) by whether a connection ("x-reach") can be at or under them, as walkAt walks. */
 const REACHES = new WeakMap<object, boolean>();
 
-function reachesUnder(node: SchemaNode | undefined, doc: object): boolean {
+export function reachesUnder(node: SchemaNode | undefined, doc: object): boolean {
   while (node?.$ref) ({ node, doc } = resolveRef(node.$ref, doc));
   if (!node) return false;
   const known = REACHES.get(node);

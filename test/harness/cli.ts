@@ -3,7 +3,7 @@ import { UNKNOWN } from "./state";
 
 /**
  * node dist/test/harness/cli.js up|preview|refresh|destroy [--cwd DIR]
- *   [--stack NAME] [--state FILE] [--refresh] [--expect-no-changes]
+ *   [--stack NAME] [--state FILE] [--refresh] [--expect-no-changes] [--diff]
  *
  * The test suite's engine (test/harness/engine.ts) as a command. A test tool:
  * with the Pulumi CLI, run `pulumi up` and friends instead. Secret config
@@ -11,11 +11,11 @@ import { UNKNOWN } from "./state";
  * encrypted with OVSLB_HARNESS_PASSPHRASE.
  */
 
-const USAGE = "usage: cli.js up|preview|refresh|destroy [--cwd DIR] [--stack NAME] [--state FILE] [--refresh] [--expect-no-changes]";
+const USAGE = "usage: cli.js up|preview|refresh|destroy [--cwd DIR] [--stack NAME] [--state FILE] [--refresh] [--expect-no-changes] [--diff]";
 
 const SYMBOL: Record<Step["op"], string> = { create: "+ ", update: "~ ", replace: "+-", delete: "- ", same: "  ", refresh: "~ ", read: "> " };
 
-export function summary(r: Result): string {
+export function summary(r: Result, opts: { diff?: boolean } = {}): string {
   const lines: string[] = [];
   for (const s of r.steps) {
     if (s.op === "same") continue;
@@ -25,6 +25,13 @@ export function summary(r: Result): string {
       detail = ` [diff: ${s.keys.map((k) => `~${k}`).join(", ")}; replace: ${s.replaces!.join(", ")}${s.deleteBeforeReplace ? "; delete first" : ""}]`;
     lines.push(`${SYMBOL[s.op]} ${s.type} ${s.urn.split("::").slice(3).join("::")} ${s.op === "refresh" ? "drift" : s.op}${detail}`);
     for (const p of s.changedPaths ?? []) lines.push(`      ~ ${p}`);
+    if (opts.diff && s.diff)
+      lines.push(
+        ...s.diff
+          .trimEnd()
+          .split("\n")
+          .map((l) => `    ${l}`),
+      );
   }
   const counts = new Map<string, number>();
   for (const s of r.steps) counts.set(s.op, (counts.get(s.op) ?? 0) + 1);
@@ -59,6 +66,7 @@ async function main(argv: string[]): Promise<number> {
   let statePath: string | undefined;
   let refresh = false;
   let expectNoChanges = false;
+  let showDiff = false;
   for (let i = 0; i < rest.length; i++) {
     const a = rest[i];
     const value = () => {
@@ -71,6 +79,7 @@ async function main(argv: string[]): Promise<number> {
     else if (a === "--state") statePath = value();
     else if (a === "--refresh") refresh = true;
     else if (a === "--expect-no-changes") expectNoChanges = true;
+    else if (a === "--diff") showDiff = true;
     else throw new Error(`unknown argument ${a}\n${USAGE}`);
   }
   const h = await Harness.open({ cwd, stack, statePath });
@@ -80,13 +89,13 @@ async function main(argv: string[]): Promise<number> {
     const r = await h[command as "up"]({ refresh, expectNoChanges });
     const d = diagnostics(r);
     if (d) console.log(d);
-    console.log(summary(r));
+    console.log(summary(r, { diff: showDiff }));
     return 0;
   } catch (e) {
     if (e instanceof HarnessError) {
       const d = diagnostics(e.result);
       if (d) console.log(d);
-      console.log(summary(e.result));
+      console.log(summary(e.result, { diff: showDiff }));
       console.error(e.message);
       return 1;
     }

@@ -50,6 +50,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, resolve } from "node:path";
 import { EXIT_WITH_PARENT, startProviderPlugin, type PluginCall, type PluginError, type PluginObserver } from "../support/provider-plugin";
+import { propertyDiffText } from "./diff-text";
 import { StateStore, UNKNOWN, containsSecret, isSecret, plain, secret, secretPaths, type Props, type State, type StateResource } from "./state";
 
 export type Op = "create" | "update" | "replace" | "delete" | "same" | "refresh" | "read";
@@ -64,6 +65,8 @@ export interface Step {
   keys: string[];
   /** What the provider's diff named as needing replacement. */
   replaces?: string[];
+  /** update, replace: the property diff of the checked inputs, as `pulumi preview --diff` prints it (changed lines only; diff-text.ts). */
+  diff?: string;
   /** refresh: the output paths whose value the host read back differently. */
   changedPaths?: string[];
   deleteBeforeReplace?: boolean;
@@ -726,6 +729,7 @@ class Deployment {
 
     const diff = await at.diff(prior.id!, toPlugin(prior.outputs), toPlugin(inputs));
     step.keys = changedKeys(prior.inputs, inputs);
+    step.diff = propertyDiffText(prior.inputs, inputs);
     const changes = diff.changes === "unknown" ? (step.keys.length ? "some" : "none") : diff.changes;
     let replaces = diff.replaces;
     const replaceOn = req.getReplaceonchangesList() as string[];
@@ -734,6 +738,7 @@ class Deployment {
     if (changes === "none") {
       step.op = "same";
       step.keys = [];
+      delete step.diff;
       this.steps.push(step);
       const same = { ...entry, id: prior.id, outputs: prior.outputs };
       return this.dryRun ? same : record(same);

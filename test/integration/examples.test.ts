@@ -67,6 +67,53 @@ describe("the quick start (root Pulumi.yaml): a deferred-NAT service", () => {
     await stack.preview({ refresh: true, expectNoChanges: true });
   });
 
+  it("a preview names what a change does: the backend added, the one removed, the weight changed; reordered backends are no change", async () => {
+    const lab = (b: (typeof inv.backends)[number], extra: Record<string, unknown> = {}) => ({
+      address: b.address,
+      port: 8080,
+      mac: b.mac,
+      hypervisor: b.hypervisor,
+      bridgePort: b.port,
+      ...extra,
+    });
+    const [vm1, vm2, vm3] = ["hv1-vm1", "hv1-vm2", "hv2-vm1"].map((n) => inv.backends.find((b) => b.name === n)!);
+    const added = inv.backends.find((b) => b.name === "hv2-vm2")!;
+    /** The preview's steps of the quick start with these backends (the state is the up's), as text per resource. */
+    const previewWith = async (backends: unknown[]) => {
+      const h = await Harness.open({ cwd: root, stack: "lab", statePath: stack.statePath, config: { backends } });
+      const r = await h.preview();
+      return Object.fromEntries(r.steps.filter((s) => s.custom && s.op !== "same").map((s) => [`${s.op} ${s.urn.split("::").at(-1)}`, s.diff ?? ""]));
+    };
+    // The signed lines, trimmed, the CLI's key padding closed up ("~ vips           : {" -> "~ vips: {").
+    const signed = (text: string) =>
+      text
+        .split("\n")
+        .filter((l) => /^\s*[-+~] /.test(l))
+        .map((l) => l.trim().replace(/ +:/, ":"));
+    const vip = "10.0.0.200:80/tcp";
+
+    // One backend added in the middle, one removed, one weight changed: each reads as what it is.
+    const change = await previewWith([lab(vm1, { weight: 3 }), lab(added), lab(vm3)]);
+    expect(Object.keys(change).sort()).toEqual(["update demo", "update demo-hv1", "update demo-hv2"]);
+    expect(signed(change["update demo"]).filter((l) => l.endsWith("{") || l.startsWith("~ "))).toEqual([
+      "~ vips: {",
+      `~ ${vip}: {`,
+      "~ backends: {",
+      `~ ${vm1.address}:8080: {`,
+      "~ weight: 1 => 3",
+      `- ${vm2.address}:8080: {`,
+      `+ ${added.address}:8080: {`,
+    ]);
+    expect(signed(change["update demo-hv1"]).filter((l) => l.endsWith("{"))).toEqual(["~ vips: {", `~ ${vip}: {`, "~ backends: {", `- ${vm2.address}:8080: {`]);
+    expect(signed(change["update demo-hv2"]).filter((l) => l.endsWith("{"))).toEqual([
+      "~ vips: {",
+      `~ ${vip}: {`,
+      "~ backends: {",
+      `+ ${added.address}:8080: {`,
+    ]);
+    expect(await previewWith([lab(vm3), lab(vm2), lab(vm1)])).toEqual({});
+  });
+
   it("destroy removes the groups from every gateway", async () => {
     const groupIds = Object.values(outputsOf(stack, "DeferredNatLoadBalancer").groupIds as Record<string, number>);
     expect(groupIds.length).toBe(1);

@@ -5,6 +5,7 @@ import { join } from "node:path";
 import type { LabInventory } from "../lab/topology";
 import { inNamespace, loadInventory, lockLab } from "../support/lab";
 import { startProviderPlugin, type PluginCall } from "../support/provider-plugin";
+import { asKeyed } from "../../provider/handlers";
 import { FIXTURE_KINDS, loadFixture, rebase, type FixtureKind, type StateFixture } from "../support/state-fixtures";
 
 /**
@@ -17,11 +18,15 @@ import { FIXTURE_KINDS, loadFixture, rebase, type FixtureKind, type StateFixture
  * - create from the fixture's inputs derives the fixture's id, cookie and
  *   recorded ids (the derivation contract), so the host is in the state the
  *   fixture describes;
- * - check of the recorded inputs returns them unchanged;
- * - read(fixture id, fixture outputs) returns the fixture's inputs;
+ * - check of the recorded inputs returns them with each set keyed by its
+ *   elements' identity (what the engine records and diffs since keyed
+ *   lists), and check of that returns it unchanged, so after one `up` the
+ *   engine sees no change;
+ * - read(fixture id, fixture outputs) returns the fixture's inputs, keyed;
  * - diff(fixture outputs, fixture inputs) is no change, and so is the diff
- *   after an upgrade (the inputs carry this ovslb's provider text, the
- *   outputs the old one); a read with this ovslb's text returns them too;
+ *   after an upgrade (the inputs keyed and carrying this ovslb's provider
+ *   text, the outputs the old one's lists); a read with this ovslb's text
+ *   returns them too;
  * - update(fixture outputs -> fixture inputs) sends nothing: lastApply
  *   shows 0 messages, no bundle reaches any bridge (bundle observers in the
  *   plugin's process), and the OVSDB rows are not modified (_version);
@@ -189,19 +194,22 @@ describe("state written by ovslb 6c13b74 works with this ovslb, through the plug
     it(`${kind}: check and read return the fixture's inputs; diff is no change; update sends nothing`, async () => {
       const f = fixtures[kind];
       const plugin = plugins[kind];
+      const keyed = asKeyed(kind, f.inputs);
       const checked = await plugin.check(f.inputs, f.inputs);
       expect(checked.failures).toEqual([]);
-      expect(checked.inputs).toEqual(f.inputs);
+      expect(checked.inputs).toEqual(keyed);
+      // The engine records the keyed inputs; checked again (the next run), they are the same: no change to show.
+      expect(await plugin.check(checked.inputs, checked.inputs)).toEqual(checked);
 
       const read = await plugin.read(f.id, f.outputs);
       expect(read.id).toBe(f.id);
-      expect(read.inputs).toEqual(f.inputs);
+      expect(read.inputs).toEqual(keyed);
       if (kind === "DeferredNatLoadBalancer") expect([read.properties.drift, read.properties.driftFindings]).toEqual([[], []]);
 
       expect(await plugin.diff(f.id, f.outputs, f.inputs)).toEqual({ changes: "none", replaces: [], deleteBeforeReplace: false });
 
-      // After an upgrade: the program's inputs carry this ovslb's text, the state the old one.
-      const upgraded = { ...f.inputs, __provider: currentText[kind] };
+      // After an upgrade: the program's inputs, checked (keyed), carry this ovslb's text, the state the old one.
+      const upgraded = { ...keyed, __provider: currentText[kind] };
       expect(currentText[kind]).not.toBe(f.inputs.__provider);
       expect(await plugin.diff(f.id, f.outputs, upgraded)).toEqual({ changes: "none", replaces: [], deleteBeforeReplace: false });
       const reread = await plugin.read(f.id, { ...f.outputs, __provider: currentText[kind] });
@@ -209,7 +217,7 @@ describe("state written by ovslb 6c13b74 works with this ovslb, through the plug
 
       const rows = ownedRows(kind);
       const seen = bundles().length;
-      const updated = await plugin.update(f.id, f.outputs, f.inputs);
+      const updated = await plugin.update(f.id, f.outputs, upgraded);
       expect(bundles().length).toBe(seen);
       expect(ownedRows(kind)).toEqual(rows);
       const lastApply = updated.properties.lastApply;
@@ -219,7 +227,10 @@ describe("state written by ovslb 6c13b74 works with this ovslb, through the plug
       } else if (lastApply !== undefined || kind === "DsrHypervisorFlows" || kind === "DistributorAttachment") {
         expect(lastApply).toEqual({ messages: 0, bytes: 0, operations: {} });
       }
-      expect(without(updated.properties, [...OBSERVED[kind], "lastApply"])).toEqual(without(f.outputs, [...OBSERVED[kind], "lastApply"]));
+      // Everything recorded stays as it was, lists in their recorded order; only the provider text is this ovslb's.
+      expect(updated.properties.__provider).toBe(currentText[kind]);
+      const ignored = [...OBSERVED[kind], "lastApply", "__provider"];
+      expect(without(updated.properties, ignored)).toEqual(without(f.outputs, ignored));
     });
   }
 

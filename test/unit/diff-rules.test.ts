@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { check, diff } from "../../provider/handlers";
+import { asLists, check, diff } from "../../provider/handlers";
 import { FIXTURE_KINDS, loadFixture } from "../support/state-fixtures";
 
 /**
@@ -67,7 +67,7 @@ async function healthCheckState(): Promise<{ id: string; inputs: Record<string, 
   };
   const checked = await check("HealthCheck", {}, given);
   expect(checked.failures).toEqual([]);
-  const inputs = { ...(checked.inputs as Record<string, Json>), __provider: "provider text" };
+  const inputs = { ...(asLists("HealthCheck", checked.inputs) as Record<string, Json>), __provider: "provider text" };
   return {
     id: "health-check/web",
     inputs,

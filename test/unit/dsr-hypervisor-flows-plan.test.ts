@@ -1,5 +1,5 @@
 import { describe, it, expect } from "vitest";
-import { check, diff } from "../../provider/handlers";
+import { asLists, check, diff } from "../../provider/handlers";
 import { planBridge } from "../../provider/engine/plan";
 import type { DsrHypervisorFlowsInputs } from "../../provider/model/inputs.generated";
 import { flushConntrackArgs, flushSelects, parseConntrack } from "../../provider/openflow";
@@ -52,8 +52,9 @@ describe("DsrHypervisorFlows check", () => {
   const failuresOf = async (i: unknown) => (await check("DsrHypervisorFlows", {}, i as Record<string, unknown>)).failures;
 
   it("fills defaults (mode mac, protocol tcp) and lower-cases MACs as OVS prints them", async () => {
-    const { inputs: checked, failures } = await check("DsrHypervisorFlows", {}, inputs() as unknown as Record<string, unknown>);
+    const { inputs: keyed, failures } = await check("DsrHypervisorFlows", {}, inputs() as unknown as Record<string, unknown>);
     expect(failures).toEqual([]);
+    const checked = asLists("DsrHypervisorFlows", keyed);
     expect(checked).toMatchObject({ mode: "mac", vips: [{ protocol: "tcp", backends: [{ mac: "02:00:0a:00:00:65" }, {}] }, { protocol: "tcp" }] });
   });
 
@@ -110,7 +111,7 @@ describe("DsrHypervisorFlows check", () => {
   });
 
   it("diff replaces only for identity: name, host address, bridge", async () => {
-    const checked = (await check("DsrHypervisorFlows", {}, inputs() as unknown as Record<string, unknown>)).inputs as Record<string, unknown>;
+    const checked = asLists("DsrHypervisorFlows", (await check("DsrHypervisorFlows", {}, inputs() as unknown as Record<string, unknown>)).inputs);
     const outs = { ...checked, cookie: "0x1", ctZone: 4242, ofports: { vm1: 2 } };
     expect(await diff("DsrHypervisorFlows", ID, outs, checked)).toEqual({ changes: false });
     const fewer = structuredClone(checked) as any;
@@ -360,7 +361,10 @@ describe("DsrHypervisorFlows gre mode", () => {
     expect(await failures({ ...inputs(), mode: "ipip" })).toEqual([
       { property: "mode", reason: expect.stringMatching(/^ipip cannot be received by OVS \(it has no IPIP port type/) },
     ]);
-    const checked = (await check("DsrHypervisorFlows", {}, gre() as unknown as Record<string, unknown>)).inputs as DsrHypervisorFlowsInputs;
+    const checked = asLists(
+      "DsrHypervisorFlows",
+      (await check("DsrHypervisorFlows", {}, gre() as unknown as Record<string, unknown>)).inputs,
+    ) as unknown as DsrHypervisorFlowsInputs;
     expect(checked.gre).toEqual({ port: "ovslb-gre", allowedSources: ["172.16.11.2", "172.16.40.0/24"] });
   });
 });

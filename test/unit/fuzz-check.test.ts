@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import fc from "fast-check";
-import { check } from "../../provider/handlers";
+import { asLists, check } from "../../provider/handlers";
 import { actionsText, flowKey, parseFlows, parseGroups, sameBucket, splitTopLevel, toGroupEntry } from "../../provider/openflow";
 import { bridgeSocket } from "../../provider/transport/ovs-host";
 import {
@@ -47,7 +47,7 @@ describe.each(KINDS)("fuzzed %s inputs", (kind: Kind) => {
     await fc.assert(
       fc.asyncProperty(inputsOf(kind), async (inputs) => {
         const { inputs: out, failures } = await check(kind, {}, inputs);
-        const checked = out as Record<string, unknown>;
+        const checked = asLists(kind, out);
         if (failures.length > 0) {
           for (const f of failures) {
             expect(typeof f.property).toBe("string");

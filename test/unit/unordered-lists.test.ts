@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, it, expect } from "vitest";
-import { check, diff } from "../../provider/handlers";
+import { asLists, check, diff } from "../../provider/handlers";
 import { sameInputs, UNORDERED } from "../../provider/model/validate";
 import { liftCredentials, CREDENTIALS_OUTPUT } from "../../provider/secrets";
 import deferredNatSchema from "../../schema/deferred-nat-load-balancer.json";
@@ -21,7 +21,7 @@ type Props = Record<string, any>;
 async function checked(kind: string, inputs: Props): Promise<Props> {
   const { inputs: out, failures } = await check(kind, {}, inputs);
   expect(failures).toEqual([]);
-  return out;
+  return asLists(kind, out);
 }
 
 /** The outputs a create of `inputs` records (credentials lifted into their secret output, plus state). */

@@ -1,0 +1,169 @@
+import { KEY, reachesUnder, resolveRef, type SchemaNode } from "./validate";
+
+/**
+ * Set-like lists keyed by identity, for the engine's eyes only.
+ *
+ * A dynamic provider returns no detailed diff, so what `pulumi preview`
+ * shows of a change is the engine's own diff of the checked inputs, and the
+ * engine diffs a list by index: one backend inserted in the middle reads as
+ * every later backend changed. So the inputs `check` returns hold each list
+ * the schema gives an identity ("x-key") as an object keyed by it
+ * (`vips: {"10.1.0.1:80/tcp": {..., backends: {"10.0.0.5:80": {...}}}}`), and
+ * the engine's diff names the one backend added, removed or changed; a
+ * reordered list is no change at all.
+ *
+ * Every other method takes its inputs back as lists (`listedInputs`), in the
+ * order of record: elements the recorded inputs hold keep their order, new
+ * ones follow in key order. Outputs keep lists, so what programs read and
+ * what older state holds are unchanged, and a group's bucket order on every
+ * gateway stays what it was.
+ *
+ * Not keyed: a list whose identity is not known yet (an unknown value in a
+ * preview), whose keys collide, or which holds a connection (its secrets are
+ * marked by the engine position by position, and a keyed copy would lose them).
+ */
+
+type Record_ = Record<string, unknown>;
+
+/** The engine's placeholder for a value not known during preview. */
+export const UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9";
+
+type Part = string | { field: string; fallback?: string };
+
+const TEMPLATES = new Map<string, Part[]>();
+
+/** "{address}:{port}/{protocol|tcp}" -> ["", {address}, ":", {port}, "/", {protocol, "tcp"}] */
+function templateOf(text: string): Part[] {
+  let parts = TEMPLATES.get(text);
+  if (parts) return parts;
+  parts = [];
+  const re = /\{([A-Za-z0-9_]+)(?:\|([^}]*))?\}/g;
+  let at = 0;
+  for (let m = re.exec(text); m; m = re.exec(text)) {
+    parts.push(text.slice(at, m.index), m[2] === undefined ? { field: m[1] } : { field: m[1], fallback: m[2] });
+    at = m.index + m[0].length;
+  }
+  parts.push(text.slice(at));
+  TEMPLATES.set(text, parts);
+  return parts;
+}
+
+const isRecord = (v: unknown): v is Record_ => v !== null && typeof v === "object" && !Array.isArray(v);
+
+/** An element's key, or undefined when a part of it is missing or not known yet. An address with ":" (IPv6) is bracketed. */
+function keyOf(parts: Part[], item: unknown): string | undefined {
+  if (!isRecord(item)) return undefined;
+  const bracket = parts.length > 3;
+  let key = "";
+  for (const p of parts) {
+    if (typeof p === "string") {
+      key += p;
+      continue;
+    }
+    const v = item[p.field] ?? p.fallback;
+    const text = typeof v === "number" ? String(v) : v;
+    if (typeof text !== "string" || text === UNKNOWN) return undefined;
+    key += bracket && text.includes(":") ? `[${text}]` : text;
+  }
+  return key;
+}
+
+/** Schema nodes (refs resolved) by whether a keyed list can be at or under them. */
+const KEYS_UNDER = new WeakMap<object, boolean>();
+
+function keysUnder(node: SchemaNode | undefined, doc: object): boolean {
+  while (node?.$ref) ({ node, doc } = resolveRef(node.$ref, doc));
+  if (!node) return false;
+  const known = KEYS_UNDER.get(node);
+  if (known !== undefined) return known;
+  KEYS_UNDER.set(node, true);
+  const extra = node.additionalProperties;
+  const children = [node.items, ...Object.values(node.properties ?? {}), typeof extra === "object" ? extra : undefined];
+  const under = typeof node[KEY] === "string" || children.some((child) => keysUnder(child, doc));
+  KEYS_UNDER.set(node, under);
+  return under;
+}
+
+function resolved(node: SchemaNode | undefined, doc: object): { node: SchemaNode | undefined; doc: object } {
+  while (node?.$ref) ({ node, doc } = resolveRef(node.$ref, doc));
+  return { node, doc };
+}
+
+function childOf(node: SchemaNode | undefined, k: string): SchemaNode | undefined {
+  const extra = node?.additionalProperties;
+  return node?.properties?.[k] ?? (typeof extra === "object" ? extra : undefined);
+}
+
+/** The template of a list that is keyed: "x-key" and no connection under its elements. */
+function keyedTemplate(node: SchemaNode, doc: object): Part[] | undefined {
+  const text = node[KEY];
+  return typeof text === "string" && !reachesUnder(node.items, doc) ? templateOf(text) : undefined;
+}
+
+function keyedAt(schemaNode: SchemaNode | undefined, schemaDoc: object, value: unknown, depth: number): unknown {
+  if (depth > 64) throw new Error("schema: $ref nesting too deep");
+  const { node, doc } = resolved(schemaNode, schemaDoc);
+  if (!keysUnder(node, doc)) return value;
+  if (Array.isArray(value)) {
+    const items = value.map((v) => keyedAt(node?.items, doc, v, depth + 1));
+    const parts = node && keyedTemplate(node, doc);
+    if (!parts) return items;
+    const keyed: Record_ = {};
+    for (const item of items) {
+      const k = keyOf(parts, item);
+      if (k === undefined || k === "__proto__" || Object.hasOwn(keyed, k)) return items;
+      keyed[k] = item;
+    }
+    return keyed;
+  }
+  if (isRecord(value)) {
+    const out: Record_ = {};
+    for (const [k, v] of Object.entries(value)) out[k] = keyedAt(childOf(node, k), doc, v, depth + 1);
+    return out;
+  }
+  return value;
+}
+
+function listedAt(schemaNode: SchemaNode | undefined, schemaDoc: object, value: unknown, like: unknown, depth: number): unknown {
+  if (depth > 64) throw new Error("schema: $ref nesting too deep");
+  const { node, doc } = resolved(schemaNode, schemaDoc);
+  if (!keysUnder(node, doc)) return value;
+  const parts = node && typeof node[KEY] === "string" ? templateOf(node[KEY]) : undefined;
+  if (parts && isRecord(value)) {
+    const list: unknown[] = [];
+    const taken = new Set<string>();
+    // The order of record first: what `like` (the recorded inputs, a list) holds, in its order.
+    if (Array.isArray(like)) {
+      for (const old of like) {
+        const k = keyOf(parts, old);
+        if (k === undefined || taken.has(k) || !Object.hasOwn(value, k)) continue;
+        taken.add(k);
+        list.push(listedAt(node?.items, doc, value[k], old, depth + 1));
+      }
+    }
+    const rest = taken.size === 0 ? Object.keys(value) : Object.keys(value).filter((k) => !taken.has(k));
+    for (const k of rest.sort()) list.push(listedAt(node?.items, doc, value[k], undefined, depth + 1));
+    return list;
+  }
+  if (Array.isArray(value)) return value.map((v) => listedAt(node?.items, doc, v, undefined, depth + 1));
+  if (isRecord(value)) {
+    const out: Record_ = {};
+    for (const [k, v] of Object.entries(value)) out[k] = listedAt(childOf(node, k), doc, v, isRecord(like) ? like[k] : undefined, depth + 1);
+    return out;
+  }
+  return value;
+}
+
+/** `inputs` with every list the schema keys ("x-key") as an object keyed by its elements' identity, where it can be. */
+export function keyedInputs<T>(schema: object, inputs: T): T {
+  return keyedAt(schema, schema, inputs, 0) as T;
+}
+
+/**
+ * `inputs` with every keyed list a list again (a list stays as it is), in
+ * `like`'s order where `like` (recorded inputs, lists) holds the element,
+ * then in key order.
+ */
+export function listedInputs<T>(schema: object, inputs: T, like?: unknown): T {
+  return listedAt(schema, schema, inputs, like, 0) as T;
+}
