@@ -40,11 +40,14 @@ const vms = (inv: LabInventory, names: string[]) =>
 export function labProjects(inv: LabInventory): Record<string, { project: string; config: StackConfig }> {
   const gateways = ["gw1", "gw2"].map((n) => ({ name: n, mac: inv.hosts[n].segment!.mac, tunnelAddress: inv.hosts[n].underlay!.address }));
   const tunnel = (n: string) => ({ name: n, tunnelAddress: inv.hosts[n].underlay!.address });
+  const quickStart = {
+    project: "ovslb-lab",
+    config: { gateways, hypervisors: ["hv1", "hv2", "hv3"].map(tunnel), backends: vms(inv, ["hv1-vm1", "hv1-vm2", "hv2-vm1"]) },
+  };
   return {
-    ".": {
-      project: "ovslb-lab",
-      config: { gateways, hypervisors: ["hv1", "hv2", "hv3"].map(tunnel), backends: vms(inv, ["hv1-vm1", "hv1-vm2", "hv2-vm1"]) },
-    },
+    // The quick start's project, from the root (npm run demo) and from its own directory.
+    ".": quickStart,
+    "examples/lab-deferred-nat": quickStart,
     "examples/deferred-nat-health": {
       project: "ovslb-deferred-nat-health",
       config: { gateways, hypervisors: ["hv1", "hv2"].map(tunnel), backends: vms(inv, ["hv1-vm1", "hv1-vm2", "hv2-vm1", "hv2-vm2"]) },
