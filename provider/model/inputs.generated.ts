@@ -136,6 +136,10 @@ export interface SshConnection {
    */
   commandTimeoutMs?: number;
   jumpHost?: SshConnection;
+  /**
+   * a profile name in the stack's ovslb:ssh.profiles (1-63 lowercase letters, digits and '-', starting with a letter): the login (user, key, port, timeouts, jump host) is that profile's instead of ovslb:ssh's, this connection's own settings still first; only the name is in the inputs, never the login
+   */
+  sshProfile?: string;
 }
 export interface DeferredNatHypervisor {
   /**

@@ -123,8 +123,19 @@ export function validateAgainstSchema(schema: object, inputs: unknown, grammarOn
   });
 }
 
-/** Rules on a connection that JSON Schema draft-07 cannot say plainly. */
+/**
+ * Why a connection as the transport uses it cannot log in, if it still names
+ * a profile: provider/stack-ssh.ts resolves every profile the stack has and
+ * leaves named only one that `ovslb:ssh.profiles` does not have.
+ */
+export const unknownSshProfile = (c: SshConnection): string | undefined =>
+  c.sshProfile === undefined ? undefined : `profile "${c.sshProfile}" is not in ovslb:ssh.profiles`;
+
+/** Rules on a connection (as the transport uses it) that JSON Schema draft-07 cannot say plainly. */
 export function checkConnection(c: SshConnection, at: string): CheckFailure[] {
+  // No login to check: the one it names is not there.
+  const unknown = unknownSshProfile(c);
+  if (unknown) return [{ property: `${at}.sshProfile`, reason: unknown }];
   const failures: CheckFailure[] = [];
   if (!c.user) failures.push({ property: `${at}.user`, reason: "is required: give it here or in the stack's ovslb:ssh" });
   if (!c.hostKey && !c.knownHosts) {

@@ -8,7 +8,9 @@ import { validateAgainstSchema, type CheckFailure } from "../model/validate";
  * ovsRundir) and `ovslb:northbound` (the OVN northbound). How to log in
  * (user, key, passphrase, timeouts, jump host) goes in `ovslb:ssh`, which
  * the provider applies itself (provider/stack-ssh.ts), so no key is ever
- * written into a resource's inputs.
+ * written into a resource's inputs. A host of another site names its login
+ * by `connection.sshProfile` (a profile in `ovslb:ssh.profiles`): the name
+ * is all a host says of it here.
  */
 
 const NAMESPACE = "ovslb";

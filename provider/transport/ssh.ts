@@ -7,6 +7,7 @@ import { feedStdin, type CommandResult, type CommandRunner, type RunOptions } fr
 import type { SshConnection } from "../model/inputs.generated";
 import { hostKeyAlgorithmsFor, keyMatches, parsePublicKey, trustedKeysFor, type TrustedKey } from "./known-hosts";
 import { withStackSsh } from "../stack-ssh";
+import { unknownSshProfile } from "../model/validate";
 
 export type { SshConnection };
 
@@ -49,7 +50,8 @@ export class HostKeyTypeError extends SshError {
   }
 }
 
-export const describeHost = (c: SshConnection) => `${c.user}@${c.host}:${c.port ?? 22}`;
+/** user@host:port; host:port for a connection without a user (only one whose profile is missing, which check refuses). */
+export const describeHost = (c: SshConnection) => `${c.user === undefined ? "" : `${c.user}@`}${c.host}:${c.port ?? 22}`;
 
 /**
  * One word per argv element, single-quoted for the remote shell that sshd
@@ -165,7 +167,9 @@ class SharedConnection {
  * `pulumi up` or refresh of many resources on the same hosts logs in to
  * each host once. Connections are keyed by everything that decides the
  * login (host, port, user, host-key pins, credentials, jump hosts,
- * timeouts), hashed so no key material is a map key.
+ * timeouts), as resolved from the stack's `ovslb:ssh` or the profile a
+ * connection names (so two hosts' profiles never share a login), hashed so
+ * no key material is a map key.
  */
 class SshConnectionPool {
   private readonly open = new Map<string, SharedConnection[]>();
@@ -240,6 +244,9 @@ export const closeIdleSshConnections = () => pool.closeIdle();
 /** Logs in as `c` says (through its jump host, if any), verifying every host key on the way. */
 async function login(c: SshConnection): Promise<LoggedIn> {
   const hostName = describeHost(c);
+  // Check refuses it first; a refresh or destroy after the profile went from the stack's config comes here.
+  const unknown = unknownSshProfile(c);
+  if (unknown) throw new SshError(hostName, `${unknown}: no login to use`);
   const keys = trustedKeys(c);
   const jump = c.jumpHost ? await SshSession.fresh(c.jumpHost) : undefined;
   let sock: Duplex | undefined;
@@ -317,7 +324,7 @@ export class SshSession implements CommandRunner {
     this.hostName = describeHost(connection);
   }
 
-  /** A session on the shared connection for `declared` with the stack's `ovslb:ssh` settings under it (provider/stack-ssh.ts); logs in if there is none. */
+  /** A session on the shared connection for `declared` with the stack's `ovslb:ssh` settings (or the profile it names) under it (provider/stack-ssh.ts); logs in if there is none. */
   static async connect(declared: SshConnection): Promise<SshSession> {
     const c = withStackSsh(declared);
     return new SshSession(await pool.attach(c), c);
