@@ -17,8 +17,12 @@ export type Leaves<T> = [T] extends [string | number | boolean]
     ? readonly Leaves<E>[]
     : { [K in keyof T]: Leaves<NonNullable<T[K]>> };
 
-/** A component's refused arguments: each failure names the property (`args.vips[0].backends[2].hypervisor`) and why. */
-export class ComponentArgsError extends Error {
+/**
+ * A component's refused arguments: each failure names the property
+ * (`args.vips[0].backends[2].hypervisor`) and why. A RunError: the program
+ * fails with the message alone, no stack trace.
+ */
+export class ComponentArgsError extends pulumi.RunError {
   constructor(
     /** The component, as `Kind "name"`. */
     readonly component: string,
@@ -26,6 +30,8 @@ export class ComponentArgsError extends Error {
   ) {
     super(`${component}: ${failures.map((f) => `${f.property === "" ? "args" : `args.${f.property}`}: ${f.reason}`).join("; ")}`);
     this.name = "ComponentArgsError";
+    // What the program runner prints for a failure after the program's body ran: the refusal, no stack (a bad input, not a bug).
+    this.stack = this.message;
   }
 }
 

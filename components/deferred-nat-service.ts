@@ -254,7 +254,7 @@ export class DeferredNatService extends pulumi.ComponentResource {
             ),
           ),
           ...(hc.probe ? { probe: hc.probe } : {}),
-          ...(hc.enforce !== undefined ? { enforce: childInput<HealthCheckArgs["enforce"]>(hc.enforce) } : {}),
+          ...(hc.enforce !== undefined && hc.enforce !== false ? { enforce: childInput<HealthCheckArgs["enforce"]>(hc.enforce) } : {}),
           // With BFD, the gateways' sessions count toward stale (read, never changed).
           ...(bfd ? { gateways: args.gateways.map((g) => ({ name: g.name, host: g.host, bridge: g.bridge })) } : {}),
         },
