@@ -26,6 +26,7 @@ export interface ServiceVip<B = HypervisorBackend> {
   address: pulumi.Input<string>;
   /** The VIP's port. */
   port: pulumi.Input<number>;
+  /** The VIP's transport protocol: tcp, udp or sctp. */
   protocol: pulumi.Input<"tcp" | "udp" | "sctp">;
   /** The servers behind the VIP. The list is plain; each backend's values may be Outputs. */
   backends: readonly B[];

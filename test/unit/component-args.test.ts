@@ -1,5 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import * as pulumi from "@pulumi/pulumi";
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import type { ActiveActiveLoadBalancerArgs, DeferredNatServiceArgs, TransparentDsrArgs } from "../../index";
 
 /**
@@ -317,5 +319,24 @@ describe("ActiveActiveLoadBalancer arguments", () => {
     new ActiveActiveLoadBalancer("later", { device, loadBalancerId: "lb-a", vip: "10.0.0.100", amphorae: amps });
     expect(new Set(await programFailed())).toEqual(new Set(['ActiveActiveLoadBalancer "later": args.amphorae: at least 1 standby amphora is required, got 0']));
     expect(registered.filter((r) => r.type.endsWith("DistributorAttachment"))).toEqual([]);
+  });
+});
+
+describe("schema/components", () => {
+  it("every list says whether its order matters (x-unordered), as the resource schemas do", () => {
+    const dir = join(__dirname, "..", "..", "schema", "components");
+    const arrays: string[] = [];
+    const walk = (node: unknown, at: string): void => {
+      if (Array.isArray(node)) return node.forEach((n, i) => walk(n, `${at}/${i}`));
+      if (!node || typeof node !== "object") return;
+      const o = node as Record<string, unknown>;
+      if (o.type === "array") arrays.push(typeof o["x-unordered"] === "boolean" ? "" : at);
+      for (const [k, v] of Object.entries(o)) walk(v, `${at}/${k}`);
+    };
+    const files = readdirSync(dir).filter((f) => f.endsWith(".json"));
+    expect(files.sort()).toEqual(["active-active-load-balancer.json", "deferred-nat-service.json", "transparent-dsr.json"]);
+    for (const f of files) walk(JSON.parse(readFileSync(join(dir, f), "utf8")), f);
+    expect(arrays.length).toBeGreaterThan(0);
+    expect(arrays.filter((a) => a !== "")).toEqual([]);
   });
 });
