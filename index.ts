@@ -5,9 +5,17 @@ export {
   DeferredNatService,
   type DeferredNatServiceArgs,
   type DeferredNatServiceBackend,
+  type DeferredNatServiceGateway,
   type DeferredNatServiceHypervisor,
 } from "./components/deferred-nat-service";
-export { ActiveActiveLoadBalancer, type ActiveActiveLoadBalancerArgs } from "./components/active-active-load-balancer";
+export {
+  ActiveActiveLoadBalancer,
+  type ActiveActiveAmphora,
+  type ActiveActiveDevice,
+  type ActiveActiveLoadBalancerArgs,
+} from "./components/active-active-load-balancer";
+export type { HypervisorBackend, ServiceVip } from "./components/hypervisor-vips";
+export { ComponentArgsError, type Leaves } from "./components/args";
 export { TransparentDsr, type TransparentDsrArgs, type TransparentDsrHypervisor } from "./components/transparent-dsr";
 export { DsrHypervisorFlows, type DsrHypervisorFlowsArgs } from "./provider/resources/dsr-hypervisor-flows/resource";
 export { HealthCheck, type HealthCheckArgs } from "./provider/resources/health-check/resource";

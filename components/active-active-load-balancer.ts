@@ -1,27 +1,48 @@
 import * as pulumi from "@pulumi/pulumi";
 import type { DistributorAmphora } from "../provider/model/inputs.generated";
+import type { CheckFailure } from "../provider/model/validate";
 import { DistributorAttachment, type DistributorAttachmentArgs } from "../provider/resources/distributor-attachment/resource";
 import type { DistributorDevice } from "../provider/resources/distributor-device/resource";
 import { derivedFrontendMac } from "../provider/resources/distributor-attachment/plan";
+import schemaFile from "../schema/components/active-active-load-balancer.json";
+import { checkArgs, childInput, componentSchema, derive, gated, mustBePlain } from "./args";
 
-/** An amphora of the cluster; `hypervisor` is its placement, checked for spread. */
+const schema = componentSchema(schemaFile);
+
+/** An amphora (load-balancer VM) of the cluster and its role. */
 export interface ActiveActiveAmphora {
-  name: string;
-  mac: string;
-  role: "active" | "standby" | "failed";
-  /** Given for active and failed amphorae; active ones without a slot get the lowest free slots, in order. */
-  slot?: number;
-  hypervisor?: string;
-  watchPort?: number;
+  /** The amphora's name: its slot and bucket are recorded by it. */
+  name: pulumi.Input<string>;
+  /** Its MAC: the device's bucket for its slot sends frames to it. */
+  mac: pulumi.Input<string>;
+  /** active: serves its slot; standby: takes over a failed active amphora's slot, in place; failed: its slot goes to the standby. */
+  role: pulumi.Input<"active" | "standby" | "failed">;
+  /** The slot (1-64) an active amphora serves or a failed one served; active ones without a slot get the lowest free slots, in order. */
+  slot?: pulumi.Input<number>;
+  /** Where the amphora runs: no two serving amphorae may share a hypervisor (checked, not sent to the device). */
+  hypervisor?: pulumi.Input<string>;
+  /** An OpenFlow port on the attachment's bridge whose liveness the slot's bucket follows. */
+  watchPort?: pulumi.Input<number>;
 }
 
 /** One of the devices a load balancer runs on, and the next hop the upstream router reaches the VIP by through it. */
 export interface ActiveActiveDevice {
   device: DistributorDevice;
-  /** An address on the uplink segment, distinct per device: the router's ECMP next hop for the VIP (it answers ARP with this device's frontend MAC). */
+  /**
+   * An address on the uplink segment, distinct per device: the router's ECMP
+   * next hop for the VIP (it answers ARP with this device's frontend MAC).
+   * Plain (not an Output): it names the device's DistributorAttachment.
+   */
   nextHop: string;
 }
 
+/**
+ * The arguments of an ActiveActiveLoadBalancer (validated against
+ * schema/components/active-active-load-balancer.json: an unknown property
+ * is refused). Every scalar may be an Output of another resource, except
+ * the devices' nextHop, which names their attachments; which of `device`
+ * and `devices` is given and the lists are plain.
+ */
 export interface ActiveActiveLoadBalancerArgs {
   /** The distributor device the load balancer is attached to (one device serves many). Give this or `devices`. */
   device?: DistributorDevice;
@@ -31,42 +52,52 @@ export interface ActiveActiveLoadBalancerArgs {
    * next hop that stops answering, takes no device as a single point of failure.
    */
   devices?: readonly ActiveActiveDevice[];
-  /** The load balancer's id: the attachment's identity on the device. */
-  loadBalancerId: string;
-  vip: DistributorAttachmentArgs["vip"];
-  vlan?: DistributorAttachmentArgs["vlan"];
-  affinity?: DistributorAttachmentArgs["affinity"];
-  returnPath?: DistributorAttachmentArgs["returnPath"];
-  gatewayMac?: DistributorAttachmentArgs["gatewayMac"];
-  /** N active + standby (failed ones stay listed so a standby takes their slot). Plain values: the N+1 rule is checked here. */
+  /** The load balancer's id: the attachment's identity on the device, and the source of its group and bucket ids. */
+  loadBalancerId: pulumi.Input<string>;
+  /** The VIP clients reach the amphorae by: the device answers ARP for it. */
+  vip: pulumi.Input<string>;
+  /** The tenant network's VLAN on the uplink (1-4094); absent: the untagged network. */
+  vlan?: pulumi.Input<number>;
+  /** What picks the amphora: the 5-tuple (default) or the source IP only. */
+  affinity?: pulumi.Input<"5-tuple" | "source-ip">;
+  /** direct (default): replies bypass the distributor; hairpin: replies come back through it and leave for gatewayMac. */
+  returnPath?: pulumi.Input<"direct" | "hairpin">;
+  /** hairpin: the MAC replies leave for (the tenant network's gateway). */
+  gatewayMac?: pulumi.Input<string>;
+  /** N active + standby (failed ones stay listed so a standby takes their slot). */
   amphorae: readonly ActiveActiveAmphora[];
 }
 
+type ResolvedAmphora = pulumi.Unwrap<ActiveActiveAmphora>;
+
 /**
- * The N+1 rule, checked before any resource is registered: at least one
- * active amphora, at least one standby (a standby that took over a failed
- * slot stays listed as one and keeps the slot, so a new standby joins it),
- * and no two serving amphorae on one
+ * The N+1 rule: at least one active amphora, at least one standby (a
+ * standby that took over a failed slot stays listed as one and keeps the
+ * slot, so a new standby joins it), and no two serving amphorae on one
  * hypervisor when placement is given. Returns the reasons it is broken.
  */
-export function nPlusOneViolations(amphorae: readonly ActiveActiveAmphora[]): string[] {
-  const problems: string[] = [];
-  const active = amphorae.filter((a) => a.role === "active");
-  const standby = amphorae.filter((a) => a.role === "standby");
-  if (active.length < 1) problems.push(`amphorae: at least 1 active amphora is required, got ${active.length}`);
-  if (standby.length < 1) problems.push(`amphorae: at least 1 standby amphora is required, got ${standby.length}`);
-  const placed = new Map<string, string>();
-  for (const a of [...active, ...standby]) {
-    if (!a.hypervisor) continue;
-    const other = placed.get(a.hypervisor);
-    if (other) problems.push(`amphorae: ${other} and ${a.name} are both on hypervisor ${a.hypervisor}; amphorae must be on distinct hypervisors`);
-    else placed.set(a.hypervisor, a.name);
+export function nPlusOneViolations(amphorae: readonly ResolvedAmphora[]): CheckFailure[] {
+  const problems: CheckFailure[] = [];
+  const count = (role: string) => amphorae.filter((a) => a.role === role).length;
+  for (const role of ["active", "standby"]) {
+    if (count(role) < 1) problems.push({ property: "amphorae", reason: `at least 1 ${role} amphora is required, got 0` });
   }
+  const placed = new Map<string, number>();
+  amphorae.forEach((a, i) => {
+    if (a.role === "failed" || !a.hypervisor) return;
+    const other = placed.get(a.hypervisor);
+    if (other === undefined) placed.set(a.hypervisor, i);
+    else
+      problems.push({
+        property: `amphorae[${i}].hypervisor`,
+        reason: `${a.name} and amphorae[${other}] (${amphorae[other].name}) are both on hypervisor ${a.hypervisor}: serving amphorae must be on distinct hypervisors`,
+      });
+  });
   return problems;
 }
 
-/** Active amphorae without a slot get the lowest free ones, in list order. */
-export function withSlots(amphorae: readonly ActiveActiveAmphora[]): DistributorAmphora[] {
+/** Active amphorae without a slot get the lowest free ones, in list order; placement is the component's check, not an input. */
+export function withSlots(amphorae: readonly ResolvedAmphora[]): DistributorAmphora[] {
   const used = new Set(amphorae.filter((a) => a.role !== "standby" && a.slot !== undefined).map((a) => a.slot!));
   let next = 1;
   return amphorae.map(({ hypervisor: _placement, ...a }) => {
@@ -77,18 +108,29 @@ export function withSlots(amphorae: readonly ActiveActiveAmphora[]): Distributor
   });
 }
 
-/** Several devices: each distinct (no two next hops, no two hosts alike), so no device is a single point of failure. */
-export function deviceViolations(devices: readonly ActiveActiveDevice[]): string[] {
-  const problems: string[] = [];
-  if (devices.length < 2) problems.push(`devices: give at least 2 (got ${devices.length}), or a single device`);
+/** device or devices; several devices each distinct (no two next hops, no two hosts alike), so no device is a single point of failure. */
+export function deviceViolations(args: Pick<ActiveActiveLoadBalancerArgs, "device" | "devices">): CheckFailure[] {
+  if (!args.device === !args.devices) return [{ property: "device", reason: "give device or devices, not both and not neither" }];
+  if (!args.devices) return [];
+  const plain = mustBePlain(args.devices, "devices", "each device gets its own DistributorAttachment");
+  if (plain.length > 0) return plain;
+  const problems: CheckFailure[] = [];
+  if (args.devices.length < 2) problems.push({ property: "devices", reason: `give at least 2 (got ${args.devices.length}), or a single device` });
   const hops = new Map<string, number>();
   const hosts = new Map<string, number>();
-  devices.forEach((d, i) => {
-    if (hops.has(d.nextHop)) problems.push(`devices[${i}].nextHop is also devices[${hops.get(d.nextHop)}]'s`);
-    hops.set(d.nextHop, i);
+  args.devices.forEach((d, i) => {
+    const hop = mustBePlain(d.nextHop, `devices[${i}].nextHop`, "it names the device's DistributorAttachment");
+    if (hop.length > 0) problems.push(...hop);
+    else if (hops.has(d.nextHop)) problems.push({ property: `devices[${i}].nextHop`, reason: `is also devices[${hops.get(d.nextHop)}]'s` });
+    else hops.set(d.nextHop, i);
+    // A host known now is compared; one from an Output is the devices' own to check.
     const host = (d.device.hostArgs as { connection?: { host?: unknown } }).connection?.host;
     if (typeof host === "string") {
-      if (hosts.has(host)) problems.push(`devices[${i}] is on the same host (${host}) as devices[${hosts.get(host)}]: devices must be on distinct hosts`);
+      if (hosts.has(host))
+        problems.push({
+          property: `devices[${i}].device`,
+          reason: `is on the same host (${host}) as devices[${hosts.get(host)}]: devices must be on distinct hosts`,
+        });
       hosts.set(host, i);
     }
   });
@@ -100,6 +142,9 @@ export function deviceViolations(devices: readonly ActiveActiveDevice[]): string
  * standby behind one VIP, attached to a distributor device, or to several
  * that hold the same group (every device picks the same amphora for a
  * 5-tuple, so a device's connections resume through another unchanged).
+ *
+ * Refusals name the property (`ActiveActiveLoadBalancer "lb": args.amphorae: ...`),
+ * at construction for plain values, once they resolve for Outputs.
  */
 export class ActiveActiveLoadBalancer extends pulumi.ComponentResource {
   /** The attachment (with `devices`: the first device's). */
@@ -110,10 +155,10 @@ export class ActiveActiveLoadBalancer extends pulumi.ComponentResource {
   readonly groupId: pulumi.Output<number>;
 
   constructor(name: string, args: ActiveActiveLoadBalancerArgs, opts?: pulumi.ComponentResourceOptions) {
-    const problems = nPlusOneViolations(args.amphorae);
-    if (!args.device === !args.devices) problems.push("give device or devices, not both and not neither");
-    if (args.devices) problems.push(...deviceViolations(args.devices));
-    if (problems.length > 0) throw new Error(`ActiveActiveLoadBalancer ${name}: ${problems.join("; ")}`);
+    const gate = checkArgs<ActiveActiveLoadBalancerArgs>(`ActiveActiveLoadBalancer "${name}"`, schema, args, {
+      structural: deviceViolations,
+      resolved: (a) => nPlusOneViolations(a.amphorae),
+    });
     super("ovslb:index:ActiveActiveLoadBalancer", name, {}, opts);
     const common = {
       attachmentId: args.loadBalancerId,
@@ -122,12 +167,12 @@ export class ActiveActiveLoadBalancer extends pulumi.ComponentResource {
       ...(args.affinity !== undefined ? { affinity: args.affinity } : {}),
       ...(args.returnPath !== undefined ? { returnPath: args.returnPath } : {}),
       ...(args.gatewayMac !== undefined ? { gatewayMac: args.gatewayMac } : {}),
-      amphorae: withSlots(args.amphorae),
+      amphorae: gated(gate, derive(args.amphorae, withSlots)),
     };
     const attach = (resourceName: string, device: DistributorDevice, extra: Partial<DistributorAttachmentArgs> = {}) =>
       new DistributorAttachment(
         resourceName,
-        { host: device.hostArgs, deviceId: device.deviceId, uplinkBridge: device.uplinkBridge, ...common, ...extra },
+        childInput<DistributorAttachmentArgs>({ host: device.hostArgs, deviceId: device.deviceId, uplinkBridge: device.uplinkBridge, ...common, ...extra }),
         { parent: this, dependsOn: [device] },
       );
     this.attachments = args.device
@@ -137,7 +182,7 @@ export class ActiveActiveLoadBalancer extends pulumi.ComponentResource {
             loadBalancerId: args.loadBalancerId,
             nextHop: d.nextHop,
             // One frontend MAC per device: the segment must see each next hop at its own MAC.
-            frontendMac: derivedFrontendMac(`${args.loadBalancerId}/${d.nextHop}`),
+            frontendMac: derive(args.loadBalancerId, (id) => derivedFrontendMac(`${id}/${d.nextHop}`)),
           }),
         );
     this.attachment = this.attachments[0];

@@ -1,93 +1,130 @@
 import * as pulumi from "@pulumi/pulumi";
-import type { DeferredNatBackend, DeferredNatLoadBalancerInputs, OvsHost } from "../provider/model/inputs.generated";
+import type { DeferredNatLoadBalancerInputs, OvsHost } from "../provider/model/inputs.generated";
+import type { CheckFailure } from "../provider/model/validate";
 import { bfdKeyOf, greKeyOf } from "../provider/resources/deferred-nat-load-balancer/plan";
-import { DeferredNatLoadBalancer } from "../provider/resources/deferred-nat-load-balancer/resource";
-import { DsrHypervisorFlows } from "../provider/resources/dsr-hypervisor-flows/resource";
-import { HealthCheck } from "../provider/resources/health-check/resource";
-import { unknownHypervisors, vipsOn } from "./hypervisor-vips";
+import { DeferredNatLoadBalancer, type DeferredNatLoadBalancerArgs } from "../provider/resources/deferred-nat-load-balancer/resource";
+import { DsrHypervisorFlows, type DsrHypervisorFlowsArgs } from "../provider/resources/dsr-hypervisor-flows/resource";
+import { HealthCheck, type HealthCheckArgs } from "../provider/resources/health-check/resource";
+import schemaFile from "../schema/components/deferred-nat-service.json";
+import { checkArgs, childInput, componentSchema, derive, gated, type Leaves } from "./args";
+import { placementProblems, sameBridgeTwice, vipsOn, type HypervisorBackend, type ServiceVip } from "./hypervisor-vips";
 
-/** A hypervisor that hosts backends: where its NAT flows go. */
+const schema = componentSchema(schemaFile);
+
+/** A gateway: a host whose select groups choose a backend for each packet of a VIP and send it on. */
+export interface DeferredNatServiceGateway {
+  /** The gateway's name in the load balancer (its groups, tunnel ports and state are recorded by it). */
+  name: pulumi.Input<string>;
+  /** How to reach the gateway's Open vSwitch over SSH. */
+  host: Leaves<OvsHost>;
+  /** The bridge the gateway's groups and flows go on. */
+  bridge: pulumi.Input<string>;
+  /** The bridge's port onto the backends' L2 segment (mac delivery sends out of it). */
+  segmentPort: pulumi.Input<string>;
+  /** The gateway's MAC on that segment, the source of what it delivers. */
+  mac: pulumi.Input<string>;
+  /** Its underlay address: the source of its GRE tunnels to the hypervisors (gre delivery). */
+  tunnelAddress?: pulumi.Input<string>;
+}
+
+/** A hypervisor that may host backends: where their NAT flows go. */
 export interface DeferredNatServiceHypervisor {
+  /**
+   * The name backends are placed by (their `hypervisor`); it also names the
+   * hypervisor's DsrHypervisorFlows (`<service>-<name>`). Plain (not an
+   * Output): a resource's name must be known when it is registered.
+   */
   name: string;
-  host: OvsHost;
+  /** How to reach the hypervisor's Open vSwitch over SSH. */
+  host: Leaves<OvsHost>;
   /** The bridge the backends' ports are on. */
-  bridge: string;
-  /** A fixed conntrack zone; derived from the service otherwise. */
-  zone?: number;
+  bridge: pulumi.Input<string>;
+  /** A fixed conntrack zone for the NAT; derived from the service otherwise. */
+  zone?: pulumi.Input<number>;
   /** Its underlay address, where the gateways' tunnels end (gre delivery). */
-  tunnelAddress?: string;
+  tunnelAddress?: pulumi.Input<string>;
   /** How its backends are reached; default the service's delivery. */
-  delivery?: "mac" | "gre";
+  delivery?: pulumi.Input<"mac" | "gre">;
 }
 
-export interface DeferredNatServiceBackend extends DeferredNatBackend {
-  /** The backend's port on its hypervisor's bridge. */
-  bridgePort: string;
+/** A server behind a VIP: where it runs, how the gateways reach it and how much of the traffic it takes. */
+export interface DeferredNatServiceBackend extends HypervisorBackend {
+  /** Its share of new connections relative to the others (1-64, that many buckets); default 1. */
+  weight?: pulumi.Input<number>;
+  /** Its OVN logical switch port: what the OVN health check probes (healthCheck.probe). */
+  logicalPort?: pulumi.Input<string>;
+  /** active (default) or draining: with secondChance a draining backend gets no new connections and keeps its established ones. */
+  state?: pulumi.Input<"active" | "draining">;
 }
 
+/**
+ * The arguments of a DeferredNatService (validated against
+ * schema/components/deferred-nat-service.json: an unknown property is
+ * refused). Every scalar may be an Output of another resource, except the
+ * hypervisors' names and the backends' `hypervisor`, which decide which
+ * DsrHypervisorFlows exist; the lists themselves are plain.
+ */
 export interface DeferredNatServiceArgs {
-  gateways: DeferredNatLoadBalancerInputs["gateways"];
+  /** The gateways: every one holds identical select groups for the VIPs. */
+  gateways: readonly DeferredNatServiceGateway[];
+  /** The hypervisors backends may run on; one without a backend gets no flows. */
   hypervisors: readonly DeferredNatServiceHypervisor[];
-  vips: readonly {
-    address: string;
-    port: number;
-    protocol: "tcp" | "udp" | "sctp";
-    backends: readonly DeferredNatServiceBackend[];
-  }[];
-  selectionFields?: DeferredNatLoadBalancerInputs["selectionFields"];
+  /** The VIPs the service answers and the backends behind each. */
+  vips: readonly ServiceVip<DeferredNatServiceBackend>[];
+  /** The packet fields hashed to choose a backend; default ip_src, ip_dst, tp_src, tp_dst. */
+  selectionFields?: Leaves<NonNullable<DeferredNatLoadBalancerInputs["selectionFields"]>>;
   /** mac (backends on the gateways' L2 segment) or gre (tunnelled over the underlay to each backend's hypervisor); default mac. */
-  delivery?: "mac" | "gre";
-  ovn?: DeferredNatLoadBalancerInputs["ovn"];
+  delivery?: pulumi.Input<"mac" | "gre">;
+  /** Also write the OVN northbound Load_Balancer row and attach it to a logical router. */
+  ovn?: Leaves<NonNullable<DeferredNatLoadBalancerInputs["ovn"]>>;
   /**
    * The health check: OVN probes (probe, with ovn and ovn.healthCheckSourceIp:
    * a HealthCheck resource, child of the service), BFD liveness of every
    * hypervisor on every gateway (bfd: the load balancer's, and each gre
    * hypervisor's flows get the gateways as BFD peers), stale reporting
-   * (southbound) and enforce (the HealthCheck's).
+   * (southbound) and enforce (the HealthCheck's). The HealthCheck exists
+   * when probe or southbound is given, or enforce is given and not `false`.
    */
-  healthCheck?: DeferredNatLoadBalancerInputs["healthCheck"];
+  healthCheck?: Leaves<NonNullable<DeferredNatLoadBalancerInputs["healthCheck"]>>;
   /**
    * Connection-preserving selection (gre delivery): adding, draining and
    * removing backends breaks no established TCP connection. Every
    * hypervisor's flows take handed-on packets from the other hypervisors.
    */
-  secondChance?: DeferredNatLoadBalancerInputs["secondChance"];
+  secondChance?: Leaves<NonNullable<DeferredNatLoadBalancerInputs["secondChance"]>>;
 }
 
-/** What makes the arguments unusable, in words that name them. */
-function serviceProblems(args: DeferredNatServiceArgs, deliveryOf: (hv: DeferredNatServiceHypervisor) => "mac" | "gre"): string[] {
-  const problems = unknownHypervisors(args.hypervisors, args.vips);
-  // One conntrack zone per resource and host: two hypervisor entries on one bridge would be two resources fighting over it.
-  const bridges = new Map<string, number>();
-  args.hypervisors.forEach((h, i) => {
-    const key = `${h.host.connection.host}/${h.bridge}`;
-    const first = bridges.get(key);
-    if (first !== undefined) problems.push(`hypervisors[${i}] is on the same host and bridge as hypervisors[${first}]: give each hypervisor once`);
-    else bridges.set(key, i);
-  });
+type Resolved = pulumi.Unwrap<DeferredNatServiceArgs>;
+
+/** Whether the service has a HealthCheck child: decided at construction, so from what is given, not what it resolves to. */
+function needsHealthCheck(hc: DeferredNatServiceArgs["healthCheck"]): boolean {
+  return hc !== undefined && (hc.probe !== undefined || hc.southbound !== undefined || (hc.enforce !== undefined && hc.enforce !== false));
+}
+
+/** The service's rules on resolved values, each naming the property. */
+function serviceProblems(args: Resolved, withHealthCheck: boolean): CheckFailure[] {
+  const deliveryOf = (h: Resolved["hypervisors"][number]) => h.delivery ?? args.delivery ?? "mac";
+  const problems = sameBridgeTwice(args.hypervisors);
   if (args.hypervisors.some((h) => deliveryOf(h) === "gre")) {
-    const ends = [
-      ...args.gateways.flatMap((g, i) => (g.tunnelAddress ? [] : [`gateways[${i}].tunnelAddress`])),
-      ...args.hypervisors.flatMap((h, i) => (deliveryOf(h) === "gre" && !h.tunnelAddress ? [`hypervisors[${i}].tunnelAddress`] : [])),
-    ];
-    if (ends.length > 0) problems.push(`gre delivery needs ${ends.join(", ")}: the tunnels' two ends`);
-  }
-  if (args.secondChance) {
-    args.hypervisors.forEach((h, i) => {
-      if (deliveryOf(h) !== "gre") problems.push(`secondChance needs gre delivery: hypervisors[${i}] (${h.name}) is reached by mac`);
-    });
-  }
-  if (args.healthCheck?.bfd) {
-    args.hypervisors.forEach((h, i) => {
-      if (deliveryOf(h) !== "gre")
-        problems.push(`healthCheck.bfd needs gre delivery: hypervisors[${i}] (${h.name}) is reached by mac, with no tunnel to watch`);
-    });
-  }
-  const hc = args.healthCheck;
-  if (hc && (hc.probe || hc.southbound || hc.enforce) && !args.ovn?.healthCheckSourceIp) {
-    problems.push(
-      "healthCheck.probe, southbound and enforce need ovn with ovn.healthCheckSourceIp: the HealthCheck attaches to the load balancer's northbound rows and its probes need a source address",
+    const end = "is required with gre delivery: it is one end of the gateways' tunnels";
+    args.gateways.forEach((g, i) => g.tunnelAddress === undefined && problems.push({ property: `gateways[${i}].tunnelAddress`, reason: end }));
+    args.hypervisors.forEach(
+      (h, i) => deliveryOf(h) === "gre" && h.tunnelAddress === undefined && problems.push({ property: `hypervisors[${i}].tunnelAddress`, reason: end }),
     );
+  }
+  const byMac = (what: string, tail = "") =>
+    args.hypervisors.forEach(
+      (h, i) =>
+        deliveryOf(h) !== "gre" && problems.push({ property: what, reason: `needs gre delivery: hypervisors[${i}] (${h.name}) is reached by mac${tail}` }),
+    );
+  if (args.secondChance) byMac("secondChance");
+  if (args.healthCheck?.bfd) byMac("healthCheck.bfd", ", with no tunnel to watch");
+  if (withHealthCheck && !args.ovn?.healthCheckSourceIp) {
+    problems.push({
+      property: "ovn.healthCheckSourceIp",
+      reason:
+        "is required with healthCheck.probe, southbound or enforce (and so is ovn): the HealthCheck attaches to the load balancer's northbound rows and its probes need a source address",
+    });
   }
   return problems;
 }
@@ -102,6 +139,12 @@ function serviceProblems(args: DeferredNatServiceArgs, deliveryOf: (hv: Deferred
  * the gateways' tunnel ports follow from the same hypervisor list. With
  * healthCheck.bfd both ends of every gateway-hypervisor BFD session follow
  * from the same lists too.
+ *
+ * Refusals (a ComponentArgsError naming each property, e.g.
+ * `DeferredNatService "web": args.vips[0].backends[2].hypervisor: ...`) come
+ * at construction, before anything is registered, for what is plain; for
+ * what comes from Outputs, once they resolve: the children's inputs then
+ * fail with the same error, and so does the program.
  */
 export class DeferredNatService extends pulumi.ComponentResource {
   readonly loadBalancer: DeferredNatLoadBalancer;
@@ -111,34 +154,51 @@ export class DeferredNatService extends pulumi.ComponentResource {
   readonly healthCheck?: HealthCheck;
 
   constructor(name: string, args: DeferredNatServiceArgs, opts?: pulumi.ComponentResourceOptions) {
-    // Refusals come before anything is registered.
-    const deliveryOf = (hv: DeferredNatServiceHypervisor) => hv.delivery ?? args.delivery ?? "mac";
-    const problems = serviceProblems(args, deliveryOf);
-    if (problems.length > 0) throw new Error(`DeferredNatService ${name}: ${problems.join("; ")}`);
+    const withHealthCheck = needsHealthCheck(args.healthCheck);
+    const gate = checkArgs(`DeferredNatService "${name}"`, schema, args, {
+      structural: (a) => placementProblems(a.hypervisors, a.vips),
+      resolved: (a) => serviceProblems(a, withHealthCheck),
+    });
     super("ovslb:index:DeferredNatService", name, {}, opts);
     const bfd = args.healthCheck?.bfd;
-    const greSettings = (hv: DeferredNatServiceHypervisor) => ({
-      allowedSources: args.gateways.map((g) => g.tunnelAddress!),
-      // With second chance the key carries the previous owner's hypervisor; else it is the service's own.
-      ...(args.secondChance
-        ? { secondChance: { peers: args.hypervisors.filter((h) => h !== hv && h.tunnelAddress).map((h) => h.tunnelAddress!) } }
-        : { key: greKeyOf({ name }) }),
-      // Every gateway opens a BFD session to each hypervisor with the service's BFD key.
-      ...(bfd ? { bfd: { peers: args.gateways.map((g) => ({ address: g.tunnelAddress!, key: bfdKeyOf({ name }) })), timers: bfd } } : {}),
-    });
+    // mode and gre follow from the resolved delivery and tunnel addresses.
+    const dataplane = (hv: DeferredNatServiceHypervisor) =>
+      derive(
+        {
+          delivery: hv.delivery ?? args.delivery,
+          sources: args.gateways.map((g) => g.tunnelAddress),
+          peers: args.hypervisors.filter((h) => h !== hv && h.tunnelAddress !== undefined).map((h) => h.tunnelAddress),
+          bfd,
+        },
+        (r) => {
+          if ((r.delivery ?? "mac") !== "gre") return { mode: "mac" as const };
+          return {
+            mode: "gre" as const,
+            gre: {
+              allowedSources: r.sources.map((s) => s!),
+              // With second chance the key carries the previous owner's hypervisor; else it is the service's own.
+              ...(args.secondChance ? { secondChance: { peers: r.peers.map((p) => p!) } } : { key: greKeyOf({ name }) }),
+              // Every gateway opens a BFD session to each hypervisor with the service's BFD key.
+              ...(r.bfd ? { bfd: { peers: r.sources.map((s) => ({ address: s!, key: bfdKeyOf({ name }) })), timers: r.bfd } } : {}),
+            },
+          };
+        },
+      );
 
     this.hypervisorFlows = {};
     for (const hv of args.hypervisors) {
       const vips = vipsOn(hv.name, args.vips);
       if (vips.length === 0) continue;
+      const d = dataplane(hv);
+      const modeAndGre = pulumi.Output.isInstance(d) ? { mode: d.apply((x) => x.mode), gre: d.apply((x) => ("gre" in x ? x.gre : undefined)) } : d;
       this.hypervisorFlows[hv.name] = new DsrHypervisorFlows(
         `${name}-${hv.name}`,
         {
           name,
           host: hv.host,
           bridge: hv.bridge,
-          ...(deliveryOf(hv) === "gre" ? { mode: "gre", gre: greSettings(hv) } : { mode: "mac" }),
-          vips,
+          ...(modeAndGre as Pick<DsrHypervisorFlowsArgs, "mode" | "gre">),
+          vips: childInput<DsrHypervisorFlowsArgs["vips"]>(gated(gate, vips)),
           ...(hv.zone === undefined ? {} : { zone: hv.zone }),
         },
         { parent: this },
@@ -152,26 +212,29 @@ export class DeferredNatService extends pulumi.ComponentResource {
         gateways: args.gateways,
         hypervisors: args.hypervisors.map((h) => ({
           name: h.name,
-          ...(h.tunnelAddress ? { tunnelAddress: h.tunnelAddress } : {}),
-          ...(h.delivery ? { delivery: h.delivery } : {}),
+          ...(h.tunnelAddress !== undefined ? { tunnelAddress: h.tunnelAddress } : {}),
+          ...(h.delivery !== undefined ? { delivery: h.delivery } : {}),
         })),
-        ...(args.delivery ? { delivery: args.delivery } : {}),
-        vips: args.vips.map((vip) => ({
-          address: vip.address,
-          port: vip.port,
-          protocol: vip.protocol,
-          backends: vip.backends.map(({ bridgePort: _onTheHypervisor, ...b }) => b),
-        })),
+        ...(args.delivery !== undefined ? { delivery: args.delivery } : {}),
+        vips: gated(
+          gate,
+          args.vips.map((vip) => ({
+            address: vip.address,
+            port: vip.port,
+            protocol: vip.protocol,
+            backends: vip.backends.map(({ bridgePort: _onTheHypervisor, ...b }) => b),
+          })),
+        ),
         ...(args.selectionFields ? { selectionFields: args.selectionFields } : {}),
         ...(args.ovn ? { ovn: args.ovn } : {}),
         // The load balancer keeps only BFD (dataplane); probes, the southbound and enforce are the HealthCheck's.
         ...(bfd ? { healthCheck: { bfd } } : {}),
         ...(args.secondChance ? { secondChance: args.secondChance } : {}),
-      },
+      } as unknown as DeferredNatLoadBalancerArgs,
       { parent: this, dependsOn: Object.values(this.hypervisorFlows) },
     );
     const hc = args.healthCheck;
-    if (hc && (hc.probe || hc.southbound || hc.enforce)) {
+    if (hc && withHealthCheck) {
       this.healthCheck = new HealthCheck(
         name,
         {
@@ -179,14 +242,19 @@ export class DeferredNatService extends pulumi.ComponentResource {
           northbound: args.ovn!.northbound,
           ...(hc.southbound ? { southbound: hc.southbound } : {}),
           sourceIp: args.ovn!.healthCheckSourceIp!,
-          vips: args.vips.map((vip) => ({
-            address: vip.address,
-            port: vip.port,
-            protocol: vip.protocol,
-            backends: vip.backends.map((b) => ({ address: b.address, port: b.port, logicalPort: b.logicalPort!, hypervisor: b.hypervisor })),
-          })),
+          vips: childInput<HealthCheckArgs["vips"]>(
+            gated(
+              gate,
+              args.vips.map((vip) => ({
+                address: vip.address,
+                port: vip.port,
+                protocol: vip.protocol,
+                backends: vip.backends.map((b) => ({ address: b.address, port: b.port, logicalPort: b.logicalPort!, hypervisor: b.hypervisor })),
+              })),
+            ),
+          ),
           ...(hc.probe ? { probe: hc.probe } : {}),
-          ...(hc.enforce ? { enforce: hc.enforce } : {}),
+          ...(hc.enforce !== undefined && hc.enforce !== false ? { enforce: childInput<HealthCheckArgs["enforce"]>(hc.enforce) } : {}),
           // With BFD, the gateways' sessions count toward stale (read, never changed).
           ...(bfd ? { gateways: args.gateways.map((g) => ({ name: g.name, host: g.host, bridge: g.bridge })) } : {}),
         },

@@ -1,10 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { resolve } from "node:path";
-import { Harness, type Result, type Step } from "../harness/engine";
+import { Harness, HarnessError, type Result, type Step } from "../harness/engine";
+import { runChecked } from "../../provider/transport/exec";
 import { derivedFrontendMac } from "../../provider/resources/distributor-attachment/plan";
 import { greKeyOf } from "../../provider/resources/deferred-nat-load-balancer/plan";
 import type { LabInventory } from "../lab/topology";
-import { loadInventory } from "../support/lab";
+import { labSsh, loadInventory } from "../support/lab";
 import { removeTempProject, stackConfigYaml, tempProject } from "../support/temp-project";
 
 /**
@@ -12,7 +13,9 @@ import { removeTempProject, stackConfigYaml, tempProject } from "../support/temp
  * real program runner and the real dynamic-provider plugin (check and
  * nothing else, so no host is touched). Checks the component's type token,
  * its children (each parented to it) and the children's inputs as derived
- * from the component's arguments. Needs `npm run build`.
+ * from the component's arguments. Needs `npm run build`. Then a component
+ * fed by another resource's Outputs, applied on the lab (up, no change on a
+ * second preview, destroy), and refused by name when a resolved value is bad.
  */
 
 const fixture = resolve(__dirname, "..", "fixtures", "harness", "components");
@@ -169,4 +172,93 @@ describe("components through the harness (preview)", () => {
       expect(k.dependencies).toContain(urn(`${DYNAMIC}DistributorDevice`, `dev${i + 1}`));
     });
   });
+});
+
+describe("a component fed by Outputs (up on the lab)", () => {
+  const VIP = "10.0.0.176";
+  const SOURCE_BRIDGE = "br-cmp-out";
+  let dir: string;
+  let stack: Harness;
+  const lab = (backendAddress?: string) => {
+    const vm = inv.backends.find((b) => b.name === "hv2-vm3")!;
+    return {
+      host: host("hv2"),
+      sourceBridge: SOURCE_BRIDGE,
+      bridge: "br-seg",
+      allowedSource: inv.l3dsr!.underlay.address,
+      key: 4243,
+      vip: VIP,
+      backend: { address: backendAddress ?? vm.address, port: inv.backendPort, mac: vm.mac, bridgePort: vm.port },
+    };
+  };
+  /** The flows on hv2's bridge that carry `cookie`, as ovs-ofctl prints them. */
+  const flowsWith = async (cookie: string) => {
+    const ssh = await labSsh(inv, "hv2");
+    try {
+      return await runChecked(ssh, ["ovs-ofctl", "-O", "OpenFlow15", "--no-names", "dump-flows", "br-seg", `cookie=${cookie}/-1`]);
+    } finally {
+      ssh.close();
+    }
+  };
+  const bridges = async () => {
+    const ssh = await labSsh(inv, "hv2");
+    try {
+      return (await runChecked(ssh, ["ovs-vsctl", "list-br"])).split("\n");
+    } finally {
+      ssh.close();
+    }
+  };
+
+  beforeAll(async () => {
+    dir = tempProject(resolve(__dirname, "..", "fixtures", "harness", "components-outputs"), { "Pulumi.dev.yaml": stackConfigYaml({ lab: lab() }) });
+    projects.push(dir);
+    stack = await Harness.open({ cwd: dir });
+  });
+  afterAll(async () => void (await stack?.destroy().catch(() => undefined)));
+
+  it("up: the hypervisor's flows hold the values the other resource gave (host, backend address), the GRE key from a Promise, the address kept secret", async () => {
+    const up = await stack.up();
+    const custom = up.steps.filter((s) => s.custom).map((s) => `${s.op} ${s.type.split(":").at(-1)}`);
+    expect(custom.sort()).toEqual(["create DsrHypervisorFlows", "create OvsBridge"]);
+    const flows = stack.resources().find((r) => r.type.endsWith(":DsrHypervisorFlows"))!;
+    expect(flows.name).toBe("tdsr-out-hv2");
+    expect(flows.inputs.host.connection.host).toBe(inv.hosts.hv2.address);
+    expect(flows.inputs.gre).toMatchObject({ allowedSources: [inv.l3dsr!.underlay.address], key: 4243 });
+    const { backend } = lab();
+    expect(flows.inputs.vips).toEqual([{ address: VIP, port: 80, protocol: "tcp", backends: [backend] }]);
+    // The secret backend address keeps the child's vips secret in the state.
+    expect(flows.secretPaths.inputs).toContain("vips");
+    // On the host: the VIP's flows DNAT to the backend the bridge's output named.
+    const dumped = await flowsWith(flows.outputs.cookie as string);
+    expect(dumped).toContain(`nw_dst=${VIP}`);
+    expect(dumped).toContain(`nat(dst=${backend.address}:${backend.port})`);
+    expect(await bridges()).toContain(SOURCE_BRIDGE);
+    // The Outputs resolve to the same values again: nothing to change.
+    await stack.preview({ expectNoChanges: true });
+  }, 120_000);
+
+  it("a bad value from an Output is refused by the component, naming the property, in the preview, before any host is changed", async () => {
+    const bad = tempProject(resolve(__dirname, "..", "fixtures", "harness", "components-outputs"), {
+      "Pulumi.dev.yaml": stackConfigYaml({ lab: { ...lab("10.0.0.300"), sourceBridge: "br-cmp-bad" } }),
+    });
+    projects.push(bad);
+    const error = await (await Harness.open({ cwd: bad })).preview().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(HarnessError);
+    const diagnostics = (error as HarnessError).result.diagnostics.map((d) => d.message).join("\n");
+    // The refusal alone, as the program runner reports a RunError: no SDK wrapping, no stack.
+    expect(diagnostics).toContain('TransparentDsr "tdsr-out": args.vips[0].backends[0].address: must be an IPv4 address in dotted-quad form, e.g. 10.0.0.10');
+    expect(diagnostics).not.toMatch(/error serializing|\n\s+at /);
+    expect(await bridges()).not.toContain("br-cmp-bad");
+  }, 120_000);
+
+  it("destroy removes the flows and the source bridge", async () => {
+    const cookie = stack.resources().find((r) => r.type.endsWith(":DsrHypervisorFlows"))!.outputs.cookie as string;
+    await stack.destroy();
+    expect(stack.resources().filter((r) => r.custom)).toEqual([]);
+    expect(await flowsWith(cookie)).not.toContain(`nw_dst=${VIP}`);
+    expect(await bridges()).not.toContain(SOURCE_BRIDGE);
+  }, 120_000);
 });

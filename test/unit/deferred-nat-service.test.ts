@@ -74,7 +74,9 @@ describe("DeferredNatService", () => {
     const { DeferredNatService } = await import("../../components/deferred-nat-service");
     const bad = args();
     bad.vips[0].backends[0].hypervisor = "hv9";
-    expect(() => new DeferredNatService("bad", bad)).toThrow(/vips\[0\]\.backends\[0\]\.hypervisor "hv9" is not in hypervisors/);
+    expect(() => new DeferredNatService("bad", bad)).toThrow(
+      'DeferredNatService "bad": args.vips[0].backends[0].hypervisor: "hv9" is not the name of one of hypervisors (hv1, hv2, hv3)',
+    );
   });
 
   it("with gre delivery, every hypervisor that hosts a backend takes GRE from exactly the gateways' tunnel addresses, with the service's key; a mac hypervisor stays mac", async () => {
@@ -110,7 +112,10 @@ describe("DeferredNatService", () => {
     const missing = args();
     missing.delivery = "gre";
     expect(() => new DeferredNatService("bad", missing)).toThrow(
-      /gre delivery needs gateways\[0\]\.tunnelAddress, hypervisors\[0\]\.tunnelAddress, hypervisors\[1\]\.tunnelAddress, hypervisors\[2\]\.tunnelAddress/,
+      'DeferredNatService "bad": ' +
+        ["gateways[0]", "hypervisors[0]", "hypervisors[1]", "hypervisors[2]"]
+          .map((at) => `args.${at}.tunnelAddress: is required with gre delivery: it is one end of the gateways' tunnels`)
+          .join("; "),
     );
   });
 
@@ -143,7 +148,9 @@ describe("DeferredNatService", () => {
     expect(lb.healthCheck).toEqual({ bfd: timers });
 
     const mixed = { ...gre, hypervisors: [gre.hypervisors[0], { ...gre.hypervisors[1], delivery: "mac" as const }, gre.hypervisors[2]] };
-    expect(() => new DeferredNatService("bad", mixed)).toThrow(/healthCheck\.bfd needs gre delivery: hypervisors\[1\] \(hv2\) is reached by mac/);
+    expect(() => new DeferredNatService("bad", mixed)).toThrow(
+      'DeferredNatService "bad": args.healthCheck.bfd: needs gre delivery: hypervisors[1] (hv2) is reached by mac, with no tunnel to watch',
+    );
   });
 
   it("with healthCheck probe, southbound and enforce, a HealthCheck child owns them and the load balancer keeps only bfd; probes without ovn.healthCheckSourceIp are refused", async () => {
@@ -155,7 +162,7 @@ describe("DeferredNatService", () => {
     hc.delivery = "gre";
     hc.gateways = [{ ...hc.gateways[0], tunnelAddress: "172.16.11.2" }];
     hc.hypervisors = hc.hypervisors.map((h, i) => ({ ...h, tunnelAddress: `172.16.2${i + 1}.2` }));
-    hc.vips = hc.vips.map((v) => ({ ...v, backends: v.backends.map((b) => ({ ...b, logicalPort: `lsp-${b.bridgePort}` })) }));
+    hc.vips = hc.vips.map((v) => ({ ...v, backends: v.backends.map((b) => ({ ...b, logicalPort: `lsp-${b.bridgePort as string}` })) }));
     hc.ovn = { northbound: nb, router: "lr0", healthCheckSourceIp: "10.0.0.254" };
     hc.healthCheck = { probe: { interval: 7 }, southbound: sb, enforce: true, bfd: timers };
     const service = new DeferredNatService("web", hc);
@@ -180,7 +187,9 @@ describe("DeferredNatService", () => {
     expect(check.gateways.map((g: any) => [g.name, g.bridge])).toEqual([["gw1", "br-seg"]]);
 
     const noSource = { ...hc, ovn: { northbound: nb, router: "lr0" } };
-    expect(() => new DeferredNatService("bad", noSource)).toThrow(/healthCheck\.probe, southbound and enforce need ovn with ovn\.healthCheckSourceIp/);
+    expect(() => new DeferredNatService("bad", noSource)).toThrow(
+      /^DeferredNatService "bad": args\.ovn\.healthCheckSourceIp: is required with healthCheck\.probe, southbound or enforce/,
+    );
   });
 
   it("with only healthCheck.bfd, no HealthCheck is made", async () => {
@@ -213,7 +222,9 @@ describe("DeferredNatService", () => {
     }
     expect(registered.find((r) => r.type === "pulumi-nodejs:dynamic/ovslb:DeferredNatLoadBalancer")!.inputs.secondChance).toEqual({});
     const mixed = { ...sc, hypervisors: [sc.hypervisors[0], { ...sc.hypervisors[1], delivery: "mac" as const }, sc.hypervisors[2]] };
-    expect(() => new DeferredNatService("bad", mixed)).toThrow(/secondChance needs gre delivery: hypervisors\[1\] \(hv2\) is reached by mac/);
+    expect(() => new DeferredNatService("bad", mixed)).toThrow(
+      'DeferredNatService "bad": args.secondChance: needs gre delivery: hypervisors[1] (hv2) is reached by mac',
+    );
   });
 
   it("refuses two hypervisor entries on one host and bridge (their flows would share one zone and one GRE port) before registering anything", async () => {
@@ -221,7 +232,9 @@ describe("DeferredNatService", () => {
     const twice = args();
     twice.hypervisors = [...twice.hypervisors, { ...twice.hypervisors[0], name: "hv1-again", zone: 7 }];
     const before = registered.length;
-    expect(() => new DeferredNatService("twice", twice)).toThrow(/hypervisors\[3\] is on the same host and bridge as hypervisors\[0\]/);
+    expect(() => new DeferredNatService("twice", twice)).toThrow(
+      'DeferredNatService "twice": args.hypervisors[3]: is on the same host and bridge as hypervisors[0]: give each hypervisor once',
+    );
     expect(registered.length).toBe(before);
   });
 });
@@ -242,7 +255,7 @@ describe("TransparentDsr", () => {
     bad.vips[0].backends[0].hypervisor = "hv9";
     const before = registered.length;
     expect(() => new TransparentDsr("bad", { loadBalancer: { allowedSources: ["172.16.41.2"] }, hypervisors: bad.hypervisors, vips: bad.vips })).toThrow(
-      /TransparentDsr bad: vips\[0\]\.backends\[0\]\.hypervisor "hv9" is not in hypervisors/,
+      'TransparentDsr "bad": args.vips[0].backends[0].hypervisor: "hv9" is not the name of one of hypervisors (hv1, hv2, hv3)',
     );
     expect(registered.length).toBe(before);
   });

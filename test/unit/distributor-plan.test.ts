@@ -190,14 +190,20 @@ describe("distributor device and component rules", () => {
         { name: "s", mac: "02:00:00:00:00:02", role: "standby", hypervisor: "hv2" },
       ]),
     ).toEqual([]);
-    expect(nPlusOneViolations([{ name: "s", mac: "02:00:00:00:00:02", role: "standby" }])).toEqual(["amphorae: at least 1 active amphora is required, got 0"]);
-    expect(nPlusOneViolations([{ name: "a", mac: "02:00:00:00:00:01", role: "active" }])).toEqual(["amphorae: at least 1 standby amphora is required, got 0"]);
+    expect(nPlusOneViolations([{ name: "s", mac: "02:00:00:00:00:02", role: "standby" }])).toEqual([
+      { property: "amphorae", reason: "at least 1 active amphora is required, got 0" },
+    ]);
+    expect(nPlusOneViolations([{ name: "a", mac: "02:00:00:00:00:01", role: "active" }])).toEqual([
+      { property: "amphorae", reason: "at least 1 standby amphora is required, got 0" },
+    ]);
     expect(
       nPlusOneViolations([
         { name: "a", mac: "02:00:00:00:00:01", role: "active", hypervisor: "hv3" },
         { name: "s", mac: "02:00:00:00:00:02", role: "standby", hypervisor: "hv3" },
       ]),
-    ).toEqual(["amphorae: a and s are both on hypervisor hv3; amphorae must be on distinct hypervisors"]);
+    ).toEqual([
+      { property: "amphorae[1].hypervisor", reason: "s and amphorae[0] (a) are both on hypervisor hv3: serving amphorae must be on distinct hypervisors" },
+    ]);
     expect(
       withSlots([
         { name: "a", mac: "02:00:00:00:00:01", role: "active", slot: 1 },
@@ -232,7 +238,7 @@ describe("distributor device and component rules", () => {
           vip: "10.0.0.100",
           amphorae: [{ name: "a", mac: "02:00:00:00:00:01", role: "active" }],
         }),
-    ).toThrow(/at least 1 standby/);
+    ).toThrow('ActiveActiveLoadBalancer "bad": args.amphorae: at least 1 standby amphora is required, got 0');
     new ActiveActiveLoadBalancer("lb", {
       device,
       loadBalancerId: "lb-a",
@@ -289,7 +295,9 @@ describe("distributor device and component rules", () => {
           vip: "10.0.0.100",
           amphorae,
         }),
-    ).toThrow(/devices\[1\] is on the same host .* as devices\[0\]: devices must be on distinct hosts/);
+    ).toThrow(
+      'ActiveActiveLoadBalancer "same-host": args.devices[1].device: is on the same host (172.30.0.31) as devices[0]: devices must be on distinct hosts',
+    );
     expect(
       () =>
         new ActiveActiveLoadBalancer("same-hop", {
@@ -301,7 +309,7 @@ describe("distributor device and component rules", () => {
           vip: "10.0.0.100",
           amphorae,
         }),
-    ).toThrow(/devices\[1\]\.nextHop is also devices\[0\]'s/);
+    ).toThrow('ActiveActiveLoadBalancer "same-hop": args.devices[1].nextHop: is also devices[0]\'s');
     new ActiveActiveLoadBalancer("ha", {
       devices: [
         { device: d1, nextHop: "10.0.0.41" },
