@@ -1,12 +1,18 @@
 import * as pulumi from "@pulumi/pulumi";
 import { CREDENTIALS_OUTPUT, CREDENTIAL_KEYS } from "../secrets";
 
-/** A generated input type with pulumi.Input at every level, for resource arguments. */
-export type DeepInput<T> = T extends string | number | boolean
+/**
+ * A generated input type with pulumi.Input at every level, for resource
+ * arguments. A scalar union stays whole (`Input<"tcp" | "udp">`, not
+ * `Input<"tcp"> | Input<"udp">`, which an `Output<"tcp" | "udp">` is not).
+ */
+export type DeepInput<T> = [T] extends [string | number | boolean | undefined]
   ? pulumi.Input<T>
   : T extends readonly (infer E)[]
     ? pulumi.Input<readonly DeepInput<E>[]>
-    : pulumi.Input<{ [K in keyof T]: DeepInput<T[K]> }>;
+    : T extends object
+      ? pulumi.Input<{ [K in keyof T]: DeepInput<T[K]> }>
+      : T;
 
 /** Wraps every privateKey and passphrase in the arguments as a Pulumi secret, wherever it sits. */
 export function withSecretCredentials<T>(args: T): T {

@@ -4,7 +4,14 @@
  * another resource, and still refuse wrong types.
  */
 import * as pulumi from "@pulumi/pulumi";
-import type { ActiveActiveLoadBalancerArgs, DeferredNatServiceArgs, DistributorDevice, TransparentDsrArgs } from "../../index";
+import type {
+  ActiveActiveLoadBalancerArgs,
+  DeferredNatServiceArgs,
+  DistributorDevice,
+  DsrHypervisorFlowsArgs,
+  HealthCheckArgs,
+  TransparentDsrArgs,
+} from "../../index";
 
 declare const privateIp: pulumi.Output<string>;
 declare const port: pulumi.Output<number>;
@@ -72,3 +79,9 @@ export const unknownProperty: TransparentDsrArgs = {
   // @ts-expect-error an unknown property (refused at run time too, for JavaScript programs)
   vipz: [],
 };
+
+// The raw resources take an Output of a scalar union (DeepInput keeps the union whole).
+declare const protocolOut: pulumi.Output<"tcp" | "udp">;
+declare const enforceOut: pulumi.Output<boolean>;
+export const rawProtocol: DsrHypervisorFlowsArgs["vips"] = [{ address: "10.0.0.1", port: 80, protocol: protocolOut, backends: [] }];
+export const rawEnforce: HealthCheckArgs["enforce"] = enforceOut;
