@@ -230,7 +230,7 @@ export class DeferredNatService extends pulumi.ComponentResource {
         // The load balancer keeps only BFD (dataplane); probes, the southbound and enforce are the HealthCheck's.
         ...(bfd ? { healthCheck: { bfd } } : {}),
         ...(args.secondChance ? { secondChance: args.secondChance } : {}),
-      } as unknown as DeferredNatLoadBalancerArgs,
+      },
       { parent: this, dependsOn: Object.values(this.hypervisorFlows) },
     );
     const hc = args.healthCheck;

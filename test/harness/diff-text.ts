@@ -101,8 +101,8 @@ function primitive(v: Value): string {
   if (v === null || v === undefined) return "<null>";
   if (v === UNKNOWN) return "output<string>";
   if (isSecret(v)) return "[secret]";
-  if (typeof v === "string") return JSON.stringify(v);
-  return String(v);
+  if (typeof v === "number" || typeof v === "boolean") return String(v);
+  return JSON.stringify(v);
 }
 
 const isPrimitive = (v: Value) => v === null || v === undefined || typeof v !== "object" || isSecret(v);
