@@ -2,7 +2,7 @@ import * as pulumi from "@pulumi/pulumi";
 import type { DeferredNatLoadBalancerInputs, OvsHost } from "../provider/model/inputs.generated";
 import type { CheckFailure } from "../provider/model/validate";
 import { bfdKeyOf, greKeyOf } from "../provider/resources/deferred-nat-load-balancer/plan";
-import { DeferredNatLoadBalancer, type DeferredNatLoadBalancerArgs } from "../provider/resources/deferred-nat-load-balancer/resource";
+import { DeferredNatLoadBalancer } from "../provider/resources/deferred-nat-load-balancer/resource";
 import { DsrHypervisorFlows, type DsrHypervisorFlowsArgs } from "../provider/resources/dsr-hypervisor-flows/resource";
 import { HealthCheck, type HealthCheckArgs } from "../provider/resources/health-check/resource";
 import schemaFile from "../schema/components/deferred-nat-service.json";
