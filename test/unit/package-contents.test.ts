@@ -31,6 +31,8 @@ const FORBIDDEN = [
   // Maps point at sources that do not ship; the schemas ship once, as dist/schema/.
   /\.map$/,
   /^schema\//,
+  // prepare's incremental build info.
+  /\.tsbuildinfo$/,
 ];
 const forbidden = (files: string[]) => files.filter((f) => FORBIDDEN.some((re) => re.test(f)));
 
@@ -88,7 +90,7 @@ describe("npm pack", () => {
   it("ships the library and no lab, bench, test or example file, whatever has been built", () => {
     const tree = join(scratch, "tree");
     const all = sources();
-    for (const file of [...all, ...all.flatMap(compiled)]) {
+    for (const file of [...all, ...all.flatMap(compiled), "dist/.tsbuildinfo"]) {
       mkdirSync(join(tree, dirname(file)), { recursive: true });
       writeFileSync(join(tree, file), "");
     }
@@ -157,7 +159,8 @@ describe("package metadata", () => {
     // TypeScript 5.0: the typings use `export type *`; optional, a JavaScript program needs none.
     expect(pkg.peerDependencies.typescript).toBe(">=5.0.0");
     expect(pkg.peerDependenciesMeta.typescript.optional).toBe(true);
-    // A git install builds dist/ (dist/ is not in git) through prepare.
-    expect(pkg.scripts.prepare).toBe("npm run --silent build");
+    // A git install builds dist/ (not in git) through prepare, as the build does; npm runs prepare twice there
+    // (its install in the clone, then its pack), so the second is incremental, its build info unshipped.
+    expect(pkg.scripts.prepare).toBe(`${pkg.scripts.build} --incremental --tsBuildInfoFile dist/.tsbuildinfo`);
   });
 });
