@@ -50,6 +50,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, resolve } from "node:path";
 import { EXIT_WITH_PARENT, startProviderPlugin, type PluginCall, type PluginError, type PluginObserver } from "../support/provider-plugin";
+import { versionRangeRefusal } from "./version-range";
 import { StateStore, UNKNOWN, containsSecret, isSecret, plain, secret, secretPaths, type Props, type State, type StateResource } from "./state";
 
 export type Op = "create" | "update" | "replace" | "delete" | "same" | "refresh" | "read";
@@ -134,6 +135,12 @@ export interface OpenOptions {
   env?: Record<string, string>;
   /** Told of each run's plugin process and of every call to it (benchmarks: where a run's time goes). */
   observer?: PluginObserver;
+  /**
+   * The CLI version this engine answers RequirePulumiVersion with (default
+   * OVSLB_HARNESS_PULUMI_VERSION, else the program's @pulumi/pulumi version:
+   * a CLI as new as the SDK).
+   */
+  pulumiVersion?: string;
 }
 
 export interface RunOptions {
@@ -506,6 +513,14 @@ class Deployment {
       setRootResource: unary(async (req) => {
         this.rootUrn = req.getUrn();
         return new this.pb.engine.SetRootResourceResponse();
+      }),
+      // As the engine answers it since 3.217.0 (pkg/host/host_server.go): a plain error, so gRPC's UNKNOWN.
+      requirePulumiVersion: unary(async (req) => {
+        const { sdk, options } = this.h.internals;
+        const version = options.pulumiVersion ?? process.env.OVSLB_HARNESS_PULUMI_VERSION ?? require(join(sdk, "package.json")).version;
+        const refusal = versionRangeRefusal(version, req.getPulumiVersionRange());
+        if (refusal) throw new Error(refusal);
+        return new this.pb.engine.RequirePulumiVersionResponse();
       }),
     });
     const port = await new Promise<number>((res, rej) =>
