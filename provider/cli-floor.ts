@@ -1,4 +1,5 @@
 import * as pulumi from "@pulumi/pulumi";
+import type { CheckFailure } from "./model/validate";
 
 /**
  * The oldest Pulumi CLI ovslb runs under. 3.139.0 is the first whose engine
@@ -10,6 +11,29 @@ import * as pulumi from "@pulumi/pulumi";
  */
 export const PULUMI_CLI_FLOOR = "3.139.0";
 export const PULUMI_CLI_RANGE = `>=${PULUMI_CLI_FLOOR}`;
+
+const DYNAMIC_PROVIDER_SCRIPT = /[\\/]cmd[\\/]dynamic-provider(?:[\\/]index\.js)?$/;
+
+/**
+ * In the provider's process: refused unless the CLI is at the floor. The
+ * engine of 3.139.0 and later starts a dynamic provider with PULUMI_PROJECT
+ * (#17673) and PULUMI_NODEJS_PROJECT (#17697) set, together with the stack
+ * config; an older one sets neither and passes none. Reported as a failure
+ * of `ovslb:ssh` by every check (that is the config the provider cannot see),
+ * so every resource is refused before any host is reached. This is the
+ * floor's real guard: the CLIs below it cannot answer requirePulumiVersion.
+ */
+export function cliFloorFailures(env: NodeJS.ProcessEnv = process.env, script: string | undefined = process.argv[1]): CheckFailure[] {
+  // Only in the process a CLI starts (pulumi-resource-pulumi-nodejs runs node on the SDK's cmd/dynamic-provider): not in-process callers.
+  if (!DYNAMIC_PROVIDER_SCRIPT.test(script ?? "")) return [];
+  if (env.PULUMI_PROJECT || env.PULUMI_NODEJS_PROJECT) return [];
+  return [
+    {
+      property: "ovslb:ssh",
+      reason: `cannot reach the provider: ovslb needs the Pulumi CLI ${PULUMI_CLI_RANGE}, the first that passes the stack's config to dynamic providers (this CLI started the provider without PULUMI_PROJECT, as CLIs before ${PULUMI_CLI_FLOOR} do)`,
+    },
+  ];
+}
 
 /** The SDK's message when the CLI lacks the RequirePulumiVersion RPC (runtime/settings.js); the engine has it since 3.217.0. */
 const NO_RPC = /does not support the `RequirePulumiVersion` RPC/;

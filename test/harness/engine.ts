@@ -50,7 +50,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, resolve } from "node:path";
 import { EXIT_WITH_PARENT, startProviderPlugin, type PluginCall, type PluginError, type PluginObserver } from "../support/provider-plugin";
-import { versionRangeRefusal } from "./version-range";
+import { inVersionRange, versionRangeRefusal } from "./version-range";
 import { StateStore, UNKNOWN, containsSecret, isSecret, plain, secret, secretPaths, type Props, type State, type StateResource } from "./state";
 
 export type Op = "create" | "update" | "replace" | "delete" | "same" | "refresh" | "read";
@@ -136,9 +136,11 @@ export interface OpenOptions {
   /** Told of each run's plugin process and of every call to it (benchmarks: where a run's time goes). */
   observer?: PluginObserver;
   /**
-   * The CLI version this engine answers RequirePulumiVersion with (default
-   * OVSLB_HARNESS_PULUMI_VERSION, else the program's @pulumi/pulumi version:
-   * a CLI as new as the SDK).
+   * The CLI version this engine plays (default OVSLB_HARNESS_PULUMI_VERSION,
+   * else the program's @pulumi/pulumi version: a CLI as new as the SDK):
+   * before 3.139.0 it gives dynamic providers no stack config and no
+   * project; before 3.217.0 it lacks RequirePulumiVersion; from then on it
+   * answers it for this version.
    */
   pulumiVersion?: string;
 }
@@ -445,18 +447,27 @@ class Deployment {
     };
   }
 
+  /** The CLI version this engine plays (OpenOptions.pulumiVersion). */
+  private cliVersion(): string {
+    const { sdk, options } = this.h.internals;
+    return options.pulumiVersion ?? process.env.OVSLB_HARNESS_PULUMI_VERSION ?? require(join(sdk, "package.json")).version;
+  }
+
   private startPlugin(): Promise<PluginCall> {
     if (!this.plugin) {
       const { config } = this.h.internals;
-      // The engine gives a dynamic provider the whole stack config, namespaces kept, secrets marked.
+      // The engine gives a dynamic provider the whole stack config, namespaces kept, secrets marked, and names the
+      // project (since 3.139.0, pulumi/pulumi#17673 and #17697); an older one, only pulumi-nodejs's own keys (none here).
+      const configures = inVersionRange(this.cliVersion(), ">=3.139.0");
       const args: Props = {};
-      for (const [k, v] of Object.entries(config.values)) args[k] = config.secretKeys.includes(k) ? secret(v) : v;
+      if (configures) for (const [k, v] of Object.entries(config.values)) args[k] = config.secretKeys.includes(k) ? secret(v) : v;
+      const project = configures ? this.h.project.name : "";
       debug("plugin starting");
       this.plugin = startProviderPlugin({
         // Where the CLI runs plugins: the program's directory (its pwd), as it runs the program.
         programDirectory: pwdAndEntry(this.h.project).pwd,
         engine: this.address,
-        env: this.env(),
+        env: { PULUMI_PROJECT: project, PULUMI_NODEJS_PROJECT: project, ...this.env() },
         configure: { args, variables: config.values },
         observer: this.h.internals.options.observer,
       });
@@ -514,11 +525,10 @@ class Deployment {
         this.rootUrn = req.getUrn();
         return new this.pb.engine.SetRootResourceResponse();
       }),
-      // As the engine answers it since 3.217.0 (pkg/host/host_server.go): a plain error, so gRPC's UNKNOWN.
+      // As the engine answers it since 3.217.0 (pkg/host/host_server.go): a plain error, so gRPC's UNKNOWN. Older: unimplemented.
       requirePulumiVersion: unary(async (req) => {
-        const { sdk, options } = this.h.internals;
-        const version = options.pulumiVersion ?? process.env.OVSLB_HARNESS_PULUMI_VERSION ?? require(join(sdk, "package.json")).version;
-        const refusal = versionRangeRefusal(version, req.getPulumiVersionRange());
+        if (!inVersionRange(this.cliVersion(), ">=3.217.0")) await unimplemented("RequirePulumiVersion (before CLI 3.217.0)")();
+        const refusal = versionRangeRefusal(this.cliVersion(), req.getPulumiVersionRange());
         if (refusal) throw new Error(refusal);
         return new this.pb.engine.RequirePulumiVersionResponse();
       }),

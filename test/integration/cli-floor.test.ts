@@ -1,16 +1,17 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { resolve } from "node:path";
-import { Harness, HarnessError } from "../harness/engine";
+import { Harness, HarnessError, type Result } from "../harness/engine";
 import { loadInventory, sshTo } from "../support/lab";
 import { removeTempProject, stackConfigYaml, tempProject } from "../support/temp-project";
 import { PULUMI_CLI_RANGE } from "../../provider/cli-floor";
 
 /**
  * The Pulumi CLI floor, both sides, through the harness playing a CLI of a
- * given version (its RequirePulumiVersion answers as the engine's does): a
- * program declaring ovslb resources under a CLI below the floor fails naming
- * it, before any resource reaches the engine; at the floor it runs. Preview
- * only: nothing is made on the host.
+ * given version: below 3.139.0 the engine gives the dynamic provider neither
+ * the stack config nor the project, and every resource's check is refused
+ * naming the floor; from 3.139.0 the program runs, whether the CLI can answer
+ * the SDK's requirePulumiVersion (3.217.0 and later) or not. Preview only:
+ * nothing is made on the host.
  */
 
 const fixture = resolve(__dirname, "..", "fixtures", "harness", "bridges");
@@ -23,10 +24,11 @@ beforeAll(() => {
 });
 afterAll(() => removeTempProject(project));
 
-const preview = (pulumiVersion: string) => Harness.open({ cwd: project, pulumiVersion, passphrase: "floor" }).then((h) => h.preview());
+const preview = (pulumiVersion?: string) => Harness.open({ cwd: project, pulumiVersion, passphrase: "floor" }).then((h) => h.preview());
+const creates = (r: Result) => r.steps.filter((s) => s.custom).map((s) => s.op);
 
 describe("the Pulumi CLI floor", () => {
-  it(`refuses a CLI below ${PULUMI_CLI_RANGE}, naming the floor, before any resource is registered`, async () => {
+  it(`refuses every resource under a CLI below ${PULUMI_CLI_RANGE}, naming the floor, at check`, async () => {
     const error = await preview("3.138.0").then(
       () => undefined,
       (e: unknown) => e,
@@ -34,13 +36,13 @@ describe("the Pulumi CLI floor", () => {
     expect(error).toBeInstanceOf(HarnessError);
     const result = (error as HarnessError).result;
     const messages = [(error as Error).message, ...result.diagnostics.map((d) => d.message)].join("\n");
-    expect(messages).toContain(`ovslb needs the Pulumi CLI ${PULUMI_CLI_RANGE}`);
-    expect(messages).toContain('Pulumi CLI version 3.138.0 does not satisfy the version range ">=3.139.0"');
-    expect(result.steps.filter((s) => s.custom)).toEqual([]);
+    expect(messages).toContain(`ovslb needs the Pulumi CLI ${PULUMI_CLI_RANGE}, the first that passes the stack's config to dynamic providers`);
+    expect(messages).toContain("ovslb:ssh");
+    expect(creates(result)).toEqual([]);
   });
 
-  it(`runs under a CLI at ${PULUMI_CLI_RANGE}`, async () => {
-    const r = await preview("3.139.0");
-    expect(r.steps.filter((s) => s.custom).map((s) => s.op)).toEqual(["create", "create"]);
+  it(`runs under ${PULUMI_CLI_RANGE}: a CLI that cannot answer requirePulumiVersion (before 3.217.0), and one that answers it`, async () => {
+    expect(creates(await preview("3.139.0"))).toEqual(["create", "create"]);
+    expect(creates(await preview())).toEqual(["create", "create"]);
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { PULUMI_CLI_FLOOR, PULUMI_CLI_RANGE, cliFloorError } from "../../provider/cli-floor";
+import { PULUMI_CLI_FLOOR, PULUMI_CLI_RANGE, cliFloorError, cliFloorFailures } from "../../provider/cli-floor";
 import { inVersionRange, versionRangeRefusal } from "../harness/version-range";
 
 /**
@@ -22,6 +22,24 @@ describe("what the engine's answer means", () => {
     const sdkMessage = "The installed version of the CLI does not support the `RequirePulumiVersion` RPC. Please upgrade the Pulumi CLI.";
     expect(cliFloorError(new Error(sdkMessage))).toBeUndefined();
     expect(cliFloorError(undefined)).toBeUndefined();
+  });
+});
+
+describe("in the provider's process", () => {
+  const plugin = "/p/node_modules/@pulumi/pulumi/cmd/dynamic-provider/index.js";
+
+  it("refuses a CLI that started the provider without the project (before 3.139.0: no stack config either), as ovslb:ssh", () => {
+    const [failure, ...more] = cliFloorFailures({}, plugin);
+    expect(more).toEqual([]);
+    expect(failure.property).toBe("ovslb:ssh");
+    expect(failure.reason).toContain("ovslb needs the Pulumi CLI >=3.139.0, the first that passes the stack's config to dynamic providers");
+    expect(cliFloorFailures({ PULUMI_PROJECT: "" }, "/p/node_modules/@pulumi/pulumi/cmd/dynamic-provider")).toHaveLength(1);
+  });
+
+  it("takes a CLI that named the project (3.139.0 and later), and leaves in-process callers alone", () => {
+    expect(cliFloorFailures({ PULUMI_PROJECT: "web" }, plugin)).toEqual([]);
+    expect(cliFloorFailures({ PULUMI_NODEJS_PROJECT: "web" }, plugin)).toEqual([]);
+    expect(cliFloorFailures({}, "/repo/node_modules/vitest/vitest.mjs")).toEqual([]);
   });
 });
 
