@@ -1,4 +1,5 @@
 import common from "../schema/common.json";
+import { cliFloorFailures } from "./cli-floor";
 import type { SshConnection } from "./model/inputs.generated";
 import { validateAgainstSchema, type CheckFailure } from "./model/validate";
 
@@ -72,7 +73,9 @@ export function checkSshDefaults(value: unknown): CheckFailure[] {
  */
 export function configureStackSsh(raw: unknown): void {
   configured = undefined;
-  failures = [];
+  // Under a CLI below the floor the provider sees no stack config at all: every check says so.
+  failures = cliFloorFailures();
+  if (failures.length > 0) return;
   if (raw === undefined || raw === null || raw === "") return;
   let value: unknown = raw;
   if (typeof raw === "string") {

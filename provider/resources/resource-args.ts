@@ -1,4 +1,5 @@
 import * as pulumi from "@pulumi/pulumi";
+import { afterCliFloor } from "../cli-floor";
 import { CREDENTIALS_OUTPUT, CREDENTIAL_KEYS } from "../secrets";
 
 /**
@@ -31,7 +32,7 @@ export function withSecretCredentials<T>(args: T): T {
   return walk(args) as T;
 }
 
-/** Options every ovslb resource gets: lifted SSH credentials are a secret output. */
+/** Options every ovslb resource gets: lifted SSH credentials are a secret output; registered once the CLI is known to be at the floor. */
 export function resourceOptions(opts: pulumi.CustomResourceOptions | undefined): pulumi.CustomResourceOptions {
-  return { ...opts, additionalSecretOutputs: [...(opts?.additionalSecretOutputs ?? []), CREDENTIALS_OUTPUT] };
+  return { ...opts, dependsOn: afterCliFloor(opts?.dependsOn), additionalSecretOutputs: [...(opts?.additionalSecretOutputs ?? []), CREDENTIALS_OUTPUT] };
 }

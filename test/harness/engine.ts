@@ -51,6 +51,7 @@ import { existsSync, readFileSync, statSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, resolve } from "node:path";
 import { EXIT_WITH_PARENT, startProviderPlugin, type PluginCall, type PluginError, type PluginObserver } from "../support/provider-plugin";
 import { propertyDiffText } from "./diff-text";
+import { inVersionRange, versionRangeRefusal } from "./version-range";
 import { StateStore, UNKNOWN, containsSecret, isSecret, plain, secret, secretPaths, type Props, type State, type StateResource } from "./state";
 
 export type Op = "create" | "update" | "replace" | "delete" | "same" | "refresh" | "read";
@@ -137,6 +138,14 @@ export interface OpenOptions {
   env?: Record<string, string>;
   /** Told of each run's plugin process and of every call to it (benchmarks: where a run's time goes). */
   observer?: PluginObserver;
+  /**
+   * The CLI version this engine plays (default OVSLB_HARNESS_PULUMI_VERSION,
+   * else the program's @pulumi/pulumi version: a CLI as new as the SDK):
+   * before 3.139.0 it gives dynamic providers no stack config and no
+   * project; before 3.217.0 it lacks RequirePulumiVersion; from then on it
+   * answers it for this version.
+   */
+  pulumiVersion?: string;
 }
 
 export interface RunOptions {
@@ -441,18 +450,27 @@ class Deployment {
     };
   }
 
+  /** The CLI version this engine plays (OpenOptions.pulumiVersion). */
+  private cliVersion(): string {
+    const { sdk, options } = this.h.internals;
+    return options.pulumiVersion ?? process.env.OVSLB_HARNESS_PULUMI_VERSION ?? require(join(sdk, "package.json")).version;
+  }
+
   private startPlugin(): Promise<PluginCall> {
     if (!this.plugin) {
       const { config } = this.h.internals;
-      // The engine gives a dynamic provider the whole stack config, namespaces kept, secrets marked.
+      // The engine gives a dynamic provider the whole stack config, namespaces kept, secrets marked, and names the
+      // project (since 3.139.0, pulumi/pulumi#17673 and #17697); an older one, only pulumi-nodejs's own keys (none here).
+      const configures = inVersionRange(this.cliVersion(), ">=3.139.0");
       const args: Props = {};
-      for (const [k, v] of Object.entries(config.values)) args[k] = config.secretKeys.includes(k) ? secret(v) : v;
+      if (configures) for (const [k, v] of Object.entries(config.values)) args[k] = config.secretKeys.includes(k) ? secret(v) : v;
+      const project = configures ? this.h.project.name : "";
       debug("plugin starting");
       this.plugin = startProviderPlugin({
         // Where the CLI runs plugins: the program's directory (its pwd), as it runs the program.
         programDirectory: pwdAndEntry(this.h.project).pwd,
         engine: this.address,
-        env: this.env(),
+        env: { PULUMI_PROJECT: project, PULUMI_NODEJS_PROJECT: project, ...this.env() },
         configure: { args, variables: config.values },
         observer: this.h.internals.options.observer,
       });
@@ -509,6 +527,13 @@ class Deployment {
       setRootResource: unary(async (req) => {
         this.rootUrn = req.getUrn();
         return new this.pb.engine.SetRootResourceResponse();
+      }),
+      // As the engine answers it since 3.217.0 (pkg/host/host_server.go): a plain error, so gRPC's UNKNOWN. Older: unimplemented.
+      requirePulumiVersion: unary(async (req) => {
+        if (!inVersionRange(this.cliVersion(), ">=3.217.0")) await unimplemented("RequirePulumiVersion (before CLI 3.217.0)")();
+        const refusal = versionRangeRefusal(this.cliVersion(), req.getPulumiVersionRange());
+        if (refusal) throw new Error(refusal);
+        return new this.pb.engine.RequirePulumiVersionResponse();
       }),
     });
     const port = await new Promise<number>((res, rej) =>

@@ -162,7 +162,10 @@ const DEFAULT_URN = "urn:pulumi:stack::project::pulumi-nodejs:dynamic/ovslb:Test
 
 /** Starts the dynamic-provider plugin (see PluginOptions for which, and how `ovslb` resolves in it). */
 export async function startProviderPlugin(options: PluginOptions = {}): Promise<PluginCall> {
-  const { urn: defaultUrn = DEFAULT_URN, projectRoot, programDirectory, engine = "127.0.0.1:1", env: extraEnv = {} } = options;
+  const { urn: defaultUrn = DEFAULT_URN, projectRoot, programDirectory, engine = "127.0.0.1:1", env: moreEnv = {} } = options;
+  // What the CLI (3.139.0 and later) sets for a dynamic provider: the project, by both names (provider/cli-floor.ts).
+  const project = defaultUrn.split("::")[1];
+  const extraEnv = { PULUMI_PROJECT: project, PULUMI_NODEJS_PROJECT: project, ...moreEnv };
   // The stubs must share the plugin's SDK's own grpc-js and protobuf instances.
   const from = programDirectory ?? projectRoot;
   const sdk = from ? dirname(require.resolve("@pulumi/pulumi/package.json", { paths: [from] })) : pulumiDir;
