@@ -112,7 +112,7 @@ describe("npm pack", () => {
     const library = all.filter((f) => /^(provider|components)\/.*\.ts$/.test(f) && !f.endsWith(".d.ts")).map((f) => `dist/${f.slice(0, -3)}.js`);
     expect(library.filter((f) => !shipped.includes(f))).toEqual([]);
     // Every schema exactly once, where the compiled provider requires it (dist/provider/... -> ../schema/x.json).
-    const schemas = all.filter((f) => /^schema\/[^/]+\.json$/.test(f)).map((f) => `dist/${f}`);
+    const schemas = all.filter((f) => /^schema\/.+\.json$/.test(f)).map((f) => `dist/${f}`);
     expect(schemas.length).toBeGreaterThan(1);
     expect(shipped.filter((f) => f.endsWith(".json") && f !== "package.json").sort()).toEqual(schemas.sort());
   });
