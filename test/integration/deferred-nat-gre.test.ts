@@ -165,7 +165,7 @@ describe("deferred NAT with gre delivery", () => {
   });
 
   it("the gateways' tunnel ports carry only what the buckets send: a broadcast on the segment is not flooded into them", async () => {
-    const lbInputsChecked = (await lb.check(lbInputs(four()))) as never;
+    const lbInputsChecked = (await lb.checked(lbInputs(four()))) as never;
     const txPackets = async () => {
       let n = 0;
       for (const g of ["gw1", "gw2"]) {
@@ -251,7 +251,7 @@ describe("deferred NAT with gre delivery", () => {
     expect((await hv.hv1.read()).inputs.vips.map((v: Props) => v.address)).toEqual([VIP]);
 
     // A gateway's tunnel port to hv2.
-    const tunnel = tunnelPorts((await lb.check(lbInputs(four()))) as never, (await lb.check(lbInputs(four()))).gateways[0]).find(
+    const tunnel = tunnelPorts((await lb.checked(lbInputs(four()))) as never, (await lb.checked(lbInputs(four()))).gateways[0]).find(
       (t) => t.hypervisor === "hv2",
     )!;
     await ssh.gw1.run(["ovs-vsctl", "del-port", "br-seg", tunnel.name]);

@@ -221,7 +221,8 @@ describe("deferred-NAT load balancer, OVN health checks", () => {
 
     const read = await lb.read();
     const p = inv.backendPort;
-    const stale = read.props.stale as Props[];
+    // A set: in the order of the recorded VIPs, which is their key order since a create (tcp:...:80 after udp:...:53).
+    const stale = [...(read.props.stale as Props[])].sort((a, b) => String(a.vip).localeCompare(String(b.vip)));
     expect(stale).toEqual([
       {
         vip: `tcp:${VIP1}:80`,
@@ -237,7 +238,9 @@ describe("deferred-NAT load balancer, OVN health checks", () => {
       },
     ]);
     expect(stale.some((s) => s.logicalPort !== "lsp-hc2")).toBe(false);
-    const health = (read.props.health as Props[]).map((h) => [h.vip, h.backend, h.monitor, h.port?.chassis, h.port?.up]);
+    const health = (read.props.health as Props[])
+      .map((h) => [h.vip, h.backend, h.monitor, h.port?.chassis, h.port?.up])
+      .sort((a, b) => `${a[0]} ${a[1]}`.localeCompare(`${b[0]} ${b[1]}`));
     expect(health).toEqual([
       [`tcp:${VIP1}:80`, `${addr(0)}:${p}`, "online", CHASSIS[0], true],
       [`tcp:${VIP1}:80`, `${addr(1)}:${p}`, "online", null, true],
@@ -259,7 +262,7 @@ describe("deferred-NAT load balancer, OVN health checks", () => {
     const be = (i: number) => `${addr(i)}:${p}`;
     const outs = await lb.update(desired);
     // The report says what was found, before enforce acted on it.
-    expect((outs.stale as Props[]).map((s) => `${s.vip} ${s.logicalPort}`)).toEqual([`tcp:${VIP1}:80 lsp-hc2`, `udp:${VIP1}:53 lsp-hc2`]);
+    expect((outs.stale as Props[]).map((s) => `${s.vip} ${s.logicalPort}`).sort()).toEqual([`tcp:${VIP1}:80 lsp-hc2`, `udp:${VIP1}:53 lsp-hc2`]);
     expect((await monitors()).map((m) => `${m.logicalPort}/${m.protocol}=${m.status}`)).toEqual([
       "lsp-hc1/tcp=online",
       "lsp-hc2/tcp=offline",

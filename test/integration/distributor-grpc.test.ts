@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { asLists } from "../../provider/handlers";
 import { DistributorAttachment, DistributorDevice } from "../../index";
 import { runChecked } from "../../provider/transport/exec";
 import { type SshSession } from "../../provider/transport/ssh";
@@ -91,7 +92,7 @@ describe("DistributorDevice and DistributorAttachment through the plugin over gR
     expect(device.properties).toMatchObject({ reachable: true, openflow15: true });
     const a = await plugin.check({}, attachmentProgram);
     expect(a.failures).toEqual([]);
-    attachmentProgram = a.inputs;
+    attachmentProgram = { ...asLists("DistributorAttachment", a.inputs), __provider: a.inputs.__provider };
     attachment = await plugin.create(attachmentProgram);
     expect(attachment.id).toBe(`distributor-attachment/${DEVICE}/lb-grpc`);
     expect(attachment.properties.slots).toHaveLength(2);

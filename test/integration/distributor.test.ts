@@ -335,7 +335,7 @@ describe("DistributorDevice and DistributorAttachment on dist1", () => {
     });
     const read = await handlers.read("DistributorAttachment", a.id, a.outs);
     expect(read.id).toBe(a.id);
-    expect((read.inputs as Props).amphorae.find((x: Props) => x.name === "amp-2").mac).toBe(rogue);
+    expect((handlers.asLists("DistributorAttachment", read.inputs) as Props).amphorae.find((x: Props) => x.name === "amp-2").mac).toBe(rogue);
     expect((read.props as Props).slots.find((s: Props) => s.slot === 2).mac).toBe(rogue);
     expect((await handlers.diff("DistributorAttachment", a.id, read.props, a.inputs)).changes).toBe(true);
 

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { asLists } from "../../provider/handlers";
 import { readFileSync } from "node:fs";
 import { DsrHypervisorFlows } from "../../index";
 import { cookieOf } from "../../provider/resources/dsr-hypervisor-flows/plan";
@@ -94,8 +95,8 @@ describe("DsrHypervisorFlows through the dynamic-provider plugin over gRPC", () 
     const checked = await plugin.check({}, program);
     expect(checked.failures).toEqual([]);
     expect(checked.inputs.mode).toBe("mac");
-    expect(checked.inputs.vips[0].backends[0].mac).toBe(vm3.mac);
-    program = checked.inputs;
+    program = { ...asLists("DsrHypervisorFlows", checked.inputs), __provider: checked.inputs.__provider };
+    expect(program.vips[0].backends[0].mac).toBe(vm3.mac);
   });
 
   it("create programs hv2: a client reaches the VIP and gets the backend's answer with source = VIP", async () => {
@@ -127,7 +128,7 @@ describe("DsrHypervisorFlows through the dynamic-provider plugin over gRPC", () 
     ]);
     expect(r.exitCode).toBe(0);
     const drifted = await plugin.read(id, outputs);
-    expect(drifted.inputs.vips[0].backends.map((b: Props) => b.bridgePort)).toEqual(["vm4"]);
+    expect((asLists("DsrHypervisorFlows", drifted.inputs) as Props).vips[0].backends.map((b: Props) => b.bridgePort)).toEqual(["vm4"]);
     expect((await plugin.diff(id, drifted.properties, program)).changes).toBe("some");
     expect((await plugin.diff(id, drifted.properties, program)).replaces).toEqual([]);
 

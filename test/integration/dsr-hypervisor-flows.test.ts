@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { check, create, read, remove, update } from "../../provider/handlers";
+import { asLists, check, create, read, remove, update } from "../../provider/handlers";
 import { observeBundles } from "../../provider/resources/dsr-hypervisor-flows/handler";
 import { cookieOf, dsrId } from "../../provider/resources/dsr-hypervisor-flows/plan";
 import { parseFlows, type DumpedFlow } from "../../provider/openflow";
@@ -18,6 +18,11 @@ import { TcpClients } from "../support/tcp-clients";
 
 type Props = Record<string, any>;
 const KIND = "DsrHypervisorFlows";
+/** A read, its inputs as lists (the engine records them keyed by identity). */
+const readLists = async (id: string, outputs: Record<string, unknown>) => {
+  const r = await read(KIND, id, outputs);
+  return { ...r, inputs: asLists(KIND, r.inputs) };
+};
 const VIP_A = "10.0.0.220";
 const VIP_B = "10.0.0.221";
 const FOREIGN = 0x5eed0000000000f1n;
@@ -121,7 +126,7 @@ describe("DsrHypervisorFlows on hv1 (mac mode)", () => {
   it("check fills defaults; create installs the flows in one bundle, above the bridge's NORMAL flow", async () => {
     const { inputs, failures } = await check(KIND, {}, program);
     expect(failures).toEqual([]);
-    program = inputs;
+    program = asLists(KIND, inputs);
     sent.length = 0;
     const created = await create(KIND, program);
     outputs = created.outs;
@@ -187,10 +192,10 @@ describe("DsrHypervisorFlows on hv1 (mac mode)", () => {
   });
 
   it("read reports the host as declared, then a flow deleted by hand as that VIP missing", async () => {
-    const same = await read(KIND, id, outputs);
+    const same = await readLists(id, outputs);
     expect(same.inputs).toEqual(program);
     await ofctl("del-flows", "--strict", "br-seg", `priority=1000,cookie=${cookieHex()}/-1,tcp,dl_dst=${vm1.mac},nw_dst=${VIP_B},tp_dst=81`);
-    const drifted = await read(KIND, id, outputs);
+    const drifted = await readLists(id, outputs);
     const actual = drifted.inputs as Props;
     expect(actual.vips.map((v: Props) => v.address)).toEqual([VIP_A]);
     expect(actual.vips[0]).toEqual(program.vips[0]);
@@ -214,7 +219,7 @@ describe("DsrHypervisorFlows on hv1 (mac mode)", () => {
       expect(now.nPackets).toBeGreaterThanOrEqual(f.nPackets);
     }
     expect(after.some((f) => f.nPackets > 0n)).toBe(true);
-    expect((await read(KIND, id, outputs)).inputs).toEqual(program);
+    expect((await readLists(id, outputs)).inputs).toEqual(program);
     // Converged: a second update sends nothing.
     sent.length = 0;
     await update(KIND, id, outputs, program);

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import fc from "fast-check";
-import { check } from "../../provider/handlers";
+import { asLists, check } from "../../provider/handlers";
 import { actionsText, flowKey, sameBucket, toGroupEntry } from "../../provider/openflow";
 import { OpenFlowBridge } from "../../provider/transport/openflow-bridge";
 import { SshSession } from "../../provider/transport/ssh";
@@ -58,7 +58,7 @@ async function acceptedSample(kind: Kind, seed: number): Promise<Record<string, 
   const out: Record<string, unknown>[] = [];
   for (const inputs of fc.sample(inputsOf(kind), { numRuns: 2000, seed })) {
     const r = await check(kind, {}, inputs);
-    if (r.failures.length === 0) out.push(r.inputs as Record<string, unknown>);
+    if (r.failures.length === 0) out.push(asLists(kind, r.inputs));
     if (out.length >= PER_KIND) break;
   }
   return out;

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { resolve } from "node:path";
 import { Harness, HarnessError, type Result, type Step } from "../harness/engine";
+import { asLists } from "../../provider/handlers";
 import { runChecked } from "../../provider/transport/exec";
 import { derivedFrontendMac } from "../../provider/resources/distributor-attachment/plan";
 import { greKeyOf } from "../../provider/resources/deferred-nat-load-balancer/plan";
@@ -39,7 +40,13 @@ const urn = (qualifiedType: string, name: string) => `urn:pulumi:dev::harness-co
 const STACK = urn("pulumi:pulumi:Stack", "harness-components-dev");
 /** A component's children's steps, by name: they come in the order their registrations were answered, which means nothing. */
 const nameOf = (s: Step) => s.urn.split("::").pop()!;
-const children = (r: Result, parent: string): Step[] => r.steps.filter((s) => s.parent === parent).sort((a, b) => (nameOf(a) < nameOf(b) ? -1 : 1));
+/** A custom resource's step with its checked inputs as lists (check keys each set by identity: provider/model/keyed.ts). */
+const listed = (s: Step): Step => (s.custom && s.inputs ? { ...s, inputs: asLists(s.type.split(":").at(-1)!, s.inputs) } : s);
+const children = (r: Result, parent: string): Step[] =>
+  r.steps
+    .filter((s) => s.parent === parent)
+    .sort((a, b) => (nameOf(a) < nameOf(b) ? -1 : 1))
+    .map(listed);
 
 beforeAll(() => {
   inv = loadInventory();
@@ -220,7 +227,8 @@ describe("a component fed by Outputs (up on the lab)", () => {
     const up = await stack.up();
     const custom = up.steps.filter((s) => s.custom).map((s) => `${s.op} ${s.type.split(":").at(-1)}`);
     expect(custom.sort()).toEqual(["create DsrHypervisorFlows", "create OvsBridge"]);
-    const flows = stack.resources().find((r) => r.type.endsWith(":DsrHypervisorFlows"))!;
+    const recorded = stack.resources().find((r) => r.type.endsWith(":DsrHypervisorFlows"))!;
+    const flows = { ...recorded, inputs: asLists("DsrHypervisorFlows", recorded.inputs) as Record<string, any> };
     expect(flows.name).toBe("tdsr-out-hv2");
     expect(flows.inputs.host.connection.host).toBe(inv.hosts.hv2.address);
     expect(flows.inputs.gre).toMatchObject({ allowedSources: [inv.l3dsr!.underlay.address], key: 4243 });

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { execFileSync } from "node:child_process";
 import { chmodSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { handle } from "../../provider/handlers";
+import { asLists, handle } from "../../provider/handlers";
 import { closeIdleSshConnections } from "../../provider/transport/ssh";
 import type { LabInventory } from "../lab/topology";
 import { FaultHost } from "../support/fault-host";
@@ -90,7 +90,7 @@ const ovsHost = () => ({ connection: connection(), ovsRundir: host.rundir });
 async function checked(kind: string, inputs: Record<string, unknown>) {
   const r = (await handle(kind, "check", [{}, inputs])) as { inputs: Record<string, unknown>; failures: unknown[] };
   expect(r.failures).toEqual([]);
-  return r.inputs;
+  return asLists(kind, r.inputs);
 }
 
 describe("an unprivileged user with only the OVS group", () => {

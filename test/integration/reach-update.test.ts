@@ -7,6 +7,7 @@ import { observeBundles } from "../../provider/engine/bridge";
 import type { BundleSent } from "../../provider/transport/openflow-bridge";
 import { handle } from "../../provider/handlers";
 import type { SshConnection } from "../../provider/model/inputs.generated";
+import { listedInputs } from "../../provider/model/keyed";
 import { mapConnections } from "../../provider/model/validate";
 import type { LabInventory } from "../lab/topology";
 import { sshdCommand, sshdConfig } from "../lab/lab";
@@ -277,7 +278,8 @@ describe.each(KINDS)("$kind: an update of how its hosts are reached only", (k) =
       // Recorded: the new connections (the inline key lifted into the secret output), the state as it was.
       const { sshCredentials, ...plain } = outs!;
       const { sshCredentials: _old, ...oldPlain } = created;
-      const recordedInputs = mapConnections(k.schema, news, ({ privateKey: _k, passphrase: _p, ...c }) => c);
+      // Outputs record lists, in the recorded order.
+      const recordedInputs = mapConnections(k.schema, listedInputs(k.schema, news, created), ({ privateKey: _k, passphrase: _p, ...c }) => c);
       for (const key of Object.keys(oldPlain)) expect(plain[key], key).toEqual(key in recordedInputs ? recordedInputs[key] : oldPlain[key]);
       if (a.fingerprint) expect(JSON.stringify(sshCredentials)).toContain(keyB.private.split("\n")[2]);
       else expect(sshCredentials).toEqual({});

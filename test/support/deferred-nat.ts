@@ -1,5 +1,5 @@
 import type { DeferredNatBackend, DeferredNatLoadBalancerInputs, DsrHypervisorFlowsInputs } from "../../provider/model/inputs.generated";
-import { handle } from "../../provider/handlers";
+import { asLists, handle } from "../../provider/handlers";
 import type { LabBackend, LabInventory } from "../lab/topology";
 import { sshTo } from "./lab";
 
@@ -44,6 +44,11 @@ export class ProviderDriver {
     return r.inputs;
   }
 
+  /** The checked inputs as lists, for a test to plan with (check itself returns sets keyed by identity). */
+  async checked(inputs: object): Promise<Props> {
+    return asLists(this.kind, await this.check(inputs));
+  }
+
   async create(inputs: object): Promise<Props> {
     const r = (await handle(this.kind, "create", [await this.check(inputs)])) as { id: string; outs: Props };
     this.id = r.id;
@@ -57,8 +62,10 @@ export class ProviderDriver {
     return r.outs;
   }
 
+  /** The read's inputs as lists (the engine records them keyed by identity, provider/model/keyed.ts). */
   async read(): Promise<{ id: string; props: Props; inputs: Props }> {
-    return (await handle(this.kind, "read", [this.id, this.outputs])) as { id: string; props: Props; inputs: Props };
+    const r = (await handle(this.kind, "read", [this.id, this.outputs])) as { id: string; props: Props; inputs: Props };
+    return { ...r, inputs: asLists(this.kind, r.inputs) };
   }
 
   async diff(inputs: object, outputs = this.outputs): Promise<{ changes: boolean; replaces?: string[] }> {
