@@ -28,44 +28,45 @@ type Record_ = Record<string, unknown>;
 /** The engine's placeholder for a value not known during preview. */
 export const UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9";
 
-type Part = string | { field: string; fallback?: string };
+type KeyOf = (item: unknown) => string | undefined;
 
-const TEMPLATES = new Map<string, Part[]>();
-
-/** "{address}:{port}/{protocol|tcp}" -> ["", {address}, ":", {port}, "/", {protocol, "tcp"}] */
-function templateOf(text: string): Part[] {
-  let parts = TEMPLATES.get(text);
-  if (parts) return parts;
-  parts = [];
-  const re = /\{([A-Za-z0-9_]+)(?:\|([^}]*))?\}/g;
-  let at = 0;
-  for (let m = re.exec(text); m; m = re.exec(text)) {
-    parts.push(text.slice(at, m.index), m[2] === undefined ? { field: m[1] } : { field: m[1], fallback: m[2] });
-    at = m.index + m[0].length;
-  }
-  parts.push(text.slice(at));
-  TEMPLATES.set(text, parts);
-  return parts;
-}
+const TEMPLATES = new Map<string, KeyOf>();
 
 const isRecord = (v: unknown): v is Record_ => v !== null && typeof v === "object" && !Array.isArray(v);
 
-/** An element's key, or undefined when a part of it is missing or not known yet. An address with ":" (IPv6) is bracketed. */
-function keyOf(parts: Part[], item: unknown): string | undefined {
-  if (!isRecord(item)) return undefined;
-  const bracket = parts.length > 3;
-  let key = "";
-  for (const p of parts) {
-    if (typeof p === "string") {
-      key += p;
-      continue;
-    }
-    const v = item[p.field] ?? p.fallback;
-    const text = typeof v === "number" ? String(v) : v;
-    if (typeof text !== "string" || text === UNKNOWN) return undefined;
-    key += bracket && text.includes(":") ? `[${text}]` : text;
+/**
+ * The key function of a template: "{address}:{port}/{protocol|tcp}" ->
+ * item => "10.0.0.1:80/tcp", or undefined when a part is missing or not
+ * known yet. In a key of several parts an address with ":" (IPv6) is
+ * bracketed, so address and port stay apart.
+ */
+function keyFunction(text: string): KeyOf {
+  let known = TEMPLATES.get(text);
+  if (known) return known;
+  const literals: string[] = [];
+  const fields: Array<{ field: string; fallback?: string }> = [];
+  const re = /\{([A-Za-z0-9_]+)(?:\|([^}]*))?\}/g;
+  let at = 0;
+  for (let m = re.exec(text); m; m = re.exec(text)) {
+    literals.push(text.slice(at, m.index));
+    fields.push({ field: m[1], fallback: m[2] });
+    at = m.index + m[0].length;
   }
-  return key;
+  literals.push(text.slice(at));
+  const bracket = fields.length > 1;
+  known = (item) => {
+    if (!isRecord(item)) return undefined;
+    let key = literals[0];
+    for (let i = 0; i < fields.length; i++) {
+      const v = item[fields[i].field] ?? fields[i].fallback;
+      const part = typeof v === "number" ? String(v) : v;
+      if (typeof part !== "string" || part === UNKNOWN) return undefined;
+      key += (bracket && part.includes(":") ? `[${part}]` : part) + literals[i + 1];
+    }
+    return key;
+  };
+  TEMPLATES.set(text, known);
+  return known;
 }
 
 /** Schema nodes (refs resolved) by whether a keyed list can be at or under them. */
@@ -94,10 +95,10 @@ function childOf(node: SchemaNode | undefined, k: string): SchemaNode | undefine
   return node?.properties?.[k] ?? (typeof extra === "object" ? extra : undefined);
 }
 
-/** The template of a list that is keyed: "x-key" and no connection under its elements. */
-function keyedTemplate(node: SchemaNode, doc: object): Part[] | undefined {
+/** The key function of a list that is keyed: "x-key" and no connection under its elements. */
+function keyedTemplate(node: SchemaNode, doc: object): KeyOf | undefined {
   const text = node[KEY];
-  return typeof text === "string" && !reachesUnder(node.items, doc) ? templateOf(text) : undefined;
+  return typeof text === "string" && !reachesUnder(node.items, doc) ? keyFunction(text) : undefined;
 }
 
 function keyedAt(schemaNode: SchemaNode | undefined, schemaDoc: object, value: unknown, depth: number): unknown {
@@ -105,12 +106,13 @@ function keyedAt(schemaNode: SchemaNode | undefined, schemaDoc: object, value: u
   const { node, doc } = resolved(schemaNode, schemaDoc);
   if (!keysUnder(node, doc)) return value;
   if (Array.isArray(value)) {
-    const items = value.map((v) => keyedAt(node?.items, doc, v, depth + 1));
-    const parts = node && keyedTemplate(node, doc);
-    if (!parts) return items;
+    // Elements with no keyed list under them are taken as they are (a load balancer's 100,000 backends).
+    const items = keysUnder(node?.items, doc) ? value.map((v) => keyedAt(node?.items, doc, v, depth + 1)) : value;
+    const keyOf = node && keyedTemplate(node, doc);
+    if (!keyOf) return items;
     const keyed: Record_ = {};
     for (const item of items) {
-      const k = keyOf(parts, item);
+      const k = keyOf(item);
       if (k === undefined || k === "__proto__" || Object.hasOwn(keyed, k)) return items;
       keyed[k] = item;
     }
@@ -128,24 +130,27 @@ function listedAt(schemaNode: SchemaNode | undefined, schemaDoc: object, value: 
   if (depth > 64) throw new Error("schema: $ref nesting too deep");
   const { node, doc } = resolved(schemaNode, schemaDoc);
   if (!keysUnder(node, doc)) return value;
-  const parts = node && typeof node[KEY] === "string" ? templateOf(node[KEY]) : undefined;
-  if (parts && isRecord(value)) {
+  const deeper = keysUnder(node?.items, doc);
+  if (Array.isArray(value)) return deeper ? value.map((v) => listedAt(node?.items, doc, v, undefined, depth + 1)) : value;
+  const text = node?.[KEY];
+  if (typeof text === "string" && isRecord(value)) {
+    const keyOf = keyFunction(text);
+    const item = (k: string, old: unknown) => (deeper ? listedAt(node?.items, doc, value[k], old, depth + 1) : value[k]);
     const list: unknown[] = [];
     const taken = new Set<string>();
     // The order of record first: what `like` (the recorded inputs, a list) holds, in its order.
     if (Array.isArray(like)) {
       for (const old of like) {
-        const k = keyOf(parts, old);
-        if (k === undefined || taken.has(k) || !Object.hasOwn(value, k)) continue;
+        const k = keyOf(old);
+        if (k === undefined || !Object.hasOwn(value, k) || taken.has(k)) continue;
         taken.add(k);
-        list.push(listedAt(node?.items, doc, value[k], old, depth + 1));
+        list.push(item(k, old));
       }
     }
-    const rest = taken.size === 0 ? Object.keys(value) : Object.keys(value).filter((k) => !taken.has(k));
-    for (const k of rest.sort()) list.push(listedAt(node?.items, doc, value[k], undefined, depth + 1));
+    const keys = Object.keys(value);
+    if (taken.size < keys.length) for (const k of keys.filter((x) => !taken.has(x)).sort()) list.push(item(k, undefined));
     return list;
   }
-  if (Array.isArray(value)) return value.map((v) => listedAt(node?.items, doc, v, undefined, depth + 1));
   if (isRecord(value)) {
     const out: Record_ = {};
     for (const [k, v] of Object.entries(value)) out[k] = listedAt(childOf(node, k), doc, v, isRecord(like) ? like[k] : undefined, depth + 1);
