@@ -44,9 +44,21 @@ if [ "${OVSLB_INSTALL_KEEP:-0}" = 1 ]; then trap 'say "kept $work"' EXIT; else t
 cd "$work"
 
 # --- 1. The repository as a git URL gives it ---------------------------------
-commit=$(git -C "$repo" rev-parse HEAD)
-git -C "$repo" diff --quiet HEAD -- || say "note: uncommitted changes in $repo are not part of the check (a git URL serves commits)"
-git clone --quiet --bare "$repo" ovslb.git
+if commit=$(git -C "$repo" rev-parse HEAD 2>/dev/null) && git clone --quiet --bare "$repo" ovslb.git 2>/dev/null; then
+  git -C "$repo" diff --quiet HEAD -- || say "note: uncommitted changes in $repo are not part of the check (a git URL serves commits)"
+else
+  # Not a git checkout (an exported tree), or one git refuses to read as this user (safe.directory):
+  # a repository of its files serves as the clone, node_modules, dist/ and the lab's files left out.
+  say "note: $repo cannot be cloned here; serving a repository made of its files"
+  rm -rf ovslb.git
+  mkdir src
+  tar -C "$repo" --exclude=./node_modules --exclude=./dist --exclude=./.lab --exclude=./.git -cf - . | tar -C src -xf -
+  git -C src init --quiet
+  git -C src add -A
+  git -C src -c user.name=install-check -c user.email=install-check@localhost commit --quiet -m "the checkout's files"
+  commit=$(git -C src rev-parse HEAD)
+  git clone --quiet --bare src ovslb.git
+fi
 url="git+file://$work/ovslb.git#$commit"
 
 # --- 2. A fresh project, and the README's install ----------------------------
