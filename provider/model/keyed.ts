@@ -1,4 +1,4 @@
-import { KEY, reachesUnder, resolveRef, type SchemaNode } from "./validate";
+import { KEY, childSchema, markedUnder, reachesUnder, resolveRef, type SchemaNode } from "./validate";
 
 /**
  * Set-like lists keyed by identity, for the engine's eyes only.
@@ -69,30 +69,12 @@ function keyFunction(text: string): KeyOf {
   return known;
 }
 
-/** Schema nodes (refs resolved) by whether a keyed list can be at or under them. */
-const KEYS_UNDER = new WeakMap<object, boolean>();
-
-function keysUnder(node: SchemaNode | undefined, doc: object): boolean {
-  while (node?.$ref) ({ node, doc } = resolveRef(node.$ref, doc));
-  if (!node) return false;
-  const known = KEYS_UNDER.get(node);
-  if (known !== undefined) return known;
-  KEYS_UNDER.set(node, true);
-  const extra = node.additionalProperties;
-  const children = [node.items, ...Object.values(node.properties ?? {}), typeof extra === "object" ? extra : undefined];
-  const under = typeof node[KEY] === "string" || children.some((child) => keysUnder(child, doc));
-  KEYS_UNDER.set(node, under);
-  return under;
-}
+/** Whether a keyed list ("x-key") can be at or under a schema node. */
+const keysUnder = markedUnder((node) => typeof node[KEY] === "string");
 
 function resolved(node: SchemaNode | undefined, doc: object): { node: SchemaNode | undefined; doc: object } {
   while (node?.$ref) ({ node, doc } = resolveRef(node.$ref, doc));
   return { node, doc };
-}
-
-function childOf(node: SchemaNode | undefined, k: string): SchemaNode | undefined {
-  const extra = node?.additionalProperties;
-  return node?.properties?.[k] ?? (typeof extra === "object" ? extra : undefined);
 }
 
 /** The key function of a list that is keyed: "x-key" and no connection under its elements. */
@@ -120,7 +102,7 @@ function keyedAt(schemaNode: SchemaNode | undefined, schemaDoc: object, value: u
   }
   if (isRecord(value)) {
     const out: Record_ = {};
-    for (const [k, v] of Object.entries(value)) out[k] = keyedAt(childOf(node, k), doc, v, depth + 1);
+    for (const [k, v] of Object.entries(value)) out[k] = keyedAt(childSchema(node, k), doc, v, depth + 1);
     return out;
   }
   return value;
@@ -153,7 +135,7 @@ function listedAt(schemaNode: SchemaNode | undefined, schemaDoc: object, value: 
   }
   if (isRecord(value)) {
     const out: Record_ = {};
-    for (const [k, v] of Object.entries(value)) out[k] = listedAt(childOf(node, k), doc, v, isRecord(like) ? like[k] : undefined, depth + 1);
+    for (const [k, v] of Object.entries(value)) out[k] = listedAt(childSchema(node, k), doc, v, isRecord(like) ? like[k] : undefined, depth + 1);
     return out;
   }
   return value;

@@ -211,31 +211,45 @@ function walkAt(node: SchemaNode | undefined, doc: object, value: unknown, depth
   if (value && typeof value === "object") {
     const out: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
-      const extra = node?.additionalProperties;
-      const sub = node?.properties?.[k] ?? (typeof extra === "object" ? extra : undefined);
-      out[k] = walkAt(sub, doc, v, depth + 1, reach);
+      out[k] = walkAt(childSchema(node, k), doc, v, depth + 1, reach);
     }
     return out;
   }
   return value;
 }
 
-/** Schema nodes (refs resolved) by whether a connection ("x-reach") can be at or under them, as walkAt walks. */
-const REACHES = new WeakMap<object, boolean>();
-
-export function reachesUnder(node: SchemaNode | undefined, doc: object): boolean {
-  while (node?.$ref) ({ node, doc } = resolveRef(node.$ref, doc));
-  if (!node) return false;
-  const known = REACHES.get(node);
-  if (known !== undefined) return known;
-  // A cycle through refs counts as reaching until known: such a part is walked, never wrongly shared.
-  REACHES.set(node, true);
-  const extra = node.additionalProperties;
-  const children = [node.items, ...Object.values(node.properties ?? {}), typeof extra === "object" ? extra : undefined];
-  const reaches = node[REACH] === true || children.some((child) => reachesUnder(child, doc));
-  REACHES.set(node, reaches);
-  return reaches;
+/** The schema of property `key` of an object `node` describes: its own, or the node's additionalProperties. */
+export function childSchema(node: SchemaNode | undefined, key: string): SchemaNode | undefined {
+  const extra = node?.additionalProperties;
+  return node?.properties?.[key] ?? (typeof extra === "object" ? extra : undefined);
 }
+
+/**
+ * Whether `mark` holds for a schema node or any node under it (refs
+ * resolved), each node's answer cached: a walk of large inputs skips, and
+ * shares instead of copying, every part with nothing marked under it.
+ */
+export function markedUnder(mark: (node: SchemaNode) => boolean): (node: SchemaNode | undefined, doc: object) => boolean {
+  const known = new WeakMap<object, boolean>();
+  const under = (start: SchemaNode | undefined, startDoc: object): boolean => {
+    let [node, doc] = [start, startDoc];
+    while (node?.$ref) ({ node, doc } = resolveRef(node.$ref, doc));
+    if (!node) return false;
+    const cached = known.get(node);
+    if (cached !== undefined) return cached;
+    // A cycle through refs counts as marked until known: such a part is walked, never wrongly shared.
+    known.set(node, true);
+    const extra = node.additionalProperties;
+    const children = [node.items, ...Object.values(node.properties ?? {}), typeof extra === "object" ? extra : undefined];
+    const found = mark(node) || children.some((child) => under(child, doc));
+    known.set(node, found);
+    return found;
+  };
+  return under;
+}
+
+/** Whether a connection ("x-reach") can be at or under a schema node, as walkAt walks. */
+export const reachesUnder = markedUnder((node) => node[REACH] === true);
 
 /**
  * Whether `a` and `b` are the same inputs: equal, where a list the schema
@@ -276,8 +290,7 @@ function sameAt(node: SchemaNode | undefined, doc: object, a: unknown, b: unknow
     const keys = (o: Record<string, unknown>) => Object.keys(o).filter((k) => o[k] !== undefined);
     const [ka, kb] = [keys(a), keys(b)];
     if (ka.length !== kb.length) return false;
-    const extra = node?.additionalProperties;
-    return ka.every((k) => k in b && sameAt(node?.properties?.[k] ?? (typeof extra === "object" ? extra : undefined), doc, a[k], b[k], depth + 1, reach));
+    return ka.every((k) => k in b && sameAt(childSchema(node, k), doc, a[k], b[k], depth + 1, reach));
   }
   return stableText(a) === stableText(b);
 }
@@ -295,13 +308,12 @@ function textAt(node: SchemaNode | undefined, doc: object, value: unknown, depth
     return `[${items.join(",")}]`;
   }
   if (value && typeof value === "object") {
-    const extra = node?.additionalProperties;
     const record = value as Record<string, unknown>;
     let text = "";
     for (const k of Object.keys(record).sort()) {
       const v = record[k];
       if (v === undefined) continue;
-      text += `${text === "" ? "" : ","}${JSON.stringify(k)}:${textAt(node?.properties?.[k] ?? (typeof extra === "object" ? extra : undefined), doc, v, depth + 1, reach)}`;
+      text += `${text === "" ? "" : ","}${JSON.stringify(k)}:${textAt(childSchema(node, k), doc, v, depth + 1, reach)}`;
     }
     return `{${text}}`;
   }

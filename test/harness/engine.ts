@@ -754,7 +754,6 @@ class Deployment {
 
     const diff = await at.diff(prior.id!, toPlugin(prior.outputs), toPlugin(inputs));
     step.keys = changedKeys(prior.inputs, inputs);
-    step.diff = propertyDiffText(prior.inputs, inputs);
     const changes = diff.changes === "unknown" ? (step.keys.length ? "some" : "none") : diff.changes;
     let replaces = diff.replaces;
     const replaceOn = req.getReplaceonchangesList() as string[];
@@ -763,11 +762,12 @@ class Deployment {
     if (changes === "none") {
       step.op = "same";
       step.keys = [];
-      delete step.diff;
       this.steps.push(step);
       const same = { ...entry, id: prior.id, outputs: prior.outputs };
       return this.dryRun ? same : record(same);
     }
+    // What `pulumi preview --diff` prints under an update or a replace.
+    step.diff = propertyDiffText(prior.inputs, inputs);
     if (replaces.length) {
       step.op = "replace";
       step.replaces = replaces;

@@ -3,6 +3,7 @@ import * as pulumi from "@pulumi/pulumi";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { ActiveActiveLoadBalancerArgs, DeferredNatServiceArgs, TransparentDsrArgs } from "../../index";
+import { mockResources, type Registered } from "../support/mocks";
 
 /**
  * The components' arguments: every scalar may be an Output; refusals name
@@ -12,27 +13,14 @@ import type { ActiveActiveLoadBalancerArgs, DeferredNatServiceArgs, TransparentD
  * the unhandled rejection); unknown values in a preview refuse nothing.
  */
 
-type Registered = { type: string; name: string; inputs: Record<string, any> };
-const registered: Registered[] = [];
+let registered: Registered[] = [];
 /** What the program failed with: rejections nobody handled (as the language host reports them). */
 const failures: string[] = [];
 const onRejection = (e: unknown) => failures.push(e instanceof Error ? e.message : String(e));
 
 async function mocks(preview: boolean) {
-  registered.length = 0;
   failures.length = 0;
-  await pulumi.runtime.setMocks(
-    {
-      newResource(args) {
-        registered.push({ type: args.type, name: args.name, inputs: args.inputs });
-        return { id: `${args.name}-id`, state: args.inputs };
-      },
-      call: (args) => args.inputs,
-    },
-    "project",
-    "stack",
-    preview,
-  );
+  registered = await mockResources(preview);
 }
 
 beforeEach(async () => {

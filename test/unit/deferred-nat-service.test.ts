@@ -1,24 +1,12 @@
 import { describe, it, expect, beforeEach } from "vitest";
 import * as pulumi from "@pulumi/pulumi";
 import type { DeferredNatServiceArgs } from "../../components/deferred-nat-service";
+import { mockResources, type Registered } from "../support/mocks";
 
-type Registered = { type: string; name: string; inputs: Record<string, any> };
-const registered: Registered[] = [];
+let registered: Registered[] = [];
 
 beforeEach(async () => {
-  registered.length = 0;
-  await pulumi.runtime.setMocks(
-    {
-      newResource(args) {
-        registered.push({ type: args.type, name: args.name, inputs: args.inputs });
-        return { id: `${args.name}-id`, state: args.inputs };
-      },
-      call: (args) => args.inputs,
-    },
-    "project",
-    "stack",
-    true,
-  );
+  registered = await mockResources(true);
 });
 
 const KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJdD7y3aLq454yWBdwLWbieU1ebz9/cu7/QEXn9OIeZJ";

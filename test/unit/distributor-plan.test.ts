@@ -19,6 +19,7 @@ import { observedFrom, recordedDump, type RecordedDump } from "../support/record
 import { nPlusOneViolations, withSlots } from "../../components/active-active-load-balancer";
 import { deleteRefusal } from "../../provider/resources/distributor-device/plan";
 import { parseOvsVersion } from "../../provider/model/ovs-versions";
+import { mockResources } from "../support/mocks";
 
 const host = { connection: { host: "172.30.0.31", user: "root", hostKey: "ssh-ed25519 AAAA", privateKeyPath: "/k" } };
 const base = (over: Partial<DistributorAttachmentInputs> = {}): AttachmentDefaulted =>
@@ -218,16 +219,7 @@ describe("distributor device and component rules", () => {
   });
 
   it("the component registers one attachment on the device, and refuses a cluster without a standby before registering anything", async () => {
-    const registered: { type: string; inputs: Record<string, unknown> }[] = [];
-    await pulumi.runtime.setMocks(
-      {
-        newResource: (args) => (registered.push({ type: args.type, inputs: args.inputs }), { id: `${args.name}-id`, state: args.inputs }),
-        call: (args) => args.inputs,
-      },
-      "project",
-      "stack",
-      false,
-    );
+    const registered = await mockResources();
     const { ActiveActiveLoadBalancer, DistributorDevice } = await import("../../index");
     const device = new DistributorDevice("dev", { host, deviceId: "dev", uplinkBridge: "br-seg" });
     expect(
@@ -263,16 +255,7 @@ describe("distributor device and component rules", () => {
   });
 
   it("on several devices: one attachment per device, each with the load balancer's id for its group, its own next hop and frontend MAC; devices on one host or one next hop are refused", async () => {
-    const registered: { type: string; name: string; inputs: Record<string, unknown> }[] = [];
-    await pulumi.runtime.setMocks(
-      {
-        newResource: (args) => (registered.push({ type: args.type, name: args.name, inputs: args.inputs }), { id: `${args.name}-id`, state: args.inputs }),
-        call: (args) => args.inputs,
-      },
-      "project",
-      "stack",
-      false,
-    );
+    const registered = await mockResources();
     const { ActiveActiveLoadBalancer, DistributorDevice } = await import("../../index");
     const d1 = new DistributorDevice("d1", { host, deviceId: "d1", uplinkBridge: "br-seg" });
     const d2 = new DistributorDevice("d2", {

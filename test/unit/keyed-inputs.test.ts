@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { asKeyed, asLists, check, diff } from "../../provider/handlers";
 import { UNKNOWN, keyedInputs, listedInputs } from "../../provider/model/keyed";
 import { KEY, UNORDERED, reachesUnder, resolveRef, type SchemaNode } from "../../provider/model/validate";
+import { smallBackend, smallLoadBalancer } from "../support/small-load-balancer";
 
 /**
  * Sets keyed by identity in what check returns (provider/model/keyed.ts):
@@ -12,19 +13,12 @@ import { KEY, UNORDERED, reachesUnder, resolveRef, type SchemaNode } from "../..
  */
 
 type Props = Record<string, any>;
-const HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJdD7y3aLq454yWBdwLWbieU1ebz9/cu7/QEXn9OIeZJ";
-const conn = (host: string) => ({ host, user: "root", hostKey: HOST_KEY, privateKey: "KEY-ONE-----" });
-const backend = (i: number, extra: Props = {}) => ({ address: `10.1.0.${i}`, port: 8080, mac: `02:00:00:00:00:0${i}`, hypervisor: "hv1", ...extra });
-
-const lb = (): Props => ({
-  name: "web",
-  gateways: [{ name: "gw1", host: { connection: conn("172.30.0.11") }, bridge: "br-seg", segmentPort: "seg0", mac: "02:00:0a:00:00:0b" }],
-  hypervisors: [{ name: "hv1" }],
-  vips: [
+const backend = smallBackend;
+const lb = (): Props =>
+  smallLoadBalancer([
     { address: "10.0.0.194", port: 443, protocol: "tcp", backends: [backend(4)] },
     { address: "10.0.0.193", port: 80, protocol: "tcp", backends: [backend(3), backend(1), backend(2)] },
-  ],
-});
+  ]);
 
 const KIND = "DeferredNatLoadBalancer";
 

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { asLists, check, diff } from "../../provider/handlers";
 import { propertyDiffText } from "../harness/diff-text";
+import { smallBackend, smallLoadBalancer } from "../support/small-load-balancer";
 
 /**
  * What a reviewer reads in `pulumi preview --diff` of a load balancer's
@@ -11,15 +12,11 @@ import { propertyDiffText } from "../harness/diff-text";
  */
 
 type Props = Record<string, any>;
-const HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJdD7y3aLq454yWBdwLWbieU1ebz9/cu7/QEXn9OIeZJ";
-const conn = (host: string) => ({ host, user: "root", hostKey: HOST_KEY, privateKey: "KEY-ONE-----" });
-const backend = (i: number, extra: Props = {}) => ({ address: `10.1.0.${i}`, port: 8080, mac: `02:00:00:00:00:0${i}`, hypervisor: "hv1", ...extra });
-const lb = (): Props => ({
-  name: "web",
-  gateways: [{ name: "gw1", host: { connection: conn("172.30.0.11") }, bridge: "br-seg", segmentPort: "seg0", mac: "02:00:0a:00:00:0b" }],
-  hypervisors: [{ name: "hv1" }],
-  vips: [{ address: "10.0.0.193", port: 80, protocol: "tcp", backends: [backend(1), backend(2), backend(3)] }],
-});
+const backend = smallBackend;
+const lb = (): Props => smallLoadBalancer([{ address: "10.0.0.193", port: 80, protocol: "tcp", backends: [backend(1), backend(2), backend(3)] }]);
+/** The whole text of a change within VIP 10.0.0.193:80/tcp's backends: `lines`, nested as the CLI nests them. */
+const inBackends = (...lines: string[]) =>
+  ["  ~ vips           : {", "      ~ 10.0.0.193:80/tcp: {", "          ~ backends: {", ...lines, "            }", "        }", "    }", ""].join("\n");
 
 const KIND = "DeferredNatLoadBalancer";
 const checked = async (inputs: Props) => {
@@ -42,10 +39,7 @@ describe("preview of a DeferredNatLoadBalancer change", () => {
     const p = await preview((lb) => lb.vips[0].backends.splice(1, 0, backend(5)));
     expect(p.changes).toBe(true);
     expect(p.text).toBe(
-      [
-        "  ~ vips           : {",
-        "      ~ 10.0.0.193:80/tcp: {",
-        "          ~ backends: {",
+      inBackends(
         "              + 10.1.0.5:8080: {",
         '                  + address   : "10.1.0.5"',
         '                  + hypervisor: "hv1"',
@@ -53,11 +47,7 @@ describe("preview of a DeferredNatLoadBalancer change", () => {
         "                  + port      : 8080",
         "                  + weight    : 1",
         "                }",
-        "            }",
-        "        }",
-        "    }",
-        "",
-      ].join("\n"),
+      ),
     );
   });
 
@@ -76,20 +66,7 @@ describe("preview of a DeferredNatLoadBalancer change", () => {
 
   it("a weight changed: one changed value", async () => {
     const p = await preview((lb) => (lb.vips[0].backends[1].weight = 3));
-    expect(p.text).toBe(
-      [
-        "  ~ vips           : {",
-        "      ~ 10.0.0.193:80/tcp: {",
-        "          ~ backends: {",
-        "              ~ 10.1.0.2:8080: {",
-        "                  ~ weight    : 1 => 3",
-        "                }",
-        "            }",
-        "        }",
-        "    }",
-        "",
-      ].join("\n"),
-    );
+    expect(p.text).toBe(inBackends("              ~ 10.1.0.2:8080: {", "                  ~ weight    : 1 => 3", "                }"));
   });
 
   it("backends reordered: no change at all", async () => {

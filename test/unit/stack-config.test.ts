@@ -1,5 +1,5 @@
 import { generateKeyPairSync } from "node:crypto";
-import { createServer, type Server } from "node:net";
+import { CountingListener } from "../support/counting-listener";
 import * as pulumi from "@pulumi/pulumi";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { check, configure, create, update } from "../../provider/handlers";
@@ -86,22 +86,13 @@ describe("ovslb:hosts and ovslb:northbound", () => {
 });
 
 describe("rotating a key given in the resource's own inputs", () => {
-  // A listener that counts every TCP connection: where the hosts' SSH would be.
-  let server: Server;
-  let port = 0;
-  let logins = 0;
-  beforeAll(async () => {
-    server = createServer((s) => {
-      logins += 1;
-      s.destroy();
-    });
-    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-    port = (server.address() as { port: number }).port;
-  });
-  afterAll(() => server.close());
+  // Where the hosts' SSH would be: a listener that counts every connection.
+  let listener: CountingListener;
+  beforeAll(async () => void (listener = await CountingListener.open()));
+  afterAll(() => listener.close());
 
   const inputs = (privateKey: string, failMode = "secure") => ({
-    host: { connection: { host: "127.0.0.1", port, user: "root", hostKey: HOST_KEY, privateKey, connectTimeoutMs: 2000 } },
+    host: { connection: { host: "127.0.0.1", port: listener.port, user: "root", hostKey: HOST_KEY, privateKey, connectTimeoutMs: 2000 } },
     name: "br-rot",
     datapathType: "netdev",
     failMode,
@@ -115,30 +106,30 @@ describe("rotating a key given in the resource's own inputs", () => {
   // Recorded only once a login the new way succeeds (test/integration/reach-update.test.ts, against real sshd);
   // here the host is no SSH server at all, so the new way is refused.
   it("tries the new key with one connection to the host first, and records nothing when the host refuses it", async () => {
-    logins = 0;
+    listener.connections = 0;
     const err = await update("OvsBridge", "br-rot@127.0.0.1", outputsOf(inputs(KEY_A)), inputs(KEY_B)).then(
       () => undefined,
       (e: Error) => e,
     );
-    expect(logins).toBe(1);
+    expect(listener.connections).toBe(1);
     expect(err).toBeInstanceOf(Error);
-    expect(err!.message.startsWith(`root@127.0.0.1:${port}: OvsBridge br-rot@127.0.0.1: `)).toBe(true);
+    expect(err!.message.startsWith(`root@127.0.0.1:${listener.port}: OvsBridge br-rot@127.0.0.1: `)).toBe(true);
     // A plain error: no partial state for the engine to record.
     expect(err).not.toHaveProperty("properties");
     expect(err!.message).not.toContain(materialOf(KEY_B));
   });
 
   it("so does a new user, port or timeout; a change on the host goes to it in full", async () => {
-    logins = 0;
+    listener.connections = 0;
     const moved = { ...inputs(KEY_A), host: { connection: { ...inputs(KEY_A).host.connection, user: "ovslb", connectTimeoutMs: 3000 } } };
     await expect(update("OvsBridge", "br-rot@127.0.0.1", outputsOf(inputs(KEY_A)), moved)).rejects.toThrow(
-      `ovslb@127.0.0.1:${port}: OvsBridge br-rot@127.0.0.1: `,
+      `ovslb@127.0.0.1:${listener.port}: OvsBridge br-rot@127.0.0.1: `,
     );
-    expect(logins).toBe(1);
-    logins = 0;
+    expect(listener.connections).toBe(1);
+    listener.connections = 0;
     await expect(update("OvsBridge", "br-rot@127.0.0.1", outputsOf(inputs(KEY_A)), inputs(KEY_B, "standalone"))).rejects.toThrow();
-    expect(logins).toBe(1);
+    expect(listener.connections).toBe(1);
     await expect(create("OvsBridge", inputs(KEY_B))).rejects.toThrow();
-    expect(logins).toBe(2);
+    expect(listener.connections).toBe(2);
   });
 });

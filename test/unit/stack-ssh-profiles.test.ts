@@ -1,5 +1,5 @@
 import { generateKeyPairSync } from "node:crypto";
-import { createServer, type Server } from "node:net";
+import { CountingListener } from "../support/counting-listener";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import dnlbSchema from "../../schema/deferred-nat-load-balancer.json";
 import bridgeSchema from "../../schema/ovs-bridge.json";
@@ -197,18 +197,10 @@ describe("changing the profile a connection names", () => {
 });
 
 describe("through the handlers, against a listener that counts connections (where the host's SSH would be)", () => {
-  let server: Server;
-  let port = 0;
-  let logins = 0;
-  beforeAll(async () => {
-    server = createServer((s) => {
-      logins += 1;
-      s.destroy();
-    });
-    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-    port = (server.address() as { port: number }).port;
-  });
-  afterAll(() => server.close());
+  // Where the hosts' SSH would be: a listener that counts every connection.
+  let listener: CountingListener;
+  beforeAll(async () => void (listener = await CountingListener.open()));
+  afterAll(() => listener.close());
 
   const inputs = (sshProfile?: string) => ({
     host: { connection: { host: "127.0.0.1", hostKey: HOST_KEY, ...(sshProfile ? { sshProfile } : {}) } },
@@ -223,17 +215,23 @@ describe("through the handlers, against a listener that counts connections (wher
     managementSocket: "unix:/run/openvswitch/br-prof.mgmt",
     sshCredentials: {},
   });
-  const stack = () => ({ user: "root", privateKey: KEY_A, port, connectTimeoutMs: 2000, profiles: { "site-b": { user: "ops", privateKey: KEY_B } } });
+  const stack = () => ({
+    user: "root",
+    privateKey: KEY_A,
+    port: listener.port,
+    connectTimeoutMs: 2000,
+    profiles: { "site-b": { user: "ops", privateKey: KEY_B } },
+  });
 
   it("an update that only changes the profile tries one login the profile's way first (its user named), and records nothing when refused", async () => {
     await configure(JSON.stringify(stack()));
-    logins = 0;
+    listener.connections = 0;
     const err = await update("OvsBridge", "br-prof@127.0.0.1", outputsOf(inputs()), inputs("site-b")).then(
       () => undefined,
       (e: Error) => e,
     );
-    expect(logins).toBe(1);
-    expect(err!.message.startsWith(`ops@127.0.0.1:${port}: OvsBridge br-prof@127.0.0.1: `)).toBe(true);
+    expect(listener.connections).toBe(1);
+    expect(err!.message.startsWith(`ops@127.0.0.1:${listener.port}: OvsBridge br-prof@127.0.0.1: `)).toBe(true);
     expect(err).not.toHaveProperty("properties");
     expect(err!.message).not.toContain(materialOf(KEY_B));
     expect(err!.message).toMatch(/only how the hosts are reached changed/);
@@ -241,10 +239,10 @@ describe("through the handlers, against a listener that counts connections (wher
 
   it("a refresh of a resource whose profile is gone from the stack's config is refused naming the host and the profile, before any connection", async () => {
     await configure(JSON.stringify({ ...stack(), profiles: {} }));
-    logins = 0;
+    listener.connections = 0;
     await expect(read("OvsBridge", "br-prof@127.0.0.1", outputsOf(inputs("site-b")))).rejects.toThrow(
       /^127\.0\.0\.1:22: profile "site-b" is not in ovslb:ssh\.profiles: no login to use/,
     );
-    expect(logins).toBe(0);
+    expect(listener.connections).toBe(0);
   });
 });
