@@ -1,10 +1,11 @@
-// The test lanes: vitest processes that run at the same time. The lab's
-// shared hosts carry one lane; the files that bring up hosts of their own
-// (vitest.config.mts, OWN_HOSTS) and the unit tests carry the other. Each
-// lane runs its files one after another; the lanes share nothing but the
-// machine's cores. (The lab's files cannot share it: nearly all of them
-// plan flows for the same backend VMs on the same hypervisors, which one
-// owner at a time may hold.)
+// The test lanes: vitest processes that run at the same time, each running
+// its files one after another. Two labs of the same topology stand side by
+// side (test/lab/topology.ts, OVSLB_LAB_INSTANCE): the main lab's shared
+// hosts carry one lane and the second lab's ("b") another; the files that
+// bring up hosts of their own (vitest.config.mts, OWN_HOSTS) and the unit
+// tests carry the third. Within one lab the files cannot share the hosts:
+// nearly all of them plan flows for the same backend VMs on the same
+// hypervisors, which one owner at a time may hold.
 import { spawn, spawnSync } from "node:child_process";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -14,14 +15,17 @@ import { createInterface } from "node:readline";
 const compileCache = process.env.NODE_COMPILE_CACHE ?? join(tmpdir(), "ovslb-node-compile-cache");
 
 export const LANES = [
-  { name: "lab", projects: ["integration"] },
-  { name: "own-hosts", projects: ["integration-own-hosts"] },
+  { name: "lab", projects: ["integration"], lab: "" },
+  { name: "lab-b", projects: ["integration-b"], lab: "b" },
+  { name: "own-hosts", projects: ["integration-own-hosts"], lab: "" },
 ];
 
-/** Brings the lab up (idempotent) before the lanes start, so their global setups find it up rather than race to build it. */
-export function labUp() {
-  const up = spawnSync(process.execPath, ["dist/test/lab/cli.js", "up"], { stdio: "inherit" });
-  if (up.status !== 0) throw new Error(`the lab did not come up (exit ${up.status ?? up.signal})`);
+/** Brings the lanes' labs up (idempotent) before the lanes start, so their global setups find them up rather than race to build them. */
+export function labUp(lanes = LANES) {
+  for (const instance of new Set(lanes.map((l) => l.lab))) {
+    const up = spawnSync(process.execPath, ["dist/test/lab/cli.js", "up"], { stdio: "inherit", env: { ...process.env, OVSLB_LAB_INSTANCE: instance } });
+    if (up.status !== 0) throw new Error(`the lab${instance ? ` "${instance}"` : ""} did not come up (exit ${up.status ?? up.signal})`);
+  }
 }
 
 /**
@@ -45,7 +49,7 @@ export function runLanes(lanes, extraArgs = () => []) {
           ];
           const child = spawn("npx", args, {
             stdio: ["ignore", "pipe", "pipe"],
-            env: { ...process.env, FORCE_COLOR: process.env.FORCE_COLOR ?? "1", NODE_COMPILE_CACHE: compileCache },
+            env: { ...process.env, FORCE_COLOR: process.env.FORCE_COLOR ?? "1", NODE_COMPILE_CACHE: compileCache, OVSLB_LAB_INSTANCE: lane.lab },
           });
           const tag = `[${lane.name}] `;
           createInterface({ input: child.stdout }).on("line", (line) => process.stdout.write(`${tag}${line}\n`));

@@ -3,7 +3,7 @@ import { bfdKeyOf, cookieOf, greKeyOf, tunnelPorts, withDefaults as lbDefaults }
 import { runChecked } from "../../provider/transport/exec";
 import { traceBuckets } from "../../provider/transport/openflow-trace";
 import type { SshSession } from "../../provider/transport/ssh";
-import type { LabBackend, LabInventory } from "../lab/topology";
+import { ROUTER_NS, type LabBackend, type LabInventory } from "../lab/topology";
 import { bfdPorts, dsrId, withDefaults } from "../../provider/resources/dsr-hypervisor-flows/plan";
 import { ProviderDriver, labBackend, labHypervisorFlows, labLoadBalancer } from "../support/deferred-nat";
 import { inNamespace, labSsh, loadInventory, lockLab, sshTo } from "../support/lab";
@@ -128,7 +128,7 @@ async function negotiated(hvs: string[]) {
 }
 
 const linkOf = (host: string) => `u-${host}`;
-const setUnderlay = (host: string, up: boolean) => inNamespace("ovslb-rtr", ["ip", "link", "set", linkOf(host), up ? "up" : "down"]);
+const setUnderlay = (host: string, up: boolean) => inNamespace(ROUTER_NS, ["ip", "link", "set", linkOf(host), up ? "up" : "down"]);
 
 beforeAll(async () => {
   inv = loadInventory();

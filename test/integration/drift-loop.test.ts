@@ -7,7 +7,7 @@ import { runChecked } from "../../provider/transport/exec";
 import type { SshSession } from "../../provider/transport/ssh";
 import { Harness, HarnessError, type Result } from "../harness/engine";
 import { repoRoot, writeLabStackConfigs } from "../lab/stack-config";
-import type { LabInventory } from "../lab/topology";
+import { LAB_STACK, type LabInventory } from "../lab/topology";
 import { labSsh, loadInventory, lockLab, restartVswitchd } from "../support/lab";
 import { connectAndClose, times } from "../support/tcp-clients";
 import { waitUntil } from "../support/wait";
@@ -87,7 +87,7 @@ beforeAll(async () => {
   unlock = await lockLab("hv1-gre");
   for (const h of ["gw1", "gw2", "hv1"]) ssh[h] = await labSsh(inv, h);
   portsBefore = await ports("gw1");
-  stack = await Harness.open({ cwd: join(repoRoot(), "examples/deferred-nat-health"), stack: "lab", statePath: join(scratch, "state.json") });
+  stack = await Harness.open({ cwd: join(repoRoot(), "examples/deferred-nat-health"), stack: LAB_STACK, statePath: join(scratch, "state.json") });
 });
 
 afterAll(async () => {

@@ -7,7 +7,7 @@ import { runChecked } from "../../provider/transport/exec";
 import { Harness, type Result } from "../harness/engine";
 import { encapsulateVip, removeVip } from "../lab/l3dsr";
 import { repoRoot, writeLabStackConfigs } from "../lab/stack-config";
-import type { LabInventory } from "../lab/topology";
+import { LAB_STACK, type LabInventory } from "../lab/topology";
 import { amphoraVip, inNamespace, labSsh, loadInventory, lockLab } from "../support/lab";
 import { connectAndClose, times } from "../support/tcp-clients";
 import { waitUntil } from "../support/wait";
@@ -26,7 +26,7 @@ const root = repoRoot();
 let inv: LabInventory;
 let scratch: string;
 
-const open = (dir: string) => Harness.open({ cwd: join(root, dir), stack: "lab", statePath: join(scratch, `${dir.replace(/\W/g, "_")}.json`) });
+const open = (dir: string) => Harness.open({ cwd: join(root, dir), stack: LAB_STACK, statePath: join(scratch, `${dir.replace(/\W/g, "_")}.json`) });
 const nameOf = (address: string) => inv.backends.find((b) => b.address === address)!.name;
 /** Backend name -> connections it answered, from `count` connections to vip:port. */
 function answered(vip: string, port: number, count: number): Record<string, number> {
@@ -80,7 +80,7 @@ describe("the quick start (root Pulumi.yaml): a deferred-NAT service", () => {
     const added = inv.backends.find((b) => b.name === "hv2-vm2")!;
     /** The preview's steps of the quick start with these backends (the state is the up's), as text per resource. */
     const previewWith = async (backends: unknown[]) => {
-      const h = await Harness.open({ cwd: root, stack: "lab", statePath: stack.statePath, config: { backends } });
+      const h = await Harness.open({ cwd: root, stack: LAB_STACK, statePath: stack.statePath, config: { backends } });
       const r = await h.preview();
       return Object.fromEntries(r.steps.filter((s) => s.custom && s.op !== "same").map((s) => [`${s.op} ${s.urn.split("::").at(-1)}`, s.diff ?? ""]));
     };

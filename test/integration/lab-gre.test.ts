@@ -2,7 +2,7 @@ import { execFileSync } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { SshSession } from "../../provider/transport/ssh";
 import { encapsulateVip, l3dsrCounters, l3dsrDevice, removeVip, type L3dsrTunnel } from "../lab/l3dsr";
-import type { LabBackend, LabInventory, LabL3dsr } from "../lab/topology";
+import { L3DSR, type LabBackend, type LabInventory, type LabL3dsr } from "../lab/topology";
 import { inNamespace, labSsh, loadInventory, lockLab } from "../support/lab";
 
 /**
@@ -194,7 +194,7 @@ afterAll(async () => {
 describe("lab: the external L3DSR load balancer", () => {
   it("is a plain namespace on the segment and its own underlay, and the client routes its VIP range to it", () => {
     expect(l3).toMatchObject({
-      namespace: "ovslb-l3dsr",
+      namespace: L3DSR.namespace,
       segment: { port: "eth0", address: "10.0.0.4", mac: "02:00:0a:00:00:04" },
       underlay: { port: "ul0", address: "172.16.41.2", router: "172.16.41.1", disallowedAddress: "172.16.41.3" },
       vipRange: "10.0.0.176/28",

@@ -4,7 +4,7 @@ import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { OvsBridge } from "../../index";
-import type { LabInventory } from "../lab/topology";
+import { MGMT_UNUSED, type LabInventory } from "../lab/topology";
 import { labSsh, loadInventory } from "../support/lab";
 import { registeredInputs, startProviderPlugin, unwrapSecrets, type PluginCall } from "../support/provider-plugin";
 
@@ -118,9 +118,9 @@ describe("secrets through the dynamic-provider plugin", () => {
     delete noPassphrase.host.connection.passphrase;
     expect(await failure("create, no passphrase", () => plugin.create(noPassphrase))).toMatch(new RegExp(h.address));
     const unreachable = structuredClone(program);
-    unreachable.host.connection.host = "172.30.0.99";
+    unreachable.host.connection.host = MGMT_UNUSED;
     unreachable.host.connection.connectTimeoutMs = 1500;
-    expect(await failure("create, unreachable", () => plugin.create(unreachable))).toMatch(/172\.30\.0\.99/);
+    expect(await failure("create, unreachable", () => plugin.create(unreachable))).toMatch(new RegExp(MGMT_UNUSED.replaceAll(".", "\\.")));
     const mismatch = structuredClone(program);
     mismatch.host.connection.hostKey = inv.hosts.gw1.hostKey;
     expect(await failure("create, host key mismatch", () => plugin.create(mismatch))).toMatch(/host key verification failed/);

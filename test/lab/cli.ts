@@ -1,5 +1,6 @@
 import { Lab } from "./lab";
 import { writeLabStackConfigs } from "./stack-config";
+import { DEFAULT_LAB_DIR, LAB_STACK } from "./topology";
 
 /** npm run lab -- up|down|status */
 function main(argv: string[]): number {
@@ -10,7 +11,7 @@ function main(argv: string[]): number {
       const inventory = lab.up();
       console.log(wasUp ? `lab already up; inventory: ${lab.inventoryPath}` : `lab up in ${inventory.upSeconds.toFixed(2)} s; inventory: ${lab.inventoryPath}`);
       const written = writeLabStackConfigs(inventory);
-      console.log(`the lab's stack config (stack "lab"): ${written.length} Pulumi.lab.yaml files, for the root project and the examples`);
+      console.log(`the lab's stack config (stack "${LAB_STACK}"): ${written.length} Pulumi.${LAB_STACK}.yaml files, for the root project and the examples`);
       return 0;
     }
     case "down":
@@ -23,7 +24,7 @@ function main(argv: string[]): number {
       return up ? 0 : 1;
     }
     default:
-      console.error("usage: npm run lab -- up|down|status   (OVSLB_LAB_DIR overrides /run/ovslb-lab)");
+      console.error(`usage: npm run lab -- up|down|status   (OVSLB_LAB_DIR overrides ${DEFAULT_LAB_DIR}; OVSLB_LAB_INSTANCE=b is the second lab)`);
       return 2;
   }
 }

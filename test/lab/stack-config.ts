@@ -1,6 +1,6 @@
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
-import type { LabInventory } from "./topology";
+import { LAB_STACK, type LabInventory } from "./topology";
 
 /**
  * The lab's stack config, as a user writes one for their own hosts with
@@ -70,7 +70,7 @@ export function labStackConfig(inv: LabInventory, dir: string): StackConfig {
   return { ...labConnections(inv), ...Object.fromEntries(Object.entries(p.config).map(([k, v]) => [`${p.project}:${k}`, v])) };
 }
 
-/** Writes Pulumi.lab.yaml for the root project and every example. JSON is YAML: each value is written as a JSON flow. */
+/** Writes Pulumi.LAB_STACK.yaml (Pulumi.lab.yaml for the main lab) for the root project and every example. JSON is YAML: each value is written as a JSON flow. */
 export function writeLabStackConfigs(inv: LabInventory, root = repoRoot()): string[] {
   const written: string[] = [];
   for (const dir of Object.keys(labProjects(inv))) {
@@ -78,7 +78,7 @@ export function writeLabStackConfigs(inv: LabInventory, root = repoRoot()): stri
     const config = labStackConfig(inv, dir);
     const lines = ["# Written by `npm run lab -- up` for this lab (its host keys); do not edit.", "config:"];
     for (const [k, v] of Object.entries(config)) lines.push(`  ${k}: ${JSON.stringify(v)}`);
-    const path = join(root, dir, "Pulumi.lab.yaml");
+    const path = join(root, dir, `Pulumi.${LAB_STACK}.yaml`);
     writeFileSync(path, `${lines.join("\n")}\n`);
     written.push(path);
   }

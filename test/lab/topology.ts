@@ -2,8 +2,14 @@
  * The lab's topology as pure data: which emulated hosts exist, their
  * namespaces, addresses and MACs. lab.ts builds it; tests read the inventory.
  *
+ * Two labs of this topology can stand side by side (two test lanes, one on
+ * each): OVSLB_LAB_INSTANCE="" (or unset) is the main lab, "b" the second.
+ * They differ only in what the root namespace sees: namespace and root link
+ * names, the management network and the lab directory; inside their
+ * namespaces the two are identical, so every test runs on either.
+ *
  * Networks (lab-only ranges; this machine's own interface is in 192.0.2.0/24):
- * - management 172.30.0.0/24: a Linux bridge in the root namespace; each
+ * - management 172.30.0.0/24 (lab "b": 172.30.1.0/24): a Linux bridge in the root namespace; each
  *   host's sshd listens here, and so does OVN NB/SB over TCP.
  * - segment 10.0.0.0/24: one L2 segment (Linux bridge) joining gateways,
  *   hypervisors, the distributor and the client; each OVS host has it on
@@ -33,18 +39,36 @@ export interface VmPlan {
   mac: string;
 }
 
-export const LAB_PREFIX = "ovslb-";
-export const MGMT_BRIDGE = "ovslb-mgmt";
-export const SEGMENT_BRIDGE = "ovslb-seg";
-export const ROUTER_NS = "ovslb-rtr";
-export const MGMT_GATEWAY = "172.30.0.1";
+/** Which lab this process builds or uses (see above). */
+export const LAB_INSTANCE = labInstance(process.env.OVSLB_LAB_INSTANCE);
+
+export function labInstance(value: string | undefined): "" | "b" {
+  if (value === undefined || value === "" || value === "b") return value ?? "";
+  throw new Error(`OVSLB_LAB_INSTANCE=${JSON.stringify(value)}: the labs are "" (the main one) and "b"`);
+}
+
+export const LAB_PREFIX = `ovslb${LAB_INSTANCE}-`;
+/** Links this lab adds to the root namespace start with this (the peers of its namespaces' legs). */
+export const ROOT_LINK_PREFIX = LAB_INSTANCE;
+export const MGMT_BRIDGE = `${LAB_PREFIX}mgmt`;
+export const SEGMENT_BRIDGE = `${LAB_PREFIX}seg`;
+export const ROUTER_NS = `${LAB_PREFIX}rtr`;
+const MGMT_NET = LAB_INSTANCE === "" ? "172.30.0" : "172.30.1";
+export const MGMT_CIDR = `${MGMT_NET}.0/24`;
+export const MGMT_GATEWAY = `${MGMT_NET}.1`;
+/** An address on the management network that no host has (a connection to it times out). */
+export const MGMT_UNUSED = `${MGMT_NET}.250`;
+/** Where the lab keeps its state, keys and daemons' run directories (OVSLB_LAB_DIR overrides it). */
+export const DEFAULT_LAB_DIR = LAB_INSTANCE === "" ? "/run/ovslb-lab" : `/run/ovslb-lab-${LAB_INSTANCE}`;
+/** The stack whose config `lab up` writes (Pulumi.STACK.yaml beside each project of the repo). */
+export const LAB_STACK = LAB_INSTANCE === "" ? "lab" : `lab-${LAB_INSTANCE}`;
 export const SEGMENT_CIDR = "10.0.0.0/24";
-export const CLIENT = { namespace: "ovslb-client", address: "10.0.0.2", mac: "02:00:0a:00:00:02" };
+export const CLIENT = { namespace: `${LAB_PREFIX}client`, address: "10.0.0.2", mac: "02:00:0a:00:00:02" };
 /**
  * A second tenant's client on the same segment, in its own VLAN: the
  * distributor's per-tenant isolation is tested with two tenants using one VIP.
  */
-export const TENANT_CLIENT = { namespace: "ovslb-client2", address: "10.0.0.3", mac: "02:00:0a:00:00:03", vlan: 102 };
+export const TENANT_CLIENT = { namespace: `${LAB_PREFIX}client2`, address: "10.0.0.3", mac: "02:00:0a:00:00:03", vlan: 102 };
 /** VIPs in this range are routed by the client through both gateways (ECMP). */
 export const GATEWAY_VIP_RANGE = "10.0.0.192/28";
 /**
@@ -63,10 +87,10 @@ export const GATEWAY_VIP_RANGE = "10.0.0.192/28";
  * answering. A router forwards per packet, unlike a TCP endpoint whose
  * sockets keep the next hop they started with.
  */
-export const EDGE_ROUTER = { namespace: "ovslb-edge", port: "eth0", address: "10.0.0.5", mac: "02:00:0a:00:00:05" };
+export const EDGE_ROUTER = { namespace: `${LAB_PREFIX}edge`, port: "eth0", address: "10.0.0.5", mac: "02:00:0a:00:00:05" };
 
 export const L3DSR = {
-  namespace: "ovslb-l3dsr",
+  namespace: `${LAB_PREFIX}l3dsr`,
   segment: { port: "eth0", address: "10.0.0.4", mac: "02:00:0a:00:00:04" },
   underlay: { port: "ul0", address: "172.16.41.2", router: "172.16.41.1", disallowedAddress: "172.16.41.3", mtu: 1600 },
   /** Outside the gateways' GATEWAY_VIP_RANGE. */
@@ -107,7 +131,7 @@ export const HOSTS: readonly HostPlan[] = [
 ];
 
 export const namespaceOf = (hostOrVm: string) => `${LAB_PREFIX}${hostOrVm}`;
-export const mgmtAddressOf = (h: HostPlan) => `172.30.0.${h.index}`;
+export const mgmtAddressOf = (h: HostPlan) => `${MGMT_NET}.${h.index}`;
 export const segmentAddressOf = (h: HostPlan) => `10.0.0.${h.index}`;
 export const segmentMacOf = (h: HostPlan) => macFor(segmentAddressOf(h));
 export const underlayAddressOf = (h: HostPlan) => `172.16.${h.index}.2`;
