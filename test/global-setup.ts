@@ -14,5 +14,8 @@ export default function setup(project: TestProject) {
     stdio: ["ignore", "inherit", "inherit"],
     env: { ...process.env, OVSLB_LAB_INSTANCE: instance },
   });
-  if (up.status !== 0) throw new Error(`the lab${instance ? ` "${instance}"` : ""} did not come up (exit ${up.status ?? up.signal}); is dist/ built (npx tsc -p tsconfig.tools.json)?`);
+  if (up.status !== 0)
+    throw new Error(
+      `the lab${instance ? ` "${instance}"` : ""} did not come up (exit ${up.status ?? up.signal}); is dist/ built (npx tsc -p tsconfig.tools.json)?`,
+    );
 }
