@@ -10,7 +10,7 @@ import {
   withDefaults,
   type GatewayPort,
 } from "../provider/resources/deferred-nat-load-balancer/plan";
-import { readSlots, type SlotTable } from "../provider/resources/deferred-nat-load-balancer/slots";
+import { DEVIATION_DIVISOR, deviationBound, quotas, readSlots, type SlotTable } from "../provider/resources/deferred-nat-load-balancer/slots";
 import { HAND_ON_PRIORITY, SECOND_CHANCE_TABLE, DEFAULT_GRE_PORT, cookieOf as dsrCookieOf, dsrId } from "../provider/resources/dsr-hypervisor-flows/plan";
 import { ipv4Number, parseFlows, type Match } from "../provider/openflow";
 import { runChecked } from "../provider/transport/exec";
@@ -115,7 +115,10 @@ const STEP_LABEL: Record<StepKey, string> = {
   remove: "remove one without draining (hv2-vm1)",
 };
 
-type Declared = { backend: LabBackend; state?: "active" | "draining" };
+/** The lab backends a run uses: four to start with, the 5th, and the sequence's 6th and 7th. */
+const POOL = ["hv1-vm1", "hv1-vm2", "hv2-vm1", "hv2-vm2", "hv3-vm1", "hv3-vm2", "hv1-vm3"];
+
+type Declared = { backend: LabBackend; state?: "active" | "draining"; weight?: number };
 
 // ---------------------------------------------------------------- a timing client
 
@@ -183,7 +186,11 @@ const underlay = (lab: Lab, host: string) => lab.inv.hosts[host].underlay!.addre
 const backendKeyOf = (lab: Lab, b: LabBackend) => `${b.address}:${lab.inv.backendPort}`;
 
 function lbInputs(lab: Lab, mode: Mode, declared: Declared[]): DeferredNatLoadBalancerInputs {
-  const backends = declared.map((d) => ({ ...labBackend(lab.inv, d.backend), ...(d.state ? { state: d.state } : {}) }));
+  const backends = declared.map((d) => ({
+    ...labBackend(lab.inv, d.backend),
+    ...(d.state ? { state: d.state } : {}),
+    ...(d.weight ? { weight: d.weight } : {}),
+  }));
   const base = labLoadBalancer(lab.inv, NAME[mode], [{ address: VIP, port: VPORT, protocol: "tcp", backends }], {
     delivery: "gre",
     ...(mode === "second-chance" ? { secondChance: {} } : {}),
@@ -289,6 +296,16 @@ async function deleteMode(made: Lab["made"][number]): Promise<void> {
       d.id = "";
     }),
   );
+}
+
+/** A mode's resources deleted, and the server sockets its broken connections left in the VMs closed. */
+async function endMode(lab: Lab, mode: Mode, ctx: BenchContext, label: string): Promise<void> {
+  const d0 = Date.now();
+  await deleteMode(lab.made.find((x) => x.mode === mode)!);
+  await new Promise((r) => setTimeout(r, 500)); // the clients' last FINs
+  const killed = lab.pool.reduce((n, vm) => n + serverSockets(lab, vm, true).length, 0);
+  ctx.log(`${label} closed ${killed} server sockets its broken connections left in the VMs`);
+  ctx.log(`${label} deleted in ${Date.now() - d0} ms`);
 }
 
 function teardown(lab: Lab): Promise<string[]> {
@@ -525,8 +542,8 @@ async function runMode(lab: Lab, mode: Mode, sizes: Sizes, ctx: BenchContext, in
   };
   lab.made.push(made);
   const sc = mode === "second-chance";
-  const four = lab.pool.filter((b) => b.hypervisor !== "hv3");
-  const fifth = lab.pool.find((b) => b.hypervisor === "hv3")!;
+  const four = lab.pool.slice(0, 4);
+  const fifth = lab.pool[4];
   const drained = four[0];
   const removed = four.find((b) => b.hypervisor === "hv2")!;
   const ports: number[] = [];
@@ -926,6 +943,112 @@ async function runMode(lab: Lab, mode: Mode, sizes: Sizes, ctx: BenchContext, in
   return { mode, initial, steps, ...(latency ? { latency } : {}), ...(freshToDrained !== undefined ? { freshToDrained } : {}) };
 }
 
+// ---------------------------------------------------------------- the sequence (issue 24)
+
+/** Changes one right after the other, inside one connection lifetime: what autoscaling and a rollout do. */
+type SeqKey = "add-5" | "add-6" | "add-7" | "weight" | "drain" | "remove-drained";
+const SEQ_LABEL: Record<SeqKey, string> = {
+  "add-5": "add hv3-vm1",
+  "add-6": "add hv3-vm2",
+  "add-7": "add hv1-vm3",
+  weight: "weight 3 on hv2-vm1",
+  drain: "drain hv2-vm1",
+  "remove-drained": "remove the drained hv2-vm1, its connections still open",
+};
+const SEQ_MODES: readonly Mode[] = ["second-chance", "stateless"];
+
+interface SeqStep {
+  step: SeqKey;
+  alive: number;
+  /** Broken connections whose backend is still declared after the step (what second chance promises to keep). */
+  brokenStaying: number;
+  /** Broken connections of the backend the step removed. */
+  brokenRemoved: number;
+  sent?: StepResult["sent"];
+  slotMoves?: { moved: number; minimum: number };
+  /** Worst |slots - quota| / quota over active backends, and whether every backend is within the bound. */
+  deviation?: { worst: number; withinBound: boolean };
+  history?: { slots: number; released: number };
+  note?: string;
+}
+
+async function runSequence(lab: Lab, mode: Mode, sizes: Sizes, ctx: BenchContext, invariants: Invariant[]): Promise<SeqStep[]> {
+  const sc = mode === "second-chance";
+  const made = lab.made.find((m) => m.mode === mode)!;
+  const [four, added] = [lab.pool.slice(0, 4), lab.pool.slice(0, 7)];
+  const heavy = lab.pool[2];
+  const t0 = Date.now();
+  const log = (line: string) => ctx.log(`[${mode} sequence] ${((Date.now() - t0) / 1000).toFixed(1)} s: ${line}`);
+  const plain = (bs: LabBackend[]) => bs.map((backend) => ({ backend }));
+  const weighed = plain(added).map((d) => (d.backend === heavy ? { ...d, weight: 3 } : d));
+  // A select group cannot drain (check refuses it without secondChance): there the drain removes the backend.
+  const steps: [SeqKey, Declared[] | undefined][] = [
+    ["add-5", plain(added.slice(0, 5))],
+    ["add-6", plain(added.slice(0, 6))],
+    ["add-7", plain(added)],
+    ["weight", weighed],
+    ["drain", sc ? weighed.map((d) => (d.backend === heavy ? { ...d, state: "draining" as const } : d)) : plain(added.filter((b) => b !== heavy))],
+    ["remove-drained", sc ? plain(added.filter((b) => b !== heavy)) : undefined],
+  ];
+  await apply(lab, mode, plain(four));
+  const live = (lab.live = await openLiveConnections(lab.inv.client.namespace, VIP, VPORT, sizes.connections));
+  for (const c of live.initial) lab.usedPorts.add(c.port);
+  invariants.push({
+    name: `${mode} sequence: all ${sizes.connections} connections opened, over the 4 backends`,
+    ok: live.initial.every((c) => !c.broken) && new Set(live.initial.map((c) => c.backend)).size === 4,
+  });
+  log("created, connections open");
+  let state = live.initial;
+  const out: SeqStep[] = [];
+  for (const [key, declared] of steps) {
+    const wasAlive = new Set(state.filter((c) => !c.broken).map((c) => c.port));
+    if (!declared) {
+      out.push({ step: key, alive: wasAlive.size, brokenStaying: 0, brokenRemoved: 0, note: "n/a: already removed at the drain step" });
+      continue;
+    }
+    const a0 = Date.now();
+    const sent = await apply(lab, mode, declared);
+    await live.round();
+    state = await live.round();
+    const stays = new Set(declared.map((d) => d.backend.name));
+    const broke = state.filter((c) => c.broken && c.broken !== "closed" && wasAlive.has(c.port));
+    const r: SeqStep = {
+      step: key,
+      alive: wasAlive.size,
+      brokenStaying: broke.filter((c) => stays.has(c.backend)).length,
+      brokenRemoved: broke.filter((c) => !stays.has(c.backend)).length,
+      sent,
+    };
+    if (sc) {
+      const size = readSlots(made.lb.outputs.slotTables[KEY]).size;
+      const shares = made.lb.outputs.slotShares[KEY] as Record<string, number>;
+      const slotBackends = declared.map((d) => ({ key: backendKeyOf(lab, d.backend), weight: d.weight ?? 1, state: d.state ?? ("active" as const) }));
+      const off = [...quotas(size, slotBackends)].map(([b, q]) => ({ q, d: Math.abs(Math.round((shares[b] ?? 0) * size) - q) }));
+      r.slotMoves = made.lb.outputs.slotMoves[KEY];
+      r.deviation = { worst: Math.max(...off.map((x) => x.d / x.q)), withinBound: off.every((x) => x.d <= deviationBound(x.q)) };
+      const h = made.lb.outputs.slotHistory[KEY] as { slots: number; released: number };
+      r.history = { slots: h.slots, released: h.released };
+    }
+    out.push(r);
+    log(`${key}: applied in ${Date.now() - a0} ms; ${r.brokenStaying} broken whose backend stays, ${r.brokenRemoved} of the removed one's, of ${r.alive}`);
+  }
+  live.close();
+  lab.live = undefined;
+  if (sc) {
+    invariants.push({
+      name: "second chance sequence (add, add, add, weight, drain, remove the drained, one right after the other): none refused, 0 broken whose backend stays at every step",
+      ok: out.every((x) => x.brokenStaying === 0),
+      detail: out.map((x) => `${x.step} ${x.brokenStaying}`).join("; "),
+    });
+    invariants.push({
+      name: `second chance sequence: every share within 1/${DEVIATION_DIVISOR} of its weighted quota at every step, no history released`,
+      ok: out.every((x) => x.deviation!.withinBound && x.history!.released === 0),
+      detail: out.map((x) => `${x.step} ${(100 * x.deviation!.worst).toFixed(2)}%, ${x.history!.slots} slots with history`).join("; "),
+    });
+  }
+  return out;
+}
+
 // ---------------------------------------------------------------- the report
 
 const pct = (xs: readonly number[], p: number) => {
@@ -966,7 +1089,33 @@ function touchedCell(r: StepResult, mode: Mode, n: number): string {
   return `the whole group: ${n} buckets, ids 0..${n - 1}`;
 }
 
-function markdownOf(results: readonly ModeResult[], sizes: Sizes, machine: Record<string, string>): string {
+function sequenceMarkdown(seq: Partial<Record<Mode, SeqStep[]>>, sizes: Sizes): string[] {
+  const modes = SEQ_MODES.filter((m) => seq[m]);
+  const cell = (m: Mode, k: SeqKey) => {
+    const r = seq[m]!.find((x) => x.step === k)!;
+    if (r.note) return r.note;
+    const gw = r.sent?.gw1;
+    const moves = r.slotMoves
+      ? `; ${fmtInt(r.slotMoves.moved)} slots moved (fewest ${fmtInt(r.slotMoves.minimum)}), worst share ${(100 * r.deviation!.worst).toFixed(2)}% off`
+      : "";
+    const removed = r.brokenRemoved ? ` (+${r.brokenRemoved} of the removed one's)` : "";
+    return `**${r.brokenStaying}** of ${r.alive}${removed}${moves}; ${gw ? `${fmtInt(gw.messages)} msg, ${fmtInt(gw.bytes)} B` : ""}`;
+  };
+  return [
+    `### Scaling out one change after another (${sizes.connections} long-lived connections, no wait between changes)`,
+    "",
+    `| Change | ${modes.map((m) => MODE_LABEL[m]).join(" | ")} |`,
+    `| --- | ${modes.map(() => "---").join(" | ")} |`,
+    ...(Object.keys(SEQ_LABEL) as SeqKey[]).map((k) => `| ${SEQ_LABEL[k]} | ${modes.map((m) => cell(m, k)).join(" | ")} |`),
+    "",
+    "Each cell: connections broken by the change whose backend is still declared after it, of those working before it; what gw1 was sent (gw2 the same). " +
+      `Second chance: history is live for the whole sequence (holdSeconds default); a new backend's slots come from slots with no live history, and a surplus slot with history goes back to its previous owner (never to a third), so shares stay within 1/${DEVIATION_DIVISOR} of each quota. ` +
+      "Stateless: a select group cannot drain, so the drain removes the backend.",
+    "",
+  ];
+}
+
+function markdownOf(results: readonly ModeResult[], sizes: Sizes, machine: Record<string, string>, seq: Partial<Record<Mode, SeqStep[]>> = {}): string {
   const by = Object.fromEntries(results.map((r) => [r.mode, r])) as Record<Mode, ModeResult>;
   const stepOf = (m: Mode, k: StepKey) => by[m].steps.find((s) => s.step === k)!;
   const nAfter: Record<StepKey, number> = { add: 5, drain: 4, "remove-drained": 4, remove: 3 };
@@ -1013,6 +1162,7 @@ function markdownOf(results: readonly ModeResult[], sizes: Sizes, machine: Recor
       "",
     );
   }
+  lines.push(...sequenceMarkdown(seq, sizes));
   lines.push(
     "### What one backend change sends, per gateway",
     "",
@@ -1051,14 +1201,15 @@ function markdownOf(results: readonly ModeResult[], sizes: Sizes, machine: Recor
 export const secondChanceBenchmark: Benchmark = {
   name: "second-chance",
   description:
-    "issue 10: connections broken per add/drain/remove (second chance vs stateless ovslb vs OVN-style rebuild), the handed-on path's latency, what a change sends",
+    "issues 10 and 24: connections broken per add/drain/remove (second chance vs stateless ovslb vs OVN-style rebuild) and over a sequence of changes one right after the other (second chance vs stateless), the handed-on path's latency, what a change sends",
   async run(ctx) {
     const sizes = ctx.smoke ? SMOKE : FULL;
     gatewayPorts.clear();
     const inv = loadInventory();
     const lab: Lab = {
       inv,
-      pool: HYPERVISORS.flatMap((h) => inv.backends.filter((b) => b.hypervisor === h).slice(0, h === "hv3" ? 1 : 2)),
+      // The four, the 5th, then the sequence's 6th and 7th.
+      pool: POOL.map((n) => inv.backends.find((b) => b.name === n)!),
       ssh: {},
       segOfport: {},
       portsBefore: {},
@@ -1095,12 +1246,14 @@ export const secondChanceBenchmark: Benchmark = {
       for (const m of MODES) {
         if (interrupted()) throw new Error("interrupted");
         results.push(await runMode(lab, m, sizes, ctx, invariants));
-        const d0 = Date.now();
-        await deleteMode(lab.made.find((x) => x.mode === m)!);
-        await new Promise((r) => setTimeout(r, 500)); // the clients' last FINs
-        const killed = lab.pool.reduce((n, vm) => n + serverSockets(lab, vm, true).length, 0);
-        ctx.log(`[${m}] closed ${killed} server sockets its broken connections left in the VMs`);
-        ctx.log(`[${m}] deleted in ${Date.now() - d0} ms`);
+        await endMode(lab, m, ctx, `[${m}]`);
+      }
+
+      const sequence: Partial<Record<Mode, SeqStep[]>> = {};
+      for (const m of SEQ_MODES) {
+        if (interrupted()) throw new Error("interrupted");
+        sequence[m] = await runSequence(lab, m, sizes, ctx, invariants);
+        await endMode(lab, m, ctx, `[${m} sequence]`);
       }
 
       const failed = await teardown(lab);
@@ -1129,8 +1282,9 @@ export const secondChanceBenchmark: Benchmark = {
         backends: lab.pool.map((b) => ({ name: b.name, address: b.address, hypervisor: b.hypervisor })),
         latencySummary: summary,
         results,
+        sequence,
       };
-      return { name: "second-chance", markdown: markdownOf(results, sizes, machine), data, invariants } satisfies BenchReport;
+      return { name: "second-chance", markdown: markdownOf(results, sizes, machine, sequence), data, invariants } satisfies BenchReport;
     });
   },
 };

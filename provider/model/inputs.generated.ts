@@ -296,7 +296,11 @@ export interface DeferredNatSecondChance {
    */
   slots?: 1024 | 2048 | 4096 | 8192 | 16384 | 32768 | 65536;
   /**
-   * forget every previous owner before this update plans its moves (the connections that still depended on them break); needed when a change must move slots whose previous owner may still hold connections; default false
+   * seconds, 0 to 604800 (a week), that a moved slot's previous owner keeps its second chance: the first update after that releases the history by itself; default 3600 (ten times the usual idle timeouts and deregistration delays, 60-350 s). While history is live a slot moves only back to its previous owner, and a share may be off its weight by up to 1/16
+   */
+  holdSeconds?: number;
+  /**
+   * let this update release the live history it needs to (only the slots a change refused without it needs; the connections that still depended on those previous owners break); default false
    */
   release?: boolean;
 }

@@ -65,6 +65,20 @@ export interface DeferredNatLoadBalancerOutputs {
     };
   };
   /**
+   * secondChance: each VIP's backends whose share of slots is not their weighted share ("address:port" -> share minus weighted share, as a fraction of all slots; none when the shares are exact): slots that cannot move while their history is live, within the bound (1/16 of each weighted share), until the history expires
+   */
+  slotDeviation?: {
+    [k: string]: {
+      [k: string]: number;
+    };
+  };
+  /**
+   * secondChance: per VIP, the slots whose previous owner may still hold connections, and when the last of that history expires
+   */
+  slotHistory?: {
+    [k: string]: SlotHistory;
+  };
+  /**
    * secondChance: per VIP, the slots the last change moved and the fewest it could have
    */
   slotMoves?: {
@@ -197,6 +211,31 @@ export interface RecordedSlotTable {
    * each slot's previous owner
    */
   previous: string;
+  /**
+   * the times (Unix seconds) of the moves whose history is live, in the order movedAt's indexes name them (absent in state recorded before ovslb recorded times: its previous owners count as moved at the first update that sees them)
+   */
+  moveTimes?: number[];
+  /**
+   * each slot's move time, packed like owner as an index into moveTimes (0xffff where the slot has no previous owner)
+   */
+  movedAt?: string;
+}
+/**
+ * secondChance: a VIP's live history
+ */
+export interface SlotHistory {
+  /**
+   * slots whose previous owner may still hold connections (moved within secondChance.holdSeconds)
+   */
+  slots: number;
+  /**
+   * when the last of that history expires (ISO 8601, UTC); absent when there is none
+   */
+  expires?: string;
+  /**
+   * slots whose live previous owner the last change released (secondChance.release, or a drained slot whose previous owner drains too): their connections on that owner had no second chance
+   */
+  released: number;
 }
 /**
  * secondChance: the slots a VIP's last change moved and the fewest it could have

@@ -56,6 +56,14 @@ export interface DeferredNatLoadBalancerOutputProperties {
    */
   readonly slotShares: pulumi.Output<DeferredNatLoadBalancerOutputs["slotShares"]>;
   /**
+   * secondChance: each VIP's backends whose share of slots is not their weighted share ("address:port" -> share minus weighted share, as a fraction of all slots; none when the shares are exact): slots that cannot move while their history is live, within the bound (1/16 of each weighted share), until the history expires
+   */
+  readonly slotDeviation: pulumi.Output<DeferredNatLoadBalancerOutputs["slotDeviation"]>;
+  /**
+   * secondChance: per VIP, the slots whose previous owner may still hold connections, and when the last of that history expires
+   */
+  readonly slotHistory: pulumi.Output<DeferredNatLoadBalancerOutputs["slotHistory"]>;
+  /**
    * secondChance: per VIP, the slots the last change moved and the fewest it could have
    */
   readonly slotMoves: pulumi.Output<DeferredNatLoadBalancerOutputs["slotMoves"]>;
@@ -87,7 +95,7 @@ export interface DeferredNatLoadBalancerOutputProperties {
 /**
  * The names of DeferredNatLoadBalancer's outputs, as declared in schema/deferred-nat-load-balancer.json.
  */
-export const DEFERRED_NAT_LOAD_BALANCER_OUTPUTS = ["groupIds", "bucketIds", "cookie", "lastApply", "drift", "driftFindings", "ovsVersions", "greKey", "slotTables", "slotShares", "slotMoves", "bfdKey", "health", "stale", "gatewayPorts", "gatewayFlows", "lastRead"] as const;
+export const DEFERRED_NAT_LOAD_BALANCER_OUTPUTS = ["groupIds", "bucketIds", "cookie", "lastApply", "drift", "driftFindings", "ovsVersions", "greKey", "slotTables", "slotShares", "slotDeviation", "slotHistory", "slotMoves", "bfdKey", "health", "stale", "gatewayPorts", "gatewayFlows", "lastRead"] as const;
 
 /**
  * The outputs of a DistributorAttachment resource, as Pulumi outputs (schema/distributor-attachment.json, "x-outputs"). What DistributorAttachment records besides its inputs: names and ids on the device, sticky across updates.

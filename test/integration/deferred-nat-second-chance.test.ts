@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { readSlots } from "../../provider/resources/deferred-nat-load-balancer/slots";
+import { deviationBound, quotas, readSlots } from "../../provider/resources/deferred-nat-load-balancer/slots";
 import {
   HANDED_DROP_PRIORITY,
   HANDED_ON_PRIORITY,
@@ -30,7 +30,7 @@ const VIP = "10.0.0.196";
 const NAME = "sc-web";
 const TUPLES = 2000;
 const HVS = ["hv1", "hv2", "hv3"];
-type Declared = { backend: LabBackend; state?: "active" | "draining" };
+type Declared = { backend: LabBackend; state?: "active" | "draining"; weight?: number };
 
 let inv: LabInventory;
 let pool: LabBackend[];
@@ -44,7 +44,7 @@ const underlay = (host: string) => inv.hosts[host].underlay!.address;
 const vipOf = (backends: LabBackend[]) => [{ address: VIP, port: 80, protocol: "tcp" as const, backends }];
 
 function lbInputs(declared: Declared[]) {
-  const backends = declared.map((d) => ({ ...labBackend(inv, d.backend), ...(d.state ? { state: d.state } : {}) }));
+  const backends = declared.map((d) => ({ ...labBackend(inv, d.backend), ...(d.state ? { state: d.state } : {}), ...(d.weight ? { weight: d.weight } : {}) }));
   const base = labLoadBalancer(inv, NAME, [{ address: VIP, port: 80, protocol: "tcp", backends }], { delivery: "gre", secondChance: {} });
   return {
     ...base,
@@ -288,6 +288,57 @@ describe("second chance: backend changes break no established connection", () =>
     // Delivered, the backend's TCP clears the stale socket with the client; the same 5-tuple, the same backend.
     expect(connectFrom(port, "close")).toBe(first);
     await waitUntil(() => stale() === "", { what: `${first}'s socket of client port ${port} to close` });
+  });
+});
+
+describe("second chance: scaling out one change after another, with history live", () => {
+  const by = (name: string) => inv.backends.find((b) => b.name === name)!;
+  const key = (b: LabBackend) => `${b.address}:${inv.backendPort}`;
+
+  it("add, add, add, a weight change, a drain, remove the drained, each right after the other: none refused, none of 60 long-lived connections whose backend stays breaks at any step, shares within the bound at every step", async () => {
+    // A fresh load balancer: the history the tests above left goes with it.
+    live?.close();
+    await lb.delete();
+    lb.id = "";
+    const original = ["hv1-vm1", "hv1-vm2", "hv2-vm1", "hv2-vm2"].map((n) => ({ backend: by(n) }));
+    const added = [...original, ...["hv3-vm1", "hv3-vm2", "hv1-vm3"].map((n) => ({ backend: by(n) }))];
+    const heavy = by("hv2-vm1");
+    const weighed = added.map((d) => (d.backend === heavy ? { ...d, weight: 3 } : d));
+    const steps: [string, Declared[]][] = [
+      ["add hv3-vm1", added.slice(0, 5)],
+      ["add hv3-vm2", added.slice(0, 6)],
+      ["add hv1-vm3", added],
+      ["weight 3 on hv2-vm1", weighed],
+      ["drain hv2-vm1", weighed.map((d) => (d.backend === heavy ? { ...d, state: "draining" as const } : d))],
+      ["remove hv2-vm1", added.filter((d) => d.backend !== heavy)],
+    ];
+    await apply(original);
+    live = await openLiveConnections(inv.client.namespace, VIP, 80, 60);
+    expect(live.initial.filter((c) => c.broken)).toEqual([]);
+    expect(new Set(live.initial.map((c) => c.backend))).toEqual(new Set(original.map((d) => d.backend.name)));
+    const onHeavy = live.initial.filter((c) => c.backend === heavy.name).length;
+    const report: string[] = [];
+    for (const [step, declared] of steps) {
+      await apply(declared);
+      const stays = new Set(declared.map((d) => d.backend.name));
+      const broken = brokenOf(await live.round());
+      expect([step, broken.filter((c) => stays.has(c.backend))]).toEqual([step, []]);
+      // The shares: each active backend within the bound of its quota, the deviation reported as it is; no history released.
+      const size = readSlots(lb.outputs.slotTables[`tcp:${VIP}:80`]).size;
+      const slotBackends = declared.map((d) => ({ key: key(d.backend), weight: d.weight ?? 1, state: d.state ?? ("active" as const) }));
+      for (const [b, quota] of quotas(size, slotBackends)) {
+        const have = Math.round((lb.outputs.slotShares[`tcp:${VIP}:80`][b] ?? 0) * size);
+        expect([step, b, Math.abs(have - quota) <= deviationBound(quota)]).toEqual([step, b, true]);
+        expect([step, b, Math.round((lb.outputs.slotDeviation[`tcp:${VIP}:80`][b] ?? 0) * size)]).toEqual([step, b, have - quota]);
+      }
+      const history = lb.outputs.slotHistory[`tcp:${VIP}:80`];
+      expect([step, history.released, history.slots > 0]).toEqual([step, 0, true]);
+      const moves = lb.outputs.slotMoves[`tcp:${VIP}:80`];
+      report.push(`${step}: ${moves.moved} slots moved (fewest ${moves.minimum}), ${broken.length} broken`);
+    }
+    // Only the removed backend's connections may end: it left while they were open.
+    expect(brokenOf(await live.round()).every((c) => c.backend === heavy.name)).toBe(true);
+    console.log(`second chance sequence, 60 connections (${onHeavy} on hv2-vm1): ${report.join("; ")}`);
   });
 });
 

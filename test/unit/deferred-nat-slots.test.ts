@@ -1,6 +1,8 @@
 import { describe, expect, it } from "vitest";
 import {
+  DEFAULT_HOLD_SECONDS,
   NONE,
+  deviationBound,
   planSlots,
   quotas,
   readSlots,
@@ -77,15 +79,6 @@ describe("planSlots", () => {
     expect(back.unsafe).toBe(0);
   });
 
-  it("counts moves that would take a second chance away (a slot moved again while its previous owner may still hold connections); release forgets them first", () => {
-    const added = planSlots(VIP, [...four, be("e")], base).table;
-    // f takes from e's surplus: every slot e has depends on a previous owner.
-    const next = planSlots(VIP, [...four, be("e"), be("f")], added);
-    expect(next.unsafe).toBeGreaterThan(0);
-    expect(next.moved).toBe(next.minimum);
-    expect(planSlots(VIP, [...four, be("e"), be("f")], added, { release: true }).unsafe).toBe(0);
-  });
-
   it("keeps shares proportional to weight within 1% of each share", () => {
     const t = planSlots(VIP, [be("a", { weight: 1 }), be("b", { weight: 2 }), be("c", { weight: 3 })], undefined).table;
     const s = shares(t);
@@ -110,11 +103,155 @@ describe("planSlots", () => {
   });
 
   it("records owners and previous owners as base64 of big-endian 16-bit backend indexes, 0xffff for none", () => {
-    const table: SlotTable = { size: 4, backends: ["a", "b"], owner: [0, 1, NONE, 0], previous: [NONE, NONE, 1, NONE] };
-    // owner 0000 0001 ffff 0000, previous ffff ffff 0001 ffff
-    const recorded = { size: 4, backends: ["a", "b"], owner: "AAAAAf//AAA=", previous: "/////wAB//8=" };
+    const table: SlotTable = {
+      size: 4,
+      backends: ["a", "b"],
+      owner: [0, 1, NONE, 0],
+      previous: [NONE, NONE, 1, NONE],
+      movedAt: [NONE, NONE, 1_700_000_000, NONE],
+    };
+    // owner 0000 0001 ffff 0000, previous ffff ffff 0001 ffff, movedAt ffff ffff 0000 ffff (index 0 of moveTimes)
+    const recorded = { size: 4, backends: ["a", "b"], owner: "AAAAAf//AAA=", previous: "/////wAB//8=", moveTimes: [1_700_000_000], movedAt: "/////wAA//8=" };
     expect(recordSlots(table)).toEqual(recorded);
     expect(readSlots(recorded)).toEqual(table);
     expect(() => readSlots({ ...recorded, size: 5 })).toThrow(/a recorded slot table of 5 slots has 4/);
+  });
+});
+
+/** History that expires by itself: scale out one change after another with history live. */
+
+const T0 = 1_800_000_000;
+const HOLD = DEFAULT_HOLD_SECONDS;
+const keys = (...ks: string[]) => ks.map((k) => be(k));
+
+/** Every backend still declared that may hold connections of a slot before the change still does after it: none loses its second chance. */
+function expectNoneLost(before: SlotTable, after: SlotTable, declared: readonly SlotBackend[]) {
+  const still = new Set(declared.map((b) => b.key));
+  for (let s = 0; s < after.size; s++) {
+    const was = before.size === after.size ? s : s % before.size;
+    const holders = [ownerKey(before, was), previousKey(before, was)].filter((k) => k !== undefined && still.has(k));
+    const now = [ownerKey(after, s), previousKey(after, s)];
+    for (const h of holders) expect(now, `slot ${s}`).toContain(h);
+  }
+}
+
+/** Every active backend's slots are within the bound of its quota, and the plan's deviation says exactly how far. */
+function expectWithinBound(plan: ReturnType<typeof planSlots>, backends: readonly SlotBackend[]) {
+  const q = quotas(plan.table.size, backends);
+  const have = shares(plan.table);
+  const off = new Map<string, number>();
+  for (const [key, n] of q) {
+    const d = (have.get(key) ?? 0) - n;
+    expect(Math.abs(d), key).toBeLessThanOrEqual(deviationBound(n));
+    if (d !== 0) off.set(key, d);
+  }
+  expect(plan.deviation).toEqual(off);
+}
+
+describe("planSlots with history that expires", () => {
+  const start = planSlots(VIP, keys("a", "b", "c", "d"), undefined, { now: T0 }).table;
+  const steps: [string, SlotBackend[]][] = [
+    ["add e", keys("a", "b", "c", "d", "e")],
+    ["add f", keys("a", "b", "c", "d", "e", "f")],
+    ["add g", keys("a", "b", "c", "d", "e", "f", "g")],
+    ["weight 3 on a", [be("a", { weight: 3 }), ...keys("b", "c", "d", "e", "f", "g")]],
+    ["drain a", [be("a", { weight: 3, state: "draining" }), ...keys("b", "c", "d", "e", "f", "g")]],
+    ["remove a", keys("b", "c", "d", "e", "f", "g")],
+  ];
+
+  it("add, add, add, weight change, drain, remove the drained, 10 s apart: none refused, no slot moved to a third owner while its previous owner is live, shares within the bound at every step", () => {
+    let t = start;
+    steps.forEach(([what, backends], i) => {
+      const plan = planSlots(VIP, backends, t, { now: T0 + 10 * (i + 1) });
+      expect([what, plan.unsafe, plan.released]).toEqual([what, 0, 0]);
+      expectNoneLost(t, plan.table, backends);
+      expectWithinBound(plan, backends);
+      // A new backend's slots all come from slots with no live history: each names one previous owner, moved now.
+      if (what.startsWith("add")) {
+        const added = what.slice(4);
+        for (let s = 0; s < plan.table.size; s++) {
+          if (ownerKey(plan.table, s) !== added) continue;
+          expect(previousKey(t, s)).toBeUndefined();
+          expect(plan.table.movedAt[s]).toBe(T0 + 10 * (i + 1));
+        }
+      }
+      expect(plan.history.slots).toBeGreaterThan(0);
+      t = plan.table;
+    });
+    // holdSeconds after the last move the history is gone by itself, and nothing needs to move.
+    const last = steps[steps.length - 1][1];
+    const later = planSlots(VIP, last, t, { now: T0 + 50 + HOLD });
+    expect([later.moved, later.history, later.deviation.size]).toEqual([0, { slots: 0 }, 0]);
+    expect(later.table.previous.every((p) => p === NONE)).toBe(true);
+  });
+
+  // After add e and drain a, e holds slots whose previous owner a drains: they cannot move until that history expires.
+  const added = planSlots(VIP, keys("a", "b", "c", "d", "e"), start, { now: T0 + 10 }).table;
+  const drained = planSlots(VIP, [be("a", { state: "draining" }), ...keys("b", "c", "d", "e")], added, { now: T0 + 20 }).table;
+  const heavier = (w: number) => [be("a", { state: "draining" }), ...["b", "c", "d"].map((k) => be(k, { weight: w })), be("e")];
+  const stuck = (t: SlotTable) => t.owner.filter((o, s) => t.backends[o] === "e" && previousKey(t, s) === "a").length;
+
+  it("a slot that cannot move while its history is live leaves the shares off by at most the bound, reported; holdSeconds later the next update converges them exactly", () => {
+    expect(stuck(drained)).toBeGreaterThan(0);
+    const plan = planSlots(VIP, heavier(3), drained, { now: T0 + 30 });
+    expect(plan.unsafe).toBe(0);
+    expect(plan.deviation.size).toBeGreaterThan(0);
+    expectWithinBound(plan, heavier(3));
+    expectNoneLost(drained, plan.table, heavier(3));
+    // The history of the slots e holds from a (moved at T0 + 10 and T0 + 20) expires first; the plan's own moves at T0 + 30.
+    expect(plan.history.expires).toBe(T0 + 30 + HOLD);
+    const before = planSlots(VIP, heavier(3), plan.table, { now: T0 + 10 + HOLD - 1 });
+    expect(before.deviation).toEqual(plan.deviation);
+    const converged = planSlots(VIP, heavier(3), plan.table, { now: T0 + 20 + HOLD });
+    expect(converged.deviation).toEqual(new Map());
+    expect([converged.unsafe, converged.released]).toEqual([0, 0]);
+  });
+
+  it("a change that needs live history released beyond the bound is refused (unsafe); release lets go of just those slots' history and keeps the rest", () => {
+    const refused = planSlots(VIP, heavier(4), drained, { now: T0 + 30 });
+    expect(refused.unsafe).toBeGreaterThan(0);
+    const plan = planSlots(VIP, heavier(4), drained, { now: T0 + 30, release: true });
+    expect([plan.unsafe, plan.deviation]).toEqual([0, new Map()]);
+    expect(plan.released).toBe(refused.unsafe);
+    // Lost: exactly `released` slots, each one e held with a as previous owner; every other holder kept.
+    let lost = 0;
+    for (let s = 0; s < plan.table.size; s++) {
+      const was = s % drained.size;
+      const holders = [ownerKey(drained, was), previousKey(drained, was)].filter((k) => k !== undefined);
+      const now = [ownerKey(plan.table, s), previousKey(plan.table, s)];
+      if (holders.every((h) => now.includes(h))) continue;
+      lost++;
+      expect([ownerKey(drained, was), previousKey(drained, was)]).toEqual(["e", "a"]);
+    }
+    expect(lost).toBe(plan.released);
+    expect(plan.history.slots).toBeGreaterThan(0);
+  });
+
+  it("a drain is never refused: a slot whose owner and previous owner both drain keeps the owner's connections and counts the previous owner's as released", () => {
+    const plan = planSlots(VIP, [be("a", { state: "draining" }), ...keys("b", "c", "d"), be("e", { state: "draining" })], added, { now: T0 + 20 });
+    expect(plan.unsafe).toBe(0);
+    const both = added.owner.filter((o, s) => added.backends[o] === "e" && previousKey(added, s) === "a").length;
+    expect(plan.released).toBe(both);
+    expectWithinBound(plan, [be("a", { state: "draining" }), ...keys("b", "c", "d"), be("e", { state: "draining" })]);
+  });
+
+  it("old state without times loads: its history counts as moved at the first update that sees it, and expires holdSeconds after that", () => {
+    const { moveTimes: _t, movedAt: _m, ...old } = recordSlots(added);
+    const read = readSlots(old);
+    expect(read.movedAt.every((x) => x === NONE)).toBe(true);
+    expect(read.previous.filter((p) => p !== NONE)).toHaveLength(204);
+    const T1 = T0 + 100_000;
+    const next = planSlots(VIP, keys("a", "b", "c", "d", "e", "f"), read, { now: T1 });
+    expect([next.unsafe, next.released]).toEqual([0, 0]);
+    expectNoneLost(read, next.table, keys("a", "b", "c", "d", "e", "f"));
+    expect(next.history.expires).toBe(T1 + HOLD);
+    expect(planSlots(VIP, keys("a", "b", "c", "d", "e", "f"), next.table, { now: T1 + HOLD - 1 }).history.slots).toBe(next.history.slots);
+    expect(planSlots(VIP, keys("a", "b", "c", "d", "e", "f"), next.table, { now: T1 + HOLD }).history).toEqual({ slots: 0 });
+  });
+
+  it("holdSeconds 0: history never outlives its change", () => {
+    const plan = planSlots(VIP, keys("a", "b", "c", "d", "e", "f"), added, { now: T0 + 10, holdSeconds: 0 });
+    expect(plan.moved).toBe(plan.minimum);
+    expect(planSlots(VIP, keys("a", "b", "c", "d", "e", "f"), plan.table, { now: T0 + 10, holdSeconds: 0 }).history).toEqual({ slots: 0 });
   });
 });

@@ -48,6 +48,8 @@ const ADDED_SINCE_FIXTURES: Record<FixtureKind, string[]> = {
     "greKey",
     "slotTables",
     "slotShares",
+    "slotDeviation",
+    "slotHistory",
     "slotMoves",
     "bfdKey",
     "health",

@@ -200,22 +200,43 @@ describe("secondChance on the hypervisors", () => {
 });
 
 describe("secondChance refusals that need the recorded table", () => {
-  it("update refuses, before touching any host, a change that would move slots whose previous owners may still hold connections, naming the VIP; release lets it through to the hosts", async () => {
+  it("update takes a 6th backend right after a 5th to the hosts; it refuses, before touching any host, a change whose shares live history would keep off by more than the bound, naming the VIP and when the history expires; release lets it through", async () => {
     // 192.0.2.1 is this machine's documentation range: any connection attempt would fail differently (and slowly).
     const unreachable = (i: DeferredNatLoadBalancerInputs) => ({
       ...i,
       gateways: i.gateways.map((g) => ({ ...g, host: { connection: { ...conn("192.0.2.1"), connectTimeoutMs: 1000 } } })),
     });
-    const added = intent(lb([...four, backend(5, "hv3")]), recordAllSlots(intent(lb(four)).slots.tables));
-    const olds = { ...unreachable(lb([...four, backend(5, "hv3")])), slotTables: recordAllSlots(added.slots.tables), groupIds: {}, bucketIds: {} };
-    const news = unreachable(lb([...four, backend(5, "hv3"), backend(6, "hv3")]));
+    const five = [...four, backend(5, "hv3")];
+    const added = intent(lb(five), recordAllSlots(intent(lb(four)).slots.tables));
+    const olds = (i: DeferredNatLoadBalancerInputs, tables: ReturnType<typeof recordAllSlots>) => ({
+      ...unreachable(i),
+      slotTables: tables,
+      groupIds: {},
+      bucketIds: {},
+    });
+    const sixth = unreachable(lb([...five, backend(6, "hv3")]));
+    await expect(
+      handle("DeferredNatLoadBalancer", "update", ["deferred-nat/sc", olds(lb(five), recordAllSlots(added.slots.tables)), sixth]),
+    ).rejects.not.toThrow(/secondChance: this change/);
+    // Drain one, then weigh the others 4: the 5th holds slots whose previous owner drains, more than its new quota allows.
+    const draining = [backend(1, "hv1", { state: "draining" }), ...five.slice(1)];
+    const drained = intent(lb(draining), recordAllSlots(added.slots.tables));
+    const news = unreachable(lb(draining.map((b, i) => (i > 0 && i < 4 ? { ...b, weight: 4 } : b))));
+    const recorded = olds(lb(draining), recordAllSlots(drained.slots.tables));
     const started = Date.now();
-    await expect(handle("DeferredNatLoadBalancer", "update", ["deferred-nat/sc", olds, news])).rejects.toThrow(
-      /secondChance: this change must move slots that moved in an earlier change.*tcp:10\.0\.0\.196:80 \(\d+ slots\).*secondChance\.release: true/,
+    await expect(handle("DeferredNatLoadBalancer", "update", ["deferred-nat/sc", recorded, news])).rejects.toThrow(
+      /secondChance: this change would leave shares off their weights by more than 1\/16.*tcp:10\.0\.0\.196:80 \(\d+ slots, history live until \d{4}-\d\d-\d\dT.*secondChance\.release: true to release the history of just those slots/,
     );
     expect(Date.now() - started).toBeLessThan(500);
     const released = { ...news, secondChance: { release: true } };
-    await expect(handle("DeferredNatLoadBalancer", "update", ["deferred-nat/sc", olds, released])).rejects.not.toThrow(/secondChance: this change/);
+    await expect(handle("DeferredNatLoadBalancer", "update", ["deferred-nat/sc", recorded, released])).rejects.not.toThrow(/secondChance: this change/);
+  });
+
+  it("check refuses a holdSeconds below 0 or over a week, naming it", async () => {
+    for (const holdSeconds of [-1, 604801]) {
+      const { failures } = await check("DeferredNatLoadBalancer", {}, lb(four, { secondChance: { holdSeconds } }));
+      expect(failures).toContainEqual({ property: "secondChance.holdSeconds", reason: expect.stringMatching(/^must be seconds, 0 to 604800/) });
+    }
   });
 
   it("check takes a VIP of more than 1,000 buckets' worth of backends, and refuses weights the slot table cannot share out", async () => {

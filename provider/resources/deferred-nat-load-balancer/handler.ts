@@ -16,7 +16,7 @@ import { applyNorthbound, deleteNorthbound, preflightNorthbound, readNorthbound,
 import { assessHealth, monitorsToMarkOffline, type BfdView } from "./health";
 import { markOffline, readSouthbound, withSouthbound } from "./southbound";
 import { SLOT_TABLE, planAllSlots, recordAllSlots, unsafeMovesError, type SlotPlans } from "./second-chance";
-import { readSlots, shares } from "./slots";
+import { readSlots, shares, type SlotTable } from "./slots";
 import { ensureTunnels, removeStaleTunnels, workingTunnels } from "./tunnels";
 import { idsOf, planGatewayScoped, recordPorts, samePorts, scopedIds, scopedRead, updateScope, type UpdateScope } from "./scope";
 import {
@@ -133,11 +133,18 @@ async function readScoped(
   return undefined;
 }
 
-function slotOutputs(slots: SlotPlans): Pick<DeferredNatState, "slotTables" | "slotShares" | "slotMoves"> {
-  const slotShares = Object.fromEntries(
-    Object.entries(slots.tables).map(([vip, t]) => [vip, Object.fromEntries([...shares(t)].map(([b, n]) => [b, n / t.size]))]),
-  );
-  return { slotTables: recordAllSlots(slots.tables), slotShares, slotMoves: slots.moves };
+function slotOutputs(slots: SlotPlans): Pick<DeferredNatState, "slotTables" | "slotShares" | "slotDeviation" | "slotHistory" | "slotMoves"> {
+  const perVip = <T>(f: (vip: string, t: SlotTable) => T) => Object.fromEntries(Object.entries(slots.tables).map(([vip, t]) => [vip, f(vip, t)]));
+  return {
+    slotTables: recordAllSlots(slots.tables),
+    slotShares: perVip((_, t) => Object.fromEntries([...shares(t)].map(([b, n]) => [b, n / t.size]))),
+    slotDeviation: perVip((vip, t) => Object.fromEntries([...slots.deviation[vip]].map(([b, n]) => [b, n / t.size]))),
+    slotHistory: perVip((vip) => {
+      const h = slots.history[vip];
+      return { slots: h.slots, released: h.released, ...(h.expires !== undefined ? { expires: new Date(h.expires * 1000).toISOString() } : {}) };
+    }),
+    slotMoves: slots.moves,
+  };
 }
 
 /**

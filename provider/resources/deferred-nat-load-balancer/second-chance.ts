@@ -2,7 +2,19 @@ import type { DeferredNatDefaulted as Inputs } from "./plan";
 import type { DeferredNatVip } from "../../model/inputs.generated";
 import type { CheckFailure } from "../../model/validate";
 import { ipv4Number, type Flow, type MultipathFields } from "../../openflow";
-import { MAX_SLOTS, NONE, planSlots, readSlots, recordSlots, slotCount, type RecordedSlotTable, type SlotTable } from "./slots";
+import {
+  DEFAULT_HOLD_SECONDS,
+  DEVIATION_DIVISOR,
+  MAX_SLOTS,
+  NONE,
+  planSlots,
+  readSlots,
+  recordSlots,
+  slotCount,
+  type RecordedSlotTable,
+  type SlotPlan,
+  type SlotTable,
+} from "./slots";
 import { backendKey, vipKey } from "./ids";
 
 /**
@@ -86,38 +98,53 @@ export function checkSecondChance(inputs: Inputs): CheckFailure[] {
   return failures;
 }
 
-/** What planning every VIP's table found: the tables, the moves, and moves that would take a second chance away. */
+/** What planning every VIP's table found: the tables, the moves, the deviation and history, and changes that would need history released. */
 export interface SlotPlans {
   tables: Record<string, SlotTable>;
   moves: Record<string, { moved: number; minimum: number }>;
-  unsafe: { vip: string; slots: number }[];
+  /** Per VIP, backend key -> slots over (+) or under (-) its quota, where not 0. */
+  deviation: Record<string, Map<string, number>>;
+  history: Record<string, SlotPlan["history"] & { released: number }>;
+  unsafe: { vip: string; slots: number; expires?: number }[];
 }
 
-export function planAllSlots(inputs: Inputs, recorded: Readonly<Record<string, RecordedSlotTable>> | undefined): SlotPlans {
-  const plans: SlotPlans = { tables: {}, moves: {}, unsafe: [] };
+/** Every VIP's table, planned at `now` (Unix seconds). */
+export function planAllSlots(
+  inputs: Inputs,
+  recorded: Readonly<Record<string, RecordedSlotTable>> | undefined,
+  now = Math.floor(Date.now() / 1000),
+): SlotPlans {
+  const plans: SlotPlans = { tables: {}, moves: {}, deviation: {}, history: {}, unsafe: [] };
+  const sc = inputs.secondChance;
   for (const vip of inputs.vips) {
     const key = vipKey(vip);
     const before = recorded?.[key] ? readSlots(recorded[key]) : undefined;
     const backends = vip.backends.map((b) => ({ key: backendKey(b), weight: b.weight, state: b.state ?? ("active" as const) }));
     const plan = planSlots(key, backends, before, {
-      ...(inputs.secondChance?.slots ? { size: inputs.secondChance.slots } : {}),
-      release: inputs.secondChance?.release ?? false,
+      ...(sc?.slots ? { size: sc.slots } : {}),
+      release: sc?.release ?? false,
+      holdSeconds: sc?.holdSeconds ?? DEFAULT_HOLD_SECONDS,
+      now,
     });
     plans.tables[key] = plan.table;
     plans.moves[key] = { moved: plan.moved, minimum: plan.minimum };
-    if (plan.unsafe > 0) plans.unsafe.push({ vip: key, slots: plan.unsafe });
+    plans.deviation[key] = plan.deviation;
+    plans.history[key] = { ...plan.history, released: plan.released };
+    if (plan.unsafe > 0) plans.unsafe.push({ vip: key, slots: plan.unsafe, ...(plan.history.expires !== undefined ? { expires: plan.history.expires } : {}) });
   }
   return plans;
 }
 
 export const recordAllSlots = (tables: Readonly<Record<string, SlotTable>>) => Object.fromEntries(Object.entries(tables).map(([k, t]) => [k, recordSlots(t)]));
 
-/** The refusal for moves that would take second chances away, naming the way out. */
+/** The refusal for a change whose shares would be off by more than the bound while history is live, naming the ways out. */
 export function unsafeMovesError(unsafe: SlotPlans["unsafe"]): Error {
-  const list = unsafe.map((u) => `${u.vip} (${u.slots} slots)`).join(", ");
+  const list = unsafe
+    .map((u) => `${u.vip} (${u.slots} slots${u.expires !== undefined ? `, history live until ${new Date(u.expires * 1000).toISOString()}` : ""})`)
+    .join(", ");
   return new Error(
-    `secondChance: this change must move slots that moved in an earlier change, while their previous owners may still hold connections: ${list}. ` +
-      "Once the earlier change's connections have ended (or to accept breaking them), apply it with secondChance.release: true",
+    `secondChance: this change would leave shares off their weights by more than 1/${DEVIATION_DIVISOR} of a share, or move slots whose previous owners may still hold connections to a third backend: ${list}. ` +
+      "Apply it once that history has expired (secondChance.holdSeconds after the moves), or with secondChance.release: true to release the history of just those slots (the connections that depended on it break)",
   );
 }
 
