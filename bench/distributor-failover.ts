@@ -9,7 +9,7 @@ import { OpenFlowBridge } from "../provider/transport/openflow-bridge";
 import { traceBuckets } from "../provider/transport/openflow-trace";
 import type { SshSession } from "../provider/transport/ssh";
 import { isAlive, readPid, vswitchdCommand } from "../test/lab/lab";
-import type { LabBackend, LabInventory } from "../test/lab/topology";
+import { rootLinkOf, type LabBackend, type LabInventory } from "../test/lab/topology";
 import { ProviderDriver } from "../test/support/deferred-nat";
 import { inNamespace, labSsh, loadInventory, restartVswitchd, spawnInNamespace, sshTo, amphoraVip } from "../test/support/lab";
 import { openLiveConnections, type LiveConnections } from "../test/support/tcp-clients";
@@ -94,7 +94,7 @@ const GIVE_UP_MS = 10_000;
 const PROBE_PORTS = { from: 1024, to: 32767 };
 const GOAL_MS = 1000;
 /** The edge router's port on the lab's segment bridge (root namespace), where the capture runs. */
-const SEGMENT_PORT_OF_EDGE = "s-edge";
+const SEGMENT_PORT_OF_EDGE = rootLinkOf("s", "edge");
 
 const now = () => performance.timeOrigin + performance.now();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -321,8 +321,8 @@ const ARP_SYSCTLS = ["arp_ignore", "arp_announce"] as const;
 const rundir = (lab: Lab) => lab.inv.hosts[VICTIM].ovsRundir!;
 const vswitchdPid = (lab: Lab) => readPid(`${rundir(lab)}/ovs-vswitchd.pid`);
 const stopped = (pid: number) => /^State:\s+[Tt]/m.test(readFileSync(`/proc/${pid}/status`, "utf8"));
-const setLink = (d: Device, up: boolean) => execFileSync("ip", ["link", "set", `s-${d}`, up ? "up" : "down"]);
-const linkUp = (d: Device) => /^\S+:\s+\S+:\s+<[^>]*\bUP\b/.test(execFileSync("ip", ["-o", "link", "show", `s-${d}`], { encoding: "utf8" }));
+const setLink = (d: Device, up: boolean) => execFileSync("ip", ["link", "set", rootLinkOf("s", d), up ? "up" : "down"]);
+const linkUp = (d: Device) => /^\S+:\s+\S+:\s+<[^>]*\bUP\b/.test(execFileSync("ip", ["-o", "link", "show", rootLinkOf("s", d)], { encoding: "utf8" }));
 const vswitchdRunning = (lab: Lab) => {
   const pid = vswitchdPid(lab);
   return pid !== undefined && isAlive(pid);
@@ -399,7 +399,7 @@ async function leftBehind(lab: Lab): Promise<string[]> {
       if (v !== "0") left.push(`${b.name}: ${k}=${v}`);
     }
   }
-  if (!linkUp(VICTIM)) left.push("s-dist1 is down");
+  if (!linkUp(VICTIM)) left.push(`${rootLinkOf("s", "dist1")} is down`);
   const pid = vswitchdPid(lab);
   if (pid === undefined || !isAlive(pid)) left.push("dist1's ovs-vswitchd is not running");
   else if (stopped(pid)) left.push("dist1's ovs-vswitchd is stopped");

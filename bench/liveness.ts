@@ -12,7 +12,7 @@ import { runChecked } from "../provider/transport/exec";
 import type { SshSession } from "../provider/transport/ssh";
 import { type UnixctlClient, connectVswitchd } from "../provider/transport/unixctl";
 import { isAlive, readPid } from "../test/lab/lab";
-import type { LabBackend, LabInventory } from "../test/lab/topology";
+import { ROUTER_NS, type LabBackend, type LabInventory } from "../test/lab/topology";
 import { ProviderDriver, labBackend, labHypervisorFlows, labLoadBalancer } from "../test/support/deferred-nat";
 import { inNamespace, labSsh, loadInventory, spawnInNamespace } from "../test/support/lab";
 import { waitUntil } from "../test/support/wait";
@@ -201,8 +201,8 @@ const vswitchdPid = (lab: Lab) => {
   return pid;
 };
 const stopped = (pid: number) => /^State:\s+[Tt]/m.test(readFileSync(`/proc/${pid}/status`, "utf8"));
-const setUnderlay = (host: string, up: boolean) => inNamespace("ovslb-rtr", ["ip", "link", "set", `u-${host}`, up ? "up" : "down"]);
-const underlayUp = (host: string) => /state UP|,UP[,>]/.test(inNamespace("ovslb-rtr", ["ip", "-o", "link", "show", `u-${host}`]));
+const setUnderlay = (host: string, up: boolean) => inNamespace(ROUTER_NS, ["ip", "link", "set", `u-${host}`, up ? "up" : "down"]);
+const underlayUp = (host: string) => /state UP|,UP[,>]/.test(inNamespace(ROUTER_NS, ["ip", "-o", "link", "show", `u-${host}`]));
 
 function repair(lab: Lab, fault: FaultKind) {
   if (fault === "underlay") {

@@ -17,12 +17,13 @@
 #      programs through the SDK's program runner: harness, harness-engine,
 #      harness-components), which need the lab and so root.
 #
-# Usage: tools/node-runtime.sh [--node MAJOR|X.Y.Z]... [--sdk SPEC] [--keep] [unit|boundary|all]
+# Usage: tools/node-runtime.sh [--node MAJOR|X.Y.Z]... [--sdk SPEC] [--keep] [unit|boundary|all|fetch]
 #   --node  22 (default), 24, or an exact version; repeat it for several
 #           Nodes on one install and build (CI: --node 22 --node 24)
 #   --sdk   an @pulumi/pulumi version or dist-tag (default: latest)
 #   --keep  keep the scratch copy (its path is printed)
-#   what    unit, boundary or all (default)
+#   what    unit, boundary or all (default); fetch only caches each Node and
+#           prints its bin directory, one per line (.ci/run runs npm test on it)
 # Environment: OVSLB_CACHE_DIR (default /var/cache/ovslb when it is writable,
 # else ${XDG_CACHE_HOME:-~/.cache}/ovslb). With no registry, the newest
 # cached Node of that major is used; the SDK comes from npm's own cache.
@@ -37,13 +38,13 @@ while [ $# -gt 0 ]; do
     --node) node_specs+=("$2"); shift 2 ;;
     --sdk) sdk_spec=$2; shift 2 ;;
     --keep) keep=1; shift ;;
-    unit|boundary|all) what=$1; shift ;;
+    unit|boundary|all|fetch) what=$1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "node-runtime: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 [ "${#node_specs[@]}" -gt 0 ] || node_specs=(22)
-if [ "$what" != unit ] && [ "$(id -u)" != 0 ]; then
+if [ "$what" != unit ] && [ "$what" != fetch ] && [ "$(id -u)" != 0 ]; then
   echo "node-runtime: the engine-boundary tests use the lab and so need root (the unit project alone does not: add 'unit')" >&2
   exit 1
 fi
@@ -117,6 +118,10 @@ for spec in "${node_specs[@]}"; do
   node_dirs+=("$node_dir")
   node_versions+=("$node_version")
 done
+if [ "$what" = fetch ]; then
+  for d in "${node_dirs[@]}"; do echo "$d/bin"; done
+  exit 0
+fi
 
 # --- 2. A scratch copy with that SDK -----------------------------------------
 t=$(date +%s)

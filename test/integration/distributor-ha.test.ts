@@ -7,7 +7,7 @@ import { runChecked } from "../../provider/transport/exec";
 import { OpenFlowBridge } from "../../provider/transport/openflow-bridge";
 import { traceBuckets } from "../../provider/transport/openflow-trace";
 import type { SshSession } from "../../provider/transport/ssh";
-import type { LabBackend, LabInventory } from "../lab/topology";
+import { rootLinkOf, type LabBackend, type LabInventory } from "../lab/topology";
 import { inNamespace, labSsh, loadInventory, lockLab, restartVswitchd, sshTo, amphoraVip } from "../support/lab";
 import { connectAndClose, openLiveConnections, times, type LiveConnections } from "../support/tcp-clients";
 import { waitUntil } from "../support/wait";
@@ -97,7 +97,7 @@ async function forwarded(d: string): Promise<bigint> {
 const edge = () => inv.edgeRouter!.namespace;
 
 /** The device's segment link, cut or restored at the lab's segment bridge (its cable, in the root namespace). */
-const setLink = async (d: string, up: boolean) => void execFileSync("ip", ["link", "set", `s-${d}`, up ? "up" : "down"]);
+const setLink = async (d: string, up: boolean) => void execFileSync("ip", ["link", "set", rootLinkOf("s", d), up ? "up" : "down"]);
 
 beforeAll(async () => {
   inv = loadInventory();

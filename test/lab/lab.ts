@@ -15,7 +15,7 @@ import {
   MGMT_BRIDGE,
   MGMT_CIDR,
   MGMT_GATEWAY,
-  ROOT_LINK_PREFIX,
+  rootLinkOf,
   ROUTER_NS,
   SEGMENT_BRIDGE,
   SEGMENT_CIDR,
@@ -331,7 +331,7 @@ export class Lab {
     this.makeNamespace(ns);
     inNs(ns, ["sysctl", "-q", "-w", "net.ipv4.conf.all.arp_ignore=1"]);
     const address = mgmtAddressOf(plan);
-    this.plugIntoRootBridge(MGMT_BRIDGE, `${ROOT_LINK_PREFIX}m-${plan.name}`, ns, "mgmt0");
+    this.plugIntoRootBridge(MGMT_BRIDGE, rootLinkOf("m", plan.name), ns, "mgmt0");
     inNs(ns, ["ip", "addr", "add", `${address}/24`, "dev", "mgmt0"]);
     inNs(ns, ["ip", "link", "set", "mgmt0", "up"]);
 
@@ -433,7 +433,7 @@ export class Lab {
     inNs(ns, ["ip", "route", "add", "172.16.0.0/16", "via", underlayRouterOf(plan), "dev", "br-phy"]);
 
     // Segment: br-seg with the segment veth and the host's own segment address.
-    this.plugIntoRootBridge(SEGMENT_BRIDGE, `${ROOT_LINK_PREFIX}s-${plan.name}`, ns, "seg0");
+    this.plugIntoRootBridge(SEGMENT_BRIDGE, rootLinkOf("s", plan.name), ns, "seg0");
     inNs(ns, ["ip", "link", "set", "seg0", "up"]);
     nsRun([
       "ovs-vsctl",
@@ -529,7 +529,7 @@ export class Lab {
   private makeClient(hosts: Record<string, LabHost>) {
     const ns = CLIENT.namespace;
     this.makeNamespace(ns);
-    this.plugIntoRootBridge(SEGMENT_BRIDGE, `${ROOT_LINK_PREFIX}s-client`, ns, "eth0");
+    this.plugIntoRootBridge(SEGMENT_BRIDGE, rootLinkOf("s", "client"), ns, "eth0");
     this.configureGuestNic(ns, CLIENT.address, CLIENT.mac);
     // The gateway VIP range is reached through both gateways; hash on L4 so
     // connections spread over them.
@@ -550,7 +550,7 @@ export class Lab {
     const { namespace: ns, segment, underlay } = L3DSR;
     this.makeNamespace(ns);
     inNs(ns, ["sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1", "net.ipv4.ip_forward=1"]);
-    this.plugIntoRootBridge(SEGMENT_BRIDGE, `${ROOT_LINK_PREFIX}s-l3dsr`, ns, segment.port);
+    this.plugIntoRootBridge(SEGMENT_BRIDGE, rootLinkOf("s", "l3dsr"), ns, segment.port);
     inNs(ns, ["ip", "link", "set", segment.port, "address", segment.mac]);
     inNs(ns, ["ip", "addr", "add", `${segment.address}/24`, "dev", segment.port]);
     inNs(ns, ["ip", "link", "set", segment.port, "up"]);
@@ -583,7 +583,7 @@ export class Lab {
   private makeEdgeRouter() {
     const { namespace: ns, port, address, mac } = EDGE_ROUTER;
     this.makeNamespace(ns);
-    this.plugIntoRootBridge(SEGMENT_BRIDGE, `${ROOT_LINK_PREFIX}s-edge`, ns, port);
+    this.plugIntoRootBridge(SEGMENT_BRIDGE, rootLinkOf("s", "edge"), ns, port);
     inNs(ns, ["ip", "link", "set", port, "address", mac]);
     inNs(ns, ["ip", "addr", "add", `${address}/24`, "dev", port]);
     inNs(ns, ["ip", "link", "set", port, "up"]);

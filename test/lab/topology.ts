@@ -48,8 +48,8 @@ export function labInstance(value: string | undefined): "" | "b" {
 }
 
 export const LAB_PREFIX = `ovslb${LAB_INSTANCE}-`;
-/** Links this lab adds to the root namespace start with this (the peers of its namespaces' legs). */
-export const ROOT_LINK_PREFIX = LAB_INSTANCE;
+/** A namespace's leg on the management ("m") or segment ("s") bridge, as the root namespace names its peer: the cable a test cuts. */
+export const rootLinkOf = (network: "m" | "s", name: string) => `${LAB_INSTANCE}${network}-${name}`;
 export const MGMT_BRIDGE = `${LAB_PREFIX}mgmt`;
 export const SEGMENT_BRIDGE = `${LAB_PREFIX}seg`;
 export const ROUTER_NS = `${LAB_PREFIX}rtr`;
