@@ -17,11 +17,13 @@
 #      programs through the SDK's program runner: harness, harness-engine,
 #      harness-components), which need the lab and so root.
 #
-# Usage: tools/node-runtime.sh [--node MAJOR|X.Y.Z]... [--sdk SPEC] [--keep] [unit|boundary|all|fetch]
+# Usage: tools/node-runtime.sh [--node MAJOR|X.Y.Z]... [--sdk SPEC] [--keep] [--boundary-once] [unit|boundary|all|fetch]
 #   --node  22 (default), 24, or an exact version; repeat it for several
 #           Nodes on one install and build (CI: --node 22 --node 24)
 #   --sdk   an @pulumi/pulumi version or dist-tag (default: latest)
 #   --keep  keep the scratch copy (its path is printed)
+#   --boundary-once  the engine-boundary tests on the first Node only (the
+#           unit project on every one): CI's budget
 #   what    unit, boundary or all (default); fetch only caches each Node and
 #           prints its bin directory, one per line (.ci/run runs npm test on it)
 # Environment: OVSLB_CACHE_DIR (default /var/cache/ovslb when it is writable,
@@ -32,12 +34,14 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 node_specs=()
 sdk_spec=latest
 keep=0
+boundary_once=0
 what=all
 while [ $# -gt 0 ]; do
   case $1 in
     --node) node_specs+=("$2"); shift 2 ;;
     --sdk) sdk_spec=$2; shift 2 ;;
     --keep) keep=1; shift ;;
+    --boundary-once) boundary_once=1; shift ;;
     unit|boundary|all|fetch) what=$1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "node-runtime: unknown argument $1 (see --help)" >&2; exit 2 ;;
@@ -174,7 +178,7 @@ for i in "${!node_versions[@]}"; do
     "${vitest[@]}" --project unit
     say "unit project on Node $node_seen took $(elapsed "$t") s"
   fi
-  if [ "$what" != unit ]; then
+  if [ "$what" != unit ] && { [ "$boundary_once" = 0 ] || [ "$i" = 0 ]; }; then
     t=$(date +%s)
     # Filters on file names: every *-grpc test, and the project/state ones that drive the plugin; in the lanes npm test runs.
     node tools/test.mjs --integration grpc.test.ts state-compat.test.ts nested-dependency.test.ts pulumi-project.test.ts npm-workspace.test.ts \
