@@ -1,6 +1,6 @@
-import { describe, it, expect, beforeAll } from "vitest";
+import { describe, it, expect, beforeAll, onTestFinished } from "vitest";
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { HostKeyMismatchError, SshSession, withSessions, quoteArgv } from "../../provider/transport/ssh";
@@ -71,6 +71,7 @@ describe("SSH transport against the lab", () => {
     ok.close();
 
     const dir = mkdtempSync(join(tmpdir(), "ovslb-kh-"));
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
     const hashedPath = join(dir, "known_hosts");
     execFileSync("cp", [inv.knownHostsPath, hashedPath]);
     execFileSync("ssh-keygen", ["-H", "-f", hashedPath], { stdio: "ignore" });
@@ -89,6 +90,7 @@ describe("SSH transport against the lab", () => {
 
   it("uses a passphrase-protected key", async () => {
     const dir = mkdtempSync(join(tmpdir(), "ovslb-key-"));
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
     const key = join(dir, "id");
     // Re-encrypt a copy of the lab client key with a passphrase (same public key, so sshd accepts it).
     execFileSync("cp", [inv.clientKeyPath, key]);
