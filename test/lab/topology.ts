@@ -42,7 +42,7 @@ export interface VmPlan {
 /** Which lab this process builds or uses (see above). */
 export const LAB_INSTANCE = labInstance(process.env.OVSLB_LAB_INSTANCE);
 
-export function labInstance(value: string | undefined): "" | "b" {
+function labInstance(value: string | undefined): "" | "b" {
   if (value === undefined || value === "" || value === "b") return value ?? "";
   throw new Error(`OVSLB_LAB_INSTANCE=${JSON.stringify(value)}: the labs are "" (the main one) and "b"`);
 }
