@@ -28,6 +28,14 @@ export interface DeferredNatLoadBalancerOutputs {
     };
   };
   /**
+   * secondChance: VIP -> backend ("10.0.0.101:8080") -> the group its slot flows point to on every gateway (fast failover to the VIP's select group with healthCheck.bfd); absent in state recorded before these groups
+   */
+  ownerGroupIds?: {
+    [k: string]: {
+      [k: string]: number;
+    };
+  };
+  /**
    * the cookie on every flow it owns, as hex
    */
   cookie: string;

@@ -24,6 +24,10 @@ export interface DeferredNatLoadBalancerOutputProperties {
    */
   readonly bucketIds: pulumi.Output<DeferredNatLoadBalancerOutputs["bucketIds"]>;
   /**
+   * secondChance: VIP -> backend ("10.0.0.101:8080") -> the group its slot flows point to on every gateway (fast failover to the VIP's select group with healthCheck.bfd); absent in state recorded before these groups
+   */
+  readonly ownerGroupIds: pulumi.Output<DeferredNatLoadBalancerOutputs["ownerGroupIds"]>;
+  /**
    * the cookie on every flow it owns, as hex
    */
   readonly cookie: pulumi.Output<DeferredNatLoadBalancerOutputs["cookie"]>;
@@ -95,7 +99,7 @@ export interface DeferredNatLoadBalancerOutputProperties {
 /**
  * The names of DeferredNatLoadBalancer's outputs, as declared in schema/deferred-nat-load-balancer.json.
  */
-export const DEFERRED_NAT_LOAD_BALANCER_OUTPUTS = ["groupIds", "bucketIds", "cookie", "lastApply", "drift", "driftFindings", "ovsVersions", "greKey", "slotTables", "slotShares", "slotDeviation", "slotHistory", "slotMoves", "bfdKey", "health", "stale", "gatewayPorts", "gatewayFlows", "lastRead"] as const;
+export const DEFERRED_NAT_LOAD_BALANCER_OUTPUTS = ["groupIds", "bucketIds", "ownerGroupIds", "cookie", "lastApply", "drift", "driftFindings", "ovsVersions", "greKey", "slotTables", "slotShares", "slotDeviation", "slotHistory", "slotMoves", "bfdKey", "health", "stale", "gatewayPorts", "gatewayFlows", "lastRead"] as const;
 
 /**
  * The outputs of a DistributorAttachment resource, as Pulumi outputs (schema/distributor-attachment.json, "x-outputs"). What DistributorAttachment records besides its inputs: names and ids on the device, sticky across updates.

@@ -378,6 +378,7 @@ function bucketText(bucket: Bucket & { weight?: number }, select: boolean, path:
   if (select) parts.push(`weight:${checkUint(join(path, "weight"), bucket.weight, UINT16)}`);
   else if (bucket.weight !== undefined) throw new OpenFlowValueError(join(path, "weight"), "only select buckets have a weight");
   if (bucket.watchPort !== undefined) parts.push(`watch_port:${checkUint(join(path, "watchPort"), bucket.watchPort, MAX_PORT, 1)}`);
+  if (bucket.watchGroup !== undefined) parts.push(`watch_group:${checkUint(join(path, "watchGroup"), bucket.watchGroup, MAX_GROUP_ID)}`);
   parts.push(`actions=${renderActions(bucket.actions, join(path, "actions")).join(",")}`);
   return `bucket=${parts.join(",")}`;
 }
@@ -430,7 +431,9 @@ function groupTextOf(group: Group, path: string): string {
       if (group.type === "indirect" && group.buckets.length > 1) refuse(join(path, "buckets"), group.buckets.length, "at most 1 bucket");
       if (group.type === "ff") {
         group.buckets.forEach((bucket, i) => {
-          if (bucket.watchPort === undefined) throw new OpenFlowValueError(`${path}.buckets[${i}].watchPort`, "is required in ff groups");
+          if (bucket.watchPort === undefined && bucket.watchGroup === undefined) {
+            throw new OpenFlowValueError(`${path}.buckets[${i}].watchPort`, "or watchGroup is required in ff groups");
+          }
         });
       }
       break;
@@ -452,6 +455,7 @@ export function toGroupEntry(group: Group, path = "group"): GroupEntry {
       bucketId: bucket.bucketId,
       weight: select ? (bucket as SelectBucket).weight : 0,
       ...(bucket.watchPort === undefined ? {} : { watchPort: bucket.watchPort }),
+      ...(bucket.watchGroup === undefined ? {} : { watchGroup: bucket.watchGroup }),
       actions: bucket.actions, // validated by groupText, under the same path
     })),
   };

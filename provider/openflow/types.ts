@@ -134,8 +134,10 @@ export type GroupType = "select" | "all" | "indirect" | "ff";
 
 export interface Bucket {
   bucketId: number;
-  /** Liveness: the bucket is skipped while this port is down (ff groups require it). */
+  /** Liveness: the bucket is skipped while this port is down (ff groups require it or watchGroup). */
   watchPort?: number;
+  /** Liveness: the bucket is skipped while this group has no live bucket. */
+  watchGroup?: number;
   actions: readonly Action[];
 }
 

@@ -404,7 +404,7 @@ export function renderAccepted(kind: Kind, inputs: Record<string, unknown>): Ren
     case "DeferredNatLoadBalancer": {
       const d = dnatDefaults(inputs as unknown as DeferredNatLoadBalancerInputs);
       const slots = d.secondChance ? planAllSlots(d, undefined) : undefined;
-      const ids = slots ? { groupIds: {}, bucketIds: {} } : assignIds(d, { groupIds: {}, bucketIds: {} }, new Set());
+      const ids = assignIds(d, { groupIds: {}, bucketIds: {} }, new Set());
       const tunnelOfports = new Map(d.hypervisors.map((h, i) => [h.name, 100 + i]));
       const gw = d.gateways[0];
       mods = planGateway(

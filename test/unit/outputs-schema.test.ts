@@ -51,6 +51,7 @@ const ADDED_SINCE_FIXTURES: Record<FixtureKind, string[]> = {
     "slotDeviation",
     "slotHistory",
     "slotMoves",
+    "ownerGroupIds",
     "bfdKey",
     "health",
     "stale",

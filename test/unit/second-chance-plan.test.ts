@@ -2,9 +2,17 @@ import { describe, expect, it } from "vitest";
 import { check, handle } from "../../provider/handlers";
 import { planBridge, type ObservedBridge } from "../../provider/engine/plan";
 import type { DeferredNatBackend, DeferredNatLoadBalancerInputs } from "../../provider/model/inputs.generated";
-import { renderBundle, toFlowEntry, type Flow } from "../../provider/openflow";
+import { renderBundle, toFlowEntry, toGroupEntry, type Flow } from "../../provider/openflow";
 import { renderFinding } from "../../provider/model/drift";
-import { actualInputs, gatewayIntent, tunnelPorts, withDefaults, type DeferredNatDefaulted } from "../../provider/resources/deferred-nat-load-balancer/plan";
+import {
+  actualInputs,
+  assignIds,
+  gatewayIntent,
+  tunnelPorts,
+  withDefaults,
+  type DeferredNatDefaulted,
+  type RecordedIds,
+} from "../../provider/resources/deferred-nat-load-balancer/plan";
 import { SLOT_TABLE, planAllSlots, recordAllSlots } from "../../provider/resources/deferred-nat-load-balancer/second-chance";
 import {
   actualInputs as dsrActual,
@@ -48,75 +56,127 @@ const gw = {
     ["hv2", 61002],
     ["hv3", 61003],
   ]),
+  bfdOfports: new Map([
+    ["hv1", 62001],
+    ["hv2", 62002],
+    ["hv3", 62003],
+  ]),
 };
-const NO_IDS = { groupIds: {}, bucketIds: {} };
+const NO_IDS: RecordedIds = { groupIds: {}, bucketIds: {} };
 const ip = (n: number) => [n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join(".");
+const VIP = "tcp:10.0.0.196:80";
 
-function intent(inputs: DeferredNatDefaulted, recorded?: Parameters<typeof planAllSlots>[1]) {
+/** The gateway's intent for `inputs`, planned over `recorded` tables and ids as an update would. */
+function intent(inputs: DeferredNatDefaulted, recorded?: Parameters<typeof planAllSlots>[1], recordedIds: RecordedIds = NO_IDS) {
   const slots = planAllSlots(inputs, recorded);
-  return { slots, intent: gatewayIntent(inputs, NO_IDS, gw, slots.tables) };
+  const ids = assignIds(inputs, recordedIds, new Set());
+  return { slots, ids, intent: gatewayIntent(inputs, ids, gw, slots.tables) };
 }
-const asObserved = (flows: readonly Flow[]): ObservedBridge => ({
+const asObserved = (i: ReturnType<typeof gatewayIntent>): ObservedBridge => ({
   ports: new Map(),
-  flows: flows.map((f) => ({ ...f, otherMatch: [], nPackets: 0n, nBytes: 0n })),
-  groups: [],
+  flows: i.flows.map((f) => ({ ...f, otherMatch: [], nPackets: 0n, nBytes: 0n })),
+  groups: i.groups.map((g) => toGroupEntry(g)),
 });
 const slotOf = (f: Flow) => f.match.reg12!;
 const action = (f: Flow, field: string) => f.actions.find((a) => a.type === "set_field" && a.field === field) as { value: string | number } | undefined;
+const groupOf = (f: Flow) => (f.actions.find((a) => a.type === "group") as { groupId: number }).groupId;
+/** Owner group id -> the owner's MAC. */
+const macOfGroup = (i: ReturnType<typeof gatewayIntent>) =>
+  new Map(i.groups.map((g) => [g.groupId, String((g.buckets[0].actions.find((a) => a.type === "set_field" && a.field === "eth_dst") as { value: string }).value)]));
 
 describe("secondChance on the gateways", () => {
-  it("holds, per VIP, an entry flow hashing into reg12 and one flow per slot, and no group; tunnels send the key from the flow", () => {
-    const { intent: it_ } = intent(lb(four));
-    expect(it_.groups).toEqual([]);
+  it("holds, per VIP, an entry flow hashing into reg12, one flow per slot pointing at its owner's group, and one group per backend; tunnels send the key from the flow", () => {
+    const { intent: it_, ids } = intent(lb(four));
+    expect(it_.groups.map((g) => g.type)).toEqual(["indirect", "indirect", "indirect", "indirect"]);
+    expect(it_.groups.map((g) => g.groupId).sort()).toEqual(Object.values(ids.ownerGroupIds![VIP]).sort());
+    expect(renderBundle([{ op: "add-group", group: it_.groups[0] }])[0]).toBe(
+      `group add group_id=${it_.groups[0].groupId},type=indirect,bucket=bucket_id:0,actions=set_field:02:00:0a:00:00:0b->eth_src,set_field:02:00:0a:00:00:65->eth_dst,output:61001`,
+    );
     const [entry, ...slots] = it_.flows;
     expect(renderBundle([{ op: "add-flow", flow: entry }])[0]).toMatch(/multipath\(symmetric_l3l4,0,modulo_n,1024,0,NXM_NX_REG12\[0\.\.9\]\),resubmit\(,70\)$/);
     expect(slots).toHaveLength(1024);
     expect(new Set(slots.map(slotOf)).size).toBe(1024);
     expect(slots.every((f) => f.table === SLOT_TABLE && action(f, "tun_id")!.value === 0)).toBe(true);
+    expect(renderBundle([{ op: "add-flow", flow: slots[0] }])[0]).toMatch(/,reg12=(0x[0-9a-f]+|0),nw_dst=10\.0\.0\.196,tp_dst=80,actions=set_field:0->tun_id,group:\d+$/);
+    // 256 slots each.
+    const perGroup = new Map<number, number>();
+    for (const f of slots) perGroup.set(groupOf(f), (perGroup.get(groupOf(f)) ?? 0) + 1);
+    expect([...perGroup.values()]).toEqual([256, 256, 256, 256]);
     for (const f of slots) toFlowEntry(f);
     expect(tunnelPorts(lb(four), lb(four).gateways[0])[0].options).toMatchObject({ in_key: expect.any(String), out_key: "flow" });
   });
 
-  it("adding a backend modifies exactly the slots it takes, each naming the previous owner's hypervisor in the key (0 when it is the same hypervisor)", () => {
+  it("with healthCheck.bfd, an owner group fails over (key 0) to the VIP's select group over the active backends, both watching the BFD ports; the select group comes first", () => {
+    const inputs = lb([...four.slice(0, 3), backend(4, "hv2", { state: "draining" })], { healthCheck: { bfd: {} } });
+    const { intent: it_, ids } = intent(inputs);
+    const [select, ...owners] = it_.groups;
+    expect(select.groupId).toBe(ids.groupIds[VIP]);
+    expect(select.type).toBe("select");
+    expect(select.buckets.map((b) => b.watchPort)).toEqual([62001, 62001, 62002]);
+    expect(owners).toHaveLength(3);
+    const lines = renderBundle(owners.map((group) => ({ op: "add-group" as const, group })));
+    expect(lines[0]).toBe(
+      `group add group_id=${owners[0].groupId},type=ff,bucket=bucket_id:0,watch_port:62001,actions=set_field:02:00:0a:00:00:0b->eth_src,set_field:02:00:0a:00:00:65->eth_dst,output:61001,` +
+        `bucket=bucket_id:1,watch_group:${select.groupId},actions=set_field:0->tun_id,group:${select.groupId}`,
+    );
+    // The BFD ports carry only BFD.
+    expect(it_.flows.filter((f) => f.actions[0]?.type === "drop").map((f) => f.match.in_port)).toEqual([62001, 62002, 62003]);
+    // Planned from nothing: the select group is added before the owner groups that use it.
+    const mods = planBridge("gw1", it_, { ports: new Map(), flows: [], groups: [] });
+    expect(mods.slice(0, 4).map((m) => (m.op === "add-group" ? m.group.groupId : m.op))).toEqual([select.groupId, ...owners.map((g) => g.groupId)]);
+  });
+
+  it("adding a backend adds its group and modifies exactly the slots it takes, each naming the previous owner's hypervisor in the key (0 when it is the same hypervisor)", () => {
     const before = intent(lb(four));
-    const after = intent(lb([...four, backend(5, "hv3")]), recordAllSlots(before.slots.tables));
-    const mods = planBridge("gw1", after.intent, asObserved(before.intent.flows));
-    expect(mods.every((m) => m.op === "modify-flow")).toBe(true);
-    expect(mods).toHaveLength(after.slots.moves["tcp:10.0.0.196:80"].moved);
-    expect(after.slots.moves["tcp:10.0.0.196:80"]).toEqual({ moved: 204, minimum: 204 });
+    const after = intent(lb([...four, backend(5, "hv3")]), recordAllSlots(before.slots.tables), before.ids);
+    const mods = planBridge("gw1", after.intent, asObserved(before.intent));
+    const fifth = after.ids.ownerGroupIds![VIP]["10.0.0.105:8080"];
+    expect(mods[0]).toMatchObject({ op: "add-group", group: { groupId: fifth } });
+    expect(mods.slice(1).every((m) => m.op === "modify-flow")).toBe(true);
+    expect(mods).toHaveLength(1 + after.slots.moves[VIP].moved);
+    expect(after.slots.moves[VIP]).toEqual({ moved: 204, minimum: 204 });
+    // The kept backends keep their groups.
+    expect(after.ids.ownerGroupIds![VIP]).toMatchObject(before.ids.ownerGroupIds![VIP]);
     const owners = new Map(four.map((b) => [b.mac, b.hypervisor]));
+    const macBefore = macOfGroup(before.intent);
     const beforeBySlot = new Map(before.intent.flows.slice(1).map((f) => [slotOf(f), f]));
-    for (const m of mods) {
+    const previousHvOf = (f: Flow) => owners.get(macBefore.get(groupOf(beforeBySlot.get(slotOf(f))!))!)!;
+    for (const m of mods.slice(1)) {
       const f = (m as { flow: Flow }).flow;
-      expect(action(f, "eth_dst")!.value).toBe(backend(5, "hv3").mac);
-      const previousHv = owners.get(String(action(beforeBySlot.get(slotOf(f))!, "eth_dst")!.value))!;
-      expect(ip(Number(action(f, "tun_id")!.value))).toBe(hvAddress[previousHv]);
+      expect(groupOf(f)).toBe(fifth);
+      expect(ip(Number(action(f, "tun_id")!.value))).toBe(hvAddress[previousHvOf(f)]);
     }
     // The same change on the same table sends nothing.
-    expect(planBridge("gw1", after.intent, asObserved(after.intent.flows))).toEqual([]);
+    expect(planBridge("gw1", after.intent, asObserved(after.intent))).toEqual([]);
     // A backend added on hv1: slots taken from hv1's backends carry key 0 (hv1's own conntrack knows them), from hv2's hv2's address.
-    const local = intent(lb([...four, backend(6, "hv1")]), recordAllSlots(before.slots.tables));
+    const local = intent(lb([...four, backend(6, "hv1")]), recordAllSlots(before.slots.tables), before.ids);
     const keys = new Map<string, Set<number>>();
-    for (const m of planBridge("gw1", local.intent, asObserved(before.intent.flows))) {
-      const f = (m as { flow: Flow }).flow;
-      const previousHv = owners.get(String(action(beforeBySlot.get(slotOf(f))!, "eth_dst")!.value))!;
-      keys.set(previousHv, (keys.get(previousHv) ?? new Set()).add(Number(action(f, "tun_id")!.value)));
+    for (const m of planBridge("gw1", local.intent, asObserved(before.intent))) {
+      if (m.op !== "modify-flow") continue;
+      keys.set(previousHvOf(m.flow), (keys.get(previousHvOf(m.flow)) ?? new Set()).add(Number(action(m.flow, "tun_id")!.value)));
     }
     expect([...keys.get("hv1")!]).toEqual([0]);
     expect([...keys.get("hv2")!].map(ip)).toEqual([hvAddress.hv2]);
   });
 
-  it("reads its own slot flows back as its inputs; a slot flow deleted by hand reads as its owner missing and says so", () => {
+  it("reads its own slot flows and groups back as its inputs; a slot flow deleted by hand, or an owner group changed, reads as its owner missing and says so", () => {
     const inputs = lb(four);
-    const { slots, intent: it_ } = intent(inputs);
-    const g = { name: "gw1", port: gw, observed: asObserved(it_.flows) };
-    expect(actualInputs(inputs, NO_IDS, [g], slots.tables).inputs).toEqual(inputs);
-    const [entry, first, ...rest] = it_.flows;
-    const owner = String(action(first, "eth_dst")!.value);
-    const cut = actualInputs(inputs, NO_IDS, [{ ...g, observed: asObserved([entry, ...rest]) }], slots.tables);
+    const { slots, ids, intent: it_ } = intent(inputs);
+    const observed = asObserved(it_);
+    const g = { name: "gw1", port: gw, observed };
+    expect(actualInputs(inputs, ids, [g], slots.tables).inputs).toEqual(inputs);
+    const [entry, first, ...rest] = observed.flows;
+    const owner = macOfGroup(it_).get(groupOf(first))!;
+    const cut = actualInputs(inputs, ids, [{ ...g, observed: { ...observed, flows: [entry, ...rest] } }], slots.tables);
     expect(cut.inputs.vips[0].backends.map((b) => b.mac)).toEqual(four.map((b) => b.mac).filter((m) => m !== owner));
     expect(cut.observations[0].findings.map(renderFinding)).toEqual(["gw1: VIP tcp:10.0.0.196:80: 1 slot flows missing or changed"]);
-    expect(actualInputs(inputs, NO_IDS, [{ ...g, observed: asObserved(rest) }], slots.tables).inputs.vips).toEqual([]);
+    expect(actualInputs(inputs, ids, [{ ...g, observed: { ...observed, flows: rest } }], slots.tables).inputs.vips).toEqual([]);
+    // An owner group sent elsewhere by hand.
+    const [g0, ...others] = observed.groups;
+    const changed = { ...g0, buckets: [{ ...g0.buckets[0], actions: [{ type: "output" as const, port: 9 }] }] };
+    const edited = actualInputs(inputs, ids, [{ ...g, observed: { ...observed, groups: [changed, ...others] } }], slots.tables);
+    expect(edited.inputs.vips[0].backends.map((b) => b.mac)).toEqual(four.map((b) => b.mac).filter((m) => m !== macOfGroup(it_).get(g0.groupId)));
+    expect(edited.observations[0].findings.map((f) => f.kind)).toEqual(["bucket-changed"]);
   });
 
   it("check refuses what second chance cannot carry, naming the property", async () => {
@@ -125,7 +185,8 @@ describe("secondChance on the gateways", () => {
     expect(await failures(lb(four))).toEqual([]);
     expect((await by(lb(four, { delivery: "mac" })))["hypervisors[0].delivery"]).toMatch(/must be gre with secondChance/);
     expect((await by(lb(four, { selectionFields: ["ip_src", "tp_src"] }))).selectionFields).toMatch(/multipath can hash/);
-    expect((await by(lb(four, { healthCheck: { bfd: {} } })))["healthCheck.bfd"]).toMatch(/cannot be used with secondChance/);
+    // BFD liveness goes with second chance (the owner groups fail over).
+    expect(await failures(lb(four, { healthCheck: { bfd: {} } }))).toEqual([]);
     expect((await by(lb(four.map((b) => ({ ...b, state: "draining" as const })))))["vips[0].backends"]).toMatch(/all draining/);
     const stateless = { ...lb([backend(1, "hv1", { state: "draining" })]) };
     delete stateless.secondChance;

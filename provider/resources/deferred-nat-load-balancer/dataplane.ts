@@ -5,13 +5,16 @@ import { bfdOfportRequest, interfaceName, tunnelOfportRequest } from "../../mode
 import type { DeferredNatVip } from "../../model/inputs.generated";
 import type { Action, Flow, Group, HashField, Modification, SelectBucket } from "../../openflow";
 import {
+  backendKey,
   BFD_DROP_PRIORITY,
   bfdKeyOf,
   BUCKET_WEIGHT,
   cookieOf,
+  FALLBACK_BUCKET,
   greKeyOf,
   KIND,
   lbId,
+  OWNER_BUCKET,
   recordedGroups,
   type RecordedIds,
   replicaKey,
@@ -231,24 +234,71 @@ export function planGateway(
   return planBridge(where, gatewayIntent(inputs, ids, gw, slots), observed);
 }
 
-/** secondChance: each VIP's entry and slot flows, no groups (recorded groups of an earlier mode are owned, so they go). */
+/**
+ * secondChance: one VIP's groups on one gateway. Each active backend's owner
+ * group, which its slot flows point to; with healthCheck.bfd a fast-failover
+ * one whose second bucket (key 0) is the VIP's select group over the active
+ * backends, listed first so it exists before the owner groups that use it.
+ */
+export function slotGroups(inputs: Inputs, vip: Inputs["vips"][number], ids: RecordedIds, gw: GatewayPort): Group[] {
+  const key = vipKey(vip);
+  const active = vip.backends.filter((b) => b.state !== "draining");
+  const bfd = !!inputs.healthCheck?.bfd;
+  const select = bfd ? desiredDataplane({ ...inputs, vips: [{ ...vip, backends: active }] }, ids, gw)[0].group : undefined;
+  const ethSrc: Action = { type: "set_field", field: "eth_src", value: gw.mac.toLowerCase() };
+  const owners: Group[] = active.map((b) => {
+    const groupId = ids.ownerGroupIds?.[key]?.[backendKey(b)];
+    if (groupId === undefined) throw new Error(`VIP ${key}: backend ${backendKey(b)} has no owner group id`);
+    const toOwner = {
+      bucketId: OWNER_BUCKET,
+      actions: [ethSrc, { type: "set_field", field: "eth_dst", value: b.mac.toLowerCase() }, { type: "output", port: tunnelOfport(gw, b.hypervisor) }] as Action[],
+    };
+    if (!select) return { groupId, type: "indirect", buckets: [toOwner] };
+    return {
+      groupId,
+      type: "ff",
+      buckets: [
+        { ...toOwner, watchPort: bfdOfport(gw, b.hypervisor) },
+        {
+          bucketId: FALLBACK_BUCKET,
+          watchGroup: select.groupId,
+          // The owner's hypervisor is down: its connections are lost, and no hypervisor is to be asked for them.
+          actions: [
+            { type: "set_field", field: "tun_id", value: 0 },
+            { type: "group", groupId: select.groupId },
+          ],
+        },
+      ],
+    };
+  });
+  return select ? [select, ...owners] : owners;
+}
+
+/** secondChance: each VIP's entry and slot flows and its groups (recorded groups of an earlier mode are owned, so they go). */
 export function slotIntent(inputs: Inputs, ids: RecordedIds, gw: GatewayPort, slots: Readonly<Record<string, SlotTable>>): BridgeIntent {
   const d = inputs;
   const cookie = cookieOf(d);
-  const vipOf = new Map<Flow, string>();
+  const vipOf = new Map<Flow | Group, string>();
+  const groups: Group[] = [];
   const flows = d.vips.flatMap((vip) => {
-    const table = slots[vipKey(vip)];
-    if (!table) throw new Error(`VIP ${vipKey(vip)}: no slot table was planned`);
-    const mine = slotFlows(d, vip, table, { ...gw, tunnelOfports: gw.tunnelOfports ?? new Map() }, cookie);
-    for (const f of mine) vipOf.set(f, vipKey(vip));
-    return mine;
+    const key = vipKey(vip);
+    const table = slots[key];
+    if (!table) throw new Error(`VIP ${key}: no slot table was planned`);
+    const mine = slotGroups(d, vip, ids, gw);
+    const flows = slotFlows(d, vip, table, ids.ownerGroupIds?.[key] ?? {}, gw.segmentOfport, cookie);
+    for (const x of [...mine, ...flows]) vipOf.set(x, key);
+    groups.push(...mine);
+    return flows;
   });
   return {
     cookie,
-    flows,
-    groups: [],
+    flows: [...flows, ...bfdDropFlows(d, gw)],
+    groups,
     recordedGroups: recordedGroups(ids),
     owner: `load balancer ${inputs.name}`,
-    purpose: (item) => ("flow" in item ? vipOf.get(item.flow) && `VIP ${vipOf.get(item.flow)}` : undefined),
+    purpose: (item) => {
+      const key = vipOf.get("flow" in item ? item.flow : item.group);
+      return key && `VIP ${key}`;
+    },
   };
 }

@@ -41,7 +41,11 @@ import {
 export type DeferredNatState = DeferredNatLoadBalancerOutputs;
 
 const EMPTY_IDS: RecordedIds = { groupIds: {}, bucketIds: {} };
-const recordedIn = (state: Partial<DeferredNatState>): RecordedIds => ({ groupIds: state.groupIds ?? {}, bucketIds: state.bucketIds ?? {} });
+const recordedIn = (state: Partial<DeferredNatState>): RecordedIds => ({
+  groupIds: state.groupIds ?? {},
+  bucketIds: state.bucketIds ?? {},
+  ...(state.ownerGroupIds ? { ownerGroupIds: state.ownerGroupIds } : {}),
+});
 
 interface GatewayPorts {
   ref: BridgeRef;
@@ -249,8 +253,8 @@ async function apply(
           // The count goes with the full read too: the next scoped update compares against it.
           const [reads, held] = await Promise.all([readGateways(d, sessions, gateways), countHeldFlows(d, gateways)]);
           const foreign = new Set(reads.flatMap((r) => [...foreignGroupsOn(d, r.observed, recorded)]));
-          // secondChance VIPs have no groups: recorded ones (an earlier mode's) stay owned, so the plan removes them.
-          ids = slots ? EMPTY_IDS : assignIds(d, recorded, foreign);
+          // Groups no longer wanted (an earlier mode's, a backend's that drains) stay owned by their recorded ids, so the plan removes them.
+          ids = assignIds(d, recorded, foreign);
           const marks = mergeIds(recorded, ids);
           plans = await Promise.all(
             reads.map(async (r, i) => ({

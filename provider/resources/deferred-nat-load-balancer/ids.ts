@@ -44,44 +44,68 @@ export interface RecordedIds {
   groupIds: Record<string, number>;
   /** vipKey -> replicaKey -> bucket id */
   bucketIds: Record<string, Record<string, number>>;
+  /** secondChance: vipKey -> backendKey -> the group its slots point to. */
+  ownerGroupIds?: Record<string, Record<string, number>>;
 }
 
+/** secondChance: an owner group's buckets, by id: the backend, and with healthCheck.bfd the VIP's select group when the backend's hypervisor is down. */
+export const OWNER_BUCKET = 0;
+export const FALLBACK_BUCKET = 1;
+
+/** Whether the VIPs get a select group: always, but with secondChance only as its owner groups' fallback (healthCheck.bfd). */
+const hasSelectGroups = (inputs: Inputs) => !inputs.secondChance || !!inputs.healthCheck?.bfd;
+
 /**
- * Gives every VIP a group id and every backend replica a bucket id: recorded
- * ids are kept; new ones are derived from the VIP (groups) or the backend
- * (buckets) and probed past ids in use. `foreignGroupIds` are ids taken on
- * any gateway by groups this load balancer does not own.
+ * Gives every VIP a group id and every backend replica a bucket id (with
+ * secondChance: every active backend of a VIP an owner group id, and the VIP
+ * a select group only as their fallback under healthCheck.bfd): recorded ids
+ * are kept; new ones are derived from the VIP (groups) or the backend
+ * (buckets, owner groups) and probed past ids in use. `foreignGroupIds` are
+ * ids taken on any gateway by groups this load balancer does not own.
  */
 export function assignIds(inputs: Inputs, recorded: RecordedIds, foreignGroupIds: ReadonlySet<number>): RecordedIds {
   const groupIds: Record<string, number> = {};
   const bucketIds: Record<string, Record<string, number>> = {};
+  const ownerGroupIds: Record<string, Record<string, number>> = {};
   const usedGroups = new Set<number>(foreignGroupIds);
-  // Recorded ids first, so a new VIP never takes an id a kept VIP holds.
-  for (const vip of inputs.vips) {
-    const id = recorded.groupIds[vipKey(vip)];
-    if (id !== undefined) {
-      if (foreignGroupIds.has(id)) {
-        throw new Error(`group ${id} of VIP ${vipKey(vip)} is now held by a group this load balancer does not own; refusing to overwrite it`);
-      }
-      groupIds[vipKey(vip)] = id;
-      usedGroups.add(id);
-    }
-  }
+  const selects = hasSelectGroups(inputs);
+  const owners = (vip: DeferredNatVip) => (inputs.secondChance ? vip.backends.filter((b) => b.state !== "draining").map(backendKey) : []);
+  const keep = (id: number | undefined, what: string) => {
+    if (id === undefined) return undefined;
+    if (foreignGroupIds.has(id)) throw new Error(`group ${id} of ${what} is now held by a group this load balancer does not own; refusing to overwrite it`);
+    usedGroups.add(id);
+    return id;
+  };
+  // Recorded ids first, so a new VIP or backend never takes an id a kept one holds.
   for (const vip of inputs.vips) {
     const key = vipKey(vip);
-    if (groupIds[key] === undefined) {
-      groupIds[key] = derivedId([lbId(inputs), key], MAX_GROUP_ID, (id) => usedGroups.has(id));
-      usedGroups.add(groupIds[key]);
+    const id = selects ? keep(recorded.groupIds[key], `VIP ${key}`) : undefined;
+    if (id !== undefined) groupIds[key] = id;
+    if (inputs.secondChance) ownerGroupIds[key] = {};
+    for (const b of owners(vip)) {
+      const owned = keep(recorded.ownerGroupIds?.[key]?.[b], `VIP ${key} backend ${b}`);
+      if (owned !== undefined) ownerGroupIds[key][b] = owned;
     }
+  }
+  const fresh = (parts: string[]) => {
+    const id = derivedId(parts, MAX_GROUP_ID, (x) => usedGroups.has(x));
+    usedGroups.add(id);
+    return id;
+  };
+  for (const vip of inputs.vips) {
+    const key = vipKey(vip);
+    for (const b of owners(vip)) ownerGroupIds[key][b] ??= fresh([lbId(inputs), key, b, "owner"]);
+    if (!selects) continue;
+    groupIds[key] ??= fresh([lbId(inputs), key]);
     const kept = recorded.bucketIds[key] ?? {};
     const ids: Record<string, number> = {};
     const used = new Set<number>();
-    const fresh: string[] = [];
+    const newReplicas: string[] = [];
     for (const b of vip.backends) {
       for (let r = 0; r < b.weight; r++) {
         const rk = replicaKey(b, r);
         const id = kept[rk];
-        if (id === undefined) fresh.push(rk);
+        if (id === undefined) newReplicas.push(rk);
         else {
           ids[rk] = id;
           used.add(id);
@@ -89,14 +113,14 @@ export function assignIds(inputs: Inputs, recorded: RecordedIds, foreignGroupIds
       }
     }
     // New replicas after every kept one, in order, so a new id never takes a kept one's.
-    for (const rk of fresh) {
+    for (const rk of newReplicas) {
       if (ids[rk] !== undefined) continue;
       ids[rk] = derivedId([rk], MAX_BUCKET_ID, (id) => used.has(id));
       used.add(ids[rk]);
     }
     bucketIds[key] = ids;
   }
-  return { groupIds, bucketIds };
+  return { groupIds, bucketIds, ...(inputs.secondChance ? { ownerGroupIds } : {}) };
 }
 
 /** The GRE key of the load balancer's tunnels: derived from its name, so each load balancer's tunnels to one hypervisor are distinct ports. */
@@ -115,11 +139,14 @@ export function bfdKeyOf(inputs: Pick<Inputs, "name">): number {
 
 /** The recorded ids as the engine's ownership marks: group id -> the bucket ids given in it. */
 export function recordedGroups(ids: RecordedIds): Map<number, Set<number>> {
-  return new Map(Object.entries(ids.groupIds).map(([key, id]) => [id, new Set(Object.values(ids.bucketIds[key] ?? {}))]));
+  const groups = new Map(Object.entries(ids.groupIds).map(([key, id]) => [id, new Set(Object.values(ids.bucketIds[key] ?? {}))]));
+  for (const byBackend of Object.values(ids.ownerGroupIds ?? {})) for (const id of Object.values(byBackend)) groups.set(id, new Set([OWNER_BUCKET, FALLBACK_BUCKET]));
+  return groups;
 }
 
 /** Both id records in one: the ones kept and the ones just given. */
 export const mergeIds = (a: RecordedIds, b: RecordedIds): RecordedIds => ({
   groupIds: { ...a.groupIds, ...b.groupIds },
   bucketIds: { ...a.bucketIds, ...b.bucketIds },
+  ...(a.ownerGroupIds || b.ownerGroupIds ? { ownerGroupIds: { ...a.ownerGroupIds, ...b.ownerGroupIds } } : {}),
 });

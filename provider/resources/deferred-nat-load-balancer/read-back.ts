@@ -6,7 +6,7 @@ import type { DriftFinding } from "../../model/drift";
 import { bucketMac, sameBucket, toGroupEntry } from "../../openflow";
 import { type DefaultedBackend, type DefaultedVip, type DeferredNatDefaulted } from "./check";
 import { backendKey, cookieOf, type RecordedIds, replicaKey, vipKey } from "./ids";
-import { bfdDropFlows, deliveryOf, desiredDataplane, type GatewayPort } from "./dataplane";
+import { bfdDropFlows, deliveryOf, desiredDataplane, slotGroups, type GatewayPort } from "./dataplane";
 import { slotFlows } from "./second-chance";
 import type { SlotTable } from "./slots";
 
@@ -44,7 +44,7 @@ export function actualInputs(
   slots?: Readonly<Record<string, SlotTable>>,
 ): { inputs: Inputs; observations: GatewayObservation[] } {
   const d = inputs;
-  if (d.secondChance) return actualSlotInputs(d, perGateway, slots ?? {});
+  if (d.secondChance) return actualSlotInputs(d, ids, perGateway, slots ?? {});
   const observations = perGateway.map((g) => ({ gateway: g.name, findings: [] as DriftFinding[] }));
   const vips: DefaultedVip[] = [];
   let selectionFields = d.selectionFields;
@@ -111,18 +111,28 @@ export function actualInputs(
 }
 
 /**
- * secondChance: the inputs the gateways' slot flows amount to. A VIP counts
- * when its entry flow is right on every gateway; an active backend when
- * every slot it owns is right on every gateway (a draining one owns none and
- * stays while its VIP does).
+ * secondChance: the inputs the gateways' slot flows and groups amount to. A
+ * VIP counts when its entry flow (and with healthCheck.bfd its select group)
+ * is right on every gateway; an active backend when its owner group and
+ * every slot it owns are right on every gateway (a draining one owns none
+ * and stays while its VIP does).
  */
 export function actualSlotInputs(
   d: Inputs,
+  ids: RecordedIds,
   perGateway: readonly { name: string; port: GatewayPort; observed: ObservedBridge }[],
   slots: Readonly<Record<string, SlotTable>>,
 ): { inputs: Inputs; observations: GatewayObservation[] } {
   const observations = perGateway.map((g) => ({ gateway: g.name, findings: [] as DriftFinding[] }));
   const vips: DefaultedVip[] = [];
+  const bfd = !!d.healthCheck?.bfd;
+  perGateway.forEach((g, gi) => {
+    const note = (kind: DriftFinding["kind"], object: string) => observations[gi].findings.push({ host: g.name, kind, object });
+    for (const h of d.hypervisors) {
+      if (!g.port.tunnelOfports?.has(h.name)) note("tunnel-port", `tunnel port to hypervisor ${h.name}`);
+      if (bfd && !g.port.bfdOfports?.has(h.name)) note("bfd-port", `BFD port to hypervisor ${h.name}`);
+    }
+  });
   for (const vip of d.vips) {
     const key = vipKey(vip);
     const table = slots[key];
@@ -132,31 +142,32 @@ export function actualSlotInputs(
     perGateway.forEach((g, gi) => {
       const note = (kind: DriftFinding["kind"], object: string, detail?: string) =>
         observations[gi].findings.push({ host: g.name, kind, object, vip: key, ...(detail === undefined ? {} : { detail }) });
-      const tunnels = g.port.tunnelOfports ?? new Map<string, number>();
-      const cut = new Set(d.hypervisors.filter((h) => !tunnels.has(h.name)).map((h) => h.name));
-      for (const hv of cut) note("tunnel-port", `tunnel port to hypervisor ${hv}`);
-      // Plan as if the cut hypervisors' tunnels were there, to see which slots are wrong.
-      const flows = slotFlows(
-        d,
-        vip,
-        table,
-        { ...g.port, tunnelOfports: new Map([...d.hypervisors.map((h) => [h.name, tunnels.get(h.name) ?? 0xfeff] as const)]) },
-        cookieOf(d),
-      );
+      // Plan as if a missing tunnel or BFD port were there under a number no port has: the groups behind it then differ.
+      const assumed = (have: ReadonlyMap<string, number> | undefined, absent: number) => new Map(d.hypervisors.map((h) => [h.name, have?.get(h.name) ?? absent]));
+      const port = { ...g.port, tunnelOfports: assumed(g.port.tunnelOfports, 0xfeff), bfdOfports: assumed(g.port.bfdOfports, 0xfefe) };
       const present_ = flowPresent(g.observed.flows);
-      const [entry, ...slotFlowsWanted] = flows;
+      const observedGroup = new Map(g.observed.groups.map((x) => [x.groupId, x]));
+      const ownerOf = new Map(Object.entries(ids.ownerGroupIds?.[key] ?? {}).map(([backend, id]) => [id, backend]));
+      for (const want of slotGroups(d, vip, ids, port)) {
+        const have = observedGroup.get(want.groupId);
+        const entry = toGroupEntry(want);
+        const same = have && have.type === entry.type && have.buckets.length === entry.buckets.length && have.buckets.every((b, i) => sameBucket(b, entry.buckets[i]));
+        if (same) continue;
+        const owner = ownerOf.get(want.groupId);
+        note(have ? "bucket-changed" : "group-missing", `group ${want.groupId}${owner ? ` (${owner})` : " (select)"}`);
+        if (owner) wrong.add(owner);
+        else present = false;
+      }
+      const [entry, ...slotFlowsWanted] = slotFlows(d, vip, table, ids.ownerGroupIds?.[key] ?? {}, g.port.segmentOfport, cookieOf(d));
       if (!present_(entry)) {
         note("flow-changed", "entry flow");
         present = false;
       }
       let missing = 0;
-      const hypervisorOf = new Map(vip.backends.map((b) => [backendKey(b), b.hypervisor]));
       slotFlowsWanted.forEach((f) => {
-        const owner = table.backends[table.owner[f.match.reg12!]];
-        if (cut.has(hypervisorOf.get(owner)!) || !present_(f)) {
-          missing++;
-          wrong.add(owner);
-        }
+        if (present_(f)) return;
+        missing++;
+        wrong.add(table.backends[table.owner[f.match.reg12!]]);
       });
       if (missing > 0) note("slot-flows-changed", `${missing} slot flows`);
     });

@@ -21,13 +21,21 @@ import { backendKey, vipKey } from "./ids";
  * secondChance on the gateways, as pure data. Per VIP, on every gateway:
  *
  * table 0   proto,in_port=SEG,nw_dst=VIP,tp_dst=P -> multipath(FIELDS,0,modulo_n,S,0,reg12[0..k-1]), resubmit(,70)
- * table 70  proto,nw_dst=VIP,tp_dst=P,reg12=s     -> eth_src=GW, eth_dst=OWNER, tun_id=PREVIOUS_HV, output:TUNNEL(OWNER's hv)
+ * table 70  proto,nw_dst=VIP,tp_dst=P,reg12=s     -> tun_id=PREVIOUS_HV, group:OWNER
+ * group OWNER (one per active backend)             -> eth_src=GW, eth_dst=OWNER, output:TUNNEL(OWNER's hv)
  *
  * The key carries the tunnel address of the hypervisor of the slot's
  * previous owner (0: none, or the same hypervisor, whose conntrack already
  * knows the connection). The gateways stay stateless: no conntrack, no
  * learned flows; every gateway holds the same table, so a 5-tuple gets the
  * same owner and previous owner on each.
+ *
+ * With healthCheck.bfd an owner group is fast failover: while the gateway's
+ * BFD session to the owner's hypervisor is down, its slots' packets go
+ * (key 0) to the VIP's select group instead, whose buckets watch the same
+ * sessions, so a dead hypervisor's slots spread over the live backends by
+ * weight and no other slot moves. OVS does this in the datapath within the
+ * BFD detection time, with no one rewriting a flow.
  */
 
 export const SLOT_TABLE = 70;
@@ -71,12 +79,6 @@ export function checkSecondChance(inputs: Inputs): CheckFailure[] {
       fail(`hypervisors[${i}].delivery`, "must be gre with secondChance: the previous owner's hypervisor travels in the GRE key");
     }
   });
-  if (inputs.healthCheck?.bfd) {
-    fail(
-      "healthCheck.bfd",
-      "cannot be used with secondChance yet: BFD liveness is the select buckets' watch_port, and second-chance slots are flows, not buckets",
-    );
-  }
   const fields = inputs.selectionFields ?? ["ip_src", "ip_dst", "tp_src", "tp_dst"];
   if (!multipathFields(fields, "tcp")) {
     fail("selectionFields", "with secondChance must be all four fields, ip_src and ip_dst, ip_src, or ip_dst: the field sets multipath can hash");
@@ -148,16 +150,19 @@ export function unsafeMovesError(unsafe: SlotPlans["unsafe"]): Error {
   );
 }
 
-export interface SlotGateway {
-  segmentOfport: number;
-  mac: string;
-  /** hypervisor name -> this gateway's tunnel port to it. */
-  tunnelOfports: ReadonlyMap<string, number>;
-}
-
-/** One VIP's flows on one gateway: the entry flow and one flow per owned slot. */
-export function slotFlows(inputs: Inputs, vip: DeferredNatVip, table: SlotTable, gw: SlotGateway, cookie: bigint): Flow[] {
-  const byKey = new Map(vip.backends.map((b) => [backendKey(b), b]));
+/**
+ * One VIP's flows on one gateway: the entry flow and one flow per owned
+ * slot, pointing at the owner's group (`ownerGroups`: backend key -> group id).
+ */
+export function slotFlows(
+  inputs: Inputs,
+  vip: DeferredNatVip,
+  table: SlotTable,
+  ownerGroups: Readonly<Record<string, number>>,
+  segmentOfport: number,
+  cookie: bigint,
+): Flow[] {
+  const hypervisorOf = new Map(vip.backends.map((b) => [backendKey(b), b.hypervisor]));
   const hypervisorAddress = new Map(inputs.hypervisors.map((h) => [h.name, h.tunnelAddress!]));
   const bits = Math.log2(table.size);
   const vipMatch = { protocol: vip.protocol, nw_dst: vip.address, tp_dst: vip.port };
@@ -166,7 +171,7 @@ export function slotFlows(inputs: Inputs, vip: DeferredNatVip, table: SlotTable,
       table: 0,
       priority: SLOT_PRIORITY,
       cookie,
-      match: { ...vipMatch, in_port: gw.segmentOfport },
+      match: { ...vipMatch, in_port: segmentOfport },
       actions: [
         { type: "multipath", fields: multipathFields(inputs.selectionFields, vip.protocol)!, basis: 0, links: table.size, dst: "NXM_NX_REG12", bits },
         { type: "resubmit", table: SLOT_TABLE },
@@ -175,21 +180,19 @@ export function slotFlows(inputs: Inputs, vip: DeferredNatVip, table: SlotTable,
   ];
   for (let s = 0; s < table.size; s++) {
     if (table.owner[s] === NONE) continue;
-    const owner = byKey.get(table.backends[table.owner[s]])!;
-    const previous = table.previous[s] === NONE ? undefined : byKey.get(table.backends[table.previous[s]]);
-    const key = previous && previous.hypervisor !== owner.hypervisor ? ipv4Number(hypervisorAddress.get(previous.hypervisor)!) : 0;
-    const tunnel = gw.tunnelOfports.get(owner.hypervisor);
-    if (tunnel === undefined) throw new Error(`hypervisors: the gateway has no working tunnel port to hypervisor ${owner.hypervisor}`);
+    const owner = table.backends[table.owner[s]];
+    const previousHv = table.previous[s] === NONE ? undefined : hypervisorOf.get(table.backends[table.previous[s]]);
+    const key = previousHv !== undefined && previousHv !== hypervisorOf.get(owner) ? ipv4Number(hypervisorAddress.get(previousHv)!) : 0;
+    const groupId = ownerGroups[owner];
+    if (groupId === undefined) throw new Error(`VIP ${vipKey(vip)}: backend ${owner} owns slots but has no owner group`);
     flows.push({
       table: SLOT_TABLE,
       priority: SLOT_PRIORITY,
       cookie,
       match: { ...vipMatch, reg12: s },
       actions: [
-        { type: "set_field", field: "eth_src", value: gw.mac.toLowerCase() },
-        { type: "set_field", field: "eth_dst", value: owner.mac.toLowerCase() },
         { type: "set_field", field: "tun_id", value: key },
-        { type: "output", port: tunnel },
+        { type: "group", groupId },
       ],
     });
   }
