@@ -12,8 +12,9 @@ import { ipv4Number, parseFlows, type SlotChoice } from "../../provider/openflow
 import { runChecked } from "../../provider/transport/exec";
 import { traceSlots } from "../../provider/transport/openflow-trace";
 import type { SshSession } from "../../provider/transport/ssh";
-import type { LabBackend, LabInventory } from "../lab/topology";
+import { ROUTER_NS, type LabBackend, type LabInventory } from "../lab/topology";
 import { ProviderDriver, labBackend, labHypervisorFlows, labLoadBalancer } from "../support/deferred-nat";
+import { bfdKeyOf } from "../../provider/resources/deferred-nat-load-balancer/plan";
 import { inNamespace, labSsh, loadInventory, lockLab } from "../support/lab";
 import { connectAndClose, connectFromPort, openLiveConnections, times, type LiveConnection, type LiveConnections } from "../support/tcp-clients";
 import { waitUntil } from "../support/wait";
@@ -30,6 +31,9 @@ const VIP = "10.0.0.196";
 const NAME = "sc-web";
 const TUPLES = 2000;
 const HVS = ["hv1", "hv2", "hv3"];
+const BFD_TIMERS = { minRx: 100, minTx: 100, multiplier: 3 };
+/** The router's link to a host's underlay (its name inside the router's namespace). */
+const setUnderlay = (host: string, up: boolean) => inNamespace(ROUTER_NS, ["ip", "link", "set", `u-${host}`, up ? "up" : "down"]);
 type Declared = { backend: LabBackend; state?: "active" | "draining"; weight?: number };
 
 let inv: LabInventory;
@@ -43,37 +47,44 @@ let live: LiveConnections | undefined;
 const underlay = (host: string) => inv.hosts[host].underlay!.address;
 const vipOf = (backends: LabBackend[]) => [{ address: VIP, port: 80, protocol: "tcp" as const, backends }];
 
-function lbInputs(declared: Declared[]) {
+/** With `bfd`, healthCheck.bfd on the gateways and BFD peers on the hypervisors, at BFD_TIMERS. */
+function lbInputs(declared: Declared[], bfd = false) {
   const backends = declared.map((d) => ({ ...labBackend(inv, d.backend), ...(d.state ? { state: d.state } : {}), ...(d.weight ? { weight: d.weight } : {}) }));
   const base = labLoadBalancer(inv, NAME, [{ address: VIP, port: 80, protocol: "tcp", backends }], { delivery: "gre", secondChance: {} });
   return {
     ...base,
     gateways: base.gateways.map((g) => ({ ...g, tunnelAddress: underlay(g.name) })),
     hypervisors: HVS.map((name) => ({ name, tunnelAddress: underlay(name) })),
+    ...(bfd ? { healthCheck: { bfd: BFD_TIMERS } } : {}),
   };
 }
 
-function hvInputs(name: string, backends: LabBackend[]) {
+function hvInputs(name: string, backends: LabBackend[], bfd = false) {
+  const peers = ["gw1", "gw2"].map((g) => ({ address: underlay(g), key: bfdKeyOf({ name: NAME }) }));
   return {
     ...labHypervisorFlows(inv, NAME, name, vipOf(backends)),
     mode: "gre" as const,
-    gre: { allowedSources: ["gw1", "gw2"].map(underlay), secondChance: { peers: HVS.filter((h) => h !== name).map(underlay) } },
+    gre: {
+      allowedSources: ["gw1", "gw2"].map(underlay),
+      secondChance: { peers: HVS.filter((h) => h !== name).map(underlay) },
+      ...(bfd ? { bfd: { peers, timers: BFD_TIMERS } } : {}),
+    },
   };
 }
 
 /** The hypervisors first (a draining backend stays on its hypervisor: it still serves), then the gateways. */
-async function apply(declared: Declared[]) {
+async function apply(declared: Declared[], bfd = false) {
   const backends = declared.map((d) => d.backend);
   for (const name of HVS) {
     const here = backends.filter((b) => b.hypervisor === name);
     const driver = (hv[name] ??= new ProviderDriver("DsrHypervisorFlows"));
-    if (here.length > 0) await (driver.id ? driver.update(hvInputs(name, backends)) : driver.create(hvInputs(name, backends)));
+    if (here.length > 0) await (driver.id ? driver.update(hvInputs(name, backends, bfd)) : driver.create(hvInputs(name, backends, bfd)));
     else if (driver.id) {
       await driver.delete();
       driver.id = "";
     }
   }
-  await (lb.id ? lb.update(lbInputs(declared)) : lb.create(lbInputs(declared)));
+  await (lb.id ? lb.update(lbInputs(declared, bfd)) : lb.create(lbInputs(declared, bfd)));
 }
 
 const brokenOf = (round: LiveConnection[]) => round.filter((c) => c.broken && c.broken !== "closed");
@@ -126,6 +137,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  setUnderlay("hv1", true);
   live?.close();
   await lb.delete().catch(() => undefined);
   for (const d of Object.values(hv)) if (d.id) await d.delete().catch(() => undefined);
@@ -339,6 +351,73 @@ describe("second chance: scaling out one change after another, with history live
     // Only the removed backend's connections may end: it left while they were open.
     expect(brokenOf(await live.round()).every((c) => c.backend === heavy.name)).toBe(true);
     console.log(`second chance sequence, 60 connections (${onHeavy} on hv2-vm1): ${report.join("; ")}`);
+  });
+});
+
+describe("second chance with BFD liveness: a dead hypervisor's slots fail over in the datapath", () => {
+  const mac = (b: LabBackend) => labBackend(inv, b).mac.toLowerCase();
+  const hvOfMac = () => new Map(pool.map((b) => [mac(b), b.hypervisor]));
+  /** Every traced tuple on both gateways reaches the backend of its slot's owner (every session up). */
+  const allHome = async () => {
+    const picks = await traceAll();
+    const table = readSlots(lb.outputs.slotTables[`tcp:${VIP}:80`]);
+    const macOf = new Map(pool.map((b) => [`${b.address}:${inv.backendPort}`, mac(b)]));
+    return picks.every((g) => g.every((p) => p.mac === macOf.get(table.backends[table.owner[p.slot!]])));
+  };
+
+  it("cutting hv1's underlay takes its slots to the live backends (spread, key 0) on both gateways within the BFD detection time; no other slot moves, connections to hv2 and hv3 are kept, new connections open; the repair puts every slot back", async () => {
+    // A fresh load balancer, with BFD.
+    live?.close();
+    if (lb.id) await lb.delete();
+    lb.id = "";
+    await apply(
+      pool.map((backend) => ({ backend })),
+      true,
+    );
+    await waitUntil(allHome, { what: "every slot's owner live on both gateways (BFD up)", timeoutMs: 20_000, intervalMs: 300 });
+    const before = await traceAll();
+    live = await openLiveConnections(inv.client.namespace, VIP, 80, 60);
+    expect(live.initial.filter((c) => c.broken)).toEqual([]);
+    const hvOf = hvOfMac();
+    const backendHv = new Map(pool.map((b) => [b.name, b.hypervisor]));
+
+    const cut = Date.now();
+    setUnderlay("hv1", false);
+    let after: SlotChoice[][] = [];
+    await waitUntil(
+      async () => {
+        after = await traceAll();
+        return after.every((g) => g.every((p) => hvOf.get(p.mac!) !== "hv1"));
+      },
+      { what: "no tuple sent to hv1 by either gateway", timeoutMs: 5_000, intervalMs: 50 },
+    );
+    const detected = Date.now() - cut;
+    expect(after[0]).toEqual(after[1]);
+    const spread = new Map<string, number>();
+    after[0].forEach((p, i) => {
+      const was = before[0][i];
+      expect(p.slot).toBe(was.slot);
+      if (hvOf.get(was.mac!) === "hv1") {
+        // hv1's slots: to a live backend, asking no one (hv1's connections are gone with it).
+        expect([hvOf.get(p.mac!) !== "hv1", p.key]).toEqual([true, 0]);
+        spread.set(p.mac!, (spread.get(p.mac!) ?? 0) + 1);
+      } else expect([p.mac, p.key]).toEqual([was.mac, was.key]);
+    });
+    // The load spreads by weight over the three live backends, not onto one successor.
+    expect(spread.size).toBe(3);
+    const round = await live.round();
+    expect(brokenOf(round).filter((c) => backendHv.get(c.backend) !== "hv1")).toEqual([]);
+    expect(fresh(20).every((b) => backendHv.get(b) !== "hv1")).toBe(true);
+
+    setUnderlay("hv1", true);
+    await waitUntil(allHome, { what: "every slot back with its owner after the repair", timeoutMs: 20_000, intervalMs: 300 });
+    const repaired = await traceAll();
+    expect(repaired[0].map((p) => [p.mac, p.key])).toEqual(before[0].map((p) => [p.mac, p.key]));
+    console.log(
+      `second chance + BFD (100 ms x 3): hv1's underlay cut seen on both gateways' traces after ${detected} ms; ` +
+        `${[...spread.values()].reduce((a, b) => a + b, 0)} of ${TUPLES} tuples moved, spread ${[...spread.values()].join("/")}; ` +
+        `${brokenOf(round).length} of 60 connections broken, all on hv1`,
+    );
   });
 });
 

@@ -16,6 +16,7 @@ import {
   type GroupEntry,
 } from "../../provider/openflow";
 import { chosenBucket } from "../../provider/transport/openflow-trace";
+import { slotChoice } from "../../provider/openflow/trace";
 
 // Captured from ovs-ofctl 3.1.0 (-O OpenFlow15 --no-names) against ovs-vswitchd 3.1.0.
 const GROUPS = `OFPST_GROUP_DESC reply (OF1.5) (xid=0x2):
@@ -270,6 +271,31 @@ describe("parse: ofproto/trace", () => {
      -> bucket 200: score 1900000
      -> using bucket 150`;
     expect(chosenBucket(trace)).toBe(150);
+  });
+
+  it("reads a second-chance gateway's slot, key, MAC and port, through a failed-over owner group; slot 0 shows in no final flow", () => {
+    const via = (reg12: string) => ` 0. tcp,in_port=1,nw_dst=10.0.0.196,tp_dst=80, priority 100, cookie 0xb5e0a707f9060df
+    multipath(symmetric_l3l4,0,modulo_n,1024,0,NXM_NX_REG12[0..9])
+     -> NXM_NX_REG12[0..9] = ${reg12 || 0}
+    resubmit(,70)
+70. tcp,reg12=${reg12 || 0},nw_dst=10.0.0.196,tp_dst=80, priority 100, cookie 0xb5e0a707f9060df
+    set_field:0xac101502->tun_id
+    group:77
+     -> bucket 0: not live due to port 62001
+     -> bucket 1: live
+    set_field:0->tun_id
+    group:9
+     -> using bucket 3
+    bucket 3
+            set_field:02:00:0a:00:00:0b->eth_src
+            set_field:02:00:0a:00:00:6f->eth_dst
+            output:61002
+
+Final flow: tcp,${reg12 ? `reg12=${reg12},` : ""}tun_id=0,in_port=1,dl_src=02:00:0a:00:00:0b,dl_dst=02:00:0a:00:00:6f,nw_dst=10.0.0.196,tp_dst=80
+`;
+    expect(slotChoice(via("0x2a"))).toEqual({ slot: 42, key: 0, mac: "02:00:0a:00:00:6f", output: 61002 });
+    expect(slotChoice(via(""))).toEqual({ slot: 0, key: 0, mac: "02:00:0a:00:00:6f", output: 61002 });
+    expect(slotChoice("Final flow: unchanged")).toEqual({});
   });
 });
 

@@ -82,7 +82,9 @@ const action = (f: Flow, field: string) => f.actions.find((a) => a.type === "set
 const groupOf = (f: Flow) => (f.actions.find((a) => a.type === "group") as { groupId: number }).groupId;
 /** Owner group id -> the owner's MAC. */
 const macOfGroup = (i: ReturnType<typeof gatewayIntent>) =>
-  new Map(i.groups.map((g) => [g.groupId, String((g.buckets[0].actions.find((a) => a.type === "set_field" && a.field === "eth_dst") as { value: string }).value)]));
+  new Map(
+    i.groups.map((g) => [g.groupId, String((g.buckets[0].actions.find((a) => a.type === "set_field" && a.field === "eth_dst") as { value: string }).value)]),
+  );
 
 describe("secondChance on the gateways", () => {
   it("holds, per VIP, an entry flow hashing into reg12, one flow per slot pointing at its owner's group, and one group per backend; tunnels send the key from the flow", () => {
@@ -97,7 +99,9 @@ describe("secondChance on the gateways", () => {
     expect(slots).toHaveLength(1024);
     expect(new Set(slots.map(slotOf)).size).toBe(1024);
     expect(slots.every((f) => f.table === SLOT_TABLE && action(f, "tun_id")!.value === 0)).toBe(true);
-    expect(renderBundle([{ op: "add-flow", flow: slots[0] }])[0]).toMatch(/,reg12=(0x[0-9a-f]+|0),nw_dst=10\.0\.0\.196,tp_dst=80,actions=set_field:0->tun_id,group:\d+$/);
+    expect(renderBundle([{ op: "add-flow", flow: slots[0] }])[0]).toMatch(
+      /,reg12=(0x[0-9a-f]+|0),nw_dst=10\.0\.0\.196,tp_dst=80,actions=set_field:0->tun_id,group:\d+$/,
+    );
     // 256 slots each.
     const perGroup = new Map<number, number>();
     for (const f of slots) perGroup.set(groupOf(f), (perGroup.get(groupOf(f)) ?? 0) + 1);

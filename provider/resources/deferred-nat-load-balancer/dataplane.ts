@@ -251,7 +251,11 @@ export function slotGroups(inputs: Inputs, vip: Inputs["vips"][number], ids: Rec
     if (groupId === undefined) throw new Error(`VIP ${key}: backend ${backendKey(b)} has no owner group id`);
     const toOwner = {
       bucketId: OWNER_BUCKET,
-      actions: [ethSrc, { type: "set_field", field: "eth_dst", value: b.mac.toLowerCase() }, { type: "output", port: tunnelOfport(gw, b.hypervisor) }] as Action[],
+      actions: [
+        ethSrc,
+        { type: "set_field", field: "eth_dst", value: b.mac.toLowerCase() },
+        { type: "output", port: tunnelOfport(gw, b.hypervisor) },
+      ] as Action[],
     };
     if (!select) return { groupId, type: "indirect", buckets: [toOwner] };
     return {

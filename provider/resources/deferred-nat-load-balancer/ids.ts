@@ -140,7 +140,8 @@ export function bfdKeyOf(inputs: Pick<Inputs, "name">): number {
 /** The recorded ids as the engine's ownership marks: group id -> the bucket ids given in it. */
 export function recordedGroups(ids: RecordedIds): Map<number, Set<number>> {
   const groups = new Map(Object.entries(ids.groupIds).map(([key, id]) => [id, new Set(Object.values(ids.bucketIds[key] ?? {}))]));
-  for (const byBackend of Object.values(ids.ownerGroupIds ?? {})) for (const id of Object.values(byBackend)) groups.set(id, new Set([OWNER_BUCKET, FALLBACK_BUCKET]));
+  for (const byBackend of Object.values(ids.ownerGroupIds ?? {}))
+    for (const id of Object.values(byBackend)) groups.set(id, new Set([OWNER_BUCKET, FALLBACK_BUCKET]));
   return groups;
 }
 

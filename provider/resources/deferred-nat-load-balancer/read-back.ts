@@ -143,7 +143,8 @@ export function actualSlotInputs(
       const note = (kind: DriftFinding["kind"], object: string, detail?: string) =>
         observations[gi].findings.push({ host: g.name, kind, object, vip: key, ...(detail === undefined ? {} : { detail }) });
       // Plan as if a missing tunnel or BFD port were there under a number no port has: the groups behind it then differ.
-      const assumed = (have: ReadonlyMap<string, number> | undefined, absent: number) => new Map(d.hypervisors.map((h) => [h.name, have?.get(h.name) ?? absent]));
+      const assumed = (have: ReadonlyMap<string, number> | undefined, absent: number) =>
+        new Map(d.hypervisors.map((h) => [h.name, have?.get(h.name) ?? absent]));
       const port = { ...g.port, tunnelOfports: assumed(g.port.tunnelOfports, 0xfeff), bfdOfports: assumed(g.port.bfdOfports, 0xfefe) };
       const present_ = flowPresent(g.observed.flows);
       const observedGroup = new Map(g.observed.groups.map((x) => [x.groupId, x]));
@@ -151,7 +152,8 @@ export function actualSlotInputs(
       for (const want of slotGroups(d, vip, ids, port)) {
         const have = observedGroup.get(want.groupId);
         const entry = toGroupEntry(want);
-        const same = have && have.type === entry.type && have.buckets.length === entry.buckets.length && have.buckets.every((b, i) => sameBucket(b, entry.buckets[i]));
+        const same =
+          have && have.type === entry.type && have.buckets.length === entry.buckets.length && have.buckets.every((b, i) => sameBucket(b, entry.buckets[i]));
         if (same) continue;
         const owner = ownerOf.get(want.groupId);
         note(have ? "bucket-changed" : "group-missing", `group ${want.groupId}${owner ? ` (${owner})` : " (select)"}`);
