@@ -163,6 +163,36 @@ describe("secondChance on the gateways", () => {
     expect([...keys.get("hv2")!].map(ip)).toEqual([hvAddress.hv2]);
   });
 
+  it("a stack recorded before owner groups (slot flows carrying the owner's MACs and port) is taken over in one bundle: the groups first, then every slot flow pointed at its owner's group, with the same key", () => {
+    const inputs = lb(four);
+    const { slots, intent: now } = intent(inputs);
+    const macOf = macOfGroup(now);
+    const portOf = new Map(four.map((b) => [b.mac, gw.tunnelOfports.get(b.hypervisor)!]));
+    // The slot flows as ovslb 0.2.0 wrote them.
+    const old = now.flows.map((f) =>
+      f.table !== SLOT_TABLE
+        ? f
+        : {
+            ...f,
+            actions: [
+              { type: "set_field" as const, field: "eth_src" as const, value: gw.mac },
+              { type: "set_field" as const, field: "eth_dst" as const, value: macOf.get(groupOf(f))! },
+              { type: "set_field" as const, field: "tun_id" as const, value: action(f, "tun_id")!.value as number },
+              { type: "output" as const, port: portOf.get(macOf.get(groupOf(f))!)! },
+            ],
+          },
+    );
+    const mods = planBridge("gw1", now, { ports: new Map(), flows: old.map((f) => ({ ...f, otherMatch: [], nPackets: 0n, nBytes: 0n })), groups: [] });
+    expect(mods.slice(0, 4).every((m) => m.op === "add-group")).toBe(true);
+    expect(mods.slice(4).map((m) => m.op)).toEqual(Array(slots.tables[VIP].size).fill("modify-flow"));
+    const oldBySlot = new Map(old.slice(1).map((f) => [slotOf(f), f]));
+    for (const m of mods.slice(4)) {
+      const f = (m as { flow: Flow }).flow;
+      const was = oldBySlot.get(slotOf(f))!;
+      expect([macOf.get(groupOf(f)), action(f, "tun_id")!.value]).toEqual([action(was, "eth_dst")!.value, action(was, "tun_id")!.value]);
+    }
+  });
+
   it("reads its own slot flows and groups back as its inputs; a slot flow deleted by hand, or an owner group changed, reads as its owner missing and says so", () => {
     const inputs = lb(four);
     const { slots, ids, intent: it_ } = intent(inputs);
