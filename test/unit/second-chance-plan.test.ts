@@ -163,7 +163,7 @@ describe("secondChance on the gateways", () => {
     expect([...keys.get("hv2")!].map(ip)).toEqual([hvAddress.hv2]);
   });
 
-  it("a stack recorded before owner groups (slot flows carrying the owner's MACs and port) is taken over in one bundle: the groups first, then every slot flow pointed at its owner's group, with the same key", () => {
+  it("a stack recorded before owner groups (slot flows carrying the owner's MACs and port) reads back with no drift, and the next update takes it over in one bundle: the groups first, then every slot flow pointed at its owner's group, with the same key", () => {
     const inputs = lb(four);
     const { slots, intent: now } = intent(inputs);
     const macOf = macOfGroup(now);
@@ -182,7 +182,11 @@ describe("secondChance on the gateways", () => {
             ],
           },
     );
-    const mods = planBridge("gw1", now, { ports: new Map(), flows: old.map((f) => ({ ...f, otherMatch: [], nPackets: 0n, nBytes: 0n })), groups: [] });
+    const observed = { ports: new Map(), flows: old.map((f) => ({ ...f, otherMatch: [], nPackets: 0n, nBytes: 0n })), groups: [] };
+    // A refresh of that stack (its state has no ownerGroupIds) finds it as its inputs, with no drift.
+    const read = actualInputs(inputs, NO_IDS, [{ name: "gw1", port: gw, observed }], slots.tables);
+    expect([read.inputs, read.observations[0].findings]).toEqual([inputs, []]);
+    const mods = planBridge("gw1", now, observed);
     expect(mods.slice(0, 4).every((m) => m.op === "add-group")).toBe(true);
     expect(mods.slice(4).map((m) => m.op)).toEqual(Array(slots.tables[VIP].size).fill("modify-flow"));
     const oldBySlot = new Map(old.slice(1).map((f) => [slotOf(f), f]));

@@ -21,7 +21,7 @@ import {
   VIP_FLOW_PRIORITY,
   vipKey,
 } from "./ids";
-import { slotFlows } from "./second-chance";
+import { slotFlows, toOwnerGroup } from "./second-chance";
 import type { SlotTable } from "./slots";
 import type { DeferredNatDefaulted } from "./check";
 
@@ -289,7 +289,7 @@ export function slotIntent(inputs: Inputs, ids: RecordedIds, gw: GatewayPort, sl
     const table = slots[key];
     if (!table) throw new Error(`VIP ${key}: no slot table was planned`);
     const mine = slotGroups(d, vip, ids, gw);
-    const flows = slotFlows(d, vip, table, ids.ownerGroupIds?.[key] ?? {}, gw.segmentOfport, cookie);
+    const flows = slotFlows(d, vip, table, toOwnerGroup(vip, ids.ownerGroupIds?.[key] ?? {}), gw.segmentOfport, cookie);
     for (const x of [...mine, ...flows]) vipOf.set(x, key);
     groups.push(...mine);
     return flows;

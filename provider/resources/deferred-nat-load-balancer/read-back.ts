@@ -7,7 +7,7 @@ import { bucketMac, sameBucket, toGroupEntry } from "../../openflow";
 import { type DefaultedBackend, type DefaultedVip, type DeferredNatDefaulted } from "./check";
 import { backendKey, cookieOf, type RecordedIds, replicaKey, vipKey } from "./ids";
 import { bfdDropFlows, deliveryOf, desiredDataplane, slotGroups, type GatewayPort } from "./dataplane";
-import { slotFlows } from "./second-chance";
+import { slotFlows, toOwnerDirectly, toOwnerGroup } from "./second-chance";
 import type { SlotTable } from "./slots";
 
 /** DeferredNatLoadBalancer read back: the inputs a gateway's groups and flows amount to, and what differs (pure). */
@@ -148,8 +148,10 @@ export function actualSlotInputs(
       const port = { ...g.port, tunnelOfports: assumed(g.port.tunnelOfports, 0xfeff), bfdOfports: assumed(g.port.bfdOfports, 0xfefe) };
       const present_ = flowPresent(g.observed.flows);
       const observedGroup = new Map(g.observed.groups.map((x) => [x.groupId, x]));
-      const ownerOf = new Map(Object.entries(ids.ownerGroupIds?.[key] ?? {}).map(([backend, id]) => [id, backend]));
-      for (const want of slotGroups(d, vip, ids, port)) {
+      const ownerGroups = ids.ownerGroupIds?.[key];
+      const ownerOf = new Map(Object.entries(ownerGroups ?? {}).map(([backend, id]) => [id, backend]));
+      // State recorded before owner groups: the slot flows carry the owner themselves.
+      for (const want of ownerGroups ? slotGroups(d, vip, ids, port) : []) {
         const have = observedGroup.get(want.groupId);
         const entry = toGroupEntry(want);
         const same =
@@ -160,7 +162,8 @@ export function actualSlotInputs(
         if (owner) wrong.add(owner);
         else present = false;
       }
-      const [entry, ...slotFlowsWanted] = slotFlows(d, vip, table, ids.ownerGroupIds?.[key] ?? {}, g.port.segmentOfport, cookieOf(d));
+      const target = ownerGroups ? toOwnerGroup(vip, ownerGroups) : toOwnerDirectly(vip, port);
+      const [entry, ...slotFlowsWanted] = slotFlows(d, vip, table, target, g.port.segmentOfport, cookieOf(d));
       if (!present_(entry)) {
         note("flow-changed", "entry flow");
         present = false;

@@ -150,18 +150,41 @@ export function unsafeMovesError(unsafe: SlotPlans["unsafe"]): Error {
   );
 }
 
+/** Where a slot flow sends its packets, given the slot's owner (backend key) and key. */
+export type SlotTarget = (owner: string, key: number) => Flow["actions"];
+
+/** The slot flows' actions: the key, then the owner's group (`ownerGroups`: backend key -> group id). */
+export function toOwnerGroup(vip: DeferredNatVip, ownerGroups: Readonly<Record<string, number>>): SlotTarget {
+  return (owner, key) => {
+    const groupId = ownerGroups[owner];
+    if (groupId === undefined) throw new Error(`VIP ${vipKey(vip)}: backend ${owner} owns slots but has no owner group`);
+    return [
+      { type: "set_field", field: "tun_id", value: key },
+      { type: "group", groupId },
+    ];
+  };
+}
+
 /**
- * One VIP's flows on one gateway: the entry flow and one flow per owned
- * slot, pointing at the owner's group (`ownerGroups`: backend key -> group id).
+ * The slot flows' actions as ovslb 0.2.0 wrote them (the owner's MACs and
+ * tunnel port in each flow): read back from state recorded before owner
+ * groups, so a refresh of such a stack finds no drift where nothing changed.
  */
-export function slotFlows(
-  inputs: Inputs,
-  vip: DeferredNatVip,
-  table: SlotTable,
-  ownerGroups: Readonly<Record<string, number>>,
-  segmentOfport: number,
-  cookie: bigint,
-): Flow[] {
+export function toOwnerDirectly(vip: DeferredNatVip, gw: { mac: string; tunnelOfports: ReadonlyMap<string, number> }): SlotTarget {
+  const byKey = new Map(vip.backends.map((b) => [backendKey(b), b]));
+  return (owner, key) => {
+    const b = byKey.get(owner)!;
+    return [
+      { type: "set_field", field: "eth_src", value: gw.mac.toLowerCase() },
+      { type: "set_field", field: "eth_dst", value: b.mac.toLowerCase() },
+      { type: "set_field", field: "tun_id", value: key },
+      { type: "output", port: gw.tunnelOfports.get(b.hypervisor)! },
+    ];
+  };
+}
+
+/** One VIP's flows on one gateway: the entry flow and one flow per owned slot, sent where `target` says. */
+export function slotFlows(inputs: Inputs, vip: DeferredNatVip, table: SlotTable, target: SlotTarget, segmentOfport: number, cookie: bigint): Flow[] {
   const hypervisorOf = new Map(vip.backends.map((b) => [backendKey(b), b.hypervisor]));
   const hypervisorAddress = new Map(inputs.hypervisors.map((h) => [h.name, h.tunnelAddress!]));
   const bits = Math.log2(table.size);
@@ -183,18 +206,7 @@ export function slotFlows(
     const owner = table.backends[table.owner[s]];
     const previousHv = table.previous[s] === NONE ? undefined : hypervisorOf.get(table.backends[table.previous[s]]);
     const key = previousHv !== undefined && previousHv !== hypervisorOf.get(owner) ? ipv4Number(hypervisorAddress.get(previousHv)!) : 0;
-    const groupId = ownerGroups[owner];
-    if (groupId === undefined) throw new Error(`VIP ${vipKey(vip)}: backend ${owner} owns slots but has no owner group`);
-    flows.push({
-      table: SLOT_TABLE,
-      priority: SLOT_PRIORITY,
-      cookie,
-      match: { ...vipMatch, reg12: s },
-      actions: [
-        { type: "set_field", field: "tun_id", value: key },
-        { type: "group", groupId },
-      ],
-    });
+    flows.push({ table: SLOT_TABLE, priority: SLOT_PRIORITY, cookie, match: { ...vipMatch, reg12: s }, actions: target(owner, key) });
   }
   return flows;
 }
