@@ -92,6 +92,13 @@ export interface DeferredNatServiceArgs {
    * hypervisor's flows take handed-on packets from the other hypervisors.
    */
   secondChance?: Leaves<NonNullable<DeferredNatLoadBalancerInputs["secondChance"]>>;
+  /**
+   * Path MTU discovery through DSR: the gateways send each ICMP
+   * "fragmentation needed" error for a VIP to every hypervisor serving it,
+   * and each hypervisor's conntrack hands it to the backend whose connection
+   * it is about. Default false.
+   */
+  pathMtu?: pulumi.Input<boolean>;
 }
 
 type Resolved = pulumi.Unwrap<DeferredNatServiceArgs>;
@@ -200,6 +207,7 @@ export class DeferredNatService extends pulumi.ComponentResource {
           ...(modeAndGre as Pick<DsrHypervisorFlowsArgs, "mode" | "gre">),
           vips: childInput<DsrHypervisorFlowsArgs["vips"]>(gated(gate, vips)),
           ...(hv.zone === undefined ? {} : { zone: hv.zone }),
+          ...(args.pathMtu === undefined ? {} : { pathMtu: args.pathMtu }),
         },
         { parent: this },
       );
@@ -230,6 +238,7 @@ export class DeferredNatService extends pulumi.ComponentResource {
         // The load balancer keeps only BFD (dataplane); probes, the southbound and enforce are the HealthCheck's.
         ...(bfd ? { healthCheck: { bfd } } : {}),
         ...(args.secondChance ? { secondChance: args.secondChance } : {}),
+        ...(args.pathMtu === undefined ? {} : { pathMtu: args.pathMtu }),
       },
       { parent: this, dependsOn: Object.values(this.hypervisorFlows) },
     );

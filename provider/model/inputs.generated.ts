@@ -52,6 +52,10 @@ export interface DeferredNatLoadBalancerInputs {
   delivery?: "mac" | "gre";
   ovn?: DeferredNatOvn;
   healthCheck?: DeferredNatHealthCheck;
+  /**
+   * path MTU discovery through DSR: each gateway sends an ICMP 'fragmentation needed' error addressed to a VIP to every hypervisor that serves the VIP (one copy each), whose conntrack gives it to the backend whose connection it is about (DsrHypervisorFlows pathMtu). Without it such an error reaches one arbitrary hypervisor and a server whose replies cross a smaller MTU stalls. Default false
+   */
+  pathMtu?: boolean;
   secondChance?: DeferredNatSecondChance;
 }
 export interface DeferredNatGateway {
@@ -416,6 +420,10 @@ export interface DsrHypervisorFlowsInputs {
    */
   mode?: "mac" | "gre" | "ipip";
   gre?: DsrGre;
+  /**
+   * accept ICMP 'fragmentation needed' errors addressed to the VIPs (as the load balancer's pathMtu fans them out) when conntrack relates them to a connection of the zone, translated to its backend; drop the rest. Default false
+   */
+  pathMtu?: boolean;
   /**
    * a conntrack zone in [1, 65535] (0 is the default zone, shared with everything); default derived from the resource and kept once given
    */

@@ -140,7 +140,7 @@ function keyValue(token: string, separator: "=" | ":"): [string, string | undefi
 }
 
 const INT = /^(0x[0-9a-f]+|[0-9]+)$/;
-const MATCH_NUMBERS = new Set(["in_port", "tp_src", "tp_dst", "arp_op", "ct_zone", "ct_mark", "tun_id", "reg12", "reg13"]);
+const MATCH_NUMBERS = new Set(["in_port", "tp_src", "tp_dst", "icmp_type", "icmp_code", "arp_op", "ct_zone", "ct_mark", "tun_id", "reg12", "reg13"]);
 
 function matchValue(name: string, text: string): unknown {
   if (MATCH_NUMBERS.has(name)) return INT.test(text) ? Number(text) : undefined;

@@ -43,6 +43,7 @@ export const MAX_BUCKET_ID = 0xffffff00;
 /** OFPP_MAX - 1: the largest physical port number. */
 export const MAX_PORT = 0xfeff;
 export const MAX_TABLE = 254;
+const UINT8 = 0xff;
 const UINT16 = 0xffff;
 const UINT32 = 0xffffffff;
 const UINT64 = (1n << 64n) - 1n;
@@ -146,6 +147,8 @@ const MATCH_FIELDS: ReadonlyArray<{ name: MatchKey; render: (field: string, valu
   { name: "nw_dst", render: ipv4Prefix, needs: IP_PROTOCOLS },
   { name: "tp_src", render: (f, v) => `${checkUint(f, v, UINT16)}`, needs: L4_PROTOCOLS },
   { name: "tp_dst", render: (f, v) => `${checkUint(f, v, UINT16)}`, needs: L4_PROTOCOLS },
+  { name: "icmp_type", render: (f, v) => `${checkUint(f, v, UINT8)}`, needs: ["icmp"] },
+  { name: "icmp_code", render: (f, v) => `${checkUint(f, v, UINT8)}`, needs: ["icmp"] },
   { name: "tcp_flags", render: tcpFlags, needs: ["tcp"] },
   { name: "arp_op", render: (f, v) => `${checkUint(f, v, UINT16)}`, needs: ["arp"] },
   { name: "arp_spa", render: ipv4Prefix, needs: ["arp"] },

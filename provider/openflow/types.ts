@@ -27,6 +27,9 @@ export interface Match {
   nw_dst?: string;
   tp_src?: number;
   tp_dst?: number;
+  /** ICMP type and code (`icmp_type=3,icmp_code=4`: fragmentation needed). Need protocol icmp. */
+  icmp_type?: number;
+  icmp_code?: number;
   arp_op?: number;
   arp_spa?: string;
   arp_tpa?: string;

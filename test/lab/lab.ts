@@ -21,6 +21,7 @@ import {
   SEGMENT_CIDR,
   TENANT_CLIENT,
   EDGE_ROUTER,
+  FAR_CLIENT,
   mgmtAddressOf,
   namespaceOf,
   segmentAddressOf,
@@ -229,6 +230,7 @@ export class Lab {
     this.makeTenantClient(hosts);
     this.makeL3dsr(hosts);
     this.makeEdgeRouter();
+    this.makeFarClient();
     const backends = HOSTS.flatMap((h) => h.vms).map((vm) => this.makeVm(vm));
     // One ping across each network warms the ARP caches of OVS and the kernels.
     for (const h of HOSTS.filter((p) => p.role !== "ovn-central")) {
@@ -257,6 +259,7 @@ export class Lab {
       client: CLIENT,
       tenantClient: TENANT_CLIENT,
       edgeRouter: EDGE_ROUTER,
+      farClient: { ...FAR_CLIENT, router: { ...FAR_CLIENT.router } },
       l3dsr: {
         namespace: L3DSR.namespace,
         segment: { ...L3DSR.segment },
@@ -605,6 +608,22 @@ export class Lab {
     inNs(CLIENT.namespace, ["sysctl", "-q", "-w", "net.ipv4.conf.all.accept_redirects=0", "net.ipv4.conf.eth0.accept_redirects=0"]);
   }
 
+  /** The far client, behind the edge router across a link whose router end has the smaller MTU (FAR_CLIENT). */
+  private makeFarClient() {
+    const { namespace: ns, port, address, mac, router } = FAR_CLIENT;
+    const edge = EDGE_ROUTER.namespace;
+    this.makeNamespace(ns);
+    run(["ip", "link", "add", router.port, "netns", edge, "type", "veth", "peer", "name", port, "netns", ns]);
+    inNs(edge, ["ip", "link", "set", router.port, "mtu", String(router.mtu), "up"]);
+    inNs(edge, ["ip", "addr", "add", `${router.address}/24`, "dev", router.port]);
+    inNs(edge, ["ethtool", "-K", router.port, "tx", "off"]);
+    inNs(ns, ["ip", "link", "set", port, "address", mac]);
+    inNs(ns, ["ip", "addr", "add", `${address}/24`, "dev", port]);
+    inNs(ns, ["ip", "link", "set", port, "up"]);
+    inNs(ns, ["ethtool", "-K", port, "tx", "off"]);
+    inNs(ns, ["ip", "route", "add", "default", "via", router.address, "dev", port]);
+  }
+
   /**
    * The second tenant's client: its NIC is an access port of VLAN `vlan` on
    * the distributor's br-seg (OVS tags it; this kernel has no 8021q), so
@@ -631,6 +650,7 @@ export class Lab {
     const rundir = join(this.dir, "hosts", vm.hypervisor, "run");
     run(["ip", "netns", "exec", hvNs, "ovs-vsctl", "--may-exist", "add-port", "br-seg", vm.port], { env: this.daemonEnv(rundir) });
     this.configureGuestNic(ns, vm.address, vm.mac);
+    inNs(ns, ["ip", "route", "add", FAR_CLIENT.network, "via", EDGE_ROUTER.address, "dev", "eth0"]);
     this.startBackendServer(vm.name, ns);
     return { name: vm.name, namespace: ns, hypervisor: vm.hypervisor, port: vm.port, address: vm.address, mac: vm.mac };
   }

@@ -89,6 +89,23 @@ export const GATEWAY_VIP_RANGE = "10.0.0.192/28";
  */
 export const EDGE_ROUTER = { namespace: `${LAB_PREFIX}edge`, port: "eth0", address: "10.0.0.5", mac: "02:00:0a:00:00:05" };
 
+/**
+ * A client far away: behind the edge router, on its own network, whose link
+ * has a smaller MTU at the router's end (`routerMtu`) than at the client's
+ * (1500). The client advertises a full-size MSS, so segments toward it need
+ * path MTU discovery: the edge router answers an oversized one with ICMP
+ * "fragmentation needed", addressed to its source (the VIP, in DSR). Backend
+ * VMs route `network` through the edge router.
+ */
+export const FAR_CLIENT = {
+  namespace: `${LAB_PREFIX}far`,
+  port: "eth0",
+  address: "10.0.3.2",
+  mac: "02:00:0a:00:03:02",
+  network: "10.0.3.0/24",
+  router: { port: "far0", address: "10.0.3.1", mtu: 1400 },
+} as const;
+
 export const L3DSR = {
   namespace: `${LAB_PREFIX}l3dsr`,
   segment: { port: "eth0", address: "10.0.0.4", mac: "02:00:0a:00:00:04" },
@@ -155,6 +172,8 @@ export interface LabInventory {
   tenantClient?: { namespace: string; address: string; mac: string; vlan: number };
   /** The upstream router for distributor failover (EDGE_ROUTER). */
   edgeRouter?: { namespace: string; port: string; address: string; mac: string };
+  /** The client behind the edge router, across a smaller MTU (FAR_CLIENT; absent in inventories written before it). */
+  farClient?: { namespace: string; port: string; address: string; mac: string; network: string; router: { port: string; address: string; mtu: number } };
   hosts: Record<string, LabHost>;
   backends: LabBackend[];
   /** The external L3DSR load balancer (absent in inventories written before it existed). */

@@ -174,6 +174,47 @@ export function desiredDataplane(inputs: Inputs, ids: RecordedIds, gw: GatewayPo
   });
 }
 
+/** ICMP destination unreachable, fragmentation needed (RFC 1191): what path MTU discovery lives on. */
+export const FRAGMENTATION_NEEDED = { icmp_type: 3, icmp_code: 4 } as const;
+
+/**
+ * pathMtu: per VIP address, a flow that sends each ICMP "fragmentation
+ * needed" error addressed to it to every hypervisor serving one of its VIPs,
+ * one copy each (to one of its backends' MACs: in mac delivery back onto the
+ * segment, in gre into the tunnel, key 0). OpenFlow cannot read the ports
+ * inside the error, so it cannot be hashed like its connection; the
+ * hypervisors' conntrack finds the one it is about (DsrHypervisorFlows
+ * pathMtu) and the others drop their copy.
+ */
+export function pathMtuFlows(inputs: Inputs, gw: GatewayPort): Flow[] {
+  if (!inputs.pathMtu) return [];
+  const byAddress = new Map<string, Map<string, string>>();
+  for (const vip of inputs.vips) {
+    const hvs = byAddress.get(vip.address) ?? byAddress.set(vip.address, new Map()).get(vip.address)!;
+    // One backend's MAC per hypervisor: the copy only has to reach the hypervisor's bridge.
+    for (const b of [...vip.backends].sort((x, y) => (backendKey(x) < backendKey(y) ? -1 : 1)))
+      if (!hvs.has(b.hypervisor)) hvs.set(b.hypervisor, b.mac.toLowerCase());
+  }
+  const keyed = !!inputs.secondChance;
+  return [...byAddress].map(([address, hvs]) => ({
+    table: 0,
+    priority: VIP_FLOW_PRIORITY,
+    cookie: cookieOf(inputs),
+    match: { protocol: "icmp", in_port: gw.segmentOfport, nw_dst: address, ...FRAGMENTATION_NEEDED },
+    actions: [
+      { type: "set_field", field: "eth_src", value: gw.mac.toLowerCase() },
+      // secondChance tunnels send the key from the flow: 0, no previous owner to ask.
+      ...(keyed ? [{ type: "set_field", field: "tun_id", value: 0 } as const] : []),
+      ...[...hvs]
+        .sort(([a], [b]) => (a < b ? -1 : 1))
+        .flatMap(([hv, mac]): Action[] => [
+          { type: "set_field", field: "eth_dst", value: mac },
+          deliveryOf(inputs, hv) === "gre" ? { type: "output", port: tunnelOfport(gw, hv) } : { type: "in_port" },
+        ]),
+    ],
+  }));
+}
+
 /** Group ids a gateway holds that are not this load balancer's (new ids are probed past them). */
 export function foreignGroupsOn(inputs: Inputs, observed: ObservedBridge, recorded: RecordedIds): Set<number> {
   return foreignGroupIds(observed, { cookie: cookieOf(inputs), recordedGroups: recordedGroups(recorded) });
@@ -206,7 +247,7 @@ export function gatewayIntent(inputs: Inputs, ids: RecordedIds, gw: GatewayPort,
   const vipOfFlow = new Map(dataplane.map((d) => [d.flow, vipKey(d.vip)]));
   return {
     cookie: cookieOf(inputs),
-    flows: [...dataplane.map((d) => d.flow), ...bfdDropFlows(inputs, gw)],
+    flows: [...dataplane.map((d) => d.flow), ...bfdDropFlows(inputs, gw), ...pathMtuFlows(inputs, gw)],
     groups: dataplane.map((d) => d.group),
     recordedGroups: recordedGroups(ids),
     owner: `load balancer ${inputs.name}`,
@@ -296,7 +337,7 @@ export function slotIntent(inputs: Inputs, ids: RecordedIds, gw: GatewayPort, sl
   });
   return {
     cookie,
-    flows: [...flows, ...bfdDropFlows(d, gw)],
+    flows: [...flows, ...bfdDropFlows(d, gw), ...pathMtuFlows(d, gw)],
     groups,
     recordedGroups: recordedGroups(ids),
     owner: `load balancer ${inputs.name}`,

@@ -119,12 +119,12 @@ async function readScoped(
   const readGroups = new Set<number>();
   for (let round = 0; round < MAX_ID_ROUNDS; round++) {
     const ids = assignIds(inputs, mine, taken);
-    const want = scopedRead(scope, mergeIds(mine, ids), gateways[0].port);
+    const want = scopedRead(scope, mergeIds(mine, ids), gateways[0].port, d.pathMtu);
     const groupIds = want.groupIds.filter((id) => !readGroups.has(id));
     groupIds.forEach((id) => readGroups.add(id));
     await Promise.all(
       gateways.map(async (g, i) => {
-        const flows = round === 0 ? scopedRead(scope, mine, g.port).flows : [];
+        const flows = round === 0 ? scopedRead(scope, mine, g.port, d.pathMtu).flows : [];
         const seen = await observePartial(g.ref, { groupIds, flows });
         observed[i].groups.push(...seen.groups);
         observed[i].flows.push(...seen.flows);

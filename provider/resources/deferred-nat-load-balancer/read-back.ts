@@ -6,7 +6,7 @@ import type { DriftFinding } from "../../model/drift";
 import { bucketMac, sameBucket, toGroupEntry } from "../../openflow";
 import { type DefaultedBackend, type DefaultedVip, type DeferredNatDefaulted } from "./check";
 import { backendKey, cookieOf, type RecordedIds, replicaKey, vipKey } from "./ids";
-import { bfdDropFlows, deliveryOf, desiredDataplane, slotGroups, type GatewayPort } from "./dataplane";
+import { bfdDropFlows, deliveryOf, desiredDataplane, pathMtuFlows, slotGroups, type GatewayPort } from "./dataplane";
 import { slotFlows, toOwnerDirectly, toOwnerGroup } from "./second-chance";
 import type { SlotTable } from "./slots";
 
@@ -31,6 +31,18 @@ export interface GatewayObservation {
 }
 
 /**
+ * pathMtu: the VIP addresses whose fan-out flow is missing or changed on the
+ * gateway (planned as if a missing tunnel port were there under a number no
+ * port has, so a cut tunnel shows too).
+ */
+function wrongFanouts(d: Inputs, g: { port: GatewayPort; observed: ObservedBridge }): Set<string> {
+  if (!d.pathMtu) return new Set();
+  const tunnelOfports = new Map(d.hypervisors.map((h) => [h.name, g.port.tunnelOfports?.get(h.name) ?? 0xfeff]));
+  const present = flowPresent(g.observed.flows);
+  return new Set(pathMtuFlows(d, { ...g.port, tunnelOfports }).flatMap((f) => (present(f) ? [] : [f.match.nw_dst!])));
+}
+
+/**
  * The inputs the gateways' actual state amounts to. A VIP counts only if
  * its flow and group are right on every gateway; a backend's weight is the
  * number of its buckets present and right on every gateway; a bucket nobody
@@ -48,6 +60,7 @@ export function actualInputs(
   const observations = perGateway.map((g) => ({ gateway: g.name, findings: [] as DriftFinding[] }));
   const vips: DefaultedVip[] = [];
   let selectionFields = d.selectionFields;
+  const fanouts = perGateway.map((g) => wrongFanouts(d, g));
   for (const vip of d.vips) {
     const key = vipKey(vip);
     const replicaOf = new Map(Object.entries(ids.bucketIds[key] ?? {}).map(([rk, id]) => [id, rk]));
@@ -66,6 +79,10 @@ export function actualInputs(
       const cut = new Set(vip.backends.filter((b) => noTunnel(b) || noBfd(b)));
       for (const hv of new Set(vip.backends.filter(noTunnel).map((b) => b.hypervisor))) note("tunnel-port", `tunnel port to hypervisor ${hv}`);
       for (const hv of new Set(vip.backends.filter(noBfd).map((b) => b.hypervisor))) note("bfd-port", `BFD port to hypervisor ${hv}`);
+      if (fanouts[gi].has(vip.address)) {
+        note("flow-changed", "ICMP fan-out flow");
+        present = false;
+      }
       const want = desiredDataplane({ ...d, vips: [{ ...vip, backends: vip.backends.filter((b) => !cut.has(b)) }] }, ids, g.port)[0];
       const wantGroup = toGroupEntry(want.group);
       const group = g.observed.groups.find((x) => x.groupId === want.group.groupId);
@@ -126,6 +143,7 @@ export function actualSlotInputs(
   const observations = perGateway.map((g) => ({ gateway: g.name, findings: [] as DriftFinding[] }));
   const vips: DefaultedVip[] = [];
   const bfd = !!d.healthCheck?.bfd;
+  const fanouts = perGateway.map((g) => wrongFanouts(d, g));
   perGateway.forEach((g, gi) => {
     const note = (kind: DriftFinding["kind"], object: string) => observations[gi].findings.push({ host: g.name, kind, object });
     for (const h of d.hypervisors) {
@@ -163,6 +181,10 @@ export function actualSlotInputs(
         else present = false;
       }
       const target = ownerGroups ? toOwnerGroup(vip, ownerGroups) : toOwnerDirectly(vip, port);
+      if (fanouts[gi].has(vip.address)) {
+        note("flow-changed", "ICMP fan-out flow");
+        present = false;
+      }
       const [entry, ...slotFlowsWanted] = slotFlows(d, vip, table, target, g.port.segmentOfport, cookieOf(d));
       if (!present_(entry)) {
         note("flow-changed", "entry flow");

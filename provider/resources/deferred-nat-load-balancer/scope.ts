@@ -6,7 +6,7 @@ import { planBridge, type ObservedBridge } from "../../engine/plan";
 import type { DeferredNatBackend, DeferredNatVip } from "../../model/inputs.generated";
 import type { RecordedPorts } from "../../model/outputs.generated";
 import { confinedVip, recordedFindings, renderFinding, type DriftFinding } from "../../model/drift";
-import { VIP_FLOW_PRIORITY, backendKey, cookieOf, gatewayIntent, vipKey, type GatewayPort, type RecordedIds } from "./plan";
+import { FRAGMENTATION_NEEDED, VIP_FLOW_PRIORITY, backendKey, cookieOf, gatewayIntent, pathMtuFlows, vipKey, type GatewayPort, type RecordedIds } from "./plan";
 
 /**
  * A proportional update: what a change touches, computed from the recorded
@@ -184,13 +184,28 @@ const parseVipKey = (key: string) => {
  * such VIP's flow with anything else at its match (everyone's flows whose
  * match has those fields: a foreign one at the same priority is a conflict).
  */
-export function scopedRead(scope: Extract<UpdateScope, { kind: "vips" }>, ids: RecordedIds, gw: GatewayPort): PartialScope {
+export function scopedRead(scope: Extract<UpdateScope, { kind: "vips" }>, ids: RecordedIds, gw: GatewayPort, pathMtu = false): PartialScope {
   const keys = [...scope.touched, ...scope.removed];
   return {
     groupIds: [...new Set(keys.flatMap((k) => (ids.groupIds[k] === undefined ? [] : [ids.groupIds[k]])))],
-    flows: keys.map((k) => ({ cookie: 0n, mask: 0n, table: 0, match: vipFlowMatch(parseVipKey(k), gw) })),
+    flows: [
+      ...keys.map((k) => ({ cookie: 0n, mask: 0n, table: 0, match: vipFlowMatch(parseVipKey(k), gw) })),
+      ...(pathMtu ? touchedAddresses(scope).map((address) => ({ cookie: 0n, mask: 0n, table: 0, match: pathMtuMatch(address, gw) })) : []),
+    ],
   };
 }
+
+/** pathMtu: the VIP addresses a scoped update touches, whose fan-out flows it plans (their hypervisors may change). */
+const touchedAddresses = (scope: Extract<UpdateScope, { kind: "vips" }>) => [
+  ...new Set([...scope.touched, ...scope.removed].map((k) => parseVipKey(k).address)),
+];
+
+const pathMtuMatch = (address: string, gw: GatewayPort): Flow["match"] => ({
+  protocol: "icmp",
+  in_port: gw.segmentOfport,
+  nw_dst: address,
+  ...FRAGMENTATION_NEEDED,
+});
 
 /** The ids of these VIPs only. */
 export function idsOf(ids: RecordedIds, keys: Iterable<string>): RecordedIds {
@@ -235,15 +250,19 @@ export function planGatewayScoped(
   observed: ObservedBridge,
 ): Modification[] {
   const intent = gatewayIntent({ ...inputs, vips: scope.touchedVips }, idsOf(ids, [...scope.touched, ...scope.removed]), gw);
-  const keys = new Set(
-    [...scope.touched, ...scope.removed].map((k) =>
-      flowKey({ table: 0, priority: VIP_FLOW_PRIORITY, cookie: cookieOf(inputs), match: vipFlowMatch(parseVipKey(k), gw), actions: [] }),
-    ),
-  );
+  const flowKeyOf = (match: Flow["match"]) => flowKey({ table: 0, priority: VIP_FLOW_PRIORITY, cookie: cookieOf(inputs), match, actions: [] });
+  const keys = new Set([...scope.touched, ...scope.removed].map((k) => flowKeyOf(vipFlowMatch(parseVipKey(k), gw))));
+  // pathMtu: a touched address's fan-out flow, made from every VIP of that address (not only the touched ones).
+  const fanout = inputs.pathMtu ? new Set(touchedAddresses(scope).map((a) => flowKeyOf(pathMtuMatch(a, gw)))) : new Set<string>();
+  for (const k of fanout) keys.add(k);
+  const flows = [
+    ...intent.flows.filter((f) => keys.has(flowKey(f)) && !fanout.has(flowKey(f))),
+    ...pathMtuFlows(inputs, gw).filter((f) => fanout.has(flowKey(f))),
+  ];
   return planBridge(
     where,
     // The BFD drop flows are the gateway's, not a VIP's: a scoped update leaves them as they are.
-    { ...intent, flows: intent.flows.filter((f) => keys.has(flowKey(f))) },
+    { ...intent, flows },
     // A dump by match also returns flows more specific than the VIP's: only the VIPs' own keys are planned.
     { ...observed, flows: observed.flows.filter((f) => keys.has(flowKey(f))) },
   );

@@ -16,6 +16,8 @@ import {
   HANDED_ON_PRIORITY,
   KNOWN_PRIORITY,
   NO_CHANCE_PRIORITY,
+  PATH_MTU_DROP_PRIORITY,
+  PATH_MTU_TABLE,
   type Protocol,
   REPLY_PRIORITY,
   REQUEST_PRIORITY,
@@ -187,9 +189,46 @@ export function desiredFlows(inputs: Inputs, p: Placement): Flow[] {
 export function backendFlows(inputs: Inputs, vip: DefaultedDsrVip, b: DsrBackend, p: Placement, at: string) {
   const protocol = vip.protocol;
   const reply = replyFlow(protocol, b, p, at);
-  if (inputs.gre?.secondChance) return { requests: secondChanceFlows(inputs, vip, b, p, at), backend: [reply] };
+  const pathMtu = inputs.pathMtu ? pathMtuFlows(inputs, vip, b, p, at) : { requests: [], backend: [] };
+  if (inputs.gre?.secondChance) return { requests: [...secondChanceFlows(inputs, vip, b, p, at), ...pathMtu.requests], backend: [reply, ...pathMtu.backend] };
   const requests = inputs.mode === "gre" ? inputs.gre!.allowedSources.map((source) => greRequestFlow(inputs, vip, b, source, p)) : [requestFlow(vip, b, p)];
-  return { requests, backend: [deliverFlow(protocol, b, p, at), reply] };
+  return { requests: [...requests, ...pathMtu.requests], backend: [deliverFlow(protocol, b, p, at), reply, ...pathMtu.backend] };
+}
+
+/** ICMP destination unreachable, fragmentation needed (RFC 1191). */
+const FRAGMENTATION_NEEDED = { icmp_type: 3, icmp_code: 4 } as const;
+
+/**
+ * pathMtu, for one (VIP, backend): the VIP address's ICMP "fragmentation
+ * needed" errors, as the gateways fan them out (gre: from an allowed source;
+ * mac: to a backend's MAC), go through conntrack; the backend's delivery of
+ * what conntrack relates to one of its connections (and translated to it).
+ */
+function pathMtuFlows(inputs: Inputs, vip: DefaultedDsrVip, b: DsrBackend, p: Placement, at: string) {
+  const lookup: Flow["actions"] = [{ type: "ct", table: PATH_MTU_TABLE, zone: p.zone, nat: { kind: "existing" } }];
+  const match = { protocol: "icmp" as const, nw_dst: vip.address, ...FRAGMENTATION_NEEDED };
+  const key = inputs.gre?.secondChance ? undefined : inputs.gre?.key;
+  const requests: Flow[] =
+    inputs.mode === "gre"
+      ? inputs.gre!.allowedSources.map((source) => ({
+          table: ENTRY_TABLE,
+          priority: REQUEST_PRIORITY,
+          cookie: p.cookie,
+          match: { ...match, in_port: greOfportOf(p), tun_src: source, ...(key === undefined ? {} : { tun_id: key }) },
+          actions: lookup,
+        }))
+      : [{ table: ENTRY_TABLE, priority: REQUEST_PRIORITY, cookie: p.cookie, match: { ...match, dl_dst: b.mac }, actions: lookup }];
+  const deliver: Flow = {
+    table: PATH_MTU_TABLE,
+    priority: DELIVER_PRIORITY,
+    cookie: p.cookie,
+    match: { ct_state: { trk: true, rel: true }, ct_zone: p.zone, protocol: "icmp", nw_dst: b.address },
+    actions: [
+      { type: "set_field", field: "eth_dst", value: b.mac },
+      { type: "output", port: ofportOf(p, b, at) },
+    ],
+  };
+  return { requests, backend: [deliver] };
 }
 
 /** The flows the whole zone needs: the un-NAT forward flow, in gre mode the GRE port's drop flow, and with second chance the drop of handed-on packets nobody knows. */
@@ -201,7 +240,20 @@ export function zoneFlows(inputs: Inputs, p: Placement): Flow[] {
     match: { ct_zone: p.zone, reg13: 1 },
     actions: [{ type: "drop" }],
   };
-  return [forwardFlow(p), ...(inputs.mode === "gre" ? [greDropFlow(p)] : []), ...(inputs.gre?.secondChance ? [handedDrop] : [])];
+  // pathMtu: an error conntrack relates to no connection of the zone is dropped here, counted.
+  const unrelated: Flow = {
+    table: PATH_MTU_TABLE,
+    priority: PATH_MTU_DROP_PRIORITY,
+    cookie: p.cookie,
+    match: { ct_zone: p.zone },
+    actions: [{ type: "drop" }],
+  };
+  return [
+    forwardFlow(p),
+    ...(inputs.mode === "gre" ? [greDropFlow(p)] : []),
+    ...(inputs.gre?.secondChance ? [handedDrop] : []),
+    ...(inputs.pathMtu ? [unrelated] : []),
+  ];
 }
 
 /** The second-chance pipeline's flows for one (VIP, backend); the VIP-wide ones repeat for each backend and are kept once. */

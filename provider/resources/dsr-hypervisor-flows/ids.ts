@@ -32,6 +32,14 @@ export const UNNAT_TABLE = 60;
 /** Where requests come after conntrack's DNAT, to be delivered to the backend it chose. */
 export const DELIVER_TABLE = 62;
 export const DELIVER_PRIORITY = 1000;
+/**
+ * pathMtu: where an ICMP "fragmentation needed" error for a VIP comes after
+ * conntrack (`ct(zone=Z,nat)`): related to a connection of the zone (+rel),
+ * translated to its backend (outer destination and the inner header both),
+ * it is delivered to that backend; anything else is dropped (and counted).
+ */
+export const PATH_MTU_TABLE = 63;
+export const PATH_MTU_DROP_PRIORITY = 100;
 
 /**
  * gre.secondChance, on the hypervisor (with zone Z, GRE port G):
