@@ -1,0 +1,182 @@
+import { describe, expect, it } from "vitest";
+import { check } from "../../provider/handlers";
+import { planBridge, type ObservedBridge } from "../../provider/engine/plan";
+import type { DeferredNatBackend, DeferredNatLoadBalancerInputs } from "../../provider/model/inputs.generated";
+import { renderBundle, toGroupEntry, type Flow } from "../../provider/openflow";
+import { renderFinding } from "../../provider/model/drift";
+import {
+  actualInputs,
+  assignIds,
+  gatewayIntent,
+  pathMtuFlows,
+  withDefaults,
+  type DeferredNatDefaulted,
+  type GatewayPort,
+} from "../../provider/resources/deferred-nat-load-balancer/plan";
+import { planGatewayScoped, updateScope } from "../../provider/resources/deferred-nat-load-balancer/scope";
+import { planAllSlots } from "../../provider/resources/deferred-nat-load-balancer/second-chance";
+import {
+  actualInputs as dsrActual,
+  cookieOf as dsrCookie,
+  desiredFlows,
+  PATH_MTU_TABLE,
+  withDefaults as dsrDefaults,
+} from "../../provider/resources/dsr-hypervisor-flows/plan";
+
+/** pathMtu as pure data: the gateways' fan-out of ICMP "fragmentation needed", and the hypervisors' related-only delivery. */
+
+const KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJdD7y3aLq454yWBdwLWbieU1ebz9/cu7/QEXn9OIeZJ";
+const conn = (host: string) => ({ host, user: "root", hostKey: KEY, privateKeyPath: "/k" });
+const backend = (i: number, hypervisor: string): DeferredNatBackend => ({
+  address: `10.0.0.${100 + i}`,
+  port: 8080,
+  mac: `02:00:0a:00:00:${(100 + i).toString(16)}`,
+  hypervisor,
+});
+const gw: GatewayPort = {
+  segmentOfport: 1,
+  mac: "02:00:0a:00:00:0b",
+  tunnelOfports: new Map([
+    ["hv1", 61001],
+    ["hv2", 61002],
+    ["hv3", 61003],
+  ]),
+};
+
+function lb(extra: Partial<DeferredNatLoadBalancerInputs> = {}): DeferredNatDefaulted {
+  return withDefaults({
+    name: "pmtu",
+    pathMtu: true,
+    gateways: [{ name: "gw1", host: { connection: conn("172.30.0.11") }, bridge: "br-seg", segmentPort: "seg0", mac: gw.mac, tunnelAddress: "172.16.11.2" }],
+    hypervisors: ["hv1", "hv2", "hv3"].map((name, i) => ({ name, tunnelAddress: `172.16.2${i + 1}.2` })),
+    vips: [
+      // Two VIPs of one address, on hv1+hv2 and hv2+hv3: one fan-out to all three.
+      { address: "10.0.0.196", port: 80, protocol: "tcp", backends: [backend(2, "hv1"), backend(1, "hv1"), backend(3, "hv2")] },
+      { address: "10.0.0.196", port: 443, protocol: "tcp", backends: [backend(4, "hv3"), backend(5, "hv2")] },
+      { address: "10.0.0.197", port: 80, protocol: "tcp", backends: [backend(6, "hv1")] },
+    ],
+    ...extra,
+  });
+}
+const line = (f: Flow) => renderBundle([{ op: "add-flow", flow: f }])[0];
+const observedOf = (flows: readonly Flow[], groups: ReturnType<typeof gatewayIntent>["groups"] = []): ObservedBridge => ({
+  ports: new Map(),
+  flows: flows.map((f) => ({ ...f, otherMatch: [], nPackets: 0n, nBytes: 0n })),
+  groups: groups.map((g) => toGroupEntry(g)),
+});
+
+describe("pathMtu on the gateways", () => {
+  it("one flow per VIP address sends its ICMP fragmentation-needed errors to every hypervisor of its VIPs, one copy each, to the first backend's MAC there", () => {
+    const flows = pathMtuFlows(lb({ delivery: "mac" }), gw).map(line);
+    expect(flows).toHaveLength(2);
+    expect(flows[0]).toMatch(/,icmp,in_port=1,nw_dst=10\.0\.0\.196,icmp_type=3,icmp_code=4,actions=set_field:02:00:0a:00:00:0b->eth_src,/);
+    expect(flows[0]).toMatch(
+      /actions=set_field:02:00:0a:00:00:0b->eth_src,set_field:02:00:0a:00:00:65->eth_dst,IN_PORT,set_field:02:00:0a:00:00:67->eth_dst,IN_PORT,set_field:02:00:0a:00:00:68->eth_dst,IN_PORT$/,
+    );
+    const gre = pathMtuFlows(lb({ delivery: "gre" }), gw).map(line);
+    expect(gre[0]).toMatch(
+      /,set_field:02:00:0a:00:00:65->eth_dst,output:61001,set_field:02:00:0a:00:00:67->eth_dst,output:61002,set_field:02:00:0a:00:00:68->eth_dst,output:61003$/,
+    );
+    // Second chance's tunnels take the key from the flow: 0, no previous owner to ask.
+    const sc = lb({ delivery: "gre", secondChance: {} });
+    const scFlows = gatewayIntent(sc, assignIds(sc, { groupIds: {}, bucketIds: {} }, new Set()), gw, planAllSlots(sc, undefined).tables).flows;
+    expect(scFlows.filter((f) => f.match.protocol === "icmp").map(line)[0]).toMatch(
+      /->eth_src,set_field:0->tun_id,set_field:02:00:0a:00:00:65->eth_dst,output:61001,/,
+    );
+    // Off by default.
+    expect(pathMtuFlows(withDefaults({ ...lb(), pathMtu: undefined }), gw)).toEqual([]);
+  });
+
+  it("reads back: a fan-out flow missing on a gateway takes that address's VIPs out of the inputs it reads, and says so", () => {
+    const inputs = lb({ delivery: "gre" });
+    const ids = assignIds(inputs, { groupIds: {}, bucketIds: {} }, new Set());
+    const intent = gatewayIntent(inputs, ids, gw);
+    const g = { name: "gw1", port: gw, observed: observedOf(intent.flows, intent.groups) };
+    expect(actualInputs(inputs, ids, [g]).inputs).toEqual(inputs);
+    const without = intent.flows.filter((f) => !(f.match.protocol === "icmp" && f.match.nw_dst === "10.0.0.196"));
+    const read = actualInputs(inputs, ids, [{ ...g, observed: observedOf(without, intent.groups) }]);
+    expect(read.inputs.vips.map((v) => v.address)).toEqual(["10.0.0.197"]);
+    expect(read.observations[0].findings.map(renderFinding)).toContain("gw1: VIP tcp:10.0.0.196:80: ICMP fan-out flow missing or changed");
+  });
+
+  it("a scoped update that moves a backend to another hypervisor re-plans that address's fan-out from all its VIPs, and leaves the other address's alone", () => {
+    const old = lb({ delivery: "gre" });
+    const ids = assignIds(old, { groupIds: {}, bucketIds: {} }, new Set());
+    const news = withDefaults({ ...old, vips: [old.vips[0], { ...old.vips[1], backends: [backend(4, "hv1"), backend(5, "hv2")] }, old.vips[2]] });
+    const scope = updateScope(old, news, { ...ids, driftFindings: [], drift: [], gatewayPorts: {} });
+    expect(scope.kind).toBe("vips");
+    const before = gatewayIntent(old, ids, gw);
+    const mods = planGatewayScoped("gw1", news, scope as Extract<typeof scope, { kind: "vips" }>, ids, gw, observedOf(before.flows, before.groups));
+    const fanout = mods.filter((m) => m.op === "modify-flow" && m.flow.match.protocol === "icmp");
+    expect(fanout).toHaveLength(1);
+    // hv3 is gone from 10.0.0.196's VIPs: two copies now.
+    expect(line((fanout[0] as { flow: Flow }).flow)).toMatch(/nw_dst=10\.0\.0\.196,.*output:61001,set_field:02:00:0a:00:00:67->eth_dst,output:61002$/);
+    expect(mods.some((m) => "flow" in m && m.flow.match.nw_dst === "10.0.0.197")).toBe(false);
+  });
+
+  it("check takes pathMtu on both resources", async () => {
+    expect((await check("DeferredNatLoadBalancer", {}, lb() as unknown as Record<string, unknown>)).failures).toEqual([]);
+  });
+});
+
+describe("pathMtu on the hypervisors", () => {
+  const ID = "dsr-hypervisor-flows/172.30.0.21/br-seg/pmtu";
+  const placement = {
+    cookie: dsrCookie(ID),
+    zone: 77,
+    ofports: new Map([
+      ["vm1", 2],
+      ["vm2", 3],
+    ]),
+    greOfport: 60001,
+  };
+  const dsr = (gre: boolean) =>
+    dsrDefaults({
+      name: "pmtu",
+      host: { connection: conn("172.30.0.21") },
+      bridge: "br-seg",
+      pathMtu: true,
+      ...(gre ? { mode: "gre" as const, gre: { allowedSources: ["172.16.11.2", "172.16.12.2"], key: 7 } } : {}),
+      vips: [80, 443].map((port) => ({
+        address: "10.0.0.196",
+        port,
+        backends: [
+          { address: "10.0.0.101", port: 8080, mac: "02:00:0a:00:00:65", bridgePort: "vm1" },
+          { address: "10.0.0.102", port: 8080, mac: "02:00:0a:00:00:66", bridgePort: "vm2" },
+        ],
+      })),
+    });
+
+  it("passes the VIP address's errors through conntrack (mac: to a backend's MAC; gre: from an allowed source, with the key), delivers what is related, translated, to its backend, and drops the rest", async () => {
+    const mac = desiredFlows(dsr(false), placement).map(line);
+    const c = placement.cookie.toString(16);
+    expect(mac.filter((l) => l.includes("icmp_type=3,icmp_code=4"))).toEqual([
+      `flow add table=0,priority=1000,cookie=0x${c},icmp,dl_dst=02:00:0a:00:00:65,nw_dst=10.0.0.196,icmp_type=3,icmp_code=4,actions=ct(table=${PATH_MTU_TABLE},zone=77,nat)`,
+      `flow add table=0,priority=1000,cookie=0x${c},icmp,dl_dst=02:00:0a:00:00:66,nw_dst=10.0.0.196,icmp_type=3,icmp_code=4,actions=ct(table=${PATH_MTU_TABLE},zone=77,nat)`,
+    ]);
+    expect(mac.filter((l) => l.startsWith(`flow add table=${PATH_MTU_TABLE},`))).toEqual([
+      `flow add table=${PATH_MTU_TABLE},priority=1000,cookie=0x${c},icmp,ct_state=+rel+trk,ct_zone=77,nw_dst=10.0.0.101,actions=set_field:02:00:0a:00:00:65->eth_dst,output:2`,
+      `flow add table=${PATH_MTU_TABLE},priority=1000,cookie=0x${c},icmp,ct_state=+rel+trk,ct_zone=77,nw_dst=10.0.0.102,actions=set_field:02:00:0a:00:00:66->eth_dst,output:3`,
+      `flow add table=${PATH_MTU_TABLE},priority=100,cookie=0x${c},ct_zone=77,actions=drop`,
+    ]);
+    const gre = desiredFlows(dsr(true), placement).map(line);
+    expect(gre.filter((l) => l.includes("icmp_type=3"))).toEqual(
+      ["172.16.11.2", "172.16.12.2"].map(
+        (s) =>
+          `flow add table=0,priority=1000,cookie=0x${c},icmp,in_port=60001,tun_src=${s},tun_id=0x7,nw_dst=10.0.0.196,icmp_type=3,icmp_code=4,actions=ct(table=${PATH_MTU_TABLE},zone=77,nat)`,
+      ),
+    );
+  });
+
+  it("reads back as its inputs; without the related delivery of a backend, that backend is not read as serving", () => {
+    const inputs = dsr(false);
+    const flows = desiredFlows(inputs, placement).map((f) => ({ ...f, otherMatch: [], nPackets: 0n, nBytes: 0n }));
+    const portNames = new Map([
+      [2, "vm1"],
+      [3, "vm2"],
+    ]);
+    expect(dsrActual(inputs, flows, { ...placement, portNames })).toEqual(inputs);
+    const missing = flows.filter((f) => !(f.table === PATH_MTU_TABLE && f.match.nw_dst === "10.0.0.102"));
+    expect(dsrActual(inputs, missing, { ...placement, portNames }).vips.map((v) => v.backends.map((b) => b.address))).toEqual([["10.0.0.101"], ["10.0.0.101"]]);
+  });
+});
