@@ -99,6 +99,12 @@ export interface DeferredNatServiceArgs {
    * it is about. Default false.
    */
   pathMtu?: pulumi.Input<boolean>;
+  /**
+   * The most conntrack entries the service's zone may hold on each
+   * hypervisor (DsrHypervisorFlows connectionLimit): a flood at this
+   * service's VIPs cannot take conntrack from the other services there.
+   */
+  connectionLimit?: pulumi.Input<number>;
 }
 
 type Resolved = pulumi.Unwrap<DeferredNatServiceArgs>;
@@ -208,6 +214,7 @@ export class DeferredNatService extends pulumi.ComponentResource {
           vips: childInput<DsrHypervisorFlowsArgs["vips"]>(gated(gate, vips)),
           ...(hv.zone === undefined ? {} : { zone: hv.zone }),
           ...(args.pathMtu === undefined ? {} : { pathMtu: args.pathMtu }),
+          ...(args.connectionLimit === undefined ? {} : { connectionLimit: args.connectionLimit }),
         },
         { parent: this },
       );

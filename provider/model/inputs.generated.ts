@@ -421,6 +421,10 @@ export interface DsrHypervisorFlowsInputs {
   mode?: "mac" | "gre" | "ipip";
   gre?: DsrGre;
   /**
+   * the most conntrack entries the resource's zone may hold (ovs-vswitchd's dpctl/ct-set-limits): past it a new connection is not committed and its packets are dropped, so a flood at these VIPs cannot take conntrack from other zones. Read back as drift; removed with the resource. Default: none of its own (the datapath's limits only)
+   */
+  connectionLimit?: number;
+  /**
    * accept ICMP 'fragmentation needed' errors addressed to the VIPs (as the load balancer's pathMtu fans them out) when conntrack relates them to a connection of the zone, translated to its backend; drop the rest. Default false
    */
   pathMtu?: boolean;

@@ -93,6 +93,35 @@ export function flushConntrackArgs(flush: ConntrackFlush): string[] {
   return args;
 }
 
+/** A conntrack zone's limit and the entries it holds, as `dpctl/ct-get-limits` prints them. */
+export interface ZoneLimit {
+  zone: number;
+  /** 0: no limit of its own (the datapath's default applies). */
+  limit: number;
+  count: number;
+}
+
+/** `dpctl/ct-set-limits zone=Z,limit=N`, `dpctl/ct-get-limits zone=Z`, `dpctl/ct-del-limits zone=Z`. */
+export const zoneLimitArgs = {
+  set: (zone: number, limit: number) => ["dpctl/ct-set-limits", `zone=${zone},limit=${limit}`],
+  get: (zone: number) => ["dpctl/ct-get-limits", `zone=${zone}`],
+  del: (zone: number) => ["dpctl/ct-del-limits", `zone=${zone}`],
+};
+
+/**
+ * `dpctl/ct-get-limits` output: "default limit=N" then one
+ * "zone=Z,limit=N,count=C" line per zone asked for. A zone with no limit of
+ * its own prints the default's (OVS 3.1): `own` tells them apart as far as
+ * the text can (a limit equal to the default reads as not its own).
+ */
+export function parseZoneLimits(text: string): (ZoneLimit & { own: boolean })[] {
+  const fallback = Number(/^default limit=(\d+)$/m.exec(text)?.[1] ?? 0);
+  return text.split("\n").flatMap((line) => {
+    const m = /^zone=(\d+),limit=(\d+),count=(\d+)$/.exec(line.trim());
+    return m ? [{ zone: Number(m[1]), limit: Number(m[2]), count: Number(m[3]), own: Number(m[2]) !== fallback }] : [];
+  });
+}
+
 /** `ovs-appctl dpctl/dump-conntrack` arguments for one zone. */
 export const dumpConntrackArgs = (zone: number) => ["dpctl/dump-conntrack", `zone=${zone}`];
 

@@ -1,7 +1,17 @@
 import { hash } from "node:crypto";
 import type { OvsHost } from "../model/inputs.generated";
 import { OPEN_VSWITCH, Transaction, mutation, type TransactionResults } from "../ovsdb";
-import { dumpConntrackArgs, flushConntrackArgs, flushSelects, parseConntrack, type ConntrackEntry, type ConntrackFlush } from "../openflow/conntrack";
+import {
+  dumpConntrackArgs,
+  flushConntrackArgs,
+  flushSelects,
+  parseConntrack,
+  parseZoneLimits,
+  zoneLimitArgs,
+  type ConntrackEntry,
+  type ConntrackFlush,
+  type ZoneLimit,
+} from "../openflow/conntrack";
 import { runChecked } from "./exec";
 import { OvsdbClient } from "./ovsdb-client";
 import { SshSession, mapBounded, withSessions } from "./ssh";
@@ -40,6 +50,18 @@ export class OvsHostSession {
   /** What the running ovs-vswitchd says of its version (`ovs-appctl version`), as it prints it. */
   vswitchdVersion(): Promise<string> {
     return this.appctl(["version"]);
+  }
+
+  /** A zone's conntrack limit and the entries it holds (`dpctl/ct-get-limits`); `own` is false where the datapath's default applies. */
+  async zoneLimit(zone: number): Promise<ZoneLimit & { own: boolean }> {
+    const found = parseZoneLimits(await this.appctl(zoneLimitArgs.get(zone))).find((l) => l.zone === zone);
+    if (!found) throw new Error(`${this.hostName}: dpctl/ct-get-limits printed nothing for zone ${zone}`);
+    return found;
+  }
+
+  /** Sets a zone's conntrack limit (`dpctl/ct-set-limits`), or removes it (undefined: `dpctl/ct-del-limits`). */
+  async setZoneLimit(zone: number, limit: number | undefined): Promise<void> {
+    await this.appctl(limit === undefined ? zoneLimitArgs.del(zone) : zoneLimitArgs.set(zone, limit));
   }
 
   /** The datapath's conntrack entries of one zone (`dpctl/dump-conntrack`), parsed. */

@@ -85,6 +85,7 @@ function change(id: string, inputs: Inputs, recordedZone: number | undefined, af
     async apply(s, plan) {
       const lastApply = await applyBundle(plan.ref, plan.mods);
       for (const flush of plan.flushes) await s.flushConntrack(flush);
+      await applyZoneLimit(s, plan.zone, inputs.connectionLimit);
       return lastApply;
     },
     async finish(s, plan, lastApply) {
@@ -101,6 +102,12 @@ function change(id: string, inputs: Inputs, recordedZone: number | undefined, af
       };
     },
   });
+}
+
+/** connectionLimit: the zone's own limit as wanted (undefined: none of its own); set only where it differs (limits live in ovs-vswitchd's memory, so a restart loses them: read shows it). */
+async function applyZoneLimit(s: OvsHostSession, zone: number, wanted: number | undefined): Promise<void> {
+  const have = await s.zoneLimit(zone);
+  if ((have.own ? have.limit : undefined) !== wanted) await s.setZoneLimit(zone, wanted);
 }
 
 const ALL_ONES = (1n << 64n) - 1n;
@@ -125,6 +132,7 @@ function remove(id: string, inputs: Inputs) {
     async apply(s, plan) {
       await applyBundle(plan.ref, plan.mods);
       for (const zone of plan.zones) await s.flushConntrack({ zone });
+      for (const zone of plan.zones) await s.setZoneLimit(zone, undefined);
       if (inputs.mode === "gre" && plan.bridge) await removeGrePort(s, id, inputs.bridge, inputs.gre!.port);
       await removeTunnelPorts(s, id, inputs.bridge, BFD_PEER_ROLE, isBfdPeer, []);
     },
@@ -160,6 +168,12 @@ export const dsrHypervisorFlowsHandler: ResourceHandler<DsrHypervisorFlowsInputs
         portNames,
         ...(greOfport === undefined ? {} : { greOfport }),
       });
+      // connectionLimit: what the zone's limit is (a restart of ovs-vswitchd, or a hand, may have taken it away).
+      if (inputs.connectionLimit !== undefined) {
+        const zoneLimit = await s.zoneLimit(state.ctZone);
+        delete actual.connectionLimit;
+        if (zoneLimit.own) actual.connectionLimit = zoneLimit.limit;
+      }
       const ofports = Object.fromEntries(actual.vips.flatMap((v) => v.backends.map((b) => [b.bridgePort, observed.ports.get(b.bridgePort)!] as const)));
       const { bfd: _, connections: _c, ...rest } = state;
       const connections = await connectionsOf(s, inputs, state.ctZone);

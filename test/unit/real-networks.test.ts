@@ -4,6 +4,7 @@ import { planBridge, type ObservedBridge } from "../../provider/engine/plan";
 import type { DeferredNatBackend, DeferredNatLoadBalancerInputs } from "../../provider/model/inputs.generated";
 import { renderBundle, toGroupEntry, type Flow } from "../../provider/openflow";
 import { renderFinding } from "../../provider/model/drift";
+import { parseZoneLimits, zoneLimitArgs } from "../../provider/openflow/conntrack";
 import {
   actualInputs,
   assignIds,
@@ -23,7 +24,7 @@ import {
   withDefaults as dsrDefaults,
 } from "../../provider/resources/dsr-hypervisor-flows/plan";
 
-/** pathMtu as pure data: the gateways' fan-out of ICMP "fragmentation needed", and the hypervisors' related-only delivery. */
+/** Real networks as pure data: pathMtu (the gateways' fan-out of ICMP "fragmentation needed", the hypervisors' related-only delivery) and connectionLimit (zone limits). */
 
 const KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJdD7y3aLq454yWBdwLWbieU1ebz9/cu7/QEXn9OIeZJ";
 const conn = (host: string) => ({ host, user: "root", hostKey: KEY, privateKeyPath: "/k" });
@@ -178,5 +179,30 @@ describe("pathMtu on the hypervisors", () => {
     expect(dsrActual(inputs, flows, { ...placement, portNames })).toEqual(inputs);
     const missing = flows.filter((f) => !(f.table === PATH_MTU_TABLE && f.match.nw_dst === "10.0.0.102"));
     expect(dsrActual(inputs, missing, { ...placement, portNames }).vips.map((v) => v.backends.map((b) => b.address))).toEqual([["10.0.0.101"], ["10.0.0.101"]]);
+  });
+});
+
+describe("connectionLimit: zone limits as ovs-vswitchd prints them", () => {
+  it("reads dpctl/ct-get-limits (captured from OVS 3.1): a zone's own limit and count; one with none of its own shows the default's", () => {
+    expect(parseZoneLimits("default limit=0\nzone=46035,limit=200,count=200\n")).toEqual([{ zone: 46035, limit: 200, count: 200, own: true }]);
+    expect(parseZoneLimits("default limit=0\nzone=4243,limit=0,count=0\n")).toEqual([{ zone: 4243, limit: 0, count: 0, own: false }]);
+    expect(parseZoneLimits("default limit=500\nzone=7,limit=500,count=3\n")[0].own).toBe(false);
+    expect(zoneLimitArgs.set(7, 200)).toEqual(["dpctl/ct-set-limits", "zone=7,limit=200"]);
+    expect(zoneLimitArgs.del(7)).toEqual(["dpctl/ct-del-limits", "zone=7"]);
+  });
+
+  it("check refuses a limit below 1, naming it", async () => {
+    const { failures } = await check(
+      "DsrHypervisorFlows",
+      {},
+      {
+        name: "flood",
+        host: { connection: conn("172.30.0.21") },
+        bridge: "br-seg",
+        connectionLimit: 0,
+        vips: [{ address: "10.0.0.161", port: 80, backends: [{ address: "10.0.0.101", port: 8080, mac: "02:00:0a:00:00:65", bridgePort: "vm1" }] }],
+      },
+    );
+    expect(failures.map((f) => f.property)).toEqual(["connectionLimit"]);
   });
 });
