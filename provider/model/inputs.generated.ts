@@ -173,6 +173,10 @@ export interface DeferredNatVip {
    */
   protocol: "tcp" | "udp" | "sctp";
   /**
+   * udp only: keep each datagram's fragments together. The VIP then hashes on addresses only (ip_src, ip_dst: all of a client's datagrams go to one backend), and all its fragments, whose ports OVS does not read, follow the same group. At most one such VIP per address. Default false
+   */
+  fragments?: boolean;
+  /**
    * @maxItems 4096
    */
   backends: DeferredNatBackend[];
@@ -516,6 +520,10 @@ export interface DsrVip {
    * the VIP's transport protocol; default tcp
    */
   protocol?: "tcp" | "udp" | "sctp";
+  /**
+   * udp only: let the VIP's fragmented datagrams through (their fragments, whose ports OVS does not read, go into conntrack, which reassembles them for the NAT; the backend's fragmented replies likewise). Default false
+   */
+  fragments?: boolean;
   /**
    * the VIP's backends hosted on this hypervisor (at least one)
    *

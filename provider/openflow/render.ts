@@ -87,6 +87,11 @@ export function renderCookieMatch(cookie: bigint, mask: bigint, field = "cookie"
   return `cookie=${hex64(value)}/${bits === UINT64 ? "-1" : hex64(bits)}`;
 }
 
+function oneOf(field: string, value: unknown, allowed: readonly string[]): string {
+  if (typeof value !== "string" || !allowed.includes(value)) refuse(field, value, `one of ${allowed.join(", ")}`);
+  return value;
+}
+
 function mac(field: string, value: unknown): string {
   if (typeof value !== "string" || !/^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$/.test(value)) {
     refuse(field, value, "a MAC address (xx:xx:xx:xx:xx:xx)");
@@ -147,6 +152,7 @@ const MATCH_FIELDS: ReadonlyArray<{ name: MatchKey; render: (field: string, valu
   { name: "nw_dst", render: ipv4Prefix, needs: IP_PROTOCOLS },
   { name: "tp_src", render: (f, v) => `${checkUint(f, v, UINT16)}`, needs: L4_PROTOCOLS },
   { name: "tp_dst", render: (f, v) => `${checkUint(f, v, UINT16)}`, needs: L4_PROTOCOLS },
+  { name: "nw_frag", render: (f, v) => oneOf(f, v, ["no", "yes", "first", "later", "not_later"]), needs: IP_PROTOCOLS },
   { name: "icmp_type", render: (f, v) => `${checkUint(f, v, UINT8)}`, needs: ["icmp"] },
   { name: "icmp_code", render: (f, v) => `${checkUint(f, v, UINT8)}`, needs: ["icmp"] },
   { name: "tcp_flags", render: tcpFlags, needs: ["tcp"] },

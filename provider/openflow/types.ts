@@ -27,6 +27,8 @@ export interface Match {
   nw_dst?: string;
   tp_src?: number;
   tp_dst?: number;
+  /** IP fragments: `later` matches the fragments after the first (they carry no L4 header). */
+  nw_frag?: "no" | "yes" | "first" | "later" | "not_later";
   /** ICMP type and code (`icmp_type=3,icmp_code=4`: fragmentation needed). Need protocol icmp. */
   icmp_type?: number;
   icmp_code?: number;

@@ -317,7 +317,7 @@ describe("gre delivery", () => {
     const planes = desiredDataplane(inputs, ids, port);
     const observed = {
       ports: new Map(),
-      flows: planes.map((p) => ({ ...p.flow, otherMatch: [], nPackets: 0n, nBytes: 0n })),
+      flows: planes.flatMap((p) => p.flows).map((f) => ({ ...f, otherMatch: [], nPackets: 0n, nBytes: 0n })),
       groups: planes.map((p) => toGroupEntry(p.group)),
     };
     expect(actualInputs(inputs, ids, [{ name: "gw1", port, observed }]).inputs).toEqual(inputs);

@@ -206,3 +206,76 @@ describe("connectionLimit: zone limits as ovs-vswitchd prints them", () => {
     expect(failures.map((f) => f.property)).toEqual(["connectionLimit"]);
   });
 });
+
+describe("fragments: a UDP VIP whose datagrams fragment", () => {
+  const udp = (extra: Partial<DeferredNatLoadBalancerInputs> = {}) =>
+    lb({
+      pathMtu: false,
+      delivery: "mac",
+      vips: [{ address: "10.0.0.163", port: 53, protocol: "udp", fragments: true, backends: [backend(1, "hv1"), backend(3, "hv2")] }],
+      ...extra,
+    });
+
+  it("hashes on addresses only, and sends every fragment to the address (whose ports OVS reads as 0) to the same group", () => {
+    const inputs = udp();
+    const ids = assignIds(inputs, { groupIds: {}, bucketIds: {} }, new Set());
+    const intent = gatewayIntent(inputs, ids, gw);
+    expect(renderBundle([{ op: "add-group", group: intent.groups[0] }])[0]).toMatch(/selection_method=hash,fields\(ip_src,ip_dst\),/);
+    expect(intent.flows.map(line)).toEqual([
+      expect.stringMatching(/,udp,in_port=1,nw_dst=10\.0\.0\.163,tp_dst=53,actions=group:\d+$/),
+      expect.stringMatching(/,udp,in_port=1,nw_dst=10\.0\.0\.163,nw_frag=yes,actions=group:\d+$/),
+    ]);
+    // Read back whole; the fragments flow gone reads as the VIP gone.
+    const g = { name: "gw1", port: gw, observed: observedOf(intent.flows, intent.groups) };
+    expect(actualInputs(inputs, ids, [g]).inputs).toEqual(inputs);
+    expect(actualInputs(inputs, ids, [{ ...g, observed: observedOf(intent.flows.slice(0, 1), intent.groups) }]).inputs.vips).toEqual([]);
+  });
+
+  it("check refuses fragments on tcp, with secondChance, or beside another udp VIP of the address, naming the VIP", async () => {
+    const reasons = async (i: DeferredNatDefaulted) => (await check("DeferredNatLoadBalancer", {}, i as unknown as Record<string, unknown>)).failures;
+    expect(await reasons(udp())).toEqual([]);
+    const tcp = udp();
+    tcp.vips[0] = { ...tcp.vips[0], protocol: "tcp" };
+    expect(await reasons(tcp)).toEqual([{ property: "vips[0].fragments", reason: expect.stringMatching(/^is for udp VIPs/) }]);
+    expect((await reasons(udp({ delivery: "gre", secondChance: {} }))).map((f) => f.property)).toContain("vips[0].fragments");
+    const two = udp();
+    two.vips.push({ ...two.vips[0], port: 54, fragments: false });
+    expect(await reasons(two)).toEqual([{ property: "vips[0].fragments", reason: expect.stringMatching(/only udp VIP of its address/) }]);
+  });
+
+  it("on the hypervisor, every fragment goes into conntrack beside the request flow, and the backend's delivery and reply flows have their fragment twins", () => {
+    const inputs = dsrDefaults({
+      name: "frag",
+      host: { connection: conn("172.30.0.21") },
+      bridge: "br-seg",
+      vips: [
+        {
+          address: "10.0.0.163",
+          port: 53,
+          protocol: "udp",
+          fragments: true,
+          backends: [{ address: "10.0.0.101", port: 5353, mac: "02:00:0a:00:00:65", bridgePort: "vm1" }],
+        },
+      ],
+    });
+    const placement = { cookie: dsrCookie("frag"), zone: 9, ofports: new Map([["vm1", 2]]) };
+    const lines = desiredFlows(inputs, placement)
+      .map(line)
+      .filter((l) => l.includes("nw_frag=yes"));
+    expect(lines.map((l) => l.replace(/cookie=0x[0-9a-f]+,/, ""))).toEqual([
+      "flow add table=0,priority=1000,udp,dl_dst=02:00:0a:00:00:65,nw_dst=10.0.0.163,nw_frag=yes,actions=ct(commit,table=62,zone=9,nat(dst=10.0.0.101:5353))",
+      "flow add table=62,priority=1000,udp,ct_zone=9,nw_dst=10.0.0.101,nw_frag=yes,actions=set_field:02:00:0a:00:00:65->eth_dst,output:2",
+      "flow add table=0,priority=1000,udp,in_port=2,ct_state=-trk,nw_src=10.0.0.101,nw_frag=yes,actions=ct(table=60,zone=9,nat)",
+    ]);
+    const owned = desiredFlows(inputs, placement).map((f) => ({ ...f, otherMatch: [], nPackets: 0n, nBytes: 0n }));
+    const portNames = new Map([[2, "vm1"]]);
+    expect(dsrActual(inputs, owned, { ...placement, portNames })).toEqual(inputs);
+    expect(
+      dsrActual(
+        inputs,
+        owned.filter((f) => f.match.nw_frag === undefined),
+        { ...placement, portNames },
+      ).vips,
+    ).toEqual([]);
+  });
+});

@@ -99,6 +99,14 @@ export function checkRules(inputs: Inputs): CheckFailure[] {
   duplicates(gre.flatMap((h) => (h.tunnelAddress ? [h.tunnelAddress] : []))).forEach((k) => {
     fail(`hypervisors[${inputs.hypervisors.indexOf(gre.filter((h) => h.tunnelAddress)[k])}].tunnelAddress`, "is another hypervisor's tunnel address");
   });
+  inputs.vips.forEach((vip, v) => {
+    if (!vip.fragments) return;
+    if (vip.protocol !== "udp") fail(`vips[${v}].fragments`, "is for udp VIPs: TCP does not fragment (path MTU discovery sizes its segments)");
+    else if (inputs.secondChance) fail(`vips[${v}].fragments`, "cannot be used with secondChance yet: its slot flows hash ports, which fragments do not show");
+    else if (inputs.vips.some((o, w) => w !== v && o.protocol === "udp" && o.address === vip.address)) {
+      fail(`vips[${v}].fragments`, "needs the VIP to be the only udp VIP of its address: fragments show no port, so they cannot be told apart");
+    }
+  });
   if (inputs.ovn) failures.push(...checkConnection(inputs.ovn.northbound.connection, "ovn.northbound.connection"));
   failures.push(...checkHealthCheck(inputs), ...checkSecondChance(inputs));
   return failures;

@@ -114,8 +114,12 @@ export const hasRole = (role: string) => (ids: ReadonlyMap<string, string>) =>
 export interface VipDataplane {
   vip: DeferredNatVip;
   group: Group;
-  flow: Flow;
+  /** The VIP's flow, and with `fragments` the one for its fragments. */
+  flows: Flow[];
 }
+
+/** A VIP's hash fields: a fragmented VIP's on addresses only, as only the first fragment of a datagram carries the ports. */
+export const FRAGMENT_FIELDS = ["ip_src", "ip_dst"] as const;
 
 /**
  * The group and flow of each VIP on one gateway. The flow matches VIP
@@ -160,16 +164,15 @@ export function desiredDataplane(inputs: Inputs, ids: RecordedIds, gw: GatewayPo
         groupId,
         type: "select",
         selectionMethod: "hash",
-        fields: hashFields(d.selectionFields, vip.protocol),
+        fields: hashFields(vip.fragments ? FRAGMENT_FIELDS : d.selectionFields, vip.protocol),
         buckets,
       },
-      flow: {
-        table: 0,
-        priority: VIP_FLOW_PRIORITY,
-        cookie,
-        match: { protocol: vip.protocol, in_port: gw.segmentOfport, nw_dst: vip.address, tp_dst: vip.port },
-        actions: [{ type: "group", groupId }],
-      },
+      flows: [
+        { table: 0, priority: VIP_FLOW_PRIORITY, cookie, match: vipFlowMatch(vip, gw), actions: [{ type: "group", groupId }] },
+        ...(vip.fragments
+          ? [{ table: 0, priority: VIP_FLOW_PRIORITY, cookie, match: fragmentsMatch(vip, gw), actions: [{ type: "group", groupId }] } as Flow]
+          : []),
+      ],
     };
   });
 }
@@ -215,6 +218,26 @@ export function pathMtuFlows(inputs: Inputs, gw: GatewayPort): Flow[] {
   }));
 }
 
+/** The flow of a VIP on one gateway: its traffic arriving on the segment. */
+export const vipFlowMatch = (vip: Pick<DeferredNatVip, "protocol" | "address" | "port">, gw: Pick<GatewayPort, "segmentOfport">): Flow["match"] => ({
+  protocol: vip.protocol,
+  in_port: gw.segmentOfport,
+  nw_dst: vip.address,
+  tp_dst: vip.port,
+});
+
+/**
+ * `fragments`: every fragment to the VIP's address and protocol. OVS's
+ * default fragment handling ("normal") reads the ports of every fragment,
+ * the first too, as 0, so none matches the VIP's own flow.
+ */
+export const fragmentsMatch = (vip: Pick<DeferredNatVip, "protocol" | "address">, gw: Pick<GatewayPort, "segmentOfport">): Flow["match"] => ({
+  protocol: vip.protocol,
+  in_port: gw.segmentOfport,
+  nw_dst: vip.address,
+  nw_frag: "yes",
+});
+
 /** Group ids a gateway holds that are not this load balancer's (new ids are probed past them). */
 export function foreignGroupsOn(inputs: Inputs, observed: ObservedBridge, recorded: RecordedIds): Set<number> {
   return foreignGroupIds(observed, { cookie: cookieOf(inputs), recordedGroups: recordedGroups(recorded) });
@@ -244,10 +267,10 @@ export function gatewayIntent(inputs: Inputs, ids: RecordedIds, gw: GatewayPort,
   if (inputs.secondChance) return slotIntent(inputs, ids, gw, slots ?? {});
   const dataplane = desiredDataplane(inputs, ids, gw);
   const vipOfGroup = new Map(dataplane.map((d) => [d.group.groupId, vipKey(d.vip)]));
-  const vipOfFlow = new Map(dataplane.map((d) => [d.flow, vipKey(d.vip)]));
+  const vipOfFlow = new Map(dataplane.flatMap((d) => d.flows.map((f) => [f, vipKey(d.vip)] as const)));
   return {
     cookie: cookieOf(inputs),
-    flows: [...dataplane.map((d) => d.flow), ...bfdDropFlows(inputs, gw), ...pathMtuFlows(inputs, gw)],
+    flows: [...dataplane.flatMap((d) => d.flows), ...bfdDropFlows(inputs, gw), ...pathMtuFlows(inputs, gw)],
     groups: dataplane.map((d) => d.group),
     recordedGroups: recordedGroups(ids),
     owner: `load balancer ${inputs.name}`,

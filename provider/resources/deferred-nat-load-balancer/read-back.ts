@@ -86,7 +86,7 @@ export function actualInputs(
       const want = desiredDataplane({ ...d, vips: [{ ...vip, backends: vip.backends.filter((b) => !cut.has(b)) }] }, ids, g.port)[0];
       const wantGroup = toGroupEntry(want.group);
       const group = g.observed.groups.find((x) => x.groupId === want.group.groupId);
-      if (!flowPresent(g.observed.flows)(want.flow)) {
+      if (!want.flows.every(flowPresent(g.observed.flows))) {
         note("flow-changed", "flow");
         present = false;
       }

@@ -6,7 +6,19 @@ import { planBridge, type ObservedBridge } from "../../engine/plan";
 import type { DeferredNatBackend, DeferredNatVip } from "../../model/inputs.generated";
 import type { RecordedPorts } from "../../model/outputs.generated";
 import { confinedVip, recordedFindings, renderFinding, type DriftFinding } from "../../model/drift";
-import { FRAGMENTATION_NEEDED, VIP_FLOW_PRIORITY, backendKey, cookieOf, gatewayIntent, pathMtuFlows, vipKey, type GatewayPort, type RecordedIds } from "./plan";
+import {
+  FRAGMENTATION_NEEDED,
+  VIP_FLOW_PRIORITY,
+  backendKey,
+  cookieOf,
+  gatewayIntent,
+  fragmentsMatch,
+  pathMtuFlows,
+  vipFlowMatch,
+  vipKey,
+  type GatewayPort,
+  type RecordedIds,
+} from "./plan";
 
 /**
  * A proportional update: what a change touches, computed from the recorded
@@ -135,7 +147,7 @@ const sameBackend = (a: DeferredNatBackend, b: DeferredNatBackend) =>
   a.state === b.state;
 
 /** A VIP's properties besides its backends (the unit test holds this list, with "backends", to the schema's). */
-export const COMPARED_VIP_FIELDS = ["address", "port", "protocol"] as const;
+export const COMPARED_VIP_FIELDS = ["address", "port", "protocol", "fragments"] as const;
 
 /** What vipKey is made of, compared without making the key. */
 const sameVipKey = (a: DeferredNatVip, b: DeferredNatVip) => a.address === b.address && a.port === b.port && a.protocol === b.protocol;
@@ -149,7 +161,7 @@ export function sameVip(a: DeferredNatVip, b: DeferredNatVip): boolean {
   const ab = a.backends;
   const bb = b.backends;
   const n = ab.length;
-  if (n !== bb.length || !sameVipKey(a, b)) return false;
+  if (n !== bb.length || !sameVipKey(a, b) || !a.fragments !== !b.fragments) return false;
   let i = 0;
   while (i < n && sameBackend(ab[i], bb[i])) i++;
   if (i === n) return true;
@@ -164,14 +176,6 @@ export function sameVip(a: DeferredNatVip, b: DeferredNatVip): boolean {
   }
   return true;
 }
-
-/** The flow of a VIP on one gateway, as desiredDataplane makes it, without its group. */
-const vipFlowMatch = (vip: Pick<DeferredNatVip, "protocol" | "address" | "port">, gw: GatewayPort): Flow["match"] => ({
-  protocol: vip.protocol,
-  in_port: gw.segmentOfport,
-  nw_dst: vip.address,
-  tp_dst: vip.port,
-});
 
 const parseVipKey = (key: string) => {
   const [protocol, address, port] = key.split(":");
@@ -189,11 +193,17 @@ export function scopedRead(scope: Extract<UpdateScope, { kind: "vips" }>, ids: R
   return {
     groupIds: [...new Set(keys.flatMap((k) => (ids.groupIds[k] === undefined ? [] : [ids.groupIds[k]])))],
     flows: [
-      ...keys.map((k) => ({ cookie: 0n, mask: 0n, table: 0, match: vipFlowMatch(parseVipKey(k), gw) })),
+      ...keys.flatMap((k) => vipMatches(parseVipKey(k), gw).map((match) => ({ cookie: 0n, mask: 0n, table: 0, match }))),
       ...(pathMtu ? touchedAddresses(scope).map((address) => ({ cookie: 0n, mask: 0n, table: 0, match: pathMtuMatch(address, gw) })) : []),
     ],
   };
 }
+
+/** A VIP's flows' matches: its own, and udp's fragments (whether it has `fragments` or not: a change may add or drop them). */
+const vipMatches = (vip: ReturnType<typeof parseVipKey>, gw: GatewayPort): Flow["match"][] => [
+  vipFlowMatch(vip, gw),
+  ...(vip.protocol === "udp" ? [fragmentsMatch(vip, gw)] : []),
+];
 
 /** pathMtu: the VIP addresses a scoped update touches, whose fan-out flows it plans (their hypervisors may change). */
 const touchedAddresses = (scope: Extract<UpdateScope, { kind: "vips" }>) => [
@@ -251,7 +261,7 @@ export function planGatewayScoped(
 ): Modification[] {
   const intent = gatewayIntent({ ...inputs, vips: scope.touchedVips }, idsOf(ids, [...scope.touched, ...scope.removed]), gw);
   const flowKeyOf = (match: Flow["match"]) => flowKey({ table: 0, priority: VIP_FLOW_PRIORITY, cookie: cookieOf(inputs), match, actions: [] });
-  const keys = new Set([...scope.touched, ...scope.removed].map((k) => flowKeyOf(vipFlowMatch(parseVipKey(k), gw))));
+  const keys = new Set([...scope.touched, ...scope.removed].flatMap((k) => vipMatches(parseVipKey(k), gw).map(flowKeyOf)));
   // pathMtu: a touched address's fan-out flow, made from every VIP of that address (not only the touched ones).
   const fanout = inputs.pathMtu ? new Set(touchedAddresses(scope).map((a) => flowKeyOf(pathMtuMatch(a, gw)))) : new Set<string>();
   for (const k of fanout) keys.add(k);

@@ -36,6 +36,8 @@ export function checkRules(inputs: Inputs): CheckFailure[] {
 
   inputs.vips.forEach((vip, i) => {
     const at = `vips[${i}]`;
+    if (vip.fragments && vip.protocol !== "udp") failures.push({ property: `${at}.fragments`, reason: "is for udp VIPs: TCP does not fragment" });
+    if (vip.fragments && inputs.gre?.secondChance) failures.push({ property: `${at}.fragments`, reason: "cannot be used with gre.secondChance yet" });
     const first = vips.get(vipKey(vip));
     if (first !== undefined) {
       failures.push({ property: at, reason: `duplicates vips[${first}]: the same address, port and protocol` });

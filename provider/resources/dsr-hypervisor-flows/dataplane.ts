@@ -192,7 +192,17 @@ export function backendFlows(inputs: Inputs, vip: DefaultedDsrVip, b: DsrBackend
   const pathMtu = inputs.pathMtu ? pathMtuFlows(inputs, vip, b, p, at) : { requests: [], backend: [] };
   if (inputs.gre?.secondChance) return { requests: [...secondChanceFlows(inputs, vip, b, p, at), ...pathMtu.requests], backend: [reply, ...pathMtu.backend] };
   const requests = inputs.mode === "gre" ? inputs.gre!.allowedSources.map((source) => greRequestFlow(inputs, vip, b, source, p)) : [requestFlow(vip, b, p)];
-  return { requests: [...requests, ...pathMtu.requests], backend: [deliverFlow(protocol, b, p, at), reply, ...pathMtu.backend] };
+  const delivery = deliverFlow(protocol, b, p, at);
+  // fragments: each flow again for the fragments, whose ports OVS reads as 0 (the first's too); conntrack reassembles them.
+  const fragment = (f: Flow): Flow => {
+    const { tp_dst: _d, tp_src: _s, ...match } = f.match;
+    return { ...f, match: { ...match, nw_frag: "yes" } };
+  };
+  const fragments = vip.fragments ? { requests: requests.map(fragment), backend: [fragment(delivery), fragment(reply)] } : { requests: [], backend: [] };
+  return {
+    requests: [...requests, ...fragments.requests, ...pathMtu.requests],
+    backend: [delivery, reply, ...fragments.backend, ...pathMtu.backend],
+  };
 }
 
 /** ICMP destination unreachable, fragmentation needed (RFC 1191). */

@@ -48,8 +48,10 @@ export function actualInputs(inputs: Inputs, owned: readonly DumpedFlow[], p: Pl
   }
   // A (VIP, backend) counts only when every flow it needs is there and right.
   const found: Array<{ vip: DefaultedDsrVip; backend: DsrBackend }> = [];
+  const declaredVips = new Map(inputs.vips.map((v) => [vipKey(v), v]));
   for (const { vip, backends } of candidates.values()) {
-    const whole = { ...vip, backends: [...backends.values()] };
+    // fragments: as declared, and then its later fragments' flows must be there too.
+    const whole = { ...vip, ...(declaredVips.get(vipKey(vip))?.fragments ? { fragments: true } : {}), backends: [...backends.values()] };
     for (const backend of whole.backends) {
       const flows = backendFlows(inputs, whole, backend, p, "read");
       if ([...flows.requests, ...flows.backend, ...zoneFlows(inputs, p)].every(present)) found.push({ vip, backend });
