@@ -180,6 +180,8 @@ interface Lab {
   live?: LiveConnections;
   timer?: TimingClient;
   tornDown?: Promise<string[]>;
+  /** secondChance.holdSeconds while set (the sequence's expiry step); the default otherwise. */
+  holdSeconds?: number;
 }
 
 const underlay = (lab: Lab, host: string) => lab.inv.hosts[host].underlay!.address;
@@ -193,7 +195,7 @@ function lbInputs(lab: Lab, mode: Mode, declared: Declared[]): DeferredNatLoadBa
   }));
   const base = labLoadBalancer(lab.inv, NAME[mode], [{ address: VIP, port: VPORT, protocol: "tcp", backends }], {
     delivery: "gre",
-    ...(mode === "second-chance" ? { secondChance: {} } : {}),
+    ...(mode === "second-chance" ? { secondChance: lab.holdSeconds === undefined ? {} : { holdSeconds: lab.holdSeconds } } : {}),
   });
   return {
     ...base,
@@ -283,7 +285,9 @@ async function apply(lab: Lab, mode: Mode, declared: Declared[]) {
   if (mode === "ovn-rebuild" && made.lb.id) return rebuildGroup(lab, backends);
   await (made.lb.id ? made.lb.update(lbInputs(lab, mode, declared)) : made.lb.create(lbInputs(lab, mode, declared)));
   if (!made.cookies.includes(made.lb.outputs.cookie)) made.cookies.push(made.lb.outputs.cookie);
-  for (const id of Object.values((made.lb.outputs.groupIds ?? {}) as Record<string, number>)) if (!made.groupIds.includes(id)) made.groupIds.push(id);
+  const ownerGroups = Object.values((made.lb.outputs.ownerGroupIds ?? {}) as Record<string, Record<string, number>>).flatMap((g) => Object.values(g));
+  for (const id of [...Object.values((made.lb.outputs.groupIds ?? {}) as Record<string, number>), ...ownerGroups])
+    if (!made.groupIds.includes(id)) made.groupIds.push(id);
   if (mode === "ovn-rebuild") return rebuildGroup(lab, backends);
   return made.lb.outputs.lastApply as Record<string, { messages: number; bytes: number; operations: Record<string, number> }>;
 }
@@ -489,7 +493,7 @@ interface StepResult {
   sent?: Record<string, { messages: number; bytes: number; operations: Record<string, number> }>;
   slotMoves?: { moved: number; minimum: number };
   /** From the slot tables before and after: slot flows whose owner changed, and those whose GRE key alone changed (their previous owner left). */
-  slotFlows?: { ownerMoved: number; keyOnly: number };
+  slotFlows?: { ownerMoved: number; keyOnly: number; groupsAdded: number; groupsRemoved: number };
   slotShares?: Record<string, number>;
   /** Max |share - weighted quota| / quota over active backends. */
   imbalance?: number;
@@ -650,7 +654,10 @@ async function runMode(lab: Lab, mode: Mode, sizes: Sizes, ctx: BenchContext, in
         if (a.split("/")[0] !== b.split("/")[0]) ownerMoved++;
         else if (a !== b) keyOnly++;
       }
-      r.slotFlows = { ownerMoved, keyOnly };
+      // Each backend that owns slots has its group (the slot flows point at it): one comes with a new owner, one goes with an owner that left.
+      const owners = (t: SlotTable) => new Set(t.owner.filter((o) => o >= 0).map((o) => t.backends[o]));
+      const [was, now] = [owners(tableBefore!), owners(tableAfter)];
+      r.slotFlows = { ownerMoved, keyOnly, groupsAdded: [...now].filter((b) => !was.has(b)).length, groupsRemoved: [...was].filter((b) => !now.has(b)).length };
       r.slotMoves = made.lb.outputs.slotMoves[KEY];
       r.slotShares = made.lb.outputs.slotShares[KEY];
       r.imbalance = imbalanceOf(r.slotShares!);
@@ -898,15 +905,17 @@ async function runMode(lab: Lab, mode: Mode, sizes: Sizes, ctx: BenchContext, in
       detail: `${s.remove.broken} broken, ${s.remove.onChanged} on ${removed.name}`,
     });
     invariants.push({
-      name: "second chance: each change sent one modify-flow per slot flow whose owner or GRE key changed (from the slot tables), nothing else",
+      name: "second chance: each change sent one modify-flow per slot flow whose owner or GRE key changed (from the slot tables), one add-group per new owner and one delete-group per owner gone, nothing else",
       ok: steps.every(
         (x) =>
           !x.slotFlows ||
           GATEWAYS.every((g) => {
             const ops = x.sent![g].operations;
             return (
-              Object.keys(ops).every((k) => k === "modify-flow") &&
+              Object.keys(ops).every((k) => ["modify-flow", "add-group", "delete-group"].includes(k)) &&
               (ops["modify-flow"] ?? 0) === x.slotFlows!.ownerMoved + x.slotFlows!.keyOnly &&
+              (ops["add-group"] ?? 0) === x.slotFlows!.groupsAdded &&
+              (ops["delete-group"] ?? 0) === x.slotFlows!.groupsRemoved &&
               x.slotFlows!.ownerMoved === x.slotMoves!.moved
             );
           }),
@@ -946,7 +955,7 @@ async function runMode(lab: Lab, mode: Mode, sizes: Sizes, ctx: BenchContext, in
 // ---------------------------------------------------------------- the sequence (issue 24)
 
 /** Changes one right after the other, inside one connection lifetime: what autoscaling and a rollout do. */
-type SeqKey = "add-5" | "add-6" | "add-7" | "weight" | "drain" | "remove-drained";
+type SeqKey = "add-5" | "add-6" | "add-7" | "weight" | "drain" | "remove-drained" | "expire";
 const SEQ_LABEL: Record<SeqKey, string> = {
   "add-5": "add hv3-vm1",
   "add-6": "add hv3-vm2",
@@ -954,8 +963,9 @@ const SEQ_LABEL: Record<SeqKey, string> = {
   weight: "weight 3 on hv2-vm1",
   drain: "drain hv2-vm1",
   "remove-drained": "remove the drained hv2-vm1, its connections still open",
+  expire: "the history expires (an update with holdSeconds 1, 2 s later)",
 };
-const SEQ_MODES: readonly Mode[] = ["second-chance", "stateless"];
+const SEQ_MODES: readonly Mode[] = ["second-chance", "stateless", "ovn-rebuild"];
 
 interface SeqStep {
   step: SeqKey;
@@ -989,6 +999,8 @@ async function runSequence(lab: Lab, mode: Mode, sizes: Sizes, ctx: BenchContext
     ["weight", weighed],
     ["drain", sc ? weighed.map((d) => (d.backend === heavy ? { ...d, state: "draining" as const } : d)) : plain(added.filter((b) => b !== heavy))],
     ["remove-drained", sc ? plain(added.filter((b) => b !== heavy)) : undefined],
+    // Second chance only: once the history has expired, the next update releases it and the shares are exact.
+    ["expire", sc ? plain(added.filter((b) => b !== heavy)) : undefined],
   ];
   await apply(lab, mode, plain(four));
   const live = (lab.live = await openLiveConnections(lab.inv.client.namespace, VIP, VPORT, sizes.connections));
@@ -1003,11 +1015,21 @@ async function runSequence(lab: Lab, mode: Mode, sizes: Sizes, ctx: BenchContext
   for (const [key, declared] of steps) {
     const wasAlive = new Set(state.filter((c) => !c.broken).map((c) => c.port));
     if (!declared) {
-      out.push({ step: key, alive: wasAlive.size, brokenStaying: 0, brokenRemoved: 0, note: "n/a: already removed at the drain step" });
+      out.push({
+        step: key,
+        alive: wasAlive.size,
+        brokenStaying: 0,
+        brokenRemoved: 0,
+        note: key === "expire" ? "n/a: no history" : "n/a: already removed at the drain step",
+      });
       continue;
     }
+    if (key === "expire") {
+      lab.holdSeconds = 1;
+      await new Promise((r) => setTimeout(r, 2000));
+    }
     const a0 = Date.now();
-    const sent = await apply(lab, mode, declared);
+    const sent = await apply(lab, mode, declared).finally(() => (lab.holdSeconds = undefined));
     await live.round();
     state = await live.round();
     const stays = new Set(declared.map((d) => d.backend.name));
@@ -1037,13 +1059,20 @@ async function runSequence(lab: Lab, mode: Mode, sizes: Sizes, ctx: BenchContext
   if (sc) {
     invariants.push({
       name: "second chance sequence (add, add, add, weight, drain, remove the drained, one right after the other): none refused, 0 broken whose backend stays at every step",
-      ok: out.every((x) => x.brokenStaying === 0),
+      ok: out.every((x) => x.step === "expire" || x.brokenStaying === 0),
       detail: out.map((x) => `${x.step} ${x.brokenStaying}`).join("; "),
     });
     invariants.push({
       name: `second chance sequence: every share within 1/${DEVIATION_DIVISOR} of its weighted quota at every step, no history released`,
       ok: out.every((x) => x.deviation!.withinBound && x.history!.released === 0),
       detail: out.map((x) => `${x.step} ${(100 * x.deviation!.worst).toFixed(2)}%, ${x.history!.slots} slots with history`).join("; "),
+    });
+    const expired = out.find((x) => x.step === "expire")!;
+    invariants.push({
+      // Connections still served through their second chance lose it here, by design (holdSeconds is their lifetime): counted, not held to 0.
+      name: "second chance sequence: once the history has expired, the next update leaves no history and every share exact",
+      ok: expired.history!.slots === 0 && expired.deviation!.worst === 0,
+      detail: `${expired.history!.slots} slots with history, worst share ${(100 * expired.deviation!.worst).toFixed(2)}% off, ${expired.brokenStaying} broken`,
     });
   }
   return out;
@@ -1110,7 +1139,8 @@ function sequenceMarkdown(seq: Partial<Record<Mode, SeqStep[]>>, sizes: Sizes): 
     "",
     "Each cell: connections broken by the change whose backend is still declared after it, of those working before it; what gw1 was sent (gw2 the same). " +
       `Second chance: history is live for the whole sequence (holdSeconds default); a new backend's slots come from slots with no live history, and a surplus slot with history goes back to its previous owner (never to a third), so shares stay within 1/${DEVIATION_DIVISOR} of each quota. ` +
-      "Stateless: a select group cannot drain, so the drain removes the backend.",
+      "Stateless and OVN-style rebuild: a select group cannot drain, so the drain removes the backend. " +
+      "The last row lets the history expire: the load balancer is updated with secondChance.holdSeconds 1, two seconds after the last change; that update drops every previous owner and the shares are exact. The connections it breaks are those still served through their second chance (here they are all still open: in use, holdSeconds outlives them).",
     "",
   ];
 }
@@ -1149,12 +1179,14 @@ function markdownOf(results: readonly ModeResult[], sizes: Sizes, machine: Recor
     const row = (what: string, xs: number[], ys: number[], n: number) =>
       `| ${what} | ${n} | ${fmtInt(xs.length)} | ${us(pct(xs, 0.5))} | ${us(pct(xs, 0.99))} | ${fmtInt(ys.length)} | ${us(pct(ys, 0.5))} | ${us(pct(ys, 0.99))} |`;
     lines.push(
-      "### Extra latency of the handed-on path (second chance, right after adding the 5th)",
+      "### Extra latency of the handed-on path, by chain depth (second chance, right after adding the 5th)",
+      "",
+      "Depth 0: the slot's owner holds the connection (gateway -> owner's hypervisor). Depth 1: the slot moved, its new owner's hypervisor hands the packet to the previous owner's (gateway -> new owner's hypervisor -> previous owner's). A packet is handed on at most once, so there is no depth 2: a slot whose history is live moves only back to its previous owner.",
       "",
       "| Connections | Count | Exchanges after the add | p50 | p99 | Exchanges before the add (same connections) | p50 | p99 |",
       "| --- | --- | --- | --- | --- | --- | --- | --- |",
-      row("slot moved: gateway → hv3 → previous owner's hypervisor", lat.after.moved, lat.before.moved, lat.connections.moved),
-      row("slot not moved: gateway → owner's hypervisor", lat.after.unmoved, lat.before.unmoved, lat.connections.unmoved),
+      row("depth 1, slot moved: gateway → hv3 → previous owner's hypervisor", lat.after.moved, lat.before.moved, lat.connections.moved),
+      row("depth 0, slot not moved: gateway → owner's hypervisor", lat.after.unmoved, lat.before.unmoved, lat.connections.unmoved),
       "",
       `Handed-on minus direct, after the add (the same instants): p50 ${signed(pct(lat.after.moved, 0.5) - pct(lat.after.unmoved, 0.5))}, p99 ${signed(pct(lat.after.moved, 0.99) - pct(lat.after.unmoved, 0.99))}; before the add the same two sets differed by p50 ${signed(pct(lat.before.moved, 0.5) - pct(lat.before.unmoved, 0.5))}, p99 ${signed(pct(lat.before.moved, 0.99) - pct(lat.before.unmoved, 0.99))} (the noise floor of this machine). ` +
         `Round trip of one line and its echo, timed with hrtime inside the client namespace, one exchange in flight at a time; after the add, moved and not-moved connections alternate (${fmtInt(sizes.exchanges)} each); before it, every connection in turn (${fmtInt(5 * sizes.exchanges)} in all, split by the class each connection fell in after the add). ` +
@@ -1175,7 +1207,7 @@ function markdownOf(results: readonly ModeResult[], sizes: Sizes, machine: Recor
     ),
     "",
     "Bytes: the bundle text fed to `ovs-ofctl bundle` over SSH (ovslb's `lastApply`, and the same `applyBundle` for the rebuild). " +
-      "Second chance moves flows of the slot table (table 70; one flow per slot, 1,024 slots here) instead of buckets: each moved slot is one modify-flow; the minimum is what the weighted quotas force.",
+      "Second chance moves flows of the slot table (table 70; one flow per slot, 1,024 slots here) instead of buckets: each moved slot is one modify-flow, which sets the GRE key and points at its owner's group (one group per backend: a new backend's is one add-group, a leaving one's one delete-group); the minimum is what the weighted quotas force.",
     "",
     "### Slot shares (second chance)",
     "",
