@@ -48,6 +48,7 @@ const LAB_B = [
   "deferred-nat-selection",
   "lab-gre",
   "deferred-nat-traffic",
+  "udp-fragments",
 ].map((name) => `test/integration/${name}.test.ts`);
 
 /**

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { check } from "../../provider/handlers";
-import { planBridge, type ObservedBridge } from "../../provider/engine/plan";
+import type { ObservedBridge } from "../../provider/engine/plan";
 import type { DeferredNatBackend, DeferredNatLoadBalancerInputs } from "../../provider/model/inputs.generated";
 import { renderBundle, toGroupEntry, type Flow } from "../../provider/openflow";
 import { renderFinding } from "../../provider/model/drift";
