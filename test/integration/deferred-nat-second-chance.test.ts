@@ -261,7 +261,8 @@ describe("second chance: backend changes break no established connection", () =>
   it("a new connection from the client port of one its backend still holds (its socket and conntrack entry left behind) opens: what conntrack finds invalid still reaches the backend, whose TCP sorts it out", async () => {
     // One connection from a fixed client port; its reset never arrives (the gateways drop it for the while),
     // so its backend keeps an ESTABLISHED socket and its hypervisor an ESTABLISHED conntrack entry.
-    const port = 47_000 + Math.floor(Math.random() * 1_000);
+    // Above Linux's ephemeral range (32768-60999): no connection of this file (60 are open) or of the kernel's choosing holds it.
+    const port = 61_000 + Math.floor(Math.random() * 4_000);
     for (const gw of ["gw1", "gw2"]) {
       await runChecked(ssh[gw], [
         "ovs-ofctl",
