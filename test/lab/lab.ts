@@ -84,6 +84,19 @@ function run(argv: string[], opts: { input?: string; env?: NodeJS.ProcessEnv } =
 
 const inNs = (ns: string, argv: string[]) => run(["ip", "netns", "exec", ns, ...argv]);
 
+/**
+ * A namespace or root link of this lab's name that `down` did not know of
+ * (a run killed before it recorded it, or a lab directory lost while its
+ * namespaces stayed): removed before it is made again, so `up` never fails
+ * on what an earlier run left behind.
+ */
+function removeLeftover(kind: "netns" | "link", name: string) {
+  const path = kind === "netns" ? `/run/netns/${name}` : `/sys/class/net/${name}`;
+  if (!existsSync(path)) return;
+  console.log(`lab: removing ${kind === "netns" ? "namespace" : "link"} ${name}, left by an earlier run`);
+  run(kind === "netns" ? ["ip", "netns", "del", name] : ["ip", "link", "del", name]);
+}
+
 function which(cmd: string): boolean {
   try {
     execFileSync("sh", ["-c", 'command -v "$1"', "sh", cmd], { stdio: "ignore" });
@@ -303,6 +316,7 @@ export class Lab {
 
   private makeRootBridge(name: string, address?: string) {
     this.record("rootLinks", name);
+    removeLeftover("link", name);
     run(["ip", "link", "add", name, "type", "bridge"]);
     if (address) run(["ip", "addr", "add", address, "dev", name]);
     run(["ip", "link", "set", name, "up"]);
@@ -310,6 +324,7 @@ export class Lab {
 
   private makeNamespace(ns: string) {
     this.record("namespaces", ns);
+    removeLeftover("netns", ns);
     run(["ip", "netns", "add", ns]);
     inNs(ns, ["ip", "link", "set", "lo", "up"]);
   }
@@ -317,6 +332,7 @@ export class Lab {
   /** A veth from a root-namespace bridge into ns (named inner there). */
   private plugIntoRootBridge(bridge: string, outer: string, ns: string, inner: string) {
     this.record("rootLinks", outer);
+    removeLeftover("link", outer);
     run(["ip", "link", "add", outer, "type", "veth", "peer", "name", inner, "netns", ns]);
     run(["ip", "link", "set", outer, "master", bridge, "up"]);
   }
