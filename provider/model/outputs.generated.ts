@@ -104,6 +104,7 @@ export interface DeferredNatLoadBalancerOutputs {
    * healthCheck: backends OVN reports online that cannot serve (port unbound, or their hypervisor's BFD down on a majority of gateways), with the reason
    */
   stale?: StaleBackend[];
+  traffic?: GatewayTraffic;
   /**
    * each gateway's OpenFlow port numbers (segment, tunnels, BFD) the last create or update planned with, by gateway name: while they are the same, an update reads and plans only the VIPs it changes
    */
@@ -325,6 +326,48 @@ export interface StaleBackend {
   reason: string;
 }
 /**
+ * what the gateways' owned flows and buckets counted, at the last read (observations, not drift: a refresh that only sees them move changes no input)
+ */
+export interface GatewayTraffic {
+  /**
+   * VIP ("tcp:10.0.0.200:80") -> the packets its flows took on all gateways, per gateway, and per backend ("address:port"; its buckets, or with secondChance its slots)
+   */
+  vips: {
+    [k: string]: {
+      packets: number;
+      bytes: number;
+      gateways: {
+        [k: string]: TrafficCounter;
+      };
+      backends: {
+        [k: string]: TrafficCounter;
+      };
+      /**
+       * secondChance with healthCheck.bfd: per backend, the packets of its slots its owner group sent to the VIP's live backends while its hypervisor's BFD was down
+       */
+      failedOver?: {
+        [k: string]: TrafficCounter;
+      };
+    };
+  };
+  /**
+   * pathMtu: per VIP address, the ICMP errors the gateways fanned out and the copies they sent (one per hypervisor serving the address)
+   */
+  pathMtu?: {
+    [k: string]: {
+      errors: TrafficCounter;
+      copies: number;
+    };
+  };
+}
+/**
+ * packets and bytes a datapath counted (an observation at the last read, never drift: OVS counts from when the flow or bucket was added)
+ */
+export interface TrafficCounter {
+  packets: number;
+  bytes: number;
+}
+/**
  * one gateway's OpenFlow port numbers an apply planned with
  */
 export interface RecordedPorts {
@@ -515,6 +558,43 @@ export interface DsrHypervisorFlowsOutputs {
     [k: string]: number;
   };
   ovsVersions?: OvsVersions;
+  traffic?: HypervisorTraffic;
+}
+/**
+ * what the owned flows counted, at the last read (observations, not drift: a refresh that only sees them move changes no input)
+ */
+export interface HypervisorTraffic {
+  /**
+   * VIP ("tcp:10.0.0.200:80") -> the requests its request flows took, in all and per backend ("address:port")
+   */
+  vips: {
+    [k: string]: {
+      packets: number;
+      bytes: number;
+      backends: {
+        [k: string]: TrafficCounter;
+      };
+    };
+  };
+  /**
+   * gre: what came out of the GRE port for no declared VIP, backend or source, dropped
+   */
+  dropped?: TrafficCounter;
+  /**
+   * gre.secondChance: packets handed on to a previous owner, received handed on from a peer, and received handed on for no connection of the zone (dropped)
+   */
+  secondChance?: {
+    handedOn: TrafficCounter;
+    received: TrafficCounter;
+    dropped: TrafficCounter;
+  };
+  /**
+   * pathMtu: ICMP errors for the VIPs delivered to a backend (related to one of its connections) and dropped (related to none)
+   */
+  pathMtu?: {
+    accepted: TrafficCounter;
+    dropped: TrafficCounter;
+  };
 }
 /**
  * What HealthCheck records besides its inputs.

@@ -84,6 +84,10 @@ export interface DeferredNatLoadBalancerOutputProperties {
    */
   readonly stale: pulumi.Output<DeferredNatLoadBalancerOutputs["stale"]>;
   /**
+   * what the gateways' owned flows and buckets counted, at the last read (observations, not drift: a refresh that only sees them move changes no input)
+   */
+  readonly traffic: pulumi.Output<DeferredNatLoadBalancerOutputs["traffic"]>;
+  /**
    * each gateway's OpenFlow port numbers (segment, tunnels, BFD) the last create or update planned with, by gateway name: while they are the same, an update reads and plans only the VIPs it changes
    */
   readonly gatewayPorts: pulumi.Output<DeferredNatLoadBalancerOutputs["gatewayPorts"]>;
@@ -99,7 +103,7 @@ export interface DeferredNatLoadBalancerOutputProperties {
 /**
  * The names of DeferredNatLoadBalancer's outputs, as declared in schema/deferred-nat-load-balancer.json.
  */
-export const DEFERRED_NAT_LOAD_BALANCER_OUTPUTS = ["groupIds", "bucketIds", "ownerGroupIds", "cookie", "lastApply", "drift", "driftFindings", "ovsVersions", "greKey", "slotTables", "slotShares", "slotDeviation", "slotHistory", "slotMoves", "bfdKey", "health", "stale", "gatewayPorts", "gatewayFlows", "lastRead"] as const;
+export const DEFERRED_NAT_LOAD_BALANCER_OUTPUTS = ["groupIds", "bucketIds", "ownerGroupIds", "cookie", "lastApply", "drift", "driftFindings", "ovsVersions", "greKey", "slotTables", "slotShares", "slotDeviation", "slotHistory", "slotMoves", "bfdKey", "health", "stale", "traffic", "gatewayPorts", "gatewayFlows", "lastRead"] as const;
 
 /**
  * The outputs of a DistributorAttachment resource, as Pulumi outputs (schema/distributor-attachment.json, "x-outputs"). What DistributorAttachment records besides its inputs: names and ids on the device, sticky across updates.
@@ -225,11 +229,15 @@ export interface DsrHypervisorFlowsOutputProperties {
    * by host (as its connection names it): the host's Open vSwitch version and the known issues it has, at the last create, update or read
    */
   readonly ovsVersions: pulumi.Output<DsrHypervisorFlowsOutputs["ovsVersions"]>;
+  /**
+   * what the owned flows counted, at the last read (observations, not drift: a refresh that only sees them move changes no input)
+   */
+  readonly traffic: pulumi.Output<DsrHypervisorFlowsOutputs["traffic"]>;
 }
 /**
  * The names of DsrHypervisorFlows's outputs, as declared in schema/dsr-hypervisor-flows.json.
  */
-export const DSR_HYPERVISOR_FLOWS_OUTPUTS = ["cookie", "ctZone", "ofports", "lastApply", "bfd", "connections", "ovsVersions"] as const;
+export const DSR_HYPERVISOR_FLOWS_OUTPUTS = ["cookie", "ctZone", "ofports", "lastApply", "bfd", "connections", "ovsVersions", "traffic"] as const;
 
 /**
  * The outputs of a HealthCheck resource, as Pulumi outputs (schema/health-check.json, "x-outputs"). What HealthCheck records besides its inputs.

@@ -448,3 +448,39 @@ export function parseAggregate(output: string): FlowAggregate {
   if (!m) throw new OpenFlowParseError(line, "not an aggregate reply (packet_count=N byte_count=N flow_count=N)");
   return { packets: BigInt(m[1]), bytes: BigInt(m[2]), flows: Number(m[3]) };
 }
+
+/** One group's counters (`dump-group-stats`): the group's, then each bucket's in the order the group lists its buckets. */
+export interface GroupStats {
+  groupId: number;
+  packets: bigint;
+  bytes: bigint;
+  /** By position, not bucket id: OVS prints `bucketN:` in the group's bucket order (dump-groups gives the ids). */
+  buckets: ReadonlyArray<{ packets: bigint; bytes: bigint }>;
+}
+
+/**
+ * One dump-group-stats line:
+ * ` group_id=1,duration=0.021s,ref_count=0,packet_count=0,byte_count=0,bucket0:packet_count=0,byte_count=0,...`.
+ */
+function parseGroupStatsLine(line: string): GroupStats {
+  const head = /^\s*group_id=(\d+),.*?\bpacket_count=(\d+),byte_count=(\d+)/.exec(line);
+  if (!head) throw new OpenFlowParseError(line, "not a group stats entry (group_id=N,...,packet_count=N,byte_count=N)");
+  const buckets: Array<{ packets: bigint; bytes: bigint }> = [];
+  for (const m of line.matchAll(/\bbucket(\d+):packet_count=(\d+),byte_count=(\d+)/g)) {
+    if (Number(m[1]) !== buckets.length) throw new OpenFlowParseError(line, `bucket${m[1]} out of order`);
+    buckets.push({ packets: BigInt(m[2]), bytes: BigInt(m[3]) });
+  }
+  return { groupId: Number(head[1]), packets: BigInt(head[2]), bytes: BigInt(head[3]), buckets };
+}
+
+/** parseGroupStats, streamed: each group's counters to `onGroup` as its line completes. */
+export function groupStatsStreamParser(onGroup: (stats: GroupStats) => void): DumpStreamParser {
+  return new DumpLineSplitter((line) => {
+    if (isEntry(line)) onGroup(parseGroupStatsLine(line));
+  });
+}
+
+/** Parses dump-group-stats output: one entry per group. */
+export function parseGroupStats(dump: string): GroupStats[] {
+  return entryLines(dump).map(parseGroupStatsLine);
+}

@@ -3,7 +3,16 @@ import { PassThrough } from "node:stream";
 import { readOfctlFailure, type OpenFlowErrorCode } from "../openflow/ofctl-errors";
 import { type CommandResult, type CommandRunner } from "./exec";
 import { SshConnectionLostError, SshError } from "./ssh";
-import { OpenFlowParseError, flowStreamParser, groupStreamParser, parseAggregate, type DumpStreamParser, type FlowAggregate } from "../openflow/parse";
+import {
+  OpenFlowParseError,
+  flowStreamParser,
+  groupStatsStreamParser,
+  groupStreamParser,
+  parseAggregate,
+  type DumpStreamParser,
+  type FlowAggregate,
+  type GroupStats,
+} from "../openflow/parse";
 import { MAX_GROUP_ID, MAX_TABLE, OpenFlowValueError, checkUint, renderBundle, renderCookieMatch, renderMatch } from "../openflow/render";
 import { type DumpedFlow, type GroupEntry, type Match, type Modification } from "../openflow/types";
 import { parsePortsDesc, type PortDesc } from "../openflow/ports";
@@ -270,6 +279,13 @@ export class OpenFlowBridge {
     const groups: GroupEntry[] = [];
     await this.ofctlStream(["--no-names", "dump-groups", this.address], groupStreamParser(onGroup ?? ((g) => groups.push(g))));
     return groups;
+  }
+
+  /** Every group's counters, each bucket's by position (`dump-group-stats`), parsed as the dump arrives. */
+  async dumpGroupStats(): Promise<GroupStats[]> {
+    const stats: GroupStats[] = [];
+    await this.ofctlStream(["dump-group-stats", this.address], groupStatsStreamParser((g) => stats.push(g)));
+    return stats;
   }
 
   /** Sends one packet (hex, as packets.ts builds it) out of a port of the bridge. */

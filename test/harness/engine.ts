@@ -47,9 +47,10 @@
  * What it does not do is listed in test/harness/README.md.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, readFileSync, statSync } from "node:fs";
+import { existsSync, readFileSync, readdirSync, statSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, resolve } from "node:path";
 import { EXIT_WITH_PARENT, startProviderPlugin, type PluginCall, type PluginError, type PluginObserver } from "../support/provider-plugin";
+import { repoRoot } from "../lab/stack-config";
 import { propertyDiffText } from "./diff-text";
 import { inVersionRange, versionRangeRefusal } from "./version-range";
 import { StateStore, UNKNOWN, containsSecret, isSecret, plain, secret, secretPaths, type Props, type State, type StateResource } from "./state";
@@ -243,6 +244,29 @@ function changedKeys(a: Props, b: Props): string[] {
   keys.delete("__provider");
   return [...keys].filter((k) => JSON.stringify(plain(a[k])) !== JSON.stringify(plain(b[k]))).sort();
 }
+
+/**
+ * Output properties a schema of the repo marks "x-observation" (traffic
+ * counters): a refresh that only sees them move reports no change. The
+ * engine shows no refresh diff for any output-only property since 3.117
+ * (pulumi/pulumi#16146: refresh diffs against the desired state through the
+ * provider's Diff); the harness counts every other output, stricter.
+ */
+const OBSERVATIONS: ReadonlySet<string> = (() => {
+  const dir = join(repoRoot(), "schema");
+  const names = readdirSync(dir)
+    .filter((f) => f.endsWith(".json"))
+    .flatMap((f) => {
+      const outputs = (JSON.parse(readFileSync(join(dir, f), "utf8")) as { "x-outputs"?: { properties?: Record<string, Record<string, unknown>> } })[
+        "x-outputs"
+      ];
+      return Object.entries(outputs?.properties ?? {}).flatMap(([name, p]) => (p["x-observation"] === true ? [name] : []));
+    });
+  return new Set(names);
+})();
+
+/** Whether a changed path (a.b[0]) is under an observation output. */
+const isObservation = (path: string) => OBSERVATIONS.has(path.split(/[.[]/)[0]);
 
 /** The paths (a.b[0]) whose values differ. */
 export function changedPaths(a: any, b: any, path = "", out: string[] = []): string[] {
@@ -931,7 +955,7 @@ class Deployment {
       }
       const outputs = markOutputs(annotateSecrets(got.properties, r.outputs), r.inputs, r.additionalSecretOutputs ?? [], acceptsSecrets);
       const readInputs = Object.keys(got.inputs).filter((k) => k !== "__provider").length ? annotateSecrets(got.inputs, r.inputs) : r.inputs;
-      const paths = changedPaths(plain(r.outputs), plain(outputs));
+      const paths = changedPaths(plain(r.outputs), plain(outputs)).filter((p) => !isObservation(p));
       this.steps.push({ urn: r.urn, type: r.type, op: paths.length ? "refresh" : "same", custom: true, keys: [], changedPaths: paths });
       resources.push({ ...r, id: got.id, outputs, inputs: readInputs });
     }

@@ -1,4 +1,5 @@
 import { mkdtempSync, rmSync } from "node:fs";
+import { isDeepStrictEqual } from "node:util";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -64,6 +65,55 @@ describe("the quick start (root Pulumi.yaml): a deferred-NAT service", () => {
     expect(Object.keys(seen).sort()).toEqual(["hv1-vm1", "hv1-vm2", "hv2-vm1"]);
     expect(Object.values(seen).reduce((a, b) => a + b, 0)).toBe(30);
     // Read again as `pulumi preview --refresh --expect-no-changes` does in a pipeline: nothing drifted, nothing to do.
+    await stack.preview({ refresh: true, expectNoChanges: true });
+  });
+
+  it("refresh reports traffic per VIP and backend: the gateways' buckets counted what each hypervisor's flows took; counters that move are no change", async () => {
+    type Counted = { packets: number; bytes: number };
+    const lbTraffic = () =>
+      outputsOf(stack, "DeferredNatLoadBalancer").traffic as {
+        vips: Record<string, Counted & { gateways: Record<string, Counted>; backends: Record<string, Counted> }>;
+      };
+    const hvTraffic = () =>
+      stack
+        .resources()
+        .filter((r) => r.type.endsWith(":DsrHypervisorFlows"))
+        .map((r) => r.outputs.traffic as { vips: Record<string, Counted & { backends: Record<string, Counted> }> });
+    const key = "tcp:10.0.0.200:80";
+    // Both ends see the same frames (mac delivery rewrites only MACs); the datapath hands its counts to the flows within a revalidation round.
+    // Every refresh whose counters moved, with its steps.
+    const moved: Result[] = [];
+    const agree = async () => {
+      const prior = JSON.stringify([lbTraffic(), hvTraffic()]);
+      const r = await stack.refresh();
+      if (JSON.stringify([lbTraffic(), hvTraffic()]) !== prior) moved.push(r);
+      const gateways = lbTraffic().vips[key];
+      const hypervisors = Object.assign({}, ...hvTraffic().map((t) => t.vips[key].backends)) as Record<string, Counted>;
+      return (
+        Object.keys(gateways.backends).length === 3 &&
+        Object.entries(gateways.backends).every(([b, c]) => c.packets > 0 && isDeepStrictEqual(c, hypervisors[b]))
+      );
+    };
+    await waitUntil(agree, { timeoutMs: 20_000, intervalMs: 1000, what: "the gateways' per-backend counts equal the hypervisors'" });
+    const before = lbTraffic().vips[key];
+    expect(before.packets).toBe(Object.values(before.backends).reduce((n, c) => n + c.packets, 0));
+    expect(Object.values(before.gateways).reduce((n, c) => n + c.packets, 0)).toBe(before.packets);
+
+    // More connections, then a refresh: the counters move, the refresh changes nothing else.
+    const seen = answered("10.0.0.200", 80, 30);
+    expect(Object.values(seen).reduce((a, b) => a + b, 0)).toBe(30);
+    await waitUntil(async () => (await agree()) && lbTraffic().vips[key].packets > before.packets, {
+      timeoutMs: 20_000,
+      intervalMs: 1000,
+      what: "the new connections counted on both ends",
+    });
+    expect(moved.length).toBeGreaterThan(0);
+    for (const r of moved) expect(r.steps.filter((s) => s.custom).map((s) => s.op)).toEqual(["same", "same", "same"]);
+    // Each backend that answered a connection counted packets: 30 connections, at least 5 packets each (SYN, ACK, request, FIN, ACK).
+    for (const [name, n] of Object.entries(seen)) {
+      const address = inv.backends.find((b) => b.name === name)!.address;
+      expect(lbTraffic().vips[key].backends[`${address}:8080`].packets - before.backends[`${address}:8080`].packets).toBeGreaterThanOrEqual(5 * n);
+    }
     await stack.preview({ refresh: true, expectNoChanges: true });
   });
 

@@ -42,7 +42,7 @@ const SCHEMA_FILES: Record<Kind, string> = {
 /** Outputs added since the fixtures were recorded (commit 6c13b74): a later output is listed here, never dropped from a fixture. */
 const ADDED_SINCE_FIXTURES: Record<FixtureKind, string[]> = {
   OvsBridge: ["ovsVersions"],
-  DsrHypervisorFlows: ["bfd", "connections", "ovsVersions"],
+  DsrHypervisorFlows: ["bfd", "connections", "ovsVersions", "traffic"],
   DeferredNatLoadBalancer: [
     "ovsVersions",
     "greKey",
@@ -59,6 +59,7 @@ const ADDED_SINCE_FIXTURES: Record<FixtureKind, string[]> = {
     "gatewayFlows",
     "lastRead",
     "driftFindings",
+    "traffic",
   ],
   DistributorDevice: ["ovsVersions", "attachmentHealth"],
   DistributorAttachment: ["slotLiveness", "ovsVersions"],

@@ -3,7 +3,7 @@ import type { DeferredNatDefaulted as Inputs } from "./plan";
 import { observeOvsVersions, readOvsVersion } from "../../engine/ovs-version";
 import { versionRefusal } from "../../model/ovs-versions";
 import schema from "../../../schema/deferred-nat-load-balancer.json";
-import { applyBundle, bridgePorts, observeFlowsAndGroups, observePartial, ownedFlowCount, type BridgeRef } from "../../engine/bridge";
+import { applyBundle, bridgePorts, observeFlowsAndGroups, observePartial, openflowOf, ownedFlowCount, type BridgeRef } from "../../engine/bridge";
 import { ownedFlowCountAfter, ownedGroupIds, ownedFlows, type ApplySummary, type ObservedBridge } from "../../engine/plan";
 import type { DeferredNatLoadBalancerOutputs } from "../../model/outputs.generated";
 import { driftOutputs, renderFinding, type DriftFinding } from "../../model/drift";
@@ -18,6 +18,7 @@ import { markOffline, readSouthbound, withSouthbound } from "./southbound";
 import { SLOT_TABLE, planAllSlots, recordAllSlots, unsafeMovesError, type SlotPlans } from "./second-chance";
 import { readSlots, shares, type SlotTable } from "./slots";
 import { ensureTunnels, removeStaleTunnels, workingTunnels } from "./tunnels";
+import { gatewayTraffic } from "./traffic";
 import { idsOf, planGatewayScoped, recordPorts, samePorts, scopedIds, scopedRead, updateScope, type UpdateScope } from "./scope";
 import {
   actualInputs,
@@ -371,9 +372,15 @@ export const deferredNatLoadBalancerHandler: ResourceHandler<DeferredNatLoadBala
         const drift = driftOutputs([...observations.flatMap((o) => o.findings), ...nb.findings]);
         // A northbound row that differs reads as no OVN part, so the diff shows it and update rewrites it.
         if (nb.findings.length > 0) delete actual.ovn;
-        const { health: _h, stale: _s, bfdKey: _k, ...kept } = state;
-        const ovsVersions = await observeOvsVersions(sessions);
-        return { inputs: actual, state: { ...kept, ...drift, ...(await observeHealth(d, reads, false)), ovsVersions } };
+        const { health: _h, stale: _s, bfdKey: _k, traffic: _t, ...kept } = state;
+        const [ovsVersions, groupStats] = await Promise.all([observeOvsVersions(sessions), Promise.all(reads.map((r) => openflowOf(r.ref).dumpGroupStats()))]);
+        const traffic = gatewayTraffic(
+          d,
+          ids,
+          reads.map((r, i) => ({ ...r, groupStats: groupStats[i] })),
+          tables,
+        );
+        return { inputs: actual, state: { ...kept, ...drift, ...(await observeHealth(d, reads, false)), traffic, ovsVersions } };
       },
     );
   },

@@ -25,6 +25,7 @@ import {
   type DsrDefaulted,
 } from "./plan";
 import { flowPresent } from "../../engine/flows";
+import { hypervisorTraffic } from "./traffic";
 import { liveConnections, type DumpedFlow, type Modification } from "../../openflow";
 
 type Inputs = DsrDefaulted;
@@ -161,13 +162,9 @@ export const dsrHypervisorFlowsHandler: ResourceHandler<DsrHypervisorFlowsInputs
       const greName = inputs.mode === "gre" ? inputs.gre!.port : undefined;
       const greRight = greName !== undefined && (await readTunnelPorts(s, id, inputs.bridge, [grePort(id, greName)]))[0].state === "right";
       const greOfport = greRight ? observed.ports.get(greName) : undefined;
-      const actual = actualInputs(inputs, owned, {
-        cookie,
-        zone: state.ctZone,
-        ofports: observed.ports,
-        portNames,
-        ...(greOfport === undefined ? {} : { greOfport }),
-      });
+      const placement = { cookie, zone: state.ctZone, ofports: observed.ports, ...(greOfport === undefined ? {} : { greOfport }) };
+      const actual = actualInputs(inputs, owned, { ...placement, portNames });
+      const traffic = hypervisorTraffic(inputs, owned, placement);
       // connectionLimit: what the zone's limit is (a restart of ovs-vswitchd, or a hand, may have taken it away).
       if (inputs.connectionLimit !== undefined) {
         const zoneLimit = await s.zoneLimit(state.ctZone);
@@ -175,9 +172,9 @@ export const dsrHypervisorFlowsHandler: ResourceHandler<DsrHypervisorFlowsInputs
         if (zoneLimit.own) actual.connectionLimit = zoneLimit.limit;
       }
       const ofports = Object.fromEntries(actual.vips.flatMap((v) => v.backends.map((b) => [b.bridgePort, observed.ports.get(b.bridgePort)!] as const)));
-      const { bfd: _, connections: _c, ...rest } = state;
+      const { bfd: _, connections: _c, traffic: _t, ...rest } = state;
       const connections = await connectionsOf(s, inputs, state.ctZone);
-      const kept = { ...rest, ...(connections ? { connections } : {}), ovsVersions: await observeOvsVersion(s) };
+      const kept = { ...rest, ...(connections ? { connections } : {}), ...(traffic ? { traffic } : {}), ovsVersions: await observeOvsVersion(s) };
       const wantedBfd = inputs.gre?.bfd;
       if (!wantedBfd) return { inputs: actual, state: { ...kept, ofports } };
       // A peer whose port is gone or changed reads as not declared, so the diff shows it.
