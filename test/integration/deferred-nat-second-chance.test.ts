@@ -208,6 +208,16 @@ describe("second chance: backend changes break no established connection", () =>
     // The previous owner handed nothing on, and nothing came back to the owner as handed on.
     expect(delta(previousAfter, previousBefore, HAND_ON_PRIORITY)).toBe(0n);
     expect(delta(ownerAfter, ownerBefore, -HANDED_ON_PRIORITY)).toBe(0n);
+    // A read reports each hypervisor's second-chance counts as its flows hold them.
+    for (const [host, flows] of [
+      ["hv3", ownerAfter],
+      [previousHv, previousAfter],
+    ] as const) {
+      const read = (await hv[host].read()).props.traffic as { secondChance: Record<"handedOn" | "received" | "dropped", { packets: number }> };
+      expect(read.secondChance.handedOn.packets).toBe(Number(flows.get(HAND_ON_PRIORITY) ?? 0n));
+      expect(read.secondChance.received.packets).toBe(Number(flows.get(-HANDED_ON_PRIORITY) ?? 0n));
+      expect(read.secondChance.dropped.packets).toBe(Number(flows.get(HANDED_DROP_PRIORITY) ?? 0n));
+    }
   });
 
   it("draining a backend breaks none; no new connection reaches it (traced and live); its hypervisor reports its live connections", async () => {
@@ -409,6 +419,14 @@ describe("second chance with BFD liveness: a dead hypervisor's slots fail over i
     const round = await live.round();
     expect(brokenOf(round).filter((c) => backendHv.get(c.backend) !== "hv1")).toEqual([]);
     expect(fresh(20).every((b) => backendHv.get(b) !== "hv1")).toBe(true);
+    // A read reports it: hv1's backends' owner groups sent their slots' packets to the live backends (failedOver), no other's did.
+    await Promise.all(["gw1", "gw2"].map((g) => runChecked(ssh[g], ["ovs-appctl", "revalidator/wait"])));
+    const traffic = (await lb.read()).props.traffic as { vips: Record<string, { failedOver: Record<string, { packets: number }> }> };
+    const failedOver = Object.entries(traffic.vips[`tcp:${VIP}:80`].failedOver).map(([b, c]) => [
+      pool.find((p) => `${p.address}:${inv.backendPort}` === b)!.hypervisor,
+      c.packets > 0,
+    ]);
+    expect(failedOver.filter(([, sent]) => sent).map(([h]) => h)).toEqual(failedOver.filter(([h]) => h === "hv1").map(([h]) => h));
 
     setUnderlay("hv1", true);
     await waitUntil(allHome, { what: "every slot back with its owner after the repair", timeoutMs: 20_000, intervalMs: 300 });

@@ -203,5 +203,16 @@ describe.each(["mac", "gre", "gre, second chance"] as const)("path MTU discovery
     console.log(
       `pathMtu, ${delivery}: ${errors} ICMP errors fanned out by the gateways; on the hypervisors ${copies.delivered} delivered (related), ${copies.dropped} copies dropped`,
     );
+    // A read reports the same counts: the gateways' errors and copies (one per hypervisor), the hypervisors' accepted and dropped.
+    type Counted = { packets: number; bytes: number };
+    await Promise.all(["gw1", "gw2"].map((g) => runChecked(ssh[g], ["ovs-appctl", "revalidator/wait"])));
+    const gateways = ((await lb.read()).props.traffic as { pathMtu: Record<string, { errors: Counted; copies: number }> }).pathMtu[VIP];
+    expect(gateways.errors.packets).toBe(await fanoutPackets());
+    expect(gateways.copies).toBe(2 * gateways.errors.packets);
+    const hypervisors = await Promise.all(
+      ["hv1", "hv2"].map(async (h) => ((await hv[h].read()).props.traffic as { pathMtu: { accepted: Counted; dropped: Counted } }).pathMtu),
+    );
+    expect(hypervisors.reduce((n, t) => n + t.accepted.packets, 0)).toBe(copies.delivered);
+    expect(hypervisors.reduce((n, t) => n + t.dropped.packets, 0)).toBe(copies.dropped);
   });
 });
