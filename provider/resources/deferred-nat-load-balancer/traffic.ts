@@ -3,8 +3,8 @@ import type { DeferredNatLoadBalancerOutputs } from "../../model/outputs.generat
 import { addInto, FlowCounters, zeroCounter, type Counter } from "../../model/traffic";
 import type { GroupEntry, GroupStats } from "../../openflow";
 import type { DeferredNatDefaulted as Inputs } from "./check";
-import { desiredDataplane, pathMtuFlows, type GatewayPort } from "./dataplane";
-import { FALLBACK_BUCKET, vipKey, type RecordedIds } from "./ids";
+import { fragmentsMatch, pathMtuFlows, vipFlowMatch, type GatewayPort } from "./dataplane";
+import { FALLBACK_BUCKET, VIP_FLOW_PRIORITY, vipKey, type RecordedIds } from "./ids";
 import { slotFlows, toOwnerDirectly, toOwnerGroup } from "./second-chance";
 import type { SlotTable } from "./slots";
 
@@ -19,14 +19,14 @@ export interface CountedGateway {
   groupStats: readonly GroupStats[];
 }
 
-/** Each bucket's counters by bucket id: dump-group-stats gives them by position, dump-groups the ids in the same order. */
-function bucketCounters(groups: readonly GroupEntry[], stats: readonly GroupStats[]): Map<number, Map<number, Counter>> {
+/** One gateway's groups and their counters by group id: dump-group-stats gives each bucket's by position, dump-groups the ids in the same order. */
+function groupsWithStats(groups: readonly GroupEntry[], stats: readonly GroupStats[]): Map<number, { group: GroupEntry; stats: GroupStats }> {
   const statsOf = new Map(stats.map((s) => [s.groupId, s]));
-  const out = new Map<number, Map<number, Counter>>();
-  for (const g of groups) {
-    const s = statsOf.get(g.groupId);
-    if (!s || s.buckets.length !== g.buckets.length) continue; // changed between the two dumps: counted at the next read
-    out.set(g.groupId, new Map(g.buckets.map((b, i) => [b.bucketId, addInto(zeroCounter(), s.buckets[i])])));
+  const out = new Map<number, { group: GroupEntry; stats: GroupStats }>();
+  for (const group of groups) {
+    const s = statsOf.get(group.groupId);
+    // A group changed between the two dumps is counted at the next read.
+    if (s && s.buckets.length === group.buckets.length) out.set(group.groupId, { group, stats: s });
   }
   return out;
 }
@@ -48,18 +48,25 @@ function assumedPorts(d: Inputs, port: GatewayPort) {
 export function gatewayTraffic(d: Inputs, ids: RecordedIds, gateways: readonly CountedGateway[], slots: Readonly<Record<string, SlotTable>>): GatewayTraffic {
   const vips: GatewayTraffic["vips"] = {};
   const pathMtu: NonNullable<GatewayTraffic["pathMtu"]> = {};
+  // Indexed once per gateway: a read of 1,024 VIPs looks each VIP's flows and groups up, never scans.
+  const counted = gateways.map((g) => ({
+    g,
+    port: assumedPorts(d, g.port),
+    flows: new FlowCounters(g.observed.flows),
+    groups: groupsWithStats(g.observed.groups, g.groupStats),
+  }));
   for (const vip of d.vips) {
     const key = vipKey(vip);
     const entry = { ...zeroCounter(), gateways: {} as Record<string, Counter>, backends: {} as Record<string, Counter> };
     for (const b of vip.backends) entry.backends[`${b.address}:${b.port}`] = zeroCounter();
     const failedOver: Record<string, Counter> = {};
-    for (const g of gateways) {
-      const port = assumedPorts(d, g.port);
-      const flows = new FlowCounters(g.observed.flows);
-      const buckets = bucketCounters(g.observed.groups, g.groupStats);
-      const table = slots[key];
+    const table = slots[key];
+    const ownerGroups = ids.ownerGroupIds?.[key];
+    // A bucket's backend, from the replica key its id was given for ("10.0.0.5:80#1").
+    const backendOf = new Map(Object.entries(ids.bucketIds[key] ?? {}).map(([replica, id]) => [id, replica.slice(0, replica.lastIndexOf("#"))]));
+    for (const { g, port, flows, groups } of counted) {
+      const atGateway = (entry.gateways[g.name] = zeroCounter());
       if (d.secondChance && table) {
-        const ownerGroups = ids.ownerGroupIds?.[key];
         const [vipFlow, ...slotFlowsOf] = slotFlows(
           d,
           vip,
@@ -68,27 +75,31 @@ export function gatewayTraffic(d: Inputs, ids: RecordedIds, gateways: readonly C
           port.segmentOfport,
           0n,
         );
-        addInto(entry, flows.sum([vipFlow], (entry.gateways[g.name] = zeroCounter())));
+        flows.sum([vipFlow], atGateway);
         for (const f of slotFlowsOf) flows.sum([f], (entry.backends[table.backends[table.owner[f.match.reg12!]]] ??= zeroCounter()));
-        for (const [backend, groupId] of Object.entries(ownerGroups ?? {})) {
-          const fallback = buckets.get(groupId)?.get(FALLBACK_BUCKET);
-          if (d.healthCheck?.bfd && fallback) addInto((failedOver[backend] ??= zeroCounter()), fallback);
+        for (const [backend, groupId] of d.healthCheck?.bfd ? Object.entries(ownerGroups ?? {}) : []) {
+          const owner = groups.get(groupId);
+          const at = owner?.group.buckets.findIndex((b) => b.bucketId === FALLBACK_BUCKET) ?? -1;
+          if (at >= 0) addInto((failedOver[backend] ??= zeroCounter()), owner!.stats.buckets[at]);
         }
       } else if (!d.secondChance) {
-        const want = desiredDataplane({ ...d, vips: [vip] }, ids, port)[0];
-        addInto(entry, flows.sum(want.flows, (entry.gateways[g.name] = zeroCounter())));
-        const backendOf = new Map(Object.entries(ids.bucketIds[key] ?? {}).map(([replica, id]) => [id, replica.slice(0, replica.lastIndexOf("#"))]));
-        for (const [bucketId, counted] of buckets.get(want.group.groupId) ?? []) {
-          const backend = backendOf.get(bucketId);
-          if (backend !== undefined && entry.backends[backend]) addInto(entry.backends[backend], counted);
-        }
+        const vipFlows = [vipFlowMatch(vip, port), ...(vip.fragments ? [fragmentsMatch(vip, port)] : [])];
+        flows.sum(
+          vipFlows.map((match) => ({ table: 0, priority: VIP_FLOW_PRIORITY, cookie: 0n, match, actions: [] })),
+          atGateway,
+        );
+        const select = groups.get(ids.groupIds[key]);
+        select?.group.buckets.forEach((b, i) => {
+          const backend = backendOf.get(b.bucketId);
+          if (backend !== undefined && entry.backends[backend]) addInto(entry.backends[backend], select.stats.buckets[i]);
+        });
       }
+      addInto(entry, atGateway);
     }
     vips[key] = { ...entry, ...(Object.keys(failedOver).length > 0 ? { failedOver } : {}) };
   }
-  for (const g of gateways) {
-    const flows = new FlowCounters(g.observed.flows);
-    for (const f of pathMtuFlows(d, assumedPorts(d, g.port))) {
+  for (const { port, flows } of counted) {
+    for (const f of pathMtuFlows(d, port)) {
       const errors = flows.sum([f]);
       const copies = f.actions.filter((a) => a.type === "output" || a.type === "in_port").length;
       const at = (pathMtu[f.match.nw_dst!] ??= { errors: zeroCounter(), copies: 0 });
