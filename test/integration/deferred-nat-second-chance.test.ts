@@ -18,6 +18,10 @@ import { bfdKeyOf } from "../../provider/resources/deferred-nat-load-balancer/pl
 import { inNamespace, labSsh, loadInventory, lockLab } from "../support/lab";
 import { connectAndClose, connectFromPort, openLiveConnections, times, type LiveConnection, type LiveConnections } from "../support/tcp-clients";
 import { waitUntil } from "../support/wait";
+import { writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { Harness } from "../harness/engine";
+import { removeTempProject, stackConfigYaml, tempProject } from "../support/temp-project";
 
 /**
  * secondChance on the lab, real TCP: 60 long-lived connections over 4
@@ -314,60 +318,112 @@ describe("second chance: backend changes break no established connection", () =>
   });
 });
 
-describe("second chance: scaling out one change after another, with history live", () => {
+describe("second chance: scaling out one change after another, with history live (a program, through the harness)", () => {
   const by = (name: string) => inv.backends.find((b) => b.name === name)!;
   const key = (b: LabBackend) => `${b.address}:${inv.backendPort}`;
+  let project: string | undefined;
+  let stack: Harness | undefined;
+  afterAll(async () => {
+    await stack?.destroy().catch(() => undefined);
+    removeTempProject(project);
+  });
 
-  it("add, add, add, a weight change, a drain, remove the drained, each right after the other: none refused, none of 60 long-lived connections whose backend stays breaks at any step, shares within the bound at every step", async () => {
-    // A fresh load balancer: the history the tests above left goes with it.
+  /** A DeferredNatService (gre, secondChance) of these backends, applied as `pulumi up` applies the program: its load balancer's outputs. */
+  async function up(declared: Declared[], secondChance: Record<string, unknown> = {}) {
+    const gateways = lbInputs(declared).gateways;
+    const hypervisors = HVS.map((name) => ({
+      name,
+      host: labHypervisorFlows(inv, NAME, name, vipOf(pool)).host,
+      bridge: "br-seg",
+      tunnelAddress: underlay(name),
+    }));
+    const backends = declared.map((d) => ({
+      ...labBackend(inv, d.backend),
+      bridgePort: d.backend.port,
+      ...(d.state ? { state: d.state } : {}),
+      ...(d.weight ? { weight: d.weight } : {}),
+    }));
+    const args = { delivery: "gre", secondChance, gateways, hypervisors, vips: [{ address: VIP, port: 80, protocol: "tcp", backends }] };
+    project ??= tempProject(resolve(__dirname, "..", "fixtures", "harness", "components"));
+    writeFileSync(join(project, "Pulumi.dev.yaml"), stackConfigYaml({ component: "DeferredNatService", args }));
+    stack = await Harness.open({ cwd: project });
+    const r = await stack.up();
+    expect(r.steps.filter((s) => s.op === "replace" || s.op === "delete")).toEqual([]);
+    return stack.resources().find((x) => x.type.endsWith(":DeferredNatLoadBalancer"))!.outputs;
+  }
+
+  it("add, add, add, a weight change, a drain, remove the drained, each right after the other: none refused, none of 60 long-lived connections whose backend stays breaks at any step, shares within the bound at every step and exact once the history expired", async () => {
+    // The resources of the tests above go: this program declares its own.
     live?.close();
     await lb.delete();
     lb.id = "";
+    for (const d of Object.values(hv))
+      if (d.id) {
+        await d.delete();
+        d.id = "";
+      }
     const original = ["hv1-vm1", "hv1-vm2", "hv2-vm1", "hv2-vm2"].map((n) => ({ backend: by(n) }));
     const added = [...original, ...["hv3-vm1", "hv3-vm2", "hv1-vm3"].map((n) => ({ backend: by(n) }))];
     const heavy = by("hv2-vm1");
     const weighed = added.map((d) => (d.backend === heavy ? { ...d, weight: 3 } : d));
+    const final = added.filter((d) => d.backend !== heavy);
     const steps: [string, Declared[]][] = [
       ["add hv3-vm1", added.slice(0, 5)],
       ["add hv3-vm2", added.slice(0, 6)],
       ["add hv1-vm3", added],
       ["weight 3 on hv2-vm1", weighed],
       ["drain hv2-vm1", weighed.map((d) => (d.backend === heavy ? { ...d, state: "draining" as const } : d))],
-      ["remove hv2-vm1", added.filter((d) => d.backend !== heavy)],
+      ["remove hv2-vm1", final],
     ];
-    await apply(original);
+    await up(original);
     live = await openLiveConnections(inv.client.namespace, VIP, 80, 60);
     expect(live.initial.filter((c) => c.broken)).toEqual([]);
     expect(new Set(live.initial.map((c) => c.backend))).toEqual(new Set(original.map((d) => d.backend.name)));
     const onHeavy = live.initial.filter((c) => c.backend === heavy.name).length;
     const report: string[] = [];
+    /** Each active backend's share within the bound of its quota (exactly it with `exact`), the deviation reported as it is. */
+    const checkShares = (step: string, outputs: Record<string, any>, declared: Declared[], exact = false) => {
+      const size = readSlots(outputs.slotTables[`tcp:${VIP}:80`]).size;
+      const slotBackends = declared.map((d) => ({ key: key(d.backend), weight: d.weight ?? 1, state: d.state ?? ("active" as const) }));
+      for (const [b, quota] of quotas(size, slotBackends)) {
+        const have = Math.round((outputs.slotShares[`tcp:${VIP}:80`][b] ?? 0) * size);
+        expect([step, b, Math.abs(have - quota) <= (exact ? 0 : deviationBound(quota))]).toEqual([step, b, true]);
+        expect([step, b, Math.round((outputs.slotDeviation[`tcp:${VIP}:80`][b] ?? 0) * size)]).toEqual([step, b, have - quota]);
+      }
+    };
     for (const [step, declared] of steps) {
-      await apply(declared);
+      const outputs = await up(declared);
       const stays = new Set(declared.map((d) => d.backend.name));
       const broken = brokenOf(await live.round());
       expect([step, broken.filter((c) => stays.has(c.backend))]).toEqual([step, []]);
-      // The shares: each active backend within the bound of its quota, the deviation reported as it is; no history released.
-      const size = readSlots(lb.outputs.slotTables[`tcp:${VIP}:80`]).size;
-      const slotBackends = declared.map((d) => ({ key: key(d.backend), weight: d.weight ?? 1, state: d.state ?? ("active" as const) }));
-      for (const [b, quota] of quotas(size, slotBackends)) {
-        const have = Math.round((lb.outputs.slotShares[`tcp:${VIP}:80`][b] ?? 0) * size);
-        expect([step, b, Math.abs(have - quota) <= deviationBound(quota)]).toEqual([step, b, true]);
-        expect([step, b, Math.round((lb.outputs.slotDeviation[`tcp:${VIP}:80`][b] ?? 0) * size)]).toEqual([step, b, have - quota]);
-      }
-      const history = lb.outputs.slotHistory[`tcp:${VIP}:80`];
+      checkShares(step, outputs, declared);
+      // No history released: it is live for the whole sequence.
+      const history = outputs.slotHistory[`tcp:${VIP}:80`];
       expect([step, history.released, history.slots > 0]).toEqual([step, 0, true]);
-      const moves = lb.outputs.slotMoves[`tcp:${VIP}:80`];
+      const moves = outputs.slotMoves[`tcp:${VIP}:80`];
       report.push(`${step}: ${moves.moved} slots moved (fewest ${moves.minimum}), ${broken.length} broken`);
     }
     // Only the removed backend's connections may end: it left while they were open.
     expect(brokenOf(await live.round()).every((c) => c.backend === heavy.name)).toBe(true);
-    console.log(`second chance sequence, 60 connections (${onHeavy} on hv2-vm1): ${report.join("; ")}`);
+    // The history expires by itself: with holdSeconds 1, the next update (a second on) keeps none, and every share is exact.
+    await new Promise((r) => setTimeout(r, 1100));
+    const expired = await up(final, { holdSeconds: 1 });
+    expect(expired.slotHistory[`tcp:${VIP}:80`].slots).toBe(0);
+    checkShares("history expired", expired, final, true);
+    console.log(`second chance sequence through the harness, 60 connections (${onHeavy} on hv2-vm1): ${report.join("; ")}; then history expired, shares exact`);
   });
 });
 
 describe("second chance with BFD liveness: a dead hypervisor's slots fail over in the datapath", () => {
   const mac = (b: LabBackend) => labBackend(inv, b).mac.toLowerCase();
   const hvOfMac = () => new Map(pool.map((b) => [mac(b), b.hypervisor]));
+  const backendHvOf = (key: string) => pool.find((p) => `${p.address}:${inv.backendPort}` === key)!.hypervisor;
+  /** What each backend's owner group has sent to the live backends instead (a read's traffic, after a revalidator pass on each gateway). */
+  const failedOverPackets = async () => {
+    await Promise.all(["gw1", "gw2"].map((g) => runChecked(ssh[g], ["ovs-appctl", "revalidator/wait"])));
+    const traffic = (await lb.read()).props.traffic as { vips: Record<string, { failedOver?: Record<string, { packets: number }> }> };
+    return new Map(Object.entries(traffic.vips[`tcp:${VIP}:80`].failedOver ?? {}).map(([b, c]) => [b, c.packets]));
+  };
   /** Every traced tuple on both gateways reaches the backend of its slot's owner (every session up). */
   const allHome = async () => {
     const picks = await traceAll();
@@ -389,6 +445,8 @@ describe("second chance with BFD liveness: a dead hypervisor's slots fail over i
     const before = await traceAll();
     live = await openLiveConnections(inv.client.namespace, VIP, 80, 60);
     expect(live.initial.filter((c) => c.broken)).toEqual([]);
+    // Counters run from the groups' creation (packets of earlier connections' ends before BFD came up count too): compare two reads.
+    const failedOverBefore = await failedOverPackets();
     const hvOf = hvOfMac();
     const backendHv = new Map(pool.map((b) => [b.name, b.hypervisor]));
 
@@ -419,14 +477,10 @@ describe("second chance with BFD liveness: a dead hypervisor's slots fail over i
     const round = await live.round();
     expect(brokenOf(round).filter((c) => backendHv.get(c.backend) !== "hv1")).toEqual([]);
     expect(fresh(20).every((b) => backendHv.get(b) !== "hv1")).toBe(true);
-    // A read reports it: hv1's backends' owner groups sent their slots' packets to the live backends (failedOver), no other's did.
-    await Promise.all(["gw1", "gw2"].map((g) => runChecked(ssh[g], ["ovs-appctl", "revalidator/wait"])));
-    const traffic = (await lb.read()).props.traffic as { vips: Record<string, { failedOver: Record<string, { packets: number }> }> };
-    const failedOver = Object.entries(traffic.vips[`tcp:${VIP}:80`].failedOver).map(([b, c]) => [
-      pool.find((p) => `${p.address}:${inv.backendPort}` === b)!.hypervisor,
-      c.packets > 0,
-    ]);
-    expect(failedOver.filter(([, sent]) => sent).map(([h]) => h)).toEqual(failedOver.filter(([h]) => h === "hv1").map(([h]) => h));
+    // A read reports it: while hv1 was cut, hv1's backends' owner groups sent their slots' packets to the live backends (failedOver), no other's did.
+    const failedOver = await failedOverPackets();
+    const sent = [...failedOver].filter(([b, n]) => n > (failedOverBefore.get(b) ?? 0)).map(([b]) => backendHvOf(b));
+    expect(sent.sort()).toEqual(pool.filter((b) => b.hypervisor === "hv1").map((b) => b.hypervisor));
 
     setUnderlay("hv1", true);
     await waitUntil(allHome, { what: "every slot back with its owner after the repair", timeoutMs: 20_000, intervalMs: 300 });
