@@ -1,4 +1,5 @@
 export * from "./types";
+export * from "./address";
 export * from "./render";
 export * from "./parse";
 export * from "./compare";

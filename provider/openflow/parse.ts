@@ -188,8 +188,11 @@ function ctAction(args: readonly string[]): Action | undefined {
     else if (name === "table" && value && INT.test(value)) ct.table = Number(value);
     else if (name === "zone" && value && INT.test(value)) ct.zone = Number(value);
     else if (arg === "nat") ct.nat = { kind: "existing" };
-    else if ((m = /^nat\((src|dst)=([0-9.]+)(?::([0-9]+))?\)$/.exec(arg))) {
-      ct.nat = { kind: m[1] as "src" | "dst", ip: m[2], ...(m[3] === undefined ? {} : { port: Number(m[3]) }) };
+    else if ((m = /^nat\((src|dst)=(?:([0-9.]+)|\[([0-9a-f:.]+)\]|([0-9a-f:.]+))(?::([0-9]+))?\)$/.exec(arg))) {
+      // IPv4 (`10.0.0.5:80`), IPv6 with a port (`[2001:db8::5]:80`) or without (`2001:db8::5`).
+      const ip = m[2] ?? m[3] ?? m[4];
+      const port = m[4] === undefined ? m[5] : undefined;
+      ct.nat = { kind: m[1] as "src" | "dst", ip, ...(port === undefined ? {} : { port: Number(port) }) };
     } else if ((m = /^exec\(set_field:(0x[0-9a-f]+)->ct_mark\)$/.exec(arg))) ct.mark = Number(m[1]);
     else return undefined;
   }

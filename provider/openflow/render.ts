@@ -1,3 +1,4 @@
+import { canonicalPrefix, ipFamily } from "./address";
 import {
   type Action,
   type Bucket,
@@ -99,35 +100,37 @@ function mac(field: string, value: unknown): string {
   return value.toLowerCase();
 }
 
-const OCTET = "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])";
-const IPV4 = new RegExp(`^${OCTET}\\.${OCTET}\\.${OCTET}\\.${OCTET}$`);
-
-/** An IPv4 address as the 32-bit number it spells (a GRE key, a prefix's host bits, an order). */
-export const ipv4Number = (address: string): number => address.split(".").reduce((n, octet) => n * 256 + Number(octet), 0);
-
 function ipv4(field: string, value: unknown): string {
-  if (typeof value !== "string" || !IPV4.test(value)) refuse(field, value, "an IPv4 address");
+  if (typeof value !== "string" || ipFamily(value) !== 4) refuse(field, value, "an IPv4 address");
   return value;
+}
+
+/** An IPv6 address, rendered as OVS prints it (RFC 5952, address.ts). */
+function ipv6(field: string, value: unknown): string {
+  const canonical = typeof value === "string" ? canonicalPrefix(value, 6) : undefined;
+  if (!canonical || !("text" in canonical) || canonical.text.includes("/")) refuse(field, value, "an IPv6 address (not scoped, not IPv4-mapped)");
+  return canonical.text;
 }
 
 /** An address or a prefix with no host bits set; /32 renders bare, as OVS prints it. */
 function ipv4Prefix(field: string, value: unknown): string {
-  const expected = "an IPv4 address or prefix (a.b.c.d/len, host bits zero)";
-  if (typeof value !== "string") refuse(field, value, expected);
-  const [address, length, ...rest] = value.split("/");
-  if (rest.length > 0 || !IPV4.test(address)) refuse(field, value, expected);
-  if (length === undefined) return address;
-  if (!/^([1-9]|[12][0-9]|3[0-2])$/.test(length)) refuse(field, value, expected);
-  const bits = Number(length);
-  if (bits === 32) return address;
-  const host = ipv4Number(address) % 2 ** (32 - bits);
-  if (host !== 0) refuse(field, value, expected);
-  return `${address}/${bits}`;
+  const canonical = typeof value === "string" ? canonicalPrefix(value, 4) : undefined;
+  if (!canonical || !("text" in canonical)) refuse(field, value, "an IPv4 address or prefix (a.b.c.d/len, host bits zero)");
+  return canonical.text;
 }
 
-const IP_PROTOCOLS: readonly Protocol[] = ["ip", "tcp", "udp", "sctp", "icmp"];
-const L4_PROTOCOLS: readonly Protocol[] = ["tcp", "udp", "sctp"];
-const ALL_PROTOCOLS: readonly Protocol[] = ["ip", "arp", "tcp", "udp", "sctp", "icmp"];
+/** An IPv6 address or prefix with no host bits set, as OVS prints it (canonical; /128 bare). */
+function ipv6Prefix(field: string, value: unknown): string {
+  const canonical = typeof value === "string" ? canonicalPrefix(value, 6) : undefined;
+  if (!canonical || !("text" in canonical)) refuse(field, value, "an IPv6 address or prefix (addr/len, host bits zero, not scoped or IPv4-mapped)");
+  return canonical.text;
+}
+
+const IPV4_PROTOCOLS: readonly Protocol[] = ["ip", "tcp", "udp", "sctp", "icmp"];
+const IPV6_PROTOCOLS: readonly Protocol[] = ["ipv6", "tcp6", "udp6", "sctp6", "icmp6"];
+const IP_PROTOCOLS: readonly Protocol[] = [...IPV4_PROTOCOLS, ...IPV6_PROTOCOLS];
+const L4_PROTOCOLS: readonly Protocol[] = ["tcp", "udp", "sctp", "tcp6", "udp6", "sctp6"];
+const ALL_PROTOCOLS: readonly Protocol[] = ["ip", "arp", "tcp", "udp", "sctp", "icmp", ...IPV6_PROTOCOLS];
 
 type MatchKey = Exclude<keyof Match, "protocol">;
 
@@ -148,14 +151,16 @@ const MATCH_FIELDS: ReadonlyArray<{ name: MatchKey; render: (field: string, valu
   { name: "ct_mark", render: (f, v) => `0x${checkUint(f, v, UINT32).toString(16)}` },
   { name: "reg12", render: (f, v) => hexOrZero(checkUint(f, v, UINT32)) },
   { name: "reg13", render: (f, v) => hexOrZero(checkUint(f, v, UINT32)) },
-  { name: "nw_src", render: ipv4Prefix, needs: IP_PROTOCOLS },
-  { name: "nw_dst", render: ipv4Prefix, needs: IP_PROTOCOLS },
+  { name: "nw_src", render: ipv4Prefix, needs: IPV4_PROTOCOLS },
+  { name: "nw_dst", render: ipv4Prefix, needs: IPV4_PROTOCOLS },
+  { name: "ipv6_src", render: ipv6Prefix, needs: IPV6_PROTOCOLS },
+  { name: "ipv6_dst", render: ipv6Prefix, needs: IPV6_PROTOCOLS },
   { name: "tp_src", render: (f, v) => `${checkUint(f, v, UINT16)}`, needs: L4_PROTOCOLS },
   { name: "tp_dst", render: (f, v) => `${checkUint(f, v, UINT16)}`, needs: L4_PROTOCOLS },
   { name: "nw_frag", render: (f, v) => oneOf(f, v, ["no", "yes", "first", "later", "not_later"]), needs: IP_PROTOCOLS },
-  { name: "icmp_type", render: (f, v) => `${checkUint(f, v, UINT8)}`, needs: ["icmp"] },
-  { name: "icmp_code", render: (f, v) => `${checkUint(f, v, UINT8)}`, needs: ["icmp"] },
-  { name: "tcp_flags", render: tcpFlags, needs: ["tcp"] },
+  { name: "icmp_type", render: (f, v) => `${checkUint(f, v, UINT8)}`, needs: ["icmp", "icmp6"] },
+  { name: "icmp_code", render: (f, v) => `${checkUint(f, v, UINT8)}`, needs: ["icmp", "icmp6"] },
+  { name: "tcp_flags", render: tcpFlags, needs: ["tcp", "tcp6"] },
   { name: "arp_op", render: (f, v) => `${checkUint(f, v, UINT16)}`, needs: ["arp"] },
   { name: "arp_spa", render: ipv4Prefix, needs: ["arp"] },
   { name: "arp_tpa", render: ipv4Prefix, needs: ["arp"] },
@@ -268,6 +273,8 @@ const SET_FIELDS: Readonly<Record<string, (field: string, value: unknown) => str
   arp_tpa: ipv4,
   tun_src: ipv4,
   tun_dst: ipv4,
+  ipv6_src: ipv6,
+  ipv6_dst: ipv6,
   arp_op: decimal16,
   tcp_src: decimal16,
   tcp_dst: decimal16,
@@ -289,9 +296,11 @@ function ctNat(field: string, nat: CtNat): string {
   if (typeof nat !== "object" || nat === null) refuse(field, nat, "a ct nat");
   if (nat.kind === "existing") return "nat";
   if (nat.kind !== "src" && nat.kind !== "dst") refuse(join(field, "kind"), (nat as { kind: unknown }).kind, "existing, src or dst");
-  const ip = ipv4(join(field, "ip"), nat.ip);
+  const v6 = typeof nat.ip === "string" && nat.ip.includes(":");
+  const ip = v6 ? ipv6(join(field, "ip"), nat.ip) : ipv4(join(field, "ip"), nat.ip);
   const port = nat.port === undefined ? "" : `:${checkUint(join(field, "port"), nat.port, UINT16, 1)}`;
-  return `nat(${nat.kind}=${ip}${port})`;
+  // An IPv6 address with a port is bracketed, as OVS prints it (`nat(dst=[2001:db8::5]:8080)`).
+  return `nat(${nat.kind}=${v6 && port ? `[${ip}]` : ip}${port})`;
 }
 
 /** Renders one action exactly as OVS prints it back, so desired and dumped flows compare equal. */

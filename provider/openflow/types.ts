@@ -7,7 +7,7 @@
  */
 
 /** Protocol keywords that set the prerequisites (eth_type, ip_proto) of a match. */
-export type Protocol = "ip" | "arp" | "tcp" | "udp" | "sctp" | "icmp";
+export type Protocol = "ip" | "arp" | "tcp" | "udp" | "sctp" | "icmp" | "ipv6" | "tcp6" | "udp6" | "sctp6" | "icmp6";
 
 /** Conntrack state bits, in the order OVS prints them. */
 export const CT_STATE_FLAGS = ["new", "est", "rel", "rpl", "inv", "trk", "snat", "dnat"] as const;
@@ -25,11 +25,14 @@ export interface Match {
   dl_dst?: string;
   nw_src?: string;
   nw_dst?: string;
+  /** Need an IPv6 protocol (ipv6, tcp6, ...); nw_src and nw_dst an IPv4 one. */
+  ipv6_src?: string;
+  ipv6_dst?: string;
   tp_src?: number;
   tp_dst?: number;
   /** IP fragments: `later` matches the fragments after the first (they carry no L4 header). */
   nw_frag?: "no" | "yes" | "first" | "later" | "not_later";
-  /** ICMP type and code (`icmp_type=3,icmp_code=4`: fragmentation needed). Need protocol icmp. */
+  /** ICMP type and code (`icmp_type=3,icmp_code=4`: fragmentation needed; icmp6 type 2 code 0: packet too big). Need protocol icmp or icmp6. */
   icmp_type?: number;
   icmp_code?: number;
   arp_op?: number;
@@ -58,6 +61,7 @@ export type TcpFlag = (typeof TCP_FLAGS)[number];
 
 export type MacField = "eth_src" | "eth_dst" | "arp_sha" | "arp_tha";
 export type Ipv4Field = "ip_src" | "ip_dst" | "arp_spa" | "arp_tpa" | "tun_src" | "tun_dst";
+export type Ipv6Field = "ipv6_src" | "ipv6_dst";
 export type IntField = "arp_op" | "tcp_src" | "tcp_dst" | "udp_src" | "udp_dst" | "tun_id" | "reg12" | "reg13";
 
 /** Fields `move` may copy, whole: enough for an ARP responder and address swaps. */
@@ -77,7 +81,7 @@ export type MoveField =
  * `ct(nat)`: `existing` re-applies the NAT recorded for the connection (the
  * un-DNAT of replies); `src`/`dst` set up a translation when committing.
  */
-export type CtNat = { kind: "existing" } | { kind: "src" | "dst"; ip: string; port?: number };
+export type CtNat = { kind: "existing" } | { kind: "src" | "dst"; /** IPv4 or IPv6 */ ip: string; port?: number };
 
 /**
  * The actions ovslb writes. `load` and `mod_dl_dst` are left out on purpose:
@@ -88,7 +92,7 @@ export type Action =
   | { type: "output"; port: number }
   /** Out the port the packet came in on (one-legged forwarding; `output:` to it is dropped). */
   | { type: "in_port" }
-  | { type: "set_field"; field: MacField | Ipv4Field; value: string }
+  | { type: "set_field"; field: MacField | Ipv4Field | Ipv6Field; value: string }
   | { type: "set_field"; field: IntField; value: number }
   /** Whole fields of one width, or `srcBits` [start, end] of src into the whole of dst. */
   | { type: "move"; src: MoveField; dst: MoveField; srcBits?: readonly [number, number] }

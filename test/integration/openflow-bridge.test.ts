@@ -201,6 +201,53 @@ describe("OpenFlowBridge against ovs-vswitchd 3.1", () => {
     expect(dumped.map(printed)).toEqual(flows.sort((a, b) => byKey(a) - byKey(b)).map(printed));
   });
 
+  it("dumps IPv6 matches and actions back as rendered, whatever form the addresses were written in (RFC 5952, as OVS prints them)", async () => {
+    const flows: Flow[] = [
+      {
+        table: 0,
+        priority: 100,
+        cookie: OWNER,
+        match: {
+          protocol: "tcp6",
+          in_port: 1,
+          ipv6_src: "2001:DB8:0:0::/64",
+          ipv6_dst: "2001:db8:0:0:0:0:0:100",
+          tp_dst: 80,
+          tcp_flags: { syn: true, ack: false },
+        },
+        actions: [{ type: "ct", commit: true, table: 1, zone: 7, nat: { kind: "dst", ip: "2001:db8:1::0:5", port: 8080 } }],
+      },
+      {
+        table: 0,
+        priority: 101,
+        cookie: OWNER,
+        match: { protocol: "udp6", ipv6_dst: "2001:db8:1:0:1:0:0:1", nw_frag: "yes" },
+        actions: [{ type: "ct", commit: true, zone: 7, nat: { kind: "dst", ip: "2001:0db8::5" } }],
+      },
+      {
+        table: 0,
+        priority: 102,
+        cookie: OWNER,
+        match: { protocol: "icmp6", ipv6_dst: "2001:db8::100", icmp_type: 2, icmp_code: 0 },
+        actions: [
+          { type: "set_field", field: "ipv6_dst", value: "2001:DB8::9" },
+          { type: "ct", table: 63, zone: 7, nat: { kind: "existing" } },
+        ],
+      },
+      { table: 0, priority: 103, cookie: OWNER, match: { protocol: "ipv6", ipv6_src: "2001:db8::1:0:0:1" }, actions: [{ type: "drop" }] },
+    ];
+    const bridge = await bridgeWith("br-ipv6");
+    await bridge.applyBundle(flows.map((flow) => ({ op: "add-flow", flow })));
+    const printed = (f: Flow | DumpedFlow) => ({ key: flowKey(f), cookie: f.cookie, actions: actionsText(f.actions) });
+    const dumped = (await bridge.dumpFlows({ cookie: OWNER, mask: ALL_ONES })).sort((a, b) => a.priority - b.priority);
+    expect(dumped.every((f) => f.otherMatch.length === 0 && f.actions.every((a) => a.type !== "other"))).toBe(true);
+    expect(dumped.map(printed)).toEqual(flows.map(printed));
+    // A select group hashing both families' addresses (a dual-stack VIP's fields).
+    const dual: Group = { ...lb, groupId: 11, fields: ["ip_src", "ip_dst", "ipv6_src", "ipv6_dst", "nw_proto", "tcp_src", "tcp_dst"] };
+    await bridge.applyBundle([{ op: "add-group", group: dual }]);
+    expect(await bridge.dumpGroup(11)).toEqual(toGroupEntry(dual));
+  });
+
   it("inserts and removes buckets by id and leaves the other buckets untouched", async () => {
     const bridge = await bridgeWith("br-buckets", [
       { op: "add-group", group: lb },

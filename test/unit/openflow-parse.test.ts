@@ -237,10 +237,10 @@ describe("parse: dump-flows", () => {
 
   it("keeps match fields and action forms it does not write as text, so they still identify a flow exactly", () => {
     const [odd] = parseFlows(
-      " cookie=0x1, duration=1s, table=0, n_packets=0, n_bytes=0, priority=5,tcp6,reg0=0x1,in_port=LOCAL,nw_dst=10.0.0.300 actions=ct(commit,force),output:0,set_field:0x1->tcp_dst\n",
+      " cookie=0x1, duration=1s, table=0, n_packets=0, n_bytes=0, priority=5,arp6,reg0=0x1,in_port=LOCAL,nw_dst=10.0.0.300 actions=ct(commit,force),output:0,set_field:0x1->tcp_dst\n",
     );
     expect(odd.match).toEqual({});
-    expect(odd.otherMatch).toEqual(["tcp6", "reg0=0x1", "in_port=LOCAL", "nw_dst=10.0.0.300"]);
+    expect(odd.otherMatch).toEqual(["arp6", "reg0=0x1", "in_port=LOCAL", "nw_dst=10.0.0.300"]);
     const texts: Action[] = [
       { type: "other", text: "ct(commit,force)" },
       { type: "other", text: "output:0" },
