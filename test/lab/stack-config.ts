@@ -21,12 +21,17 @@ export function repoRoot(from = __dirname): string {
 
 export type StackConfig = Record<string, unknown>;
 
-/** `ovslb:ssh` and `ovslb:hosts` of the lab: every host by name, logged in as root with the lab's client key. */
+/**
+ * `ovslb:ssh` and `ovslb:hosts` of the lab: every OVS host by name, logged in as root with the lab's client key.
+ * OVN central runs no Open vSwitch, so it is no OvsHost: `ovslb doctor` checks every host listed here.
+ */
 export function labConnections(inv: LabInventory): StackConfig {
   return {
     "ovslb:ssh": { user: "root", privateKeyPath: inv.clientKeyPath, connectTimeoutMs: 10000 },
     "ovslb:hosts": Object.fromEntries(
-      Object.values(inv.hosts).map((h) => [h.name, { connection: { host: h.address, port: h.sshPort, hostKey: h.hostKey }, ovsRundir: h.ovsRundir }]),
+      Object.values(inv.hosts)
+        .filter((h) => h.ovsRundir !== undefined)
+        .map((h) => [h.name, { connection: { host: h.address, port: h.sshPort, hostKey: h.hostKey }, ovsRundir: h.ovsRundir }]),
     ),
   };
 }
