@@ -17,6 +17,7 @@ import { defineConfig } from "vitest/config";
  * file joins the shared lane unless it is listed in OWN_HOSTS.
  */
 const OWN_HOSTS = [
+  "doctor",
   "faults-concurrent",
   "faults-hung",
   "faults-partial",

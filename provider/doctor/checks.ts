@@ -215,17 +215,12 @@ export function socketProblem(f: SocketFacts): { detail: string; fix: string } |
 
 const dirOf = (path: string) => path.slice(0, path.lastIndexOf("/")) || "/";
 
-/**
- * The stream-local channel to db.sock (what every resource's OVSDB work
- * goes through). When sshd refuses it although the user could use the
- * socket, sshd's configuration is the cause, not the socket's permissions.
- */
-export function ovsdbChannelCheck(host: string, r: { error?: string; socket?: SocketFacts; tcpForwarding?: "works" | "refused" | "unknown" }): DoctorCheck {
-  const check = "ovsdb channel";
-  const path = r.socket?.path ?? "db.sock";
-  if (r.error === undefined) return ok(host, check, `stream-local channel to ${path} opens; OVSDB answers`);
+export type TcpForwarding = "works" | "refused" | "unknown";
+
+/** Why a stream-local channel to a socket failed, from what the login user sees of the socket; sshd's refusal named as such, not as permissions. */
+export function streamLocalFailure(r: { error: string; socket?: SocketFacts; tcpForwarding?: TcpForwarding }, path: string): { detail: string; fix: string } {
   const problem = r.socket && socketProblem(r.socket);
-  if (problem) return fail(host, check, `cannot open ${path}: ${problem.detail}`, problem.fix);
+  if (problem) return { detail: `cannot open ${path}: ${problem.detail}`, fix: problem.fix };
   if (r.socket && /open failed|prohibited/i.test(r.error)) {
     const tcp =
       r.tcpForwarding === "refused"
@@ -233,23 +228,28 @@ export function ovsdbChannelCheck(host: string, r: { error?: string; socket?: So
         : r.tcpForwarding === "works"
           ? " TCP forwarding works: AllowStreamLocalForwarding no (or remote) in sshd_config."
           : "";
-    return fail(
-      host,
-      check,
-      `sshd refuses the stream-local channel to ${path}, which the login user may use (${r.socket.mode ?? "socket writable"}): sshd's configuration forbids forwarding to unix sockets, not the socket's permissions.${tcp}`,
-      `allow it for the login user: in sshd_config \`Match User ${r.socket.user ?? "LOGIN"}\` with \`AllowStreamLocalForwarding local\` and \`DisableForwarding no\` (then reload sshd); on the key's authorized_keys line drop no-port-forwarding, or add port-forwarding after restrict`,
-    );
+    return {
+      detail: `sshd refuses the stream-local channel to ${path}, which the login user may use (${r.socket.mode ?? "writable"}): sshd's configuration forbids forwarding to unix sockets, not the socket's permissions.${tcp}`,
+      fix: `allow it for the login user: in sshd_config \`Match User ${r.socket.user ?? "LOGIN"}\` with \`AllowStreamLocalForwarding local\` and \`DisableForwarding no\` (then reload sshd); on the key's authorized_keys line drop no-port-forwarding, or add port-forwarding after restrict`,
+    };
   }
-  return fail(host, check, `cannot open ${path}: ${r.error}`, "check that ovsdb-server runs and serves db.sock there (ovsRundir)");
+  return { detail: `cannot open ${path}: ${r.error}`, fix: "check that the daemon runs and serves that socket (ovsRundir)" };
 }
 
-/** A socket of OVS the provider uses as the login user: ovs-vswitchd's control socket, a bridge's management socket. */
-export function socketCheck(host: string, name: string, r: { error?: string; socket?: SocketFacts; detail?: string }): DoctorCheck {
-  const check = `socket ${name}`;
-  if (r.error === undefined) return ok(host, check, r.detail ?? `${r.socket?.path ?? name}: the login user can use it`);
-  const problem = r.socket && socketProblem(r.socket);
-  if (problem) return fail(host, check, problem.detail, problem.fix);
-  return fail(host, check, r.error, "check that ovs-vswitchd runs with this run directory (ovsRundir), and its log");
+/** The stream-local channel to db.sock, which every resource's OVSDB work goes through. */
+export function ovsdbChannelCheck(host: string, path: string, r: { error?: string; socket?: SocketFacts; tcpForwarding?: TcpForwarding }): DoctorCheck {
+  const check = "ovsdb channel";
+  if (r.error === undefined) return ok(host, check, `stream-local channel to ${path} opens; OVSDB answers`);
+  const f = streamLocalFailure({ ...r, error: r.error }, path);
+  return fail(host, check, f.detail, f.fix);
+}
+
+/** ovs-vswitchd's control socket, which versions, traces and conntrack reads use (over a stream-local channel and ovs-appctl). */
+export function vswitchdSocketCheck(host: string, path: string, r: { error?: string; socket?: SocketFacts; tcpForwarding?: TcpForwarding }): DoctorCheck {
+  const check = "socket ovs-vswitchd";
+  if (r.error === undefined) return ok(host, check, `${path} answers`);
+  const f = streamLocalFailure({ ...r, error: r.error }, path);
+  return fail(host, check, f.detail, f.fix);
 }
 
 // ---------------------------------------------------------------- OVS

@@ -25,12 +25,13 @@ import {
   ovsdbChannelCheck,
   reachableCheck,
   skip,
-  socketCheck,
   versionCheck,
+  vswitchdSocketCheck,
   type ConntrackFacts,
   type DoctorCheck,
   type HostKeyFacts,
   type SocketFacts,
+  type TcpForwarding,
   type UnderlayFacts,
 } from "./checks";
 import type { DoctorHost, DoctorPlan } from "./config";
@@ -249,7 +250,7 @@ async function socketFacts(ssh: SshSession, path: string): Promise<SocketFacts> 
 }
 
 /** Whether sshd forwards TCP for this login (to its own SSH port): tells DisableForwarding from AllowStreamLocalForwarding. */
-async function tcpForwarding(ssh: SshSession, c: SshConnection): Promise<"works" | "refused" | "unknown"> {
+async function tcpForwarding(ssh: SshSession, c: SshConnection): Promise<TcpForwarding> {
   try {
     (await ssh.forwardTcp(c.host, c.port ?? 22)).destroy();
     return "works";
@@ -271,12 +272,12 @@ async function ovsChecks(h: DoctorHost, plan: DoctorPlan, ssh: SshSession): Prom
   try {
     db = new OvsdbClient(await ssh.openUnixStream(`${rundir}/db.sock`), { host: ssh.hostName, requestTimeoutMs: timeoutMs });
     await db.listDbs();
-    rows.push(ovsdbChannelCheck(name, { socket: { path: `${rundir}/db.sock`, exists: true, writable: true, dirSearchable: true } }));
+    rows.push(ovsdbChannelCheck(name, `${rundir}/db.sock`, {}));
   } catch (e) {
     db?.close();
     db = undefined;
     const socket = await socketFacts(ssh, `${rundir}/db.sock`);
-    rows.push(ovsdbChannelCheck(name, { error: message(e), socket, tcpForwarding: await tcpForwarding(ssh, h.connection) }));
+    rows.push(ovsdbChannelCheck(name, `${rundir}/db.sock`, { error: message(e), socket, tcpForwarding: await tcpForwarding(ssh, h.connection) }));
   }
 
   // ovs-vswitchd's control socket (unixctl over a stream-local channel, as traces and versions use it).
@@ -285,14 +286,17 @@ async function ovsChecks(h: DoctorHost, plan: DoctorPlan, ssh: SshSession): Prom
   try {
     unixctl = await connectVswitchd(ssh, rundir, { requestTimeoutMs: timeoutMs });
     version = parseOvsVersion(await unixctl.call("version", []));
-    rows.push(socketCheck(name, "ovs-vswitchd", { detail: `${rundir}/ovs-vswitchd.PID.ctl answers` }));
+    rows.push(vswitchdSocketCheck(name, `${rundir}/ovs-vswitchd.PID.ctl`, {}));
   } catch (e) {
     const pid = await ssh.run(["cat", `${rundir}/ovs-vswitchd.pid`]);
     const path = pid.exitCode === 0 && /^\d+$/.test(pid.stdout.trim()) ? `${rundir}/ovs-vswitchd.${pid.stdout.trim()}.ctl` : `${rundir}/ovs-vswitchd.pid`;
     const socket = await socketFacts(ssh, path);
-    // A pid file that is there but unreadable is the same permission problem as a socket.
-    if (path.endsWith(".pid")) Object.assign(socket, { exists: pid.exitCode === 0 || /Permission denied/.test(pid.stderr) ? socket.exists : false });
-    rows.push(socketCheck(name, "ovs-vswitchd", { error: message(e), socket }));
+    // The pid file is no socket: it is there when cat could read it (or was refused it).
+    if (path.endsWith(".pid")) socket.exists = pid.exitCode === 0 || /Permission denied/.test(pid.stderr);
+    rows.push(vswitchdSocketCheck(name, path, { error: message(e), socket, tcpForwarding: await tcpForwarding(ssh, h.connection) }));
+    // ovs-appctl on the host reaches the same socket without a channel (sshd may refuse channels, not commands).
+    const appctl = await ssh.run(["env", `OVS_RUNDIR=${rundir}`, "ovs-appctl", "version"]);
+    if (appctl.exitCode === 0) version = parseOvsVersion(appctl.stdout);
   } finally {
     unixctl?.close();
   }

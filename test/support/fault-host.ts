@@ -131,6 +131,11 @@ export class FaultHost {
     writeFileSync(this.authorizedKeysFile, `${publicKeys.join("\n")}\n`);
   }
 
+  /** sshd_config lines after the lab's own (e.g. hardening a test checks for: `DisableForwarding yes`). */
+  protected sshdExtra(): string[] {
+    return [];
+  }
+
   startSshd(): void {
     if (!existsSync(this.authorizedKeysFile)) this.authorize([this.inv.clientPublicKey]);
     const config = sshdConfig({
@@ -140,7 +145,7 @@ export class FaultHost {
       authorizedKeys: this.authorizedKeysFile,
       user: this.sshUser,
     });
-    writeFileSync(join(this.dir, "sshd_config"), config);
+    writeFileSync(join(this.dir, "sshd_config"), [config, ...this.sshdExtra()].join("\n"));
     this.ns(sshdCommand(join(this.dir, "sshd_config"), join(this.dir, "sshd.log")));
   }
 

@@ -1,0 +1,299 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { execFileSync, spawnSync } from "node:child_process";
+import { chmodSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { DoctorCheck } from "../../provider/doctor/checks";
+import { labStackConfig, repoRoot, type StackConfig } from "../lab/stack-config";
+import type { LabInventory } from "../lab/topology";
+import { FaultHost } from "../support/fault-host";
+import { loadInventory, lockLab } from "../support/lab";
+
+/**
+ * `ovslb doctor` (issue 19) as a user runs it: the package's bin, the stack
+ * config piped in the form `pulumi config --json --show-secrets` prints.
+ * On the healthy lab every check is green and it exits 0; on hosts of this
+ * test's own, each with one fault (sshd refusing forwarding, sockets the
+ * login user cannot use, a bridge without OpenFlow 1.5, a 1500-byte
+ * underlay under gre, a host key not pinned or not the pinned one), it names
+ * the fault and its fix and exits 1. No secret of the config is ever
+ * printed.
+ */
+
+const USER = "ovslb-dr";
+const BIN = join(repoRoot(), "bin", "ovslb.js");
+
+/** sshd as hardened hosts have it: no forwarding of any kind. */
+class NoForwardingHost extends FaultHost {
+  protected override sshdExtra(): string[] {
+    return ["DisableForwarding yes"];
+  }
+}
+
+/** An sshd that lets in only an unprivileged user, who is in no OVS group. */
+class UnprivilegedHost extends FaultHost {
+  protected override readonly sshUser = USER;
+  // The lab's own authorized_keys: the user reads it itself.
+  override get authorizedKeysFile(): string {
+    return join(loadInventory().labDir, "authorized_keys");
+  }
+}
+
+let inv: LabInventory;
+let scratch: string;
+let noForwarding: NoForwardingHost;
+let unprivileged: UnprivilegedHost;
+let oldOpenFlow: FaultHost;
+let smallUnderlay: FaultHost;
+
+const run = (argv: string[]) => execFileSync(argv[0], argv.slice(1), { encoding: "utf8" });
+const userExists = () => spawnSync("id", [USER]).status === 0;
+
+/** A config value as `pulumi config --json --show-secrets` prints it. */
+function cliJson(config: StackConfig, secret: string[] = ["ovslb:ssh"]): string {
+  return JSON.stringify(
+    Object.fromEntries(
+      Object.entries(config).map(([k, v]) => [
+        k,
+        typeof v === "string" ? { value: v, secret: secret.includes(k) } : { value: JSON.stringify(v), objectValue: v, secret: secret.includes(k) },
+      ]),
+    ),
+  );
+}
+
+interface Doctor {
+  status: number | null;
+  stdout: string;
+  stderr: string;
+  checks: DoctorCheck[];
+}
+
+/** Runs the bin with the config on stdin (and --json, whose rows it returns), as `pulumi config ... | npx ovslb doctor` does. */
+function doctor(stdin: string | undefined, args: string[] = []): Doctor {
+  const r = spawnSync(process.execPath, [BIN, "doctor", "--json", ...args], { input: stdin ?? "", encoding: "utf8", timeout: 90_000 });
+  let checks: DoctorCheck[] = [];
+  try {
+    checks = (JSON.parse(r.stdout) as { checks: DoctorCheck[] }).checks;
+  } catch {
+    /* the test asserting on it says what came */
+  }
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr, checks };
+}
+
+const row = (d: Doctor, host: string, check: string) => d.checks.find((c) => c.host === host && c.check === check);
+
+const faultConfig = (hosts: Record<string, unknown>, extra: StackConfig = {}): StackConfig => ({
+  "ovslb:ssh": { user: "root", privateKeyPath: inv.clientKeyPath, connectTimeoutMs: 5000 },
+  "ovslb:hosts": hosts,
+  ...extra,
+});
+
+const hostOf = (h: FaultHost, extra: Record<string, unknown> = {}) => ({
+  connection: { host: h.address, hostKey: inv.hosts.gw1.hostKey, ...extra },
+  ovsRundir: h.rundir,
+});
+
+beforeAll(async () => {
+  inv = loadInventory();
+  scratch = mkdtempSync(join(tmpdir(), "ovslb-doctor-"));
+  if (userExists()) run(["userdel", USER]);
+  run(["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/bin/sh", USER]);
+  // No password, but not locked: sshd refuses a locked account even for key logins.
+  run(["usermod", "--password", "*", USER]);
+  [noForwarding, unprivileged, oldOpenFlow, smallUnderlay] = await Promise.all([
+    new NoForwardingHost(inv, "drfwd", 231).up(),
+    new UnprivilegedHost(inv, "drperm", 232).up(),
+    new FaultHost(inv, "drof", 233).up(),
+    new FaultHost(inv, "drmtu", 234).up(),
+  ]);
+  // The user may enter the run directory, but its sockets are root's alone (no group, as OVS makes them under umask 022).
+  chmodSync(unprivileged.dir, 0o755);
+  chmodSync(unprivileged.rundir, 0o755);
+  oldOpenFlow.vsctl("set", "bridge", oldOpenFlow.bridge, "protocols=OpenFlow10,OpenFlow13");
+});
+
+afterAll(() => {
+  for (const h of [noForwarding, unprivileged, oldOpenFlow, smallUnderlay]) h?.down();
+  if (userExists()) run(["userdel", USER]);
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+describe("ovslb doctor on the healthy lab", () => {
+  it("reports every check green and exits 0, the stack config piped in as the Pulumi CLI prints it", async () => {
+    // The lanes that change the shared hosts (conntrack floods, MTUs, distributor restarts) hold these.
+    const unlock = [await lockLab("hv1-gre"), await lockLab("distributor")];
+    let d: Doctor;
+    try {
+      d = doctor(cliJson(labStackConfig(inv, ".")));
+    } finally {
+      unlock.forEach((u) => u());
+    }
+    expect(d.stderr).toBe("");
+    expect(d.checks.filter((c) => c.status !== "ok" && c.status !== "skip")).toEqual([]);
+    expect(d.status).toBe(0);
+    const hosts = Object.values(inv.hosts).filter((h) => h.ovsRundir);
+    for (const h of hosts) {
+      for (const check of [
+        "reachable",
+        "host key",
+        "login",
+        "ovsdb channel",
+        "socket ovs-vswitchd",
+        "ovs version",
+        "bridge br-seg",
+        "socket br-seg.mgmt",
+        "datapath br-seg",
+        "conntrack",
+      ]) {
+        expect(row(d, h.name, check)?.status, `${h.name} ${check}`).toBe("ok");
+      }
+    }
+    // gre delivery's hosts (the config's tunnelAddress) have the lab's 1600-byte underlay; the rest use none.
+    expect(row(d, "gw1", "underlay mtu")?.detail).toBe("br-phy (172.16.11.2) MTU 1600 >= 1542 (segment 1500 + 42)");
+    expect(row(d, "dist1", "underlay mtu")?.status).toBe("skip");
+    expect(row(d, "hv1", "ovs version")?.detail).toMatch(/^Open vSwitch 3\.1\.0; known defects: dp-hash-buckets/);
+  });
+
+  it("the table is one line per check with a summary, and fails when OVS is too old for a feature in use (dp_hash on 3.1.0)", () => {
+    const gw1 = inv.hosts.gw1;
+    const r = spawnSync(
+      process.execPath,
+      [BIN, "doctor", "--host", `root@${gw1.address}`, "--host-key", gw1.hostKey, "--key", inv.clientKeyPath, "--rundir", gw1.ovsRundir!, "--uses", "dp_hash"],
+      { encoding: "utf8", timeout: 60_000 },
+    );
+    expect(r.status).toBe(1);
+    const lines = r.stdout.trim().split("\n");
+    expect(lines[0]).toMatch(/^HOST\s+CHECK\s+STATUS\s+DETAIL$/);
+    const version = lines.find((l) => / ovs version /.test(l))!;
+    expect(version).toMatch(/FAIL\s+Open vSwitch 3\.1\.0: inserting or removing buckets of a dp_hash select group corrupts/);
+    expect(version).toContain("-- fix: upgrade to a release with the fix (3.2.6, 3.3.5, 3.4.3, 3.5.1, 3.6.0), or use selectionMethod hash");
+    expect(lines.at(-1)).toMatch(/^\d+ checks: \d+ ok, 1 FAIL, 0 warn, 1 skipped$/);
+  });
+});
+
+describe("ovslb doctor on faulty hosts: each fault named with its fix, exit 1", () => {
+  let d: Doctor;
+
+  beforeAll(() => {
+    const config = faultConfig(
+      {
+        "no-forwarding": hostOf(noForwarding),
+        "no-access": { ...hostOf(unprivileged, { user: USER }) },
+        "old-openflow": hostOf(oldOpenFlow),
+        "small-underlay": hostOf(smallUnderlay),
+        "not-pinned": { connection: { host: oldOpenFlow.address }, ovsRundir: oldOpenFlow.rundir },
+        "other-key": hostOf(oldOpenFlow, { hostKey: inv.hosts.gw2.hostKey }),
+      },
+      // The program's own config: small-underlay delivers by gre from its management address (mgmt0, MTU 1500).
+      { "doctor-test:hypervisors": [{ name: "small-underlay", tunnelAddress: smallUnderlay.address }] },
+    );
+    d = doctor(cliJson(config));
+  });
+
+  it("exits 1, and every faulty host has its FAIL", () => {
+    expect(d.stderr).toBe("");
+    expect(d.status).toBe(1);
+    const failing = new Set(d.checks.filter((c) => c.status === "FAIL").map((c) => c.host));
+    expect([...failing].sort()).toEqual(["no-access", "no-forwarding", "not-pinned", "old-openflow", "other-key", "small-underlay"]);
+  });
+
+  it("sshd with DisableForwarding: the channel is refused by sshd's configuration, not by permissions", () => {
+    const r = row(d, "no-forwarding", "ovsdb channel")!;
+    expect(r.status).toBe("FAIL");
+    expect(r.detail).toContain(`sshd refuses the stream-local channel to ${noForwarding.rundir}/db.sock, which the login user may use`);
+    expect(r.detail).toContain("not the socket's permissions");
+    expect(r.detail).toContain("TCP forwarding is refused too: DisableForwarding yes");
+    expect(r.fix).toContain("`AllowStreamLocalForwarding local` and `DisableForwarding no`");
+    expect(r.detail).not.toMatch(/no permission|may not write/);
+    // ovs-vswitchd's socket is refused the same way; its version still comes, by ovs-appctl on the host.
+    expect(row(d, "no-forwarding", "socket ovs-vswitchd")?.detail).toMatch(/^sshd refuses the stream-local channel/);
+    expect(row(d, "no-forwarding", "ovs version")?.status).toBe("ok");
+    expect(row(d, "no-forwarding", "login")?.status).toBe("ok");
+  });
+
+  it("sockets the login user may not write: names the user, its groups, the socket's owner and mode, and the group fix", () => {
+    const r = row(d, "no-access", "ovsdb channel")!;
+    expect(r.status).toBe("FAIL");
+    expect(r.detail).toMatch(
+      new RegExp(
+        `^cannot open ${unprivileged.rundir}/db.sock: ${USER} \\(groups: ${USER}\\) may not write ${unprivileged.rundir}/db.sock \\(root:root 7[0-5]0\\)$`,
+      ),
+    );
+    expect(r.fix).toContain("add the login user to the group that owns the OVS run directory");
+    expect(r.detail).not.toContain("sshd refuses");
+    expect(row(d, "no-access", "socket ovs-vswitchd")?.status).toBe("FAIL");
+    expect(row(d, "no-access", "login")?.detail).toBe(`logged in as ${USER}`);
+  });
+
+  it("a bridge without OpenFlow 1.5: names its protocols and the ovs-vsctl that adds it", () => {
+    const r = row(d, "old-openflow", `bridge ${oldOpenFlow.bridge}`)!;
+    expect(r.status).toBe("FAIL");
+    expect(r.detail).toBe(
+      "exists, but does not speak OpenFlow 1.5 (protocols: OpenFlow10,OpenFlow13): ovslb speaks only OpenFlow 1.5 (bundles, select groups, insert_bucket)",
+    );
+    expect(r.fix).toBe(`ovs-vsctl set bridge ${oldOpenFlow.bridge} protocols=OpenFlow10,OpenFlow13,OpenFlow15`);
+    expect(row(d, "old-openflow", `socket ${oldOpenFlow.bridge}.mgmt`)?.status).toBe("ok");
+    expect(d.checks.filter((c) => c.host === "old-openflow" && c.status === "FAIL")).toHaveLength(1);
+  });
+
+  it("a 1500-byte underlay under gre delivery: below 1500 + 42, with the fix", () => {
+    const r = row(d, "small-underlay", "underlay mtu")!;
+    expect(r.status).toBe("FAIL");
+    expect(r.detail).toContain(
+      `mgmt0 (${smallUnderlay.address}) has MTU 1500, below 1542 = the segment's 1500 + 42 of GRE (outer IPv4 20, GRE with key 8, inner Ethernet 14)`,
+    );
+    expect(r.fix).toContain("raise the underlay MTU to 1542 or more (`ip link set mgmt0 mtu 1542`");
+    expect(r.fix).toContain("lower the segment's MTU (or the backends' MSS) to 1458");
+    expect(d.checks.filter((c) => c.host === "small-underlay" && c.status === "FAIL")).toHaveLength(1);
+  });
+
+  it("a host key not pinned: prints the key's fingerprint and the line to pin; a key not the pinned one is refused; nothing after is tried", () => {
+    const presented = inv.hosts.gw1.hostKey.split(" ").slice(0, 2).join(" ");
+    const fp = execFileSync("ssh-keygen", ["-lf", "-"], { input: `${presented}\n`, encoding: "utf8" }).split(" ")[1];
+    const unpinned = row(d, "not-pinned", "host key")!;
+    expect(unpinned.status).toBe("FAIL");
+    expect(unpinned.detail).toBe(`no host key is pinned for ${oldOpenFlow.address}; it presents ssh-ed25519 ${fp}`);
+    expect(unpinned.fix).toContain(`pulumi config set --path 'ovslb:hosts.not-pinned.connection.hostKey' '${presented}'`);
+    expect(unpinned.fix).toContain(`(known_hosts line: ${oldOpenFlow.address} ${presented})`);
+    const other = row(d, "other-key", "host key")!;
+    expect(other.status).toBe("FAIL");
+    expect(other.detail).toContain(`the host presents ssh-ed25519 ${fp}, not the pinned key`);
+    for (const h of ["not-pinned", "other-key"]) expect(row(d, h, "login")?.status).toBe("skip");
+  });
+});
+
+describe("ovslb doctor never prints a secret", () => {
+  it("a private key given inline and a passphrase stay out of the table and the JSON", () => {
+    const keyText = readFileSync(inv.clientKeyPath, "utf8");
+    const encrypted = join(scratch, "encrypted_ed25519");
+    const passphrase = "doctor-passphrase-s3cret";
+    execFileSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", passphrase, "-C", "", "-f", encrypted]);
+    const encryptedText = readFileSync(encrypted, "utf8");
+    const config = faultConfig(
+      {
+        inline: hostOf(oldOpenFlow),
+        // The wrong passphrase for a key the host does not know either: the login fails, and says why without it.
+        encrypted: hostOf(smallUnderlay, { privateKey: encryptedText, passphrase: "wrong-passphrase-s3cret" }),
+      },
+      {},
+    );
+    (config["ovslb:ssh"] as Record<string, unknown>) = { user: "root", privateKey: keyText, passphrase, connectTimeoutMs: 5000 };
+    const secrets = [passphrase, "wrong-passphrase-s3cret", ...[keyText, encryptedText].flatMap((k) => k.split("\n").filter((l) => l.length > 20))];
+    for (const json of [true, false]) {
+      const r = spawnSync(process.execPath, [BIN, "doctor", ...(json ? ["--json"] : [])], { input: cliJson(config), encoding: "utf8", timeout: 60_000 });
+      const out = `${r.stdout}${r.stderr}`;
+      expect(out).toMatch(/inline\s+login|"check": "login"/);
+      for (const s of secrets) expect(out).not.toContain(s);
+    }
+    const d = doctor(cliJson(config));
+    expect(row(d, "inline", "login")?.status).toBe("ok");
+    expect(row(d, "encrypted", "login")?.status).toBe("FAIL");
+  });
+
+  it("a secret the CLI was not asked to show (no --show-secrets) is named, not guessed", () => {
+    const r = doctor(JSON.stringify({ "ovslb:ssh": { secret: true }, "ovslb:hosts": { value: "{}", objectValue: {}, secret: false } }));
+    expect(r.status).toBe(1);
+    expect(r.checks[0]).toMatchObject({ host: "(stack)", check: "config", status: "FAIL", detail: "ovslb:ssh is a secret and the JSON holds no value for it" });
+    expect(r.checks[0].fix).toContain("pulumi config --json --show-secrets");
+  });
+});
