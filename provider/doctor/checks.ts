@@ -316,7 +316,7 @@ export interface BridgeFacts {
 }
 
 /** A bridge's rows: its management socket (as the login user sees it) and whether it exists and speaks OpenFlow 1.5; the datapath row is datapathCheck's. */
-export function bridgeChecks(host: string, b: BridgeFacts, known: readonly string[]): DoctorCheck[] {
+export function bridgeChecks(host: string, b: BridgeFacts, known: readonly string[] = []): DoctorCheck[] {
   const check = `bridge ${b.name}`;
   const socket = `socket ${b.name}.mgmt`;
   if (!b.exists) {

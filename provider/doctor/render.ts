@@ -37,7 +37,10 @@ export function renderTable(checks: readonly DoctorCheck[], secrets: readonly st
     lines.push(row([c.host, c.check, c.status, `${oneLine(c.detail)}${fix}`]).trimEnd());
   }
   const s = summary(checks);
-  lines.push("", `${checks.length} checks: ${s.ok} ok, ${s.FAIL} FAIL, ${s.warn} warn, ${s.skip} skipped${failed(checks) ? "" : " (no failure)"}`);
+  lines.push(
+    "",
+    `${checks.length} check${checks.length === 1 ? "" : "s"}: ${s.ok} ok, ${s.FAIL} FAIL, ${s.warn} warn, ${s.skip} skipped${failed(checks) ? "" : " (no failure)"}`,
+  );
   return scrub(`${lines.join("\n")}\n`, secrets);
 }
 
