@@ -161,7 +161,7 @@ export interface DeferredNatHypervisor {
 }
 export interface DeferredNatVip {
   /**
-   * an IPv4 address in dotted-quad form, e.g. 10.0.0.10
+   * an IPv4 address (10.0.0.10) or an IPv6 address (2001:db8::10)
    */
   address: string;
   /**
@@ -183,7 +183,7 @@ export interface DeferredNatVip {
 }
 export interface DeferredNatBackend {
   /**
-   * an IPv4 address in dotted-quad form, e.g. 10.0.0.10
+   * an IPv4 address (10.0.0.10) or an IPv6 address (2001:db8::10)
    */
   address: string;
   /**
@@ -509,7 +509,7 @@ export interface DsrSecondChance {
  */
 export interface DsrVip {
   /**
-   * an IPv4 address in dotted-quad form, e.g. 10.0.0.10
+   * an IPv4 address (10.0.0.10) or an IPv6 address (2001:db8::10)
    */
   address: string;
   /**
@@ -537,7 +537,7 @@ export interface DsrVip {
  */
 export interface DsrBackend {
   /**
-   * an IPv4 address in dotted-quad form, e.g. 10.0.0.10
+   * an IPv4 address (10.0.0.10) or an IPv6 address (2001:db8::10)
    */
   address: string;
   /**

@@ -1,4 +1,5 @@
 import { isIPv4, isIPv6 } from "node:net";
+import type { Match } from "./types";
 
 /**
  * IP addresses in the text OVS prints. IPv4 is dotted quad. IPv6 is RFC 5952:
@@ -61,4 +62,34 @@ export function canonicalPrefix(text: string, family?: IpFamily): { family: IpFa
   const hostBits = found === 4 ? BigInt(ipv4Number(canonical)) % 2n ** BigInt(32 - bits) : ipv6Number(canonical) % 2n ** BigInt(128 - bits);
   if (hostBits !== 0n) return { reason: "host bits set (the prefix's address must end in zero bits)" };
   return { family: found, text: `${canonical}/${bits}` };
+}
+
+type L4 = "tcp" | "udp" | "sctp";
+const V6_PROTOCOL = { tcp: "tcp6", udp: "udp6", sctp: "sctp6", icmp: "icmp6", ip: "ipv6" } as const;
+
+/**
+ * The match of an address's family: its protocol keyword (`tcp` or `tcp6`)
+ * with the source or destination address in the family's field (`nw_dst` or
+ * `ipv6_dst`). One place decides, so every flow of a VIP or backend speaks
+ * its family.
+ */
+export function ipMatch(
+  protocol: L4 | "icmp" | "ip",
+  end: "src" | "dst",
+  address: string,
+): Pick<Match, "protocol" | "nw_src" | "nw_dst" | "ipv6_src" | "ipv6_dst"> {
+  if (address.includes(":"))
+    return end === "src" ? { protocol: V6_PROTOCOL[protocol], ipv6_src: address } : { protocol: V6_PROTOCOL[protocol], ipv6_dst: address };
+  return end === "src" ? { protocol, nw_src: address } : { protocol, nw_dst: address };
+}
+
+/** The destination address of a match, whatever its family. */
+export const dstAddressOf = (m: Match) => m.nw_dst ?? m.ipv6_dst;
+/** The source address of a match, whatever its family. */
+export const srcAddressOf = (m: Match) => m.nw_src ?? m.ipv6_src;
+
+/** The transport protocol of a match, whatever its family (`tcp6` -> `tcp`); undefined for one that is not tcp, udp or sctp. */
+export function l4Of(protocol: string | undefined): L4 | undefined {
+  const base = protocol?.replace(/6$/, "");
+  return base === "tcp" || base === "udp" || base === "sctp" ? base : undefined;
 }

@@ -71,8 +71,9 @@ export interface ConntrackFlush {
 
 const tupleText = (t: ConntrackTuple) =>
   [
-    ...(t.src === undefined ? [] : [`ct_nw_src=${t.src}`]),
-    ...(t.dst === undefined ? [] : [`ct_nw_dst=${t.dst}`]),
+    // IPv6 addresses go in ct_ipv6_* (ovs-dpctl(8)'s flush-conntrack tuple).
+    ...(t.src === undefined ? [] : [`${t.src.includes(":") ? "ct_ipv6_src" : "ct_nw_src"}=${t.src}`]),
+    ...(t.dst === undefined ? [] : [`${t.dst.includes(":") ? "ct_ipv6_dst" : "ct_nw_dst"}=${t.dst}`]),
     `ct_nw_proto=${t.proto}`,
     ...(t.sport === undefined ? [] : [`ct_tp_src=${t.sport}`]),
     ...(t.dport === undefined ? [] : [`ct_tp_dst=${t.dport}`]),

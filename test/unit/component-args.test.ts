@@ -133,7 +133,7 @@ describe("DeferredNatService arguments", () => {
       [
         "a badly formed address",
         (a) => (a.vips[0].address = "10.0.0.256"),
-        'DeferredNatService "bad": args.vips[0].address: must be an IPv4 address in dotted-quad form, e.g. 10.0.0.10',
+        'DeferredNatService "bad": args.vips[0].address: must be an IPv4 address (10.0.0.10) or an IPv6 address (2001:db8::10)',
       ],
       [
         "a missing tunnel end",
@@ -173,7 +173,7 @@ describe("DeferredNatService arguments", () => {
       [
         "a badly formed address from an Output",
         (a) => (a.vips[0].backends[1].address = later("10.0.0.300")),
-        'DeferredNatService "bad": args.vips[0].backends[1].address: must be an IPv4 address in dotted-quad form, e.g. 10.0.0.10',
+        'DeferredNatService "bad": args.vips[0].backends[1].address: must be an IPv4 address (10.0.0.10) or an IPv6 address (2001:db8::10)',
       ],
       [
         "two hypervisors on one host and bridge, a host from an Output",

@@ -1,6 +1,7 @@
 import type { DeferredNatBackend, DeferredNatLoadBalancerInputs, DeferredNatVip } from "../../model/inputs.generated";
 import type { Defaulted } from "../../model/defaulted";
 import { checkConnection, type CheckFailure } from "../../model/validate";
+import { canonicalAddress, checkFamilies } from "../../model/addresses";
 import { deliveryOf } from "./dataplane";
 import { backendKey, DEFAULT_SELECTION_FIELDS, MAX_BUCKETS_PER_GROUP, vipKey } from "./ids";
 import { checkSecondChance } from "./second-chance";
@@ -26,7 +27,7 @@ export function withDefaults(inputs: DeferredNatLoadBalancerInputs): Inputs {
     selectionFields: inputs.selectionFields ?? [...DEFAULT_SELECTION_FIELDS],
     delivery: inputs.delivery ?? "mac",
     // A VIP already defaulted (recorded inputs are) is kept as it is, not copied: 100,000 backends add up.
-    vips: inputs.vips.map((v) => (isDefaultedVip(v) ? v : { ...v, backends: v.backends.map(defaultedBackend) })),
+    vips: inputs.vips.map((v) => (isDefaultedVip(v) ? v : { ...v, address: canonicalAddress(v.address), backends: v.backends.map(defaultedBackend) })),
   };
 }
 
@@ -37,15 +38,17 @@ export function withDefaults(inputs: DeferredNatLoadBalancerInputs): Inputs {
  */
 export function defaultedBackend(b: DeferredNatBackend): DefaultedBackend {
   if (isDefaulted(b)) return b;
-  const out = { weight: 1, ...b, mac: b.mac.toLowerCase() };
+  const out = { weight: 1, ...b, address: canonicalAddress(b.address), mac: b.mac.toLowerCase() };
   out.weight ??= 1;
   return out;
 }
 
-// toLowerCase returns the very string when nothing changes: no copy for a MAC already in lower case.
-export const isDefaulted = (b: DeferredNatBackend): b is DefaultedBackend => b.weight !== undefined && b.mac === b.mac.toLowerCase();
+// toLowerCase returns the very string when nothing changes: no copy for a MAC already in lower case. Only IPv6 addresses have a canonical form to check.
+export const isDefaulted = (b: DeferredNatBackend): b is DefaultedBackend =>
+  b.weight !== undefined && b.mac === b.mac.toLowerCase() && (!b.address.includes(":") || canonicalAddress(b.address) === b.address);
 
-export const isDefaultedVip = (v: DeferredNatVip): v is DefaultedVip => v.backends.every(isDefaulted);
+export const isDefaultedVip = (v: DeferredNatVip): v is DefaultedVip =>
+  (!v.address.includes(":") || canonicalAddress(v.address) === v.address) && v.backends.every(isDefaulted);
 
 export function checkRules(inputs: Inputs): CheckFailure[] {
   const failures: CheckFailure[] = [];
@@ -108,7 +111,26 @@ export function checkRules(inputs: Inputs): CheckFailure[] {
     }
   });
   if (inputs.ovn) failures.push(...checkConnection(inputs.ovn.northbound.connection, "ovn.northbound.connection"));
-  failures.push(...checkHealthCheck(inputs), ...checkSecondChance(inputs));
+  failures.push(...checkHealthCheck(inputs), ...checkSecondChance(inputs), ...checkFamilies(inputs.vips, (v) => ipv6Refusals(inputs, v)));
+  return failures;
+}
+
+/** What an IPv6 VIP cannot be used with yet: each is tested on IPv4 only so far. */
+function ipv6Refusals(inputs: Inputs, v: number): CheckFailure[] {
+  const failures: CheckFailure[] = [];
+  const not = (property: string, what: string) =>
+    failures.push({
+      property,
+      reason: `${what} does not carry IPv6 VIPs yet (IPv6 works in mac delivery, without secondChance, pathMtu, fragments, ovn and healthCheck)`,
+    });
+  const vip = inputs.vips[v];
+  const gre = [...new Set(vip.backends.map((b) => b.hypervisor))].filter((h) => deliveryOf(inputs, h) === "gre");
+  if (gre.length > 0) not(`vips[${v}].address`, `gre delivery (to ${gre.join(", ")})`);
+  if (inputs.secondChance) not("secondChance", "second chance");
+  if (inputs.pathMtu) not("pathMtu", "path MTU discovery (ICMPv6 packet too big)");
+  if (vip.fragments) not(`vips[${v}].fragments`, "fragments");
+  if (inputs.ovn) not("ovn", "the OVN northbound load balancer");
+  if (inputs.healthCheck) not("healthCheck", "health checking");
   return failures;
 }
 

@@ -4,6 +4,7 @@ import { foreignGroupIds, planBridge, type BridgeIntent, type ObservedBridge } f
 import { bfdOfportRequest, interfaceName, tunnelOfportRequest } from "../../model/ids";
 import type { DeferredNatVip } from "../../model/inputs.generated";
 import type { Action, Flow, Group, HashField, Modification, SelectBucket } from "../../openflow";
+import { ipMatch } from "../../openflow";
 import {
   backendKey,
   BFD_DROP_PRIORITY,
@@ -30,8 +31,19 @@ import type { DeferredNatDefaulted } from "./check";
 type Inputs = DeferredNatDefaulted;
 
 /** The OVS hash fields for the selection fields of a VIP's protocol. */
-export function hashFields(fields: readonly string[], protocol: DeferredNatVip["protocol"]): HashField[] {
-  return fields.map((f) => (f === "tp_src" ? `${protocol}_src` : f === "tp_dst" ? `${protocol}_dst` : f) as HashField);
+export function hashFields(fields: readonly string[], protocol: DeferredNatVip["protocol"], address = ""): HashField[] {
+  // An IPv6 VIP's packets carry no ip_src/ip_dst (OVS skips a field whose prerequisites fail): hash ipv6_src/ipv6_dst.
+  const v6 = address.includes(":");
+  return fields.map(
+    (f) =>
+      (f === "tp_src"
+        ? `${protocol}_src`
+        : f === "tp_dst"
+          ? `${protocol}_dst`
+          : v6 && (f === "ip_src" || f === "ip_dst")
+            ? `ipv6_${f.slice(3)}`
+            : f) as HashField,
+  );
 }
 
 export function tunnelOfport(gw: GatewayPort, hypervisor: string): number {
@@ -164,7 +176,7 @@ export function desiredDataplane(inputs: Inputs, ids: RecordedIds, gw: GatewayPo
         groupId,
         type: "select",
         selectionMethod: "hash",
-        fields: hashFields(vip.fragments ? FRAGMENT_FIELDS : d.selectionFields, vip.protocol),
+        fields: hashFields(vip.fragments ? FRAGMENT_FIELDS : d.selectionFields, vip.protocol, vip.address),
         buckets,
       },
       flows: [
@@ -220,9 +232,8 @@ export function pathMtuFlows(inputs: Inputs, gw: GatewayPort): Flow[] {
 
 /** The flow of a VIP on one gateway: its traffic arriving on the segment. */
 export const vipFlowMatch = (vip: Pick<DeferredNatVip, "protocol" | "address" | "port">, gw: Pick<GatewayPort, "segmentOfport">): Flow["match"] => ({
-  protocol: vip.protocol,
+  ...ipMatch(vip.protocol, "dst", vip.address),
   in_port: gw.segmentOfport,
-  nw_dst: vip.address,
   tp_dst: vip.port,
 });
 
@@ -232,9 +243,8 @@ export const vipFlowMatch = (vip: Pick<DeferredNatVip, "protocol" | "address" | 
  * the first too, as 0, so none matches the VIP's own flow.
  */
 export const fragmentsMatch = (vip: Pick<DeferredNatVip, "protocol" | "address">, gw: Pick<GatewayPort, "segmentOfport">): Flow["match"] => ({
-  protocol: vip.protocol,
+  ...ipMatch(vip.protocol, "dst", vip.address),
   in_port: gw.segmentOfport,
-  nw_dst: vip.address,
   nw_frag: "yes",
 });
 

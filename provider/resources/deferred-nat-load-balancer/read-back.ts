@@ -16,6 +16,8 @@ type Inputs = DeferredNatDefaulted;
 
 /** OVS hash field -> the selection field of the inputs it comes from. */
 export const SELECTION_FIELD_OF: Readonly<Record<string, string>> = {
+  ipv6_src: "ip_src",
+  ipv6_dst: "ip_dst",
   tcp_src: "tp_src",
   udp_src: "tp_src",
   sctp_src: "tp_src",

@@ -177,9 +177,11 @@ export function sameVip(a: DeferredNatVip, b: DeferredNatVip): boolean {
   return true;
 }
 
+/** "tcp:10.0.0.1:80" or "tcp:2001:db8::1:80": the protocol before the first colon, the port after the last. */
 const parseVipKey = (key: string) => {
-  const [protocol, address, port] = key.split(":");
-  return { protocol: protocol as DeferredNatVip["protocol"], address, port: Number(port) };
+  const first = key.indexOf(":");
+  const last = key.lastIndexOf(":");
+  return { protocol: key.slice(0, first) as DeferredNatVip["protocol"], address: key.slice(first + 1, last), port: Number(key.slice(last + 1)) };
 };
 
 /**

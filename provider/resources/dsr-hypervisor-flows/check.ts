@@ -1,6 +1,7 @@
 import type { DsrHypervisorFlowsInputs } from "../../model/inputs.generated";
 import { checkConnection, type CheckFailure } from "../../model/validate";
 import { ipv4Number } from "../../openflow";
+import { canonicalAddress, checkFamilies } from "../../model/addresses";
 import { backendKey, vipKey, type DsrDefaulted } from "./ids";
 
 /** DsrHypervisorFlows inputs: defaults (applied once, at check) and the rules the schema cannot say (pure). */
@@ -19,15 +20,31 @@ export function withDefaults(inputs: DsrHypervisorFlowsInputs): Inputs {
     // OVS prints MACs in lower case: so must the inputs, or a refresh shows a change.
     vips: inputs.vips.map((v) => ({
       ...v,
+      address: canonicalAddress(v.address),
       protocol: v.protocol ?? "tcp",
-      backends: v.backends.map((b) => ({ ...b, mac: b.mac.toLowerCase() })),
+      backends: v.backends.map((b) => ({ ...b, address: canonicalAddress(b.address), mac: b.mac.toLowerCase() })),
     })),
   };
 }
 
+/** What an IPv6 VIP cannot be used with yet: each is tested on IPv4 only so far. */
+function ipv6Refusals(inputs: Inputs, v: number): CheckFailure[] {
+  const failures: CheckFailure[] = [];
+  const not = (property: string, what: string) =>
+    failures.push({ property, reason: `${what} does not carry IPv6 VIPs yet (IPv6 works in mac mode, without pathMtu and fragments)` });
+  if (inputs.mode === "gre") not(`vips[${v}].address`, "gre mode");
+  if (inputs.pathMtu) not("pathMtu", "path MTU discovery (ICMPv6 packet too big)");
+  if (inputs.vips[v].fragments) not(`vips[${v}].fragments`, "fragments");
+  return failures;
+}
+
 /** Rules across VIPs and backends that the schema cannot say. */
 export function checkRules(inputs: Inputs): CheckFailure[] {
-  const failures: CheckFailure[] = [...checkConnection(inputs.host.connection, "host.connection"), ...checkGre(inputs)];
+  const failures: CheckFailure[] = [
+    ...checkConnection(inputs.host.connection, "host.connection"),
+    ...checkGre(inputs),
+    ...checkFamilies(inputs.vips, (v) => ipv6Refusals(inputs, v)),
+  ];
   const vips = new Map<string, number>();
   const vipAddresses = new Set(inputs.vips.map((v) => v.address));
   // One backend address is one VM: it has one MAC and one port on the bridge, whichever VIPs it serves.

@@ -1,6 +1,6 @@
 import type { BridgeIntent, ObservedBridge } from "../../engine/plan";
 import type { DsrBackend } from "../../model/inputs.generated";
-import { flowKey, type ConntrackFlush, type Flow } from "../../openflow";
+import { dstAddressOf, flowKey, ipMatch, l4Of, type ConntrackFlush, type Flow } from "../../openflow";
 import {
   bfdPorts,
   chooseZone,
@@ -82,7 +82,7 @@ function deliverFlow(protocol: Protocol, b: DsrBackend, p: Placement, at: string
     table: DELIVER_TABLE,
     priority: DELIVER_PRIORITY,
     cookie: p.cookie,
-    match: { ct_zone: p.zone, protocol, nw_dst: b.address, tp_dst: b.port },
+    match: { ct_zone: p.zone, ...ipMatch(protocol, "dst", b.address), tp_dst: b.port },
     actions: [
       { type: "set_field", field: "eth_dst", value: b.mac },
       { type: "output", port: ofportOf(p, b, at) },
@@ -96,7 +96,7 @@ function requestFlow(vip: DefaultedDsrVip, b: DsrBackend, p: Placement): Flow {
     table: ENTRY_TABLE,
     priority: REQUEST_PRIORITY,
     cookie: p.cookie,
-    match: { protocol, dl_dst: b.mac, nw_dst: vip.address, tp_dst: vip.port },
+    match: { dl_dst: b.mac, ...ipMatch(protocol, "dst", vip.address), tp_dst: vip.port },
     actions: commitTo(b, p),
   };
 }
@@ -115,12 +115,11 @@ function greRequestFlow(inputs: Inputs, vip: DefaultedDsrVip, b: DsrBackend, sou
     priority: REQUEST_PRIORITY,
     cookie: p.cookie,
     match: {
-      protocol,
       in_port: greOfportOf(p),
       tun_src: source,
       ...(key === undefined ? {} : { tun_id: key }),
       ...(vip.backends.length > 1 ? { dl_dst: b.mac } : {}),
-      nw_dst: vip.address,
+      ...ipMatch(protocol, "dst", vip.address),
       tp_dst: vip.port,
     },
     actions: commitTo(b, p),
@@ -146,7 +145,7 @@ function replyFlow(protocol: Protocol, b: DsrBackend, p: Placement, at: string):
     table: ENTRY_TABLE,
     priority: REPLY_PRIORITY,
     cookie: p.cookie,
-    match: { ct_state: { trk: false }, protocol, in_port: ofportOf(p, b, at), nw_src: b.address, tp_src: b.port },
+    match: { ct_state: { trk: false }, ...ipMatch(protocol, "src", b.address), in_port: ofportOf(p, b, at), tp_src: b.port },
     actions: [{ type: "ct", table: UNNAT_TABLE, zone: p.zone, nat: { kind: "existing" } }],
   };
 }
@@ -270,7 +269,7 @@ export function zoneFlows(inputs: Inputs, p: Placement): Flow[] {
 function secondChanceFlows(inputs: Inputs, vip: DefaultedDsrVip, b: DsrBackend, p: Placement, at: string): Flow[] {
   const protocol = vip.protocol;
   const mac = b.mac;
-  const vipMatch = { protocol, nw_dst: vip.address, tp_dst: vip.port };
+  const vipMatch = { ...ipMatch(protocol, "dst", vip.address), tp_dst: vip.port };
   const lookup = { type: "ct", table: SECOND_CHANCE_TABLE, zone: p.zone, nat: { kind: "existing" } } as const;
   const commit = { type: "ct", commit: true, zone: p.zone, nat: { kind: "dst", ip: b.address, port: b.port } } as const;
   const deliverTo = { type: "output", port: ofportOf(p, b, at) } as const;
@@ -289,7 +288,7 @@ function secondChanceFlows(inputs: Inputs, vip: DefaultedDsrVip, b: DsrBackend, 
     ...inputs.gre!.secondChance!.peers.map((peer) =>
       flow(ENTRY_TABLE, HANDED_ON_PRIORITY, { ...vipMatch, in_port: greOfportOf(p), tun_src: peer }, [{ type: "set_field", field: "reg13", value: 1 }, lookup]),
     ),
-    flow(SECOND_CHANCE_TABLE, KNOWN_PRIORITY, { ct_state: { trk: true }, ct_zone: p.zone, protocol, nw_dst: b.address, tp_dst: b.port }, [
+    flow(SECOND_CHANCE_TABLE, KNOWN_PRIORITY, { ct_state: { trk: true }, ct_zone: p.zone, ...ipMatch(protocol, "dst", b.address), tp_dst: b.port }, [
       { type: "set_field", field: "eth_dst", value: mac },
       deliverTo,
     ]),
@@ -371,11 +370,13 @@ const IP_PROTO: Record<Protocol, number> = { tcp: 6, udp: 17, sctp: 132 };
 function committed(flows: readonly Pick<Flow, "match" | "actions">[]): Map<number, Map<string, ConntrackFlush>> {
   const byZone = new Map<number, Map<string, ConntrackFlush>>();
   for (const f of flows) {
-    const { protocol, nw_dst, tp_dst } = f.match;
+    const { tp_dst } = f.match;
+    const protocol = l4Of(f.match.protocol);
+    const nw_dst = dstAddressOf(f.match);
     for (const a of f.actions) {
       if (a.type !== "ct" || !a.commit || a.zone === undefined || a.nat?.kind !== "dst" || a.nat.port === undefined) continue;
-      if (!protocol || !(protocol in IP_PROTO) || !nw_dst || tp_dst === undefined) continue;
-      const proto = IP_PROTO[protocol as Protocol];
+      if (!protocol || !nw_dst || tp_dst === undefined) continue;
+      const proto = IP_PROTO[protocol];
       const flush: ConntrackFlush = { zone: a.zone, orig: { proto, dst: nw_dst, dport: tp_dst }, reply: { proto, src: a.nat.ip, sport: a.nat.port } };
       const zone = byZone.get(a.zone) ?? new Map<string, ConntrackFlush>();
       zone.set(`${nw_dst}:${tp_dst}/${proto} ${a.nat.ip}:${a.nat.port}`, flush);

@@ -1,6 +1,6 @@
 import { flowPresent } from "../../engine/flows";
 import type { DsrBackend } from "../../model/inputs.generated";
-import { bucketMac, type DumpedFlow } from "../../openflow";
+import { bucketMac, dstAddressOf, l4Of, type DumpedFlow } from "../../openflow";
 import { backendFlows, type Placement, zoneFlows } from "./dataplane";
 import { type DefaultedDsrVip, DELIVER_TABLE, ENTRY_TABLE, REQUEST_PRIORITY, SECOND_CHANCE_TABLE, SYN_PRIORITY, vipKey, type DsrDefaulted } from "./ids";
 
@@ -25,17 +25,21 @@ export function actualInputs(inputs: Inputs, owned: readonly DumpedFlow[], p: Pl
   const sc = !!inputs.gre?.secondChance;
   const [commitTable, commitPriority] = sc ? [SECOND_CHANCE_TABLE, SYN_PRIORITY] : [ENTRY_TABLE, REQUEST_PRIORITY];
   const deliveries = new Map(
-    owned.filter((f) => f.table === DELIVER_TABLE && f.match.ct_zone === p.zone).map((f) => [`${f.match.protocol}:${f.match.nw_dst}:${f.match.tp_dst}`, f]),
+    owned
+      .filter((f) => f.table === DELIVER_TABLE && f.match.ct_zone === p.zone)
+      .map((f) => [`${f.match.protocol}:${dstAddressOf(f.match)}:${f.match.tp_dst}`, f]),
   );
   for (const f of owned) {
     if (f.table !== commitTable || f.priority !== commitPriority) continue;
     const ct = f.actions.find((a) => a.type === "ct");
-    const { protocol, nw_dst, tp_dst } = f.match;
+    const { tp_dst } = f.match;
+    const nw_dst = dstAddressOf(f.match);
+    const protocol = l4Of(f.match.protocol);
     if (ct?.type !== "ct" || !ct.commit || ct.zone !== p.zone || ct.nat?.kind !== "dst" || ct.nat.port === undefined) continue;
-    const delivery = sc ? f : deliveries.get(`${protocol}:${ct.nat.ip}:${ct.nat.port}`);
+    const delivery = sc ? f : deliveries.get(`${f.match.protocol}:${ct.nat.ip}:${ct.nat.port}`);
     const out = delivery?.actions.find((a) => a.type === "output");
     if (out?.type !== "output" || !nw_dst || tp_dst === undefined) continue;
-    if (protocol !== "tcp" && protocol !== "udp" && protocol !== "sctp") continue;
+    if (!protocol) continue;
     const bridgePort = p.portNames.get(out.port);
     if (bridgePort === undefined) continue; // delivers to a port that is gone: not a working backend
     const mac = f.match.dl_dst ?? bucketMac(delivery!.actions);

@@ -1,0 +1,51 @@
+import { canonicalIpv6, canonicalPrefix, isIpv4Mapped, type IpFamily } from "../openflow";
+import type { CheckFailure } from "./validate";
+
+/**
+ * VIP and backend addresses in the inputs: IPv6 recorded in RFC 5952 form
+ * (what OVS prints), so `2001:DB8:0::1` and `2001:db8::1` are one VIP and
+ * never a diff; and the rules on families a schema cannot say.
+ */
+
+/** The address as recorded: IPv6 canonical (the very string when it already is), IPv4 as given; one check refuses stays as written, so its message quotes the user. */
+export function canonicalAddress(address: string): string {
+  if (!address.includes(":")) return address;
+  const canonical = canonicalIpv6(address);
+  return canonical === undefined || isIpv4Mapped(canonical) ? address : canonical;
+}
+
+/** The family of a plain address, with the failure naming `property` when it is not one (a prefix, a scoped or IPv4-mapped address). */
+export function addressFamily(address: string, property: string, failures: CheckFailure[]): IpFamily | undefined {
+  const parsed = canonicalPrefix(address);
+  if ("reason" in parsed) failures.push({ property, reason: `${JSON.stringify(address)}: ${parsed.reason}` });
+  else if (parsed.text.includes("/")) failures.push({ property, reason: `${JSON.stringify(address)}: a prefix where an address is needed` });
+  else return parsed.family;
+  return undefined;
+}
+
+/**
+ * Each VIP's backends in the VIP's own family (a dual-stack service is an
+ * IPv4 VIP and an IPv6 VIP of the backends' two addresses), and IPv6 only
+ * where the features in use carry it so far (`v6Refusals`: the property
+ * and why, for a VIP of IPv6).
+ */
+export function checkFamilies(
+  vips: readonly { address: string; backends: readonly { address: string }[] }[],
+  v6Refusals: (vipIndex: number) => readonly CheckFailure[],
+): CheckFailure[] {
+  const failures: CheckFailure[] = [];
+  vips.forEach((vip, v) => {
+    const family = addressFamily(vip.address, `vips[${v}].address`, failures);
+    vip.backends.forEach((b, i) => {
+      const own = addressFamily(b.address, `vips[${v}].backends[${i}].address`, failures);
+      if (family !== undefined && own !== undefined && own !== family) {
+        failures.push({
+          property: `vips[${v}].backends[${i}].address`,
+          reason: `is IPv${own} in an IPv${family} VIP: a VIP's backends are of its family (a dual-stack service is two VIPs, one of each family)`,
+        });
+      }
+    });
+    if (family === 6) failures.push(...v6Refusals(v));
+  });
+  return failures;
+}
