@@ -35,13 +35,13 @@ export function slotChoice(trace: string): SlotChoice {
 /**
  * The packet in ofproto/trace's flow syntax. Unlike flow mods, it reads
  * tp_src/tp_dst as TCP fields only ("prerequisites not met" for udp), so they
- * are named by protocol.
+ * are named by protocol (tcp_src for tcp6 too).
  */
 export function traceFlow(packet: Match, path: string): string {
   const flow = renderMatch(packet, path);
   if (!flow) throw new OpenFlowValueError(path, "is empty");
   return flow
     .split(",")
-    .map((token) => token.replace(/^tp_(src|dst)=/, `${packet.protocol}_$1=`))
+    .map((token) => token.replace(/^tp_(src|dst)=/, `${packet.protocol?.replace(/6$/, "")}_$1=`))
     .join(",");
 }

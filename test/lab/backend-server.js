@@ -1,4 +1,4 @@
-// A backend VM's servers on one port: over TCP, it greets each connection with
+// A backend VM's servers on one port, IPv4 and IPv6: over TCP, it greets each connection with
 // its own name and the peer it sees, then answers every line with
 // "<name> <line>"; over UDP, it answers each datagram with
 // "<name> <peer> <datagram>". Plain JS so it runs without a build, inside the
@@ -21,8 +21,13 @@ const server = net.createServer((socket) => {
   });
   socket.on("error", () => socket.destroy());
 });
+// Both families, each on its own socket (a dual-stack socket would show IPv4 peers as ::ffff:a.b.c.d).
 server.listen(Number(port), "0.0.0.0");
-const udp = dgram.createSocket("udp4");
-udp.on("message", (msg, peer) => udp.send(`${name} ${peer.address}:${peer.port} ${msg}`, peer.port, peer.address));
-udp.bind(Number(port), "0.0.0.0");
+const server6 = net.createServer(server.listeners("connection")[0]);
+server6.listen({ port: Number(port), host: "::", ipv6Only: true });
+for (const type of ["udp4", "udp6"]) {
+  const udp = dgram.createSocket({ type, ipv6Only: type === "udp6" });
+  udp.on("message", (msg, peer) => udp.send(`${name} ${peer.address}:${peer.port} ${msg}`, peer.port, peer.address));
+  udp.bind(Number(port), type === "udp4" ? "0.0.0.0" : "::");
+}
 process.on("SIGTERM", () => process.exit(0));

@@ -47,7 +47,7 @@ export function checkRules(inputs: Inputs): CheckFailure[] {
   ];
   const vips = new Map<string, number>();
   const vipAddresses = new Set(inputs.vips.map((v) => v.address));
-  // One backend address is one VM: it has one MAC and one port on the bridge, whichever VIPs it serves.
+  // One backend address is one VM: it has one MAC and one port on the bridge, whichever VIPs it serves; one MAC has one address of each family.
   const byAddress = new Map<string, { mac: string; bridgePort: string; at: string }>();
   const byMac = new Map<string, { address: string; at: string }>();
 
@@ -90,8 +90,9 @@ export function checkRules(inputs: Inputs): CheckFailure[] {
       } else if (seen.bridgePort !== b.bridgePort) {
         failures.push({ property: `${bat}.bridgePort`, reason: `differs from the bridge port given for the same address at ${seen.at}` });
       }
-      const owner = byMac.get(mac);
-      if (!owner) byMac.set(mac, { address: b.address, at: bat });
+      // A dual-stack VM has an address of each family behind its one MAC.
+      const owner = byMac.get(`${mac}/${b.address.includes(":") ? 6 : 4}`);
+      if (!owner) byMac.set(`${mac}/${b.address.includes(":") ? 6 : 4}`, { address: b.address, at: bat });
       else if (owner.address !== b.address) {
         failures.push({ property: `${bat}.mac`, reason: `is also the MAC of another address at ${owner.at}` });
       }

@@ -1,0 +1,217 @@
+import type { ChildProcess } from "node:child_process";
+import { createInterface } from "node:readline";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Match } from "../../provider/openflow";
+import { traceBuckets } from "../../provider/transport/openflow-trace";
+import type { SshSession } from "../../provider/transport/ssh";
+import type { LabBackend, LabInventory } from "../lab/topology";
+import { ProviderDriver, labHypervisorFlows, labLoadBalancer } from "../support/deferred-nat";
+import { inNamespace, labSsh, loadInventory, spawnInNamespace } from "../support/lab";
+import { connectAndClose, openLiveConnections, times, type LiveConnections } from "../support/tcp-clients";
+
+/**
+ * IPv6 through deferred NAT in mac delivery, real TCP: the lab's segment
+ * made dual-stack for the test (ULA fd00:10::/64 beside 10.0.0.0/24; VIPs
+ * in fd00:20::/64, which the client routes over both gateways by ECMP), the
+ * backend VMs serving on both families. A dual-stack service: an IPv6 VIP
+ * and an IPv4 VIP of the same backends' two addresses.
+ */
+
+const VIP6 = "fd00:20::c8";
+const VIP4 = "10.0.0.203";
+/** The test's own servers (test/lab/backend-server.js, both families), beside the lab's on 8080. */
+const PORT = 8086;
+const NAME = "v6-web";
+const TUPLES = 2000;
+
+let inv: LabInventory;
+let pool: LabBackend[];
+const ssh: Record<string, SshSession> = {};
+const servers: ChildProcess[] = [];
+const lb = new ProviderDriver("DeferredNatLoadBalancer");
+const hv: Record<string, ProviderDriver> = {};
+let live: LiveConnections | undefined;
+
+/** A lab address's IPv6 twin on the segment: 10.0.0.101 -> fd00:10::101. */
+const v6 = (address: string) => `fd00:10::${address.split(".")[3]}`;
+const CLIENT6 = () => v6(inv.client.address);
+const hvs = () => [...new Set(pool.map((b) => b.hypervisor))];
+
+/** Each namespace's IPv6 address on the segment (no duplicate address detection: the test owns the range), and the client's route to the VIPs. */
+function dualStack(on: boolean) {
+  const op = on ? "add" : "del";
+  const add = (ns: string, dev: string, address: string) => inNamespace(ns, ["ip", "-6", "addr", op, `${address}/64`, "dev", dev, ...(on ? ["nodad"] : [])]);
+  add(inv.client.namespace, "eth0", CLIENT6());
+  for (const g of ["gw1", "gw2"]) add(inv.hosts[g].namespace, "br-seg", v6(inv.hosts[g].segment!.address));
+  for (const b of pool) add(b.namespace, "eth0", v6(b.address));
+  if (on) {
+    inNamespace(inv.client.namespace, ["sysctl", "-q", "-w", "net.ipv6.fib_multipath_hash_policy=1"]);
+    const hops = ["gw1", "gw2"].flatMap((g) => ["nexthop", "via", v6(inv.hosts[g].segment!.address), "dev", "eth0"]);
+    inNamespace(inv.client.namespace, ["ip", "-6", "route", "replace", "fd00:20::/64", ...hops]);
+  } else inNamespace(inv.client.namespace, ["ip", "-6", "route", "del", "fd00:20::/64"]);
+}
+
+function startServer(b: LabBackend): Promise<void> {
+  const child = spawnInNamespace(b.namespace, [process.execPath, require.resolve("../lab/backend-server.js"), b.name, String(PORT)]);
+  servers.push(child);
+  // Listening on both families once `ss` shows the IPv6 socket.
+  return new Promise((resolve, reject) => {
+    const started = Date.now();
+    const poll = () => {
+      if (inNamespace(b.namespace, ["ss", "-tlnH", `( sport = :${PORT} )`]).includes("[::]")) resolve();
+      else if (Date.now() - started > 5000) reject(new Error(`${b.name}: no IPv6 listener on ${PORT}`));
+      else setTimeout(poll, 50);
+    };
+    child.once("exit", (c) => reject(new Error(`${b.name}: server exited (${c})`)));
+    createInterface({ input: child.stderr! }).on("line", (l) => reject(new Error(`${b.name}: ${l}`)));
+    poll();
+  });
+}
+
+const backend6 = (b: LabBackend) => ({ address: v6(b.address), port: PORT, mac: b.mac, hypervisor: b.hypervisor });
+const backend4 = (b: LabBackend) => ({ address: b.address, port: PORT, mac: b.mac, hypervisor: b.hypervisor });
+
+/** The dual-stack service over `backends`: the hypervisors first, then the gateways. */
+async function apply(backends: LabBackend[]) {
+  for (const name of hvs()) {
+    const here = backends.filter((b) => b.hypervisor === name);
+    const flows = labHypervisorFlows(inv, NAME, name, [{ address: VIP4, port: 80, backends: here }]);
+    const dsrBackend = (b: LabBackend, address: string) => ({ address, port: PORT, mac: b.mac, bridgePort: b.port });
+    const inputs = {
+      ...flows,
+      vips: [
+        { address: VIP6, port: 80, protocol: "tcp" as const, backends: here.map((b) => dsrBackend(b, v6(b.address))) },
+        { address: VIP4, port: 80, protocol: "tcp" as const, backends: here.map((b) => dsrBackend(b, b.address)) },
+      ],
+    };
+    const d = (hv[name] ??= new ProviderDriver("DsrHypervisorFlows"));
+    await (d.id ? d.update(inputs) : d.create(inputs));
+  }
+  const inputs = labLoadBalancer(inv, NAME, [
+    { address: VIP6, port: 80, protocol: "tcp", backends: backends.map(backend6) },
+    { address: VIP4, port: 80, protocol: "tcp", backends: backends.map(backend4) },
+  ]);
+  await (lb.id ? lb.update(inputs) : lb.create(inputs));
+}
+
+/** `count` fresh connections to vip:80 from the client: the backends that answered, each checked to have seen the client itself and its own address. */
+function greet(vip: string, family: 4 | 6, count: number): string[] {
+  return connectAndClose(inv.client.namespace, times(vip, 80, count), { concurrency: 4 }).map((r) => {
+    if (r.error) throw new Error(`connection to ${vip} failed: ${r.error}`);
+    const [name, peer, local] = r.greeting.split(" ");
+    const b = pool.find((x) => x.name === name)!;
+    const [client, own] = family === 6 ? [CLIENT6(), v6(b.address)] : [inv.client.address, b.address];
+    // No SNAT (the backend saw the client), DNAT before the backend (it saw its own address), replies from the VIP.
+    expect([peer, local]).toEqual([`${client}:${r.localPort}`, `${own}:${PORT}`]);
+    return name;
+  });
+}
+
+async function segOfport(gw: string) {
+  return Number((await ssh[gw].run(["ovs-vsctl", "get", "interface", "seg0", "ofport"])).stdout.trim());
+}
+
+/** 2,000 IPv6 client tuples to the VIP, each gateway's chosen bucket for each. */
+async function traceAll(): Promise<Array<Array<number | undefined>>> {
+  return Promise.all(
+    ["gw1", "gw2"].map(async (g) => {
+      const in_port = await segOfport(g);
+      const tuples: Match[] = Array.from({ length: TUPLES }, (_, i) => ({
+        protocol: "tcp6",
+        in_port,
+        ipv6_src: `fd00:30::${(i + 1).toString(16)}`,
+        ipv6_dst: VIP6,
+        tp_src: 1024 + ((i * 7919) % 60000),
+        tp_dst: 80,
+      }));
+      return traceBuckets(ssh[g], "br-seg", tuples);
+    }),
+  );
+}
+
+const bucketOf = (b: LabBackend) => (lb.outputs.bucketIds as Record<string, Record<string, number>>)[`tcp:${VIP6}:80`][`${v6(b.address)}:${PORT}#0`];
+
+beforeAll(async () => {
+  inv = loadInventory();
+  pool = ["hv1-vm1", "hv1-vm2", "hv2-vm1", "hv2-vm2"].map((n) => inv.backends.find((b) => b.name === n)!);
+  for (const h of ["gw1", "gw2"]) ssh[h] = await labSsh(inv, h);
+  dualStack(true);
+  await Promise.all(pool.map(startServer));
+});
+
+afterAll(async () => {
+  live?.close();
+  for (const s of servers) s.kill();
+  await lb.delete().catch(() => undefined);
+  for (const d of Object.values(hv)) if (d.id) await d.delete().catch(() => undefined);
+  if (inv) dualStack(false);
+  for (const s of Object.values(ssh)) s.close();
+});
+
+describe("IPv6 in mac delivery: a dual-stack service", () => {
+  const three = () => pool.slice(0, 3);
+
+  it("IPv6 connections reach every backend through both gateways, and the IPv4 VIP of the same backends answers too; a read finds no drift", async () => {
+    await apply(three());
+    const seen6 = greet(VIP6, 6, 40);
+    expect(new Set(seen6)).toEqual(new Set(three().map((b) => b.name)));
+    const seen4 = greet(VIP4, 4, 40);
+    expect(new Set(seen4)).toEqual(new Set(three().map((b) => b.name)));
+    // Recorded canonical and read back as applied.
+    expect(lb.outputs.groupIds).toHaveProperty(`tcp:${VIP6}:80`);
+    for (const d of [lb, ...Object.values(hv)]) {
+      const read = await d.read();
+      expect(read.props.driftFindings ?? []).toEqual([]);
+      expect(await d.diff(read.inputs, read.props)).toMatchObject({ changes: false });
+    }
+  });
+
+  it("adding a backend moves only the IPv6 tuples it takes, removing one only its own (2,000 traced on both gateways, which agree); live IPv6 connections to the others survive", async () => {
+    const before = await traceAll();
+    expect(before[0]).toEqual(before[1]);
+    live = await openLiveConnections(inv.client.namespace, VIP6, 80, 30);
+    expect(live.initial.filter((c) => c.broken)).toEqual([]);
+
+    const added = pool[3];
+    await apply(pool);
+    const afterAdd = await traceAll();
+    expect(afterAdd[0]).toEqual(afterAdd[1]);
+    const movedByAdd = afterAdd[0].filter((b, i) => b !== before[0][i]);
+    // moved / minimum = 1.000: every tuple that moved went to the new backend, and only those.
+    expect(movedByAdd.length).toBeGreaterThan(0);
+    expect(movedByAdd.every((b) => b === bucketOf(added))).toBe(true);
+    expect(movedByAdd.length).toBe(afterAdd[0].filter((b) => b === bucketOf(added)).length);
+
+    // Stateless selection: a live connection breaks on the add only if its tuple now takes the new backend (on another hypervisor than its own).
+    const liveBuckets = await traceLive();
+    const brokenByAdd = brokenOf(await live.round());
+    expect(brokenByAdd.filter((c) => liveBuckets.get(c.port) !== bucketOf(added))).toEqual([]);
+
+    const removed = pool[0];
+    const removedBucket = bucketOf(removed);
+    await apply(pool.filter((b) => b !== removed));
+    const afterRemove = await traceAll();
+    expect(afterRemove[0]).toEqual(afterRemove[1]);
+    const movedByRemove = afterRemove[0].flatMap((b, i) => (b !== afterAdd[0][i] ? [afterAdd[0][i]] : []));
+    expect(movedByRemove.length).toBe(afterAdd[0].filter((b) => b === removedBucket).length);
+    expect(movedByRemove.every((b) => b === removedBucket)).toBe(true);
+    // The removal breaks only the removed backend's connections.
+    const brokenByRemove = brokenOf(await live.round()).filter((c) => !brokenByAdd.some((a) => a.port === c.port));
+    expect(brokenByRemove.filter((c) => c.backend !== removed.name)).toEqual([]);
+    console.log(
+      `IPv6, mac delivery: add moved ${movedByAdd.length} of ${TUPLES} tuples (all to the new backend), remove moved ${movedByRemove.length} (all the removed one's); ` +
+        `of 30 live connections the add broke ${brokenByAdd.length} (all now hashed to the new backend), the removal ${brokenByRemove.length} (all the removed one's)`,
+    );
+  });
+});
+
+const brokenOf = (round: { port: number; backend: string; broken: string }[]) => round.filter((c) => c.broken && c.broken !== "closed");
+
+/** Each live connection's bucket on gw1, by its client port. */
+async function traceLive(): Promise<Map<number, number | undefined>> {
+  const in_port = await segOfport("gw1");
+  const conns = live!.initial;
+  const tuples: Match[] = conns.map((c) => ({ protocol: "tcp6", in_port, ipv6_src: CLIENT6(), ipv6_dst: VIP6, tp_src: c.port, tp_dst: 80 }));
+  const buckets = await traceBuckets(ssh.gw1, "br-seg", tuples);
+  return new Map(conns.map((c, i) => [c.port, buckets[i]]));
+}
