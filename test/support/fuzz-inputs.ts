@@ -69,6 +69,11 @@ export const HOSTILE_STRINGS = [
   "fe80::1",
   "2001:db8::1",
   "::ffff:10.0.0.1",
+  "fe80::1%eth0",
+  "2001:db8::/64",
+  "2001:DB8:0:0:0:0:0:1",
+  "2001:db8::1::2",
+  "[2001:db8::1]",
   "10.0.0.1/33",
   "10.0.0.256",
   "010.0.0.1",
@@ -107,6 +112,26 @@ export const hostileValue: fc.Arbitrary<unknown> = fc.oneof(
 const octet = fc.integer({ min: 0, max: 255 });
 export const ipv4 = fc.tuple(fc.integer({ min: 1, max: 223 }), octet, octet, fc.integer({ min: 1, max: 254 })).map((p) => p.join("."));
 const hex = (n: number) => n.toString(16).padStart(2, "0");
+/** An IPv6 address in any of its spellings (upper case, leading zeros, compressed or not): check records it canonical. */
+export const ipv6 = fc
+  .tuple(fc.array(fc.integer({ min: 0, max: 0xffff }), { minLength: 7, maxLength: 7 }), fc.constantFrom("lower", "upper", "padded", "compressed"))
+  .map(([rest, style]) => {
+    const groups = [0xfd00, ...rest].map((g) => g.toString(16));
+    if (style === "compressed") return `${groups.slice(0, 2).join(":")}::${groups.at(-1)}`;
+    const text = (style === "padded" ? groups.map((g) => g.padStart(4, "0")) : groups).join(":");
+    return style === "upper" ? text.toUpperCase() : text;
+  });
+/** A VIP's family: its own address and each backend's, mostly of one family (a mixed VIP is one check must refuse). */
+const sameFamily = <V extends { address: string; backends: { address: string }[] }>(vip: V, family: 4 | 6 | "mixed", addresses: string[]): V =>
+  family === 4
+    ? vip
+    : {
+        ...vip,
+        address: addresses[0],
+        backends: vip.backends.map((b, i) => ({ ...b, address: family === 6 || i % 2 === 1 ? addresses[(i + 1) % addresses.length] : b.address })),
+      };
+const family = fc.constantFrom<4 | 6 | "mixed">(4, 4, 4, 4, 4, 4, 6, 6, 6, "mixed");
+const ipv6s = fc.array(ipv6, { minLength: 4, maxLength: 4 });
 export const mac = fc.tuple(fc.integer({ min: 0, max: 127 }), fc.array(octet, { minLength: 5, maxLength: 5 }), fc.boolean()).map(([first, rest, upper]) => {
   const text = [hex((first << 1) & 0xfe), ...rest.map(hex)].join(":");
   return upper ? text.toUpperCase() : text;
@@ -157,10 +182,16 @@ const dsr = fc
       mode: fc.constantFrom("mac", "gre", "ipip"),
       zone: fc.integer({ min: 1, max: 65535 }),
       vips: fc.array(
-        fc.record(
-          { address: ipv4, port: l4Port, protocol: fc.constantFrom("tcp", "udp", "sctp"), backends: fc.array(dsrBackend, { minLength: 1, maxLength: 3 }) },
-          { requiredKeys: ["address", "port", "backends"] },
-        ),
+        fc
+          .tuple(
+            fc.record(
+              { address: ipv4, port: l4Port, protocol: fc.constantFrom("tcp", "udp", "sctp"), backends: fc.array(dsrBackend, { minLength: 1, maxLength: 3 }) },
+              { requiredKeys: ["address", "port", "backends"] },
+            ),
+            family,
+            ipv6s,
+          )
+          .map(([vip, f, v6]) => sameFamily(vip, f, v6)),
         { maxLength: 3 },
       ),
       gre: fc.record(
@@ -192,18 +223,24 @@ const dnat = fc
     selectionFields: fc.uniqueArray(fc.constantFrom("ip_src", "ip_dst", "tp_src", "tp_dst"), { minLength: 1, maxLength: 4 }),
     secondChance: fc.option(fc.record({ slots: fc.constantFrom(1024, 2048) }, { requiredKeys: [] }), { nil: undefined }),
     vips: fc.array(
-      fc.record({
-        address: ipv4,
-        port: l4Port,
-        protocol: fc.constantFrom("tcp", "udp", "sctp"),
-        backends: fc.array(
-          fc.record(
-            { address: ipv4, port: l4Port, mac, hypervisor: fc.nat(), weight: fc.integer({ min: 1, max: 4 }) },
-            { requiredKeys: ["address", "port", "mac", "hypervisor"] },
-          ),
-          { maxLength: 3 },
-        ),
-      }),
+      fc
+        .tuple(
+          fc.record({
+            address: ipv4,
+            port: l4Port,
+            protocol: fc.constantFrom("tcp", "udp", "sctp"),
+            backends: fc.array(
+              fc.record(
+                { address: ipv4, port: l4Port, mac, hypervisor: fc.nat(), weight: fc.integer({ min: 1, max: 4 }) },
+                { requiredKeys: ["address", "port", "mac", "hypervisor"] },
+              ),
+              { maxLength: 3 },
+            ),
+          }),
+          family,
+          ipv6s,
+        )
+        .map(([vip, f, v6]) => sameFamily(vip, f, v6)),
       { minLength: 1, maxLength: 3 },
     ),
   })

@@ -123,11 +123,17 @@ describe.each(KINDS)("fuzzed %s inputs", (kind: Kind) => {
     // 7% of its inputs, too close to 5% for 300 random ones).
     let accepted = 0;
     let refused = 0;
+    let acceptedIpv6 = 0;
     for (const inputs of fc.sample(inputsOf(kind), { numRuns: COVERAGE_RUNS, seed: COVERAGE_SEED })) {
       if ((await check(kind, {}, inputs)).failures.length > 0) refused++;
-      else accepted++;
+      else {
+        accepted++;
+        if (Array.isArray(inputs.vips) && (inputs.vips as { address: string }[]).some((v) => v.address.includes(":"))) acceptedIpv6++;
+      }
     }
     expect(refused).toBeGreaterThan(COVERAGE_RUNS / 10);
+    // IPv6 VIPs are planned too (rendered, parsed back), not only refused.
+    if (kind === "DsrHypervisorFlows" || kind === "DeferredNatLoadBalancer") expect(acceptedIpv6).toBeGreaterThan(0);
     if (kind !== "DeferredNatLoadBalancer") expect(accepted).toBeGreaterThan(COVERAGE_RUNS / 20);
     else expect(accepted).toBeGreaterThan(0);
   });
