@@ -9,6 +9,7 @@ import { fleetPreviewBenchmark } from "./fleet-preview";
 import { livenessBenchmark } from "./liveness";
 import { peerCommandBenchmark } from "./peer-command";
 import { previewCostBenchmark } from "./preview-cost";
+import { realNetworksBenchmark } from "./real-networks";
 import { scaleFanoutBenchmark } from "./scale-fanout";
 import { scalePlanningBenchmark } from "./scale-planning";
 import { scaleReadingBenchmark } from "./scale-reading";
@@ -41,6 +42,7 @@ const BENCHMARKS: readonly Benchmark[] = [
   scaleReadingBenchmark,
   previewCostBenchmark,
   fleetPreviewBenchmark,
+  realNetworksBenchmark,
 ];
 
 /** Compiled to dist/bench/run.js: the tracked results sit next to the sources. */
