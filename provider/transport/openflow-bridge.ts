@@ -284,7 +284,10 @@ export class OpenFlowBridge {
   /** Every group's counters, each bucket's by position (`dump-group-stats`), parsed as the dump arrives. */
   async dumpGroupStats(): Promise<GroupStats[]> {
     const stats: GroupStats[] = [];
-    await this.ofctlStream(["dump-group-stats", this.address], groupStatsStreamParser((g) => stats.push(g)));
+    await this.ofctlStream(
+      ["dump-group-stats", this.address],
+      groupStatsStreamParser((g) => stats.push(g)),
+    );
     return stats;
   }
 
