@@ -257,7 +257,9 @@ describe("a component fed by Outputs (up on the lab)", () => {
     expect(error).toBeInstanceOf(HarnessError);
     const diagnostics = (error as HarnessError).result.diagnostics.map((d) => d.message).join("\n");
     // The refusal alone, as the program runner reports a RunError: no SDK wrapping, no stack.
-    expect(diagnostics).toContain('TransparentDsr "tdsr-out": args.vips[0].backends[0].address: must be an IPv4 address in dotted-quad form, e.g. 10.0.0.10');
+    expect(diagnostics).toContain(
+      'TransparentDsr "tdsr-out": args.vips[0].backends[0].address: must be an IPv4 address (10.0.0.10) or an IPv6 address (2001:db8::10)',
+    );
     expect(diagnostics).not.toMatch(/error serializing|\n\s+at /);
     expect(await bridges()).not.toContain("br-cmp-bad");
   }, 120_000);

@@ -79,23 +79,26 @@ describe("IPv6 inputs", () => {
     expect((await failures("DsrHypervisorFlows", prefix)).some((f) => f.startsWith("vips[0].address"))).toBe(true);
   });
 
-  it("check refuses IPv6 VIPs where they cannot work yet, naming the property and what works", async () => {
-    expect(await failures("DsrHypervisorFlows", hvInputs({ mode: "gre", gre: { allowedSources: ["172.16.11.2"] } }))).toContain(
-      "vips[0].address: gre mode does not carry IPv6 VIPs yet (IPv6 works in mac mode, without pathMtu and fragments)",
-    );
+  it("check refuses IPv6 VIPs where they cannot work yet, naming the property and what works; gre carries them over an IPv4 underlay", async () => {
+    const hvGre = hvInputs({ mode: "gre", gre: { allowedSources: ["172.16.11.2"] } });
+    expect(await failures("DsrHypervisorFlows", hvGre)).toEqual([]);
+    expect(
+      await failures("DsrHypervisorFlows", hvInputs({ mode: "gre", gre: { allowedSources: ["172.16.11.2"], secondChance: { peers: ["172.16.22.2"] } } })),
+    ).toContain("gre.secondChance: second chance does not carry IPv6 VIPs yet (IPv6 works in mac and gre mode, without secondChance, pathMtu and fragments)");
     expect(await failures("DsrHypervisorFlows", hvInputs({ pathMtu: true }))).toContain(
-      "pathMtu: path MTU discovery (ICMPv6 packet too big) does not carry IPv6 VIPs yet (IPv6 works in mac mode, without pathMtu and fragments)",
+      "pathMtu: path MTU discovery (ICMPv6 packet too big) does not carry IPv6 VIPs yet (IPv6 works in mac and gre mode, without secondChance, pathMtu and fragments)",
     );
     const gre = lbInputs({
       delivery: "gre",
       gateways: [{ ...lbInputs().gateways[0], tunnelAddress: "172.16.11.2" }],
       hypervisors: [{ name: "hv1", tunnelAddress: "172.16.21.2" }],
     });
-    expect(await failures("DeferredNatLoadBalancer", gre)).toContain(
-      "vips[0].address: gre delivery (to hv1) does not carry IPv6 VIPs yet (IPv6 works in mac delivery, without secondChance, pathMtu, fragments, ovn and healthCheck)",
-    );
+    expect(await failures("DeferredNatLoadBalancer", gre)).toEqual([]);
+    const reason = "does not carry IPv6 VIPs yet (IPv6 works in mac and gre delivery, without secondChance, pathMtu, fragments, ovn and healthCheck)";
+    expect(await failures("DeferredNatLoadBalancer", { ...gre, secondChance: {} })).toContain(`secondChance: second chance ${reason}`);
+    expect(await failures("DeferredNatLoadBalancer", { ...gre, pathMtu: true })).toContain(`pathMtu: path MTU discovery (ICMPv6 packet too big) ${reason}`);
     // The IPv4 VIP beside it is not refused for its family.
-    expect((await failures("DeferredNatLoadBalancer", gre)).filter((f) => f.startsWith("vips[1]"))).toEqual([]);
+    expect((await failures("DeferredNatLoadBalancer", { ...gre, pathMtu: true })).filter((f) => f.startsWith("vips[1]"))).toEqual([]);
     expect(await failures("DeferredNatLoadBalancer", lbInputs())).toEqual([]);
     expect(await failures("DsrHypervisorFlows", hvInputs())).toEqual([]);
   });

@@ -6,11 +6,13 @@ import { traceBuckets } from "../../provider/transport/openflow-trace";
 import type { SshSession } from "../../provider/transport/ssh";
 import type { LabBackend, LabInventory } from "../lab/topology";
 import { ProviderDriver, labHypervisorFlows, labLoadBalancer } from "../support/deferred-nat";
-import { inNamespace, labSsh, loadInventory, spawnInNamespace } from "../support/lab";
+import { inNamespace, labSsh, loadInventory, lockLab, spawnInNamespace } from "../support/lab";
+import { greKeyOf } from "../../provider/resources/deferred-nat-load-balancer/plan";
 import { connectAndClose, openLiveConnections, times, type LiveConnections } from "../support/tcp-clients";
 
 /**
- * IPv6 through deferred NAT in mac delivery, real TCP: the lab's segment
+ * IPv6 through deferred NAT in mac and in gre delivery (over the lab's IPv4
+ * underlay), real TCP: the lab's segment
  * made dual-stack for the test (ULA fd00:10::/64 beside 10.0.0.0/24; VIPs
  * in fd00:20::/64, which the client routes over both gateways by ECMP), the
  * backend VMs serving on both families. A dual-stack service: an IPv6 VIP
@@ -31,6 +33,7 @@ const servers: ChildProcess[] = [];
 const lb = new ProviderDriver("DeferredNatLoadBalancer");
 const hv: Record<string, ProviderDriver> = {};
 let live: LiveConnections | undefined;
+let unlock: (() => void) | undefined;
 
 /** A lab address's IPv6 twin on the segment: 10.0.0.101 -> fd00:10::101. */
 const v6 = (address: string) => `fd00:10::${address.split(".")[3]}`;
@@ -71,14 +74,18 @@ function startServer(b: LabBackend): Promise<void> {
 const backend6 = (b: LabBackend) => ({ address: v6(b.address), port: PORT, mac: b.mac, hypervisor: b.hypervisor });
 const backend4 = (b: LabBackend) => ({ address: b.address, port: PORT, mac: b.mac, hypervisor: b.hypervisor });
 
+type Delivery = "mac" | "gre";
+const underlay = (host: string) => inv.hosts[host].underlay!.address;
+
 /** The dual-stack service over `backends`: the hypervisors first, then the gateways. */
-async function apply(backends: LabBackend[]) {
+async function apply(backends: LabBackend[], delivery: Delivery) {
   for (const name of hvs()) {
     const here = backends.filter((b) => b.hypervisor === name);
     const flows = labHypervisorFlows(inv, NAME, name, [{ address: VIP4, port: 80, backends: here }]);
     const dsrBackend = (b: LabBackend, address: string) => ({ address, port: PORT, mac: b.mac, bridgePort: b.port });
     const inputs = {
       ...flows,
+      ...(delivery === "gre" ? { mode: "gre" as const, gre: { allowedSources: ["gw1", "gw2"].map(underlay), key: greKeyOf({ name: NAME }) } } : {}),
       vips: [
         { address: VIP6, port: 80, protocol: "tcp" as const, backends: here.map((b) => dsrBackend(b, v6(b.address))) },
         { address: VIP4, port: 80, protocol: "tcp" as const, backends: here.map((b) => dsrBackend(b, b.address)) },
@@ -87,10 +94,23 @@ async function apply(backends: LabBackend[]) {
     const d = (hv[name] ??= new ProviderDriver("DsrHypervisorFlows"));
     await (d.id ? d.update(inputs) : d.create(inputs));
   }
-  const inputs = labLoadBalancer(inv, NAME, [
-    { address: VIP6, port: 80, protocol: "tcp", backends: backends.map(backend6) },
-    { address: VIP4, port: 80, protocol: "tcp", backends: backends.map(backend4) },
-  ]);
+  const base = labLoadBalancer(
+    inv,
+    NAME,
+    [
+      { address: VIP6, port: 80, protocol: "tcp", backends: backends.map(backend6) },
+      { address: VIP4, port: 80, protocol: "tcp", backends: backends.map(backend4) },
+    ],
+    { delivery },
+  );
+  const inputs =
+    delivery === "gre"
+      ? {
+          ...base,
+          gateways: base.gateways.map((g) => ({ ...g, tunnelAddress: underlay(g.name) })),
+          hypervisors: base.hypervisors.map((h) => ({ ...h, tunnelAddress: underlay(h.name) })),
+        }
+      : base;
   await (lb.id ? lb.update(inputs) : lb.create(inputs));
 }
 
@@ -134,6 +154,8 @@ const bucketOf = (b: LabBackend) => (lb.outputs.bucketIds as Record<string, Reco
 beforeAll(async () => {
   inv = loadInventory();
   pool = ["hv1-vm1", "hv1-vm2", "hv2-vm1", "hv2-vm2"].map((n) => inv.backends.find((b) => b.name === n)!);
+  // gre delivery: a host's datapath takes one flow-based GRE port.
+  unlock = await lockLab("hv1-gre");
   for (const h of ["gw1", "gw2"]) ssh[h] = await labSsh(inv, h);
   dualStack(true);
   await Promise.all(pool.map(startServer));
@@ -146,13 +168,28 @@ afterAll(async () => {
   for (const d of Object.values(hv)) if (d.id) await d.delete().catch(() => undefined);
   if (inv) dualStack(false);
   for (const s of Object.values(ssh)) s.close();
+  unlock?.();
 });
 
-describe("IPv6 in mac delivery: a dual-stack service", () => {
+/** Each mode's resources go with it: the next starts from nothing. */
+async function removeAll() {
+  live?.close();
+  live = undefined;
+  if (lb.id) await lb.delete();
+  lb.id = "";
+  for (const d of Object.values(hv))
+    if (d.id) {
+      await d.delete();
+      d.id = "";
+    }
+}
+
+describe.each(["mac", "gre"] as const)("IPv6 in %s delivery: a dual-stack service", (delivery) => {
   const three = () => pool.slice(0, 3);
+  afterAll(removeAll);
 
   it("IPv6 connections reach every backend through both gateways, and the IPv4 VIP of the same backends answers too; a read finds no drift", async () => {
-    await apply(three());
+    await apply(three(), delivery);
     const seen6 = greet(VIP6, 6, 40);
     expect(new Set(seen6)).toEqual(new Set(three().map((b) => b.name)));
     const seen4 = greet(VIP4, 4, 40);
@@ -173,7 +210,7 @@ describe("IPv6 in mac delivery: a dual-stack service", () => {
     expect(live.initial.filter((c) => c.broken)).toEqual([]);
 
     const added = pool[3];
-    await apply(pool);
+    await apply(pool, delivery);
     const afterAdd = await traceAll();
     expect(afterAdd[0]).toEqual(afterAdd[1]);
     const movedByAdd = afterAdd[0].filter((b, i) => b !== before[0][i]);
@@ -189,7 +226,10 @@ describe("IPv6 in mac delivery: a dual-stack service", () => {
 
     const removed = pool[0];
     const removedBucket = bucketOf(removed);
-    await apply(pool.filter((b) => b !== removed));
+    await apply(
+      pool.filter((b) => b !== removed),
+      delivery,
+    );
     const afterRemove = await traceAll();
     expect(afterRemove[0]).toEqual(afterRemove[1]);
     const movedByRemove = afterRemove[0].flatMap((b, i) => (b !== afterAdd[0][i] ? [afterAdd[0][i]] : []));
@@ -199,7 +239,7 @@ describe("IPv6 in mac delivery: a dual-stack service", () => {
     const brokenByRemove = brokenOf(await live.round()).filter((c) => !brokenByAdd.some((a) => a.port === c.port));
     expect(brokenByRemove.filter((c) => c.backend !== removed.name)).toEqual([]);
     console.log(
-      `IPv6, mac delivery: add moved ${movedByAdd.length} of ${TUPLES} tuples (all to the new backend), remove moved ${movedByRemove.length} (all the removed one's); ` +
+      `IPv6, ${delivery} delivery: add moved ${movedByAdd.length} of ${TUPLES} tuples (all to the new backend), remove moved ${movedByRemove.length} (all the removed one's); ` +
         `of 30 live connections the add broke ${brokenByAdd.length} (all now hashed to the new backend), the removal ${brokenByRemove.length} (all the removed one's)`,
     );
   });
