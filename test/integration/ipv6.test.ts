@@ -2,6 +2,7 @@ import type { ChildProcess } from "node:child_process";
 import { createInterface } from "node:readline";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Match } from "../../provider/openflow";
+import { runChecked } from "../../provider/transport/exec";
 import { traceBuckets } from "../../provider/transport/openflow-trace";
 import type { SshSession } from "../../provider/transport/ssh";
 import type { LabBackend, LabInventory } from "../lab/topology";
@@ -74,7 +75,7 @@ function startServer(b: LabBackend): Promise<void> {
 const backend6 = (b: LabBackend) => ({ address: v6(b.address), port: PORT, mac: b.mac, hypervisor: b.hypervisor });
 const backend4 = (b: LabBackend) => ({ address: b.address, port: PORT, mac: b.mac, hypervisor: b.hypervisor });
 
-type Delivery = "mac" | "gre";
+type Delivery = "mac" | "gre" | "gre, second chance";
 const underlay = (host: string) => inv.hosts[host].underlay!.address;
 
 /** The dual-stack service over `backends`: the hypervisors first, then the gateways. */
@@ -86,6 +87,19 @@ async function apply(backends: LabBackend[], delivery: Delivery) {
     const inputs = {
       ...flows,
       ...(delivery === "gre" ? { mode: "gre" as const, gre: { allowedSources: ["gw1", "gw2"].map(underlay), key: greKeyOf({ name: NAME }) } } : {}),
+      ...(delivery === "gre, second chance"
+        ? {
+            mode: "gre" as const,
+            gre: {
+              allowedSources: ["gw1", "gw2"].map(underlay),
+              secondChance: {
+                peers: hvs()
+                  .filter((h) => h !== name)
+                  .map(underlay),
+              },
+            },
+          }
+        : {}),
       vips: [
         { address: VIP6, port: 80, protocol: "tcp" as const, backends: here.map((b) => dsrBackend(b, v6(b.address))) },
         { address: VIP4, port: 80, protocol: "tcp" as const, backends: here.map((b) => dsrBackend(b, b.address)) },
@@ -101,10 +115,10 @@ async function apply(backends: LabBackend[], delivery: Delivery) {
       { address: VIP6, port: 80, protocol: "tcp", backends: backends.map(backend6) },
       { address: VIP4, port: 80, protocol: "tcp", backends: backends.map(backend4) },
     ],
-    { delivery },
+    delivery === "mac" ? { delivery } : { delivery: "gre", ...(delivery === "gre, second chance" ? { secondChance: {} } : {}) },
   );
   const inputs =
-    delivery === "gre"
+    delivery !== "mac"
       ? {
           ...base,
           gateways: base.gateways.map((g) => ({ ...g, tunnelAddress: underlay(g.name) })),
@@ -156,7 +170,7 @@ beforeAll(async () => {
   pool = ["hv1-vm1", "hv1-vm2", "hv2-vm1", "hv2-vm2"].map((n) => inv.backends.find((b) => b.name === n)!);
   // gre delivery: a host's datapath takes one flow-based GRE port.
   unlock = await lockLab("hv1-gre");
-  for (const h of ["gw1", "gw2"]) ssh[h] = await labSsh(inv, h);
+  for (const h of ["gw1", "gw2", "hv2"]) ssh[h] = await labSsh(inv, h);
   dualStack(true);
   await Promise.all(pool.map(startServer));
 });
@@ -241,6 +255,30 @@ describe.each(["mac", "gre"] as const)("IPv6 in %s delivery: a dual-stack servic
     console.log(
       `IPv6, ${delivery} delivery: add moved ${movedByAdd.length} of ${TUPLES} tuples (all to the new backend), remove moved ${movedByRemove.length} (all the removed one's); ` +
         `of 30 live connections the add broke ${brokenByAdd.length} (all now hashed to the new backend), the removal ${brokenByRemove.length} (all the removed one's)`,
+    );
+  });
+});
+
+describe("IPv6 with second chance (gre): adding a backend breaks no live IPv6 connection", () => {
+  afterAll(removeAll);
+
+  it("30 live IPv6 connections over three backends survive adding a fourth (slots moved from hv1's backends are handed back to hv1); new connections reach it", async () => {
+    await apply(pool.slice(0, 3), "gre, second chance");
+    expect(new Set(greet(VIP6, 6, 30))).toEqual(new Set(pool.slice(0, 3).map((b) => b.name)));
+    live = await openLiveConnections(inv.client.namespace, VIP6, 80, 30);
+    expect(live.initial.filter((c) => c.broken)).toEqual([]);
+    await apply(pool, "gre, second chance");
+    expect(brokenOf(await live.round())).toEqual([]);
+    expect(brokenOf(await live.round())).toEqual([]);
+    expect(greet(VIP6, 6, 40)).toContain(pool[3].name);
+    // The hand-on path carried IPv6: hv2, which owns the slots moved from hv1's backends, handed their packets on (a read's traffic).
+    await runChecked(ssh.hv2, ["ovs-appctl", "revalidator/wait"]);
+    const traffic = (await hv.hv2.read()).props.traffic as { secondChance: { handedOn: { packets: number } } };
+    expect(traffic.secondChance.handedOn.packets).toBeGreaterThan(0);
+    const moves = (lb.outputs.slotMoves as Record<string, { moved: number; minimum: number }>)[`tcp:${VIP6}:80`];
+    expect(moves.moved).toBe(moves.minimum);
+    console.log(
+      `IPv6, second chance: adding a 4th backend moved ${moves.moved} slots (the fewest), 0 of 30 live connections broken, ${traffic.secondChance.handedOn.packets} packets handed on by hv2`,
     );
   });
 });

@@ -84,9 +84,9 @@ describe("IPv6 inputs", () => {
     expect(await failures("DsrHypervisorFlows", hvGre)).toEqual([]);
     expect(
       await failures("DsrHypervisorFlows", hvInputs({ mode: "gre", gre: { allowedSources: ["172.16.11.2"], secondChance: { peers: ["172.16.22.2"] } } })),
-    ).toContain("gre.secondChance: second chance does not carry IPv6 VIPs yet (IPv6 works in mac and gre mode, without secondChance, pathMtu and fragments)");
+    ).toEqual([]);
     expect(await failures("DsrHypervisorFlows", hvInputs({ pathMtu: true }))).toContain(
-      "pathMtu: path MTU discovery (ICMPv6 packet too big) does not carry IPv6 VIPs yet (IPv6 works in mac and gre mode, without secondChance, pathMtu and fragments)",
+      "pathMtu: path MTU discovery (ICMPv6 packet too big) does not carry IPv6 VIPs yet (IPv6 works in mac and gre mode and with secondChance, without pathMtu and fragments)",
     );
     const gre = lbInputs({
       delivery: "gre",
@@ -94,8 +94,11 @@ describe("IPv6 inputs", () => {
       hypervisors: [{ name: "hv1", tunnelAddress: "172.16.21.2" }],
     });
     expect(await failures("DeferredNatLoadBalancer", gre)).toEqual([]);
-    const reason = "does not carry IPv6 VIPs yet (IPv6 works in mac and gre delivery, without secondChance, pathMtu, fragments, ovn and healthCheck)";
-    expect(await failures("DeferredNatLoadBalancer", { ...gre, secondChance: {} })).toContain(`secondChance: second chance ${reason}`);
+    const reason = "does not carry IPv6 VIPs yet (IPv6 works in mac and gre delivery and with secondChance, without pathMtu, fragments, ovn and healthCheck)";
+    expect(await failures("DeferredNatLoadBalancer", { ...gre, secondChance: {} })).toEqual([]);
+    expect(await failures("DeferredNatLoadBalancer", { ...gre, healthCheck: { bfd: { minRx: 100, minTx: 100, multiplier: 3 } } })).toContain(
+      `healthCheck: health checking ${reason}`,
+    );
     expect(await failures("DeferredNatLoadBalancer", { ...gre, pathMtu: true })).toContain(`pathMtu: path MTU discovery (ICMPv6 packet too big) ${reason}`);
     // The IPv4 VIP beside it is not refused for its family.
     expect((await failures("DeferredNatLoadBalancer", { ...gre, pathMtu: true })).filter((f) => f.startsWith("vips[1]"))).toEqual([]);

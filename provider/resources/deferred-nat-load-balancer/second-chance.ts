@@ -1,7 +1,7 @@
 import type { DeferredNatDefaulted as Inputs } from "./plan";
 import type { DeferredNatVip } from "../../model/inputs.generated";
 import type { CheckFailure } from "../../model/validate";
-import { ipv4Number, type Flow, type MultipathFields } from "../../openflow";
+import { ipMatch, ipv4Number, type Flow, type MultipathFields } from "../../openflow";
 import {
   DEFAULT_HOLD_SECONDS,
   DEVIATION_DIVISOR,
@@ -188,7 +188,7 @@ export function slotFlows(inputs: Inputs, vip: DeferredNatVip, table: SlotTable,
   const hypervisorOf = new Map(vip.backends.map((b) => [backendKey(b), b.hypervisor]));
   const hypervisorAddress = new Map(inputs.hypervisors.map((h) => [h.name, h.tunnelAddress!]));
   const bits = Math.log2(table.size);
-  const vipMatch = { protocol: vip.protocol, nw_dst: vip.address, tp_dst: vip.port };
+  const vipMatch = { ...ipMatch(vip.protocol, "dst", vip.address), tp_dst: vip.port };
   const flows: Flow[] = [
     {
       table: 0,

@@ -31,8 +31,7 @@ export function withDefaults(inputs: DsrHypervisorFlowsInputs): Inputs {
 function ipv6Refusals(inputs: Inputs, v: number): CheckFailure[] {
   const failures: CheckFailure[] = [];
   const not = (property: string, what: string) =>
-    failures.push({ property, reason: `${what} does not carry IPv6 VIPs yet (IPv6 works in mac and gre mode, without secondChance, pathMtu and fragments)` });
-  if (inputs.gre?.secondChance) not("gre.secondChance", "second chance");
+    failures.push({ property, reason: `${what} does not carry IPv6 VIPs yet (IPv6 works in mac and gre mode and with secondChance, without pathMtu and fragments)` });
   if (inputs.pathMtu) not("pathMtu", "path MTU discovery (ICMPv6 packet too big)");
   if (inputs.vips[v].fragments) not(`vips[${v}].fragments`, "fragments");
   return failures;
