@@ -120,6 +120,31 @@ describe("deferred-NAT load balancer, OVN mode", () => {
     }
   });
 
+  it("an IPv6 VIP beside the IPv4 one: written [addr]:port, read back with no drift, and northd makes its ip6 flows", async () => {
+    const [b1, b2] = inv.backends;
+    const v6 = (a: string) => `fd00:10::${a.split(".")[3]}`;
+    const dual = {
+      ...desired,
+      vips: [
+        ...desired.vips,
+        {
+          address: "FD00:20::C6",
+          port: 80,
+          protocol: "tcp" as const,
+          backends: [b1, b2].map((b) => ({ ...labBackend(inv, b), address: v6(b.address) })),
+        },
+      ],
+    };
+    await lb.update(dual);
+    const vips = await nbctl("get", "load_balancer", "ovslb-ovnmode-tcp", "vips");
+    expect(vips).toContain(`"[fd00:20::c6]:80"="[${v6(b1.address)}]:8080,[${v6(b2.address)}]:8080"`);
+    expect(vips).toContain(`"${VIP}:80"=`);
+    expect((await lb.read()).props.drift).toEqual([]);
+    await nbctl("--wait=sb", "--timeout=30", "sync");
+    expect(await sbctl("lflow-list", ROUTER)).toContain("ip6.dst == fd00:20::c6 && tcp && tcp.dst == 80");
+    await lb.update(desired);
+  });
+
   it("delete detaches and removes its rows", async () => {
     await lb.delete();
     lb.id = "";

@@ -94,7 +94,7 @@ describe("IPv6 inputs", () => {
       hypervisors: [{ name: "hv1", tunnelAddress: "172.16.21.2" }],
     });
     expect(await failures("DeferredNatLoadBalancer", gre)).toEqual([]);
-    const reason = "does not carry IPv6 VIPs yet (IPv6 works in mac and gre delivery and with secondChance, without pathMtu, fragments, ovn and healthCheck)";
+    const reason = "does not carry IPv6 VIPs yet (IPv6 works in mac and gre delivery, with secondChance and ovn, without pathMtu, fragments and healthCheck)";
     expect(await failures("DeferredNatLoadBalancer", { ...gre, secondChance: {} })).toEqual([]);
     expect(await failures("DeferredNatLoadBalancer", { ...gre, healthCheck: { bfd: { minRx: 100, minTx: 100, multiplier: 3 } } })).toContain(
       `healthCheck: health checking ${reason}`,

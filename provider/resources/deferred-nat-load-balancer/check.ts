@@ -121,12 +121,11 @@ function ipv6Refusals(inputs: Inputs, v: number): CheckFailure[] {
   const not = (property: string, what: string) =>
     failures.push({
       property,
-      reason: `${what} does not carry IPv6 VIPs yet (IPv6 works in mac and gre delivery and with secondChance, without pathMtu, fragments, ovn and healthCheck)`,
+      reason: `${what} does not carry IPv6 VIPs yet (IPv6 works in mac and gre delivery, with secondChance and ovn, without pathMtu, fragments and healthCheck)`,
     });
   const vip = inputs.vips[v];
   if (inputs.pathMtu) not("pathMtu", "path MTU discovery (ICMPv6 packet too big)");
   if (vip.fragments) not(`vips[${v}].fragments`, "fragments");
-  if (inputs.ovn) not("ovn", "the OVN northbound load balancer");
   if (inputs.healthCheck) not("healthCheck", "health checking");
   return failures;
 }

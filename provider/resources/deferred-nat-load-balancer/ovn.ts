@@ -18,7 +18,7 @@ import {
 } from "../../ovsdb";
 import { attachedHealthChecks, attachedMappings, withHealthCheckRows, type HealthCheckColumns } from "../../engine/attached-health-checks";
 import type { DriftFinding } from "../../model/drift";
-import { backendKey, lbId } from "./plan";
+import { lbId } from "./plan";
 
 /**
  * The optional OVN side: one northbound Load_Balancer row per protocol
@@ -66,15 +66,20 @@ export function desiredNbRows(inputs: Inputs): NbLoadBalancer[] {
       };
       byProtocol.set(vip.protocol, row);
     }
-    const key = `${vip.address}:${vip.port}`;
-    row.vips[key] = vip.backends.map(backendKey).join(",");
+    // OVN writes an IPv6 VIP or backend with its port as [addr]:port (ovn-nb(5), Load_Balancer vips).
+    const key = endpoint(vip);
+    row.vips[key] = vip.backends.map(endpoint).join(",");
     if (d.healthCheck?.probe) row.healthChecks[key] = probeOptions(d.healthCheck.probe);
     for (const b of vip.backends) {
-      if (b.logicalPort && d.ovn?.healthCheckSourceIp) row.ipPortMappings[b.address] = `${b.logicalPort}:${d.ovn.healthCheckSourceIp}`;
+      // Mappings serve OVN's health checks, which ovslb does not run for IPv6 VIPs yet (check refuses them).
+      if (b.logicalPort && d.ovn?.healthCheckSourceIp && !b.address.includes(":"))
+        row.ipPortMappings[b.address] = `${b.logicalPort}:${d.ovn.healthCheckSourceIp}`;
     }
   }
   return [...byProtocol.values()];
 }
+
+const endpoint = (e: { address: string; port: number }) => (e.address.includes(":") ? `[${e.address}]:${e.port}` : `${e.address}:${e.port}`);
 
 const asRecord = (m: ReadonlyMap<string, string>): Record<string, string> => Object.fromEntries(m);
 
