@@ -94,11 +94,12 @@ describe("IPv6 inputs", () => {
       hypervisors: [{ name: "hv1", tunnelAddress: "172.16.21.2" }],
     });
     expect(await failures("DeferredNatLoadBalancer", gre)).toEqual([]);
-    const reason = "does not carry IPv6 VIPs yet (IPv6 works in mac and gre delivery, with secondChance and ovn, without pathMtu, fragments and healthCheck)";
+    const reason =
+      "does not carry IPv6 VIPs yet (IPv6 works in mac and gre delivery, with secondChance, ovn and healthCheck.bfd, without pathMtu, fragments and OVN probes)";
     expect(await failures("DeferredNatLoadBalancer", { ...gre, secondChance: {} })).toEqual([]);
-    expect(await failures("DeferredNatLoadBalancer", { ...gre, healthCheck: { bfd: { minRx: 100, minTx: 100, multiplier: 3 } } })).toContain(
-      `healthCheck: health checking ${reason}`,
-    );
+    expect(await failures("DeferredNatLoadBalancer", { ...gre, healthCheck: { bfd: { minRx: 100, minTx: 100, multiplier: 3 } } })).toEqual([]);
+    const probed = await failures("DeferredNatLoadBalancer", { ...gre, healthCheck: { probe: {} } });
+    expect(probed).toContain(`healthCheck.probe: OVN's probes ${reason}`);
     expect(await failures("DeferredNatLoadBalancer", { ...gre, pathMtu: true })).toContain(`pathMtu: path MTU discovery (ICMPv6 packet too big) ${reason}`);
     // The IPv4 VIP beside it is not refused for its family.
     expect((await failures("DeferredNatLoadBalancer", { ...gre, pathMtu: true })).filter((f) => f.startsWith("vips[1]"))).toEqual([]);

@@ -121,12 +121,12 @@ function ipv6Refusals(inputs: Inputs, v: number): CheckFailure[] {
   const not = (property: string, what: string) =>
     failures.push({
       property,
-      reason: `${what} does not carry IPv6 VIPs yet (IPv6 works in mac and gre delivery, with secondChance and ovn, without pathMtu, fragments and healthCheck)`,
+      reason: `${what} does not carry IPv6 VIPs yet (IPv6 works in mac and gre delivery, with secondChance, ovn and healthCheck.bfd, without pathMtu, fragments and OVN probes)`,
     });
   const vip = inputs.vips[v];
   if (inputs.pathMtu) not("pathMtu", "path MTU discovery (ICMPv6 packet too big)");
   if (vip.fragments) not(`vips[${v}].fragments`, "fragments");
-  if (inputs.healthCheck) not("healthCheck", "health checking");
+  if (inputs.healthCheck?.probe) not("healthCheck.probe", "OVN's probes");
   return failures;
 }
 
