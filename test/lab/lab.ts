@@ -6,6 +6,9 @@ import {
   BACKEND_PORT,
   CLIENT,
   GATEWAY_VIP_RANGE,
+  GATEWAY_VIP_RANGE6,
+  SEGMENT6_CIDR,
+  ipv6Twin,
   HOSTS,
   type HostPlan,
   L3DSR,
@@ -268,6 +271,8 @@ export class Lab {
       mgmtCidr: MGMT_CIDR,
       segmentCidr: SEGMENT_CIDR,
       gatewayVipRange: GATEWAY_VIP_RANGE,
+      segment6Cidr: SEGMENT6_CIDR,
+      gatewayVipRange6: GATEWAY_VIP_RANGE6,
       backendPort: BACKEND_PORT,
       client: CLIENT,
       tenantClient: TENANT_CLIENT,
@@ -473,6 +478,7 @@ export class Lab {
       "seg0",
     ]);
     inNs(ns, ["ip", "addr", "add", `${segmentAddressOf(plan)}/24`, "dev", "br-seg"]);
+    inNs(ns, ["ip", "-6", "addr", "add", `${ipv6Twin(segmentAddressOf(plan))}/64`, "dev", "br-seg", "nodad"]);
     inNs(ns, ["ip", "link", "set", "br-seg", "up"]);
     return {
       ovsRundir: rundir,
@@ -552,9 +558,10 @@ export class Lab {
     this.configureGuestNic(ns, CLIENT.address, CLIENT.mac);
     // The gateway VIP range is reached through both gateways; hash on L4 so
     // connections spread over them.
-    inNs(ns, ["sysctl", "-q", "-w", "net.ipv4.fib_multipath_hash_policy=1"]);
+    inNs(ns, ["sysctl", "-q", "-w", "net.ipv4.fib_multipath_hash_policy=1", "net.ipv6.fib_multipath_hash_policy=1"]);
     const gateways = Object.values(hosts).filter((h) => h.role === "gateway");
     inNs(ns, ["ip", "route", "add", GATEWAY_VIP_RANGE, ...gateways.flatMap((g) => ["nexthop", "via", g.segment!.address, "dev", "eth0"])]);
+    inNs(ns, ["ip", "-6", "route", "add", GATEWAY_VIP_RANGE6, ...gateways.flatMap((g) => ["nexthop", "via", ipv6Twin(g.segment!.address), "dev", "eth0"])]);
   }
 
   /**
@@ -675,6 +682,8 @@ export class Lab {
   private configureGuestNic(ns: string, address: string, mac: string) {
     inNs(ns, ["ip", "link", "set", "eth0", "address", mac]);
     inNs(ns, ["ip", "addr", "add", `${address}/24`, "dev", "eth0"]);
+    // No duplicate address detection: the lab owns the prefix, and a tentative address would not answer for a second.
+    inNs(ns, ["ip", "-6", "addr", "add", `${ipv6Twin(address)}/64`, "dev", "eth0", "nodad"]);
     inNs(ns, ["ip", "link", "set", "eth0", "up"]);
     inNs(ns, ["ethtool", "-K", "eth0", "tx", "off"]);
   }

@@ -72,6 +72,14 @@ export const TENANT_CLIENT = { namespace: `${LAB_PREFIX}client2`, address: "10.0
 /** VIPs in this range are routed by the client through both gateways (ECMP). */
 export const GATEWAY_VIP_RANGE = "10.0.0.192/28";
 /**
+ * The segment is dual-stack: each address on it has an IPv6 twin in this
+ * ULA prefix (10.0.0.101 -> fd00:10::101), and IPv6 VIPs in
+ * GATEWAY_VIP_RANGE6 are routed by the client through both gateways (ECMP).
+ */
+export const SEGMENT6_CIDR = "fd00:10::/64";
+export const GATEWAY_VIP_RANGE6 = "fd00:20::/64";
+export const ipv6Twin = (segmentAddress: string) => `fd00:10::${segmentAddress.split(".")[3]}`;
+/**
  * An external L3DSR load balancer: a plain Linux namespace (no OVS, no
  * ovslb) with a leg on the segment and a leg on the routed underlay
  * (172.16.41.0/24, through the router namespace like the OVS hosts'). The
@@ -166,6 +174,9 @@ export interface LabInventory {
   mgmtCidr: string;
   segmentCidr: string;
   gatewayVipRange: string;
+  /** The segment's IPv6 prefix and the client's IPv6 VIP range (absent in a lab built before the segment was dual-stack). */
+  segment6Cidr?: string;
+  gatewayVipRange6?: string;
   backendPort: number;
   client: { namespace: string; address: string; mac: string };
   /** Another tenant's client: an access port of VLAN `vlan` on dist1's br-seg (named client2 there). */
