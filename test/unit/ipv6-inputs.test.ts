@@ -86,7 +86,7 @@ describe("IPv6 inputs", () => {
       await failures("DsrHypervisorFlows", hvInputs({ mode: "gre", gre: { allowedSources: ["172.16.11.2"], secondChance: { peers: ["172.16.22.2"] } } })),
     ).toEqual([]);
     expect(await failures("DsrHypervisorFlows", hvInputs({ pathMtu: true }))).toContain(
-      "pathMtu: path MTU discovery (ICMPv6 packet too big) does not carry IPv6 VIPs yet (IPv6 works in mac and gre mode and with secondChance, without pathMtu and fragments)",
+      "pathMtu: path MTU discovery (ICMPv6 packet too big) does not carry IPv6 VIPs yet (IPv6 works in mac and gre mode, with secondChance and fragments, without pathMtu)",
     );
     const gre = lbInputs({
       delivery: "gre",
@@ -95,7 +95,7 @@ describe("IPv6 inputs", () => {
     });
     expect(await failures("DeferredNatLoadBalancer", gre)).toEqual([]);
     const reason =
-      "does not carry IPv6 VIPs yet (IPv6 works in mac and gre delivery, with secondChance, ovn and healthCheck.bfd, without pathMtu, fragments and OVN probes)";
+      "does not carry IPv6 VIPs yet (IPv6 works in mac and gre delivery, with secondChance, fragments, ovn and healthCheck.bfd, without pathMtu and OVN probes)";
     expect(await failures("DeferredNatLoadBalancer", { ...gre, secondChance: {} })).toEqual([]);
     expect(await failures("DeferredNatLoadBalancer", { ...gre, healthCheck: { bfd: { minRx: 100, minTx: 100, multiplier: 3 } } })).toEqual([]);
     const probed = await failures("DeferredNatLoadBalancer", { ...gre, healthCheck: { probe: {} } });
@@ -148,6 +148,29 @@ describe("IPv6 flows", () => {
         ` cookie=0x1, duration=1s, table=0, n_packets=0, n_bytes=0, priority=1000,tcp6,dl_dst=02:00:0a:00:00:65,ipv6_dst=fd00:10::c8,tp_dst=80 actions=ct(commit,table=62,zone=4242,nat(dst=[fd00:10::65]:8080))`,
       )[0].otherMatch,
     ).toEqual([]);
+  });
+
+  it("fragments of an IPv6 VIP: every IPv6 fragment to its address (after the first, OVS sees no transport protocol), on the gateway and the hypervisor", () => {
+    const inputs = lbDefaults(lbInputs({ vips: [{ ...lbInputs().vips[0], protocol: "udp", fragments: true }] }));
+    const ids = assignIds(inputs, { groupIds: {}, bucketIds: {} }, new Set());
+    const [v6] = desiredDataplane(inputs, ids, { segmentOfport: 1, mac: "02:00:0a:00:00:0b" });
+    expect(v6.flows.map((f) => f.match)).toEqual([
+      { protocol: "udp6", ipv6_dst: "fd00:10::c8", in_port: 1, tp_dst: 80 },
+      { protocol: "ipv6", ipv6_dst: "fd00:10::c8", in_port: 1, nw_frag: "yes" },
+    ]);
+    expect(toGroupEntry(v6.group).fields).toEqual(["ipv6_src", "ipv6_dst"]);
+    const hv = dsr.withDefaults(hvInputs({ vips: [{ ...hvInputs().vips[0], protocol: "udp", fragments: true }] }));
+    const placement = {
+      cookie: 1n,
+      zone: 7,
+      ofports: new Map([
+        ["vm1", 2],
+        ["vm2", 3],
+      ]),
+    };
+    const twins = dsr.desiredFlows(hv, placement).filter((f) => f.match.nw_frag === "yes");
+    expect(twins.map((f) => f.match.protocol)).toEqual(Array(twins.length).fill("ipv6"));
+    expect(twins.length).toBe(6); // per backend: its request, delivery and reply, for the fragments
   });
 
   it("a gateway's IPv6 VIP: its flow matches ipv6_dst, its group hashes ipv6_src and ipv6_dst; the IPv4 VIP beside it is unchanged", () => {

@@ -111,21 +111,19 @@ export function checkRules(inputs: Inputs): CheckFailure[] {
     }
   });
   if (inputs.ovn) failures.push(...checkConnection(inputs.ovn.northbound.connection, "ovn.northbound.connection"));
-  failures.push(...checkHealthCheck(inputs), ...checkSecondChance(inputs), ...checkFamilies(inputs.vips, (v) => ipv6Refusals(inputs, v)));
+  failures.push(...checkHealthCheck(inputs), ...checkSecondChance(inputs), ...checkFamilies(inputs.vips, () => ipv6Refusals(inputs)));
   return failures;
 }
 
 /** What an IPv6 VIP cannot be used with yet: each is tested on IPv4 only so far. */
-function ipv6Refusals(inputs: Inputs, v: number): CheckFailure[] {
+function ipv6Refusals(inputs: Inputs): CheckFailure[] {
   const failures: CheckFailure[] = [];
   const not = (property: string, what: string) =>
     failures.push({
       property,
-      reason: `${what} does not carry IPv6 VIPs yet (IPv6 works in mac and gre delivery, with secondChance, ovn and healthCheck.bfd, without pathMtu, fragments and OVN probes)`,
+      reason: `${what} does not carry IPv6 VIPs yet (IPv6 works in mac and gre delivery, with secondChance, fragments, ovn and healthCheck.bfd, without pathMtu and OVN probes)`,
     });
-  const vip = inputs.vips[v];
   if (inputs.pathMtu) not("pathMtu", "path MTU discovery (ICMPv6 packet too big)");
-  if (vip.fragments) not(`vips[${v}].fragments`, "fragments");
   if (inputs.healthCheck?.probe) not("healthCheck.probe", "OVN's probes");
   return failures;
 }

@@ -243,7 +243,8 @@ export const vipFlowMatch = (vip: Pick<DeferredNatVip, "protocol" | "address" | 
  * the first too, as 0, so none matches the VIP's own flow.
  */
 export const fragmentsMatch = (vip: Pick<DeferredNatVip, "protocol" | "address">, gw: Pick<GatewayPort, "segmentOfport">): Flow["match"] => ({
-  ...ipMatch(vip.protocol, "dst", vip.address),
+  // An IPv6 fragment after the first shows OVS no transport protocol (nw_proto 44, the fragment header's): every IPv6 fragment to the address.
+  ...ipMatch(vip.address.includes(":") ? "ip" : vip.protocol, "dst", vip.address),
   in_port: gw.segmentOfport,
   nw_frag: "yes",
 });

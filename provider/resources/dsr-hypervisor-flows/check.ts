@@ -33,10 +33,9 @@ function ipv6Refusals(inputs: Inputs, v: number): CheckFailure[] {
   const not = (property: string, what: string) =>
     failures.push({
       property,
-      reason: `${what} does not carry IPv6 VIPs yet (IPv6 works in mac and gre mode and with secondChance, without pathMtu and fragments)`,
+      reason: `${what} does not carry IPv6 VIPs yet (IPv6 works in mac and gre mode, with secondChance and fragments, without pathMtu)`,
     });
   if (inputs.pathMtu) not("pathMtu", "path MTU discovery (ICMPv6 packet too big)");
-  if (inputs.vips[v].fragments) not(`vips[${v}].fragments`, "fragments");
   return failures;
 }
 

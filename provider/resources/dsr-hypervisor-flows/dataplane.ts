@@ -193,9 +193,11 @@ export function backendFlows(inputs: Inputs, vip: DefaultedDsrVip, b: DsrBackend
   const requests = inputs.mode === "gre" ? inputs.gre!.allowedSources.map((source) => greRequestFlow(inputs, vip, b, source, p)) : [requestFlow(vip, b, p)];
   const delivery = deliverFlow(protocol, b, p, at);
   // fragments: each flow again for the fragments, whose ports OVS reads as 0 (the first's too); conntrack reassembles them.
+  // An IPv6 fragment after the first shows OVS no transport protocol (nw_proto is the fragment header's, 44): match ipv6.
   const fragment = (f: Flow): Flow => {
     const { tp_dst: _d, tp_src: _s, ...match } = f.match;
-    return { ...f, match: { ...match, nw_frag: "yes" } };
+    const v6 = match.ipv6_dst !== undefined || match.ipv6_src !== undefined;
+    return { ...f, match: { ...match, ...(v6 ? { protocol: "ipv6" as const } : {}), nw_frag: "yes" } };
   };
   const fragments = vip.fragments ? { requests: requests.map(fragment), backend: [fragment(delivery), fragment(reply)] } : { requests: [], backend: [] };
   return {
