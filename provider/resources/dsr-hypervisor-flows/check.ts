@@ -28,7 +28,7 @@ export function withDefaults(inputs: DsrHypervisorFlowsInputs): Inputs {
 }
 
 /** What an IPv6 VIP cannot be used with yet: each is tested on IPv4 only so far. */
-function ipv6Refusals(inputs: Inputs, v: number): CheckFailure[] {
+function ipv6Refusals(inputs: Inputs): CheckFailure[] {
   const failures: CheckFailure[] = [];
   const not = (property: string, what: string) =>
     failures.push({
@@ -44,7 +44,7 @@ export function checkRules(inputs: Inputs): CheckFailure[] {
   const failures: CheckFailure[] = [
     ...checkConnection(inputs.host.connection, "host.connection"),
     ...checkGre(inputs),
-    ...checkFamilies(inputs.vips, (v) => ipv6Refusals(inputs, v)),
+    ...checkFamilies(inputs.vips, () => ipv6Refusals(inputs)),
   ];
   const vips = new Map<string, number>();
   const vipAddresses = new Set(inputs.vips.map((v) => v.address));
