@@ -26,16 +26,18 @@ export function addressFamily(address: string, property: string, failures: Check
 /**
  * Each VIP's backends in the VIP's own family (a dual-stack service is an
  * IPv4 VIP and an IPv6 VIP of the backends' two addresses), and IPv6 only
- * where the features in use carry it so far (`v6Refusals`: the property
- * and why, for a VIP of IPv6).
+ * where the features in use carry it so far (`v6Refusals`, added once when
+ * any VIP is IPv6).
  */
 export function checkFamilies(
   vips: readonly { address: string; backends: readonly { address: string }[] }[],
-  v6Refusals: (vipIndex: number) => readonly CheckFailure[],
+  v6Refusals: () => readonly CheckFailure[],
 ): CheckFailure[] {
   const failures: CheckFailure[] = [];
+  let ipv6 = false;
   vips.forEach((vip, v) => {
     const family = addressFamily(vip.address, `vips[${v}].address`, failures);
+    ipv6 ||= family === 6;
     vip.backends.forEach((b, i) => {
       const own = addressFamily(b.address, `vips[${v}].backends[${i}].address`, failures);
       if (family !== undefined && own !== undefined && own !== family) {
@@ -45,7 +47,6 @@ export function checkFamilies(
         });
       }
     });
-    if (family === 6) failures.push(...v6Refusals(v));
   });
-  return failures;
+  return ipv6 ? [...failures, ...v6Refusals()] : failures;
 }
