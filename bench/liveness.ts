@@ -6,6 +6,7 @@ import { spawn } from "node:child_process";
 import type { DeferredNatLoadBalancerInputs, DsrHypervisorFlowsInputs } from "../provider/model/inputs.generated";
 import { chosenBucket } from "../provider/transport/openflow-trace";
 import { slotChoice, traceFlow } from "../provider/openflow/trace";
+import { readSlots } from "../provider/resources/deferred-nat-load-balancer/slots";
 import type { Match } from "../provider/openflow/types";
 import { bfdKeyOf, greKeyOf, tunnelPorts, withDefaults } from "../provider/resources/deferred-nat-load-balancer/plan";
 import { runChecked } from "../provider/transport/exec";
@@ -301,6 +302,23 @@ interface Tuple {
 async function traceOn(lab: Lab, gw: string, tuples: readonly Tuple[]): Promise<Array<string | undefined>> {
   const outs = await Promise.all(tuples.map((t) => lab.unixctl[gw].call("ofproto/trace", ["br-seg", t.flow])));
   return outs.map((o) => (lab.secondChance ? slotChoice(o).mac : chosenBucket(o)?.toString()));
+}
+
+/**
+ * Every tuple on its own backend on the gateway, its BFD sessions counted up
+ * by the datapath: without second chance on a live bucket; with it on its
+ * slot's owner (an owner group on its fallback sends the slot to another
+ * backend, live too, which a check of liveness alone would take for home).
+ */
+async function allHome(lab: Lab, gw: string, tuples: readonly Tuple[]): Promise<boolean> {
+  const outs = await Promise.all(tuples.map((t) => lab.unixctl[gw].call("ofproto/trace", ["br-seg", t.flow])));
+  if (!lab.secondChance) return outs.every((o) => chosenBucket(o) !== undefined);
+  const table = readSlots(lab.lb.outputs.slotTables[`tcp:${VIP}:80`]);
+  const macOf = new Map(lab.pool.map((b) => [`${b.address}:${lab.inv.backendPort}`, b.mac.toLowerCase()]));
+  return outs.every((o) => {
+    const choice = slotChoice(o);
+    return choice.slot !== undefined && choice.mac === macOf.get(table.backends[table.owner[choice.slot]]);
+  });
 }
 
 /** What traceOn gives -> hypervisor: bucket ids from the load balancer's recorded ids, or the backends' MACs. */
@@ -753,9 +771,9 @@ export const livenessBenchmark: Benchmark = {
           };
           return { match, flow: traceFlow(match, `tuple ${i}`) };
         });
-        // Every slot's owner (or bucket) live on both gateways before the tuples are taken: the sessions are up.
-        await waitUntil(async () => (await traceOn(lab, "gw1", candidates)).every((b) => b !== undefined && ofHv.has(b)), {
-          what: "every tuple on a live backend",
+        // Every tuple home on both gateways before they are taken: bfd/show can say up before the datapath counts a watched port live.
+        await waitUntil(async () => (await Promise.all(GATEWAYS.map((g) => allHome(lab, g, candidates)))).every(Boolean), {
+          what: "every tuple on its own backend on both gateways",
           timeoutMs: 10_000,
         });
         const picks = await traceOn(lab, "gw1", candidates);
