@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { blobKeyType, knownHostsToken } from "../transport/known-hosts";
 import { issuesOn, parseVersion, KNOWN_ISSUES } from "../model/ovs-versions";
 
 /**
@@ -35,20 +36,11 @@ export const NEARLY_FULL = 0.9;
 
 // ---------------------------------------------------------------- host keys
 
-/** A public key blob's type, read from the blob itself (its first string). */
-export function keyType(blob: Buffer): string {
-  const len = blob.length >= 4 ? blob.readUInt32BE(0) : 0;
-  return blob.subarray(4, 4 + len).toString("latin1");
-}
-
 /** `SHA256:...` as `ssh-keygen -lf` prints it. */
 export const fingerprint = (blob: Buffer) => `SHA256:${createHash("sha256").update(blob).digest("base64").replace(/=+$/, "")}`;
 
 /** `ssh-ed25519 AAAA...`, the value of hostKey. */
-export const publicKeyText = (blob: Buffer) => `${keyType(blob)} ${blob.toString("base64")}`;
-
-/** How known_hosts names a host: bare for port 22, `[host]:port` otherwise. */
-export const knownHostsToken = (host: string, port: number) => (port === 22 ? host : `[${host}]:${port}`);
+export const publicKeyText = (blob: Buffer) => `${blobKeyType(blob)} ${blob.toString("base64")}`;
 
 export interface HostKeyFacts {
   host: string;
@@ -72,7 +64,7 @@ function pinFix(f: HostKeyFacts, key: Buffer | undefined): string {
   if (!key) return "check that sshd runs there and has a host key of a type ovslb supports (ed25519, ecdsa, rsa)";
   const text = publicKeyText(key);
   const where = f.configKey === "--host" ? `--host-key '${text}'` : `pulumi config set --path '${f.configKey}.connection.hostKey' '${text}'`;
-  return `compare ${fingerprint(key)} with \`ssh-keygen -lf /etc/ssh/ssh_host_${keyFileType(keyType(key))}_key.pub\` on the host's console, then pin it: ${where} (known_hosts line: ${knownHostsToken(f.address, f.port)} ${text})`;
+  return `compare ${fingerprint(key)} with \`ssh-keygen -lf /etc/ssh/ssh_host_${keyFileType(blobKeyType(key))}_key.pub\` on the host's console, then pin it: ${where} (known_hosts line: ${knownHostsToken(f.address, f.port)} ${text})`;
 }
 
 const keyFileType = (type: string) => (type === "ssh-ed25519" ? "ed25519" : type.startsWith("ecdsa") ? "ecdsa" : "rsa");
@@ -84,20 +76,21 @@ export function hostKeyCheck(f: HostKeyFacts): DoctorCheck {
     return fail(
       f.host,
       check,
-      `no host key is pinned for ${knownHostsToken(f.address, f.port)}; it presents ${keyType(f.anyKey)} ${fingerprint(f.anyKey)}`,
+      `no host key is pinned for ${knownHostsToken(f.address, f.port)}; it presents ${blobKeyType(f.anyKey)} ${fingerprint(f.anyKey)}`,
       pinFix(f, f.anyKey),
     );
   }
-  if (f.presentedPinnedType && f.matches) return ok(f.host, check, `${keyType(f.presentedPinnedType)} ${fingerprint(f.presentedPinnedType)} is the pinned key`);
+  if (f.presentedPinnedType && f.matches)
+    return ok(f.host, check, `${blobKeyType(f.presentedPinnedType)} ${fingerprint(f.presentedPinnedType)} is the pinned key`);
   if (f.presentedPinnedType) {
     return fail(
       f.host,
       check,
-      `the host presents ${keyType(f.presentedPinnedType)} ${fingerprint(f.presentedPinnedType)}, not the pinned key (${f.pinned.join(", ")}): ovslb refuses to connect`,
+      `the host presents ${blobKeyType(f.presentedPinnedType)} ${fingerprint(f.presentedPinnedType)}, not the pinned key (${f.pinned.join(", ")}): ovslb refuses to connect`,
       `if the host's key changed on purpose (a reinstall), ${pinFix(f, f.presentedPinnedType)}; otherwise do not connect: something else answers at that address`,
     );
   }
-  const offers = f.anyKey ? `; it offers ${keyType(f.anyKey)} ${fingerprint(f.anyKey)}` : f.error ? ` (${f.error})` : "";
+  const offers = f.anyKey ? `; it offers ${blobKeyType(f.anyKey)} ${fingerprint(f.anyKey)}` : f.error ? ` (${f.error})` : "";
   return fail(
     f.host,
     check,

@@ -22,15 +22,20 @@ export function parsePublicKey(text: string): TrustedKey {
   if (!b64 || !/^[A-Za-z0-9+/]+={0,2}$/.test(b64)) throw new Error("host key is not valid base64");
   const blob = Buffer.from(b64, "base64");
   // The blob starts with its own type string: a cheap consistency check.
-  const len = blob.length >= 4 ? blob.readUInt32BE(0) : -1;
-  if (len <= 0 || blob.subarray(4, 4 + len).toString("latin1") !== type) {
+  if (blobKeyType(blob) !== type) {
     throw new Error(`host key blob does not match its type "${type}"`);
   }
   return { type, blob };
 }
 
+/** A public key blob's type, read from the blob itself (its first string); "" when it has none. */
+export function blobKeyType(blob: Buffer): string {
+  const len = blob.length >= 4 ? blob.readUInt32BE(0) : 0;
+  return blob.subarray(4, 4 + len).toString("latin1");
+}
+
 /** How known_hosts names a host: bare for port 22, "[host]:port" otherwise. */
-function hostToken(host: string, port: number): string {
+export function knownHostsToken(host: string, port: number): string {
   return port === 22 ? host : `[${host}]:${port}`;
 }
 
@@ -52,7 +57,7 @@ function matchesPattern(pattern: string, token: string): boolean {
  * `revoked` so the caller can refuse them.
  */
 export function trustedKeysFor(knownHosts: string, host: string, port: number): { trusted: TrustedKey[]; revoked: TrustedKey[] } {
-  const token = hostToken(host, port);
+  const token = knownHostsToken(host, port);
   const trusted: TrustedKey[] = [];
   const revoked: TrustedKey[] = [];
   for (const raw of knownHosts.split("\n")) {

@@ -13,7 +13,7 @@ import { runChecked } from "../../provider/transport/exec";
 import { traceSlots } from "../../provider/transport/openflow-trace";
 import type { SshSession } from "../../provider/transport/ssh";
 import { ROUTER_NS, type LabBackend, type LabInventory } from "../lab/topology";
-import { ProviderDriver, labBackend, labHypervisorFlows, labLoadBalancer } from "../support/deferred-nat";
+import { ProviderDriver, labBackend, labHypervisorFlows, labLoadBalancer, removeAll } from "../support/deferred-nat";
 import { bfdKeyOf } from "../../provider/resources/deferred-nat-load-balancer/plan";
 import { inNamespace, labSsh, loadInventory, lockLab } from "../support/lab";
 import { connectAndClose, connectFromPort, openLiveConnections, times, type LiveConnection, type LiveConnections } from "../support/tcp-clients";
@@ -355,13 +355,7 @@ describe("second chance: scaling out one change after another, with history live
   it("add, add, add, a weight change, a drain, remove the drained, each right after the other: none refused, none of 60 long-lived connections whose backend stays breaks at any step, shares within the bound at every step and exact once the history expired", async () => {
     // The resources of the tests above go: this program declares its own.
     live?.close();
-    await lb.delete();
-    lb.id = "";
-    for (const d of Object.values(hv))
-      if (d.id) {
-        await d.delete();
-        d.id = "";
-      }
+    await removeAll(lb, ...Object.values(hv));
     const original = ["hv1-vm1", "hv1-vm2", "hv2-vm1", "hv2-vm2"].map((n) => ({ backend: by(n) }));
     const added = [...original, ...["hv3-vm1", "hv3-vm2", "hv1-vm3"].map((n) => ({ backend: by(n) }))];
     const heavy = by("hv2-vm1");

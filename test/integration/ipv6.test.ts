@@ -4,7 +4,7 @@ import { runChecked } from "../../provider/transport/exec";
 import { traceBuckets } from "../../provider/transport/openflow-trace";
 import type { SshSession } from "../../provider/transport/ssh";
 import type { LabBackend, LabInventory } from "../lab/topology";
-import { ProviderDriver, labHypervisorFlows, labLoadBalancer } from "../support/deferred-nat";
+import { ProviderDriver, labHypervisorFlows, labLoadBalancer, removeAll } from "../support/deferred-nat";
 import { inNamespace, labSsh, loadInventory, lockLab } from "../support/lab";
 import { bfdKeyOf, greKeyOf } from "../../provider/resources/deferred-nat-load-balancer/plan";
 import { ROUTER_NS, ipv6Twin } from "../lab/topology";
@@ -165,21 +165,15 @@ afterAll(async () => {
 });
 
 /** Each mode's resources go with it: the next starts from nothing. */
-async function removeAll() {
+async function removeMode() {
   live?.close();
   live = undefined;
-  if (lb.id) await lb.delete();
-  lb.id = "";
-  for (const d of Object.values(hv))
-    if (d.id) {
-      await d.delete();
-      d.id = "";
-    }
+  await removeAll(lb, ...Object.values(hv));
 }
 
 describe.each(["mac", "gre"] as const)("IPv6 in %s delivery: a dual-stack service", (delivery) => {
   const three = () => pool.slice(0, 3);
-  afterAll(removeAll);
+  afterAll(removeMode);
 
   it("IPv6 connections reach every backend through both gateways, and the IPv4 VIP of the same backends answers too; a read finds no drift", async () => {
     await apply(three(), delivery);
@@ -239,7 +233,7 @@ describe.each(["mac", "gre"] as const)("IPv6 in %s delivery: a dual-stack servic
 });
 
 describe("IPv6 with second chance (gre): adding a backend breaks no live IPv6 connection", () => {
-  afterAll(removeAll);
+  afterAll(removeMode);
 
   it("30 live IPv6 connections over three backends survive adding a fourth (slots moved from hv1's backends are handed back to hv1); new connections reach it", async () => {
     await apply(pool.slice(0, 3), "gre, second chance");
@@ -265,7 +259,7 @@ describe("IPv6 with second chance (gre): adding a backend breaks no live IPv6 co
 describe("IPv6 with BFD liveness (gre): a dead hypervisor's buckets leave the IPv6 VIP's group", () => {
   afterAll(async () => {
     inNamespace(ROUTER_NS, ["ip", "link", "set", "u-hv1", "up"]);
-    await removeAll();
+    await removeMode();
   });
 
   it("cutting hv1's underlay takes its backends' buckets out of the IPv6 VIP on both gateways; no other tuple moves; the repair puts them back", async () => {

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { greKeyOf } from "../../provider/resources/deferred-nat-load-balancer/plan";
 import { CLIENT, ipv6Twin, type LabBackend, type LabInventory } from "../lab/topology";
-import { ProviderDriver, labBackend, labHypervisorFlows, labLoadBalancer } from "../support/deferred-nat";
+import { ProviderDriver, labBackend, labHypervisorFlows, labLoadBalancer, removeAll } from "../support/deferred-nat";
 import { inNamespace, loadInventory, lockLab } from "../support/lab";
 
 /**
@@ -132,15 +132,7 @@ describe.each([
   ["gre", 6],
 ] as const)("fragmented UDP requests through a VIP, %s delivery, IPv%s", (mode, family) => {
   // A VIP of the other family goes first: each family's VIP is the only udp VIP of its address.
-  beforeAll(async () => {
-    if (lb.id) await lb.delete();
-    lb.id = "";
-    for (const d of Object.values(hv))
-      if (d.id) {
-        await d.delete();
-        d.id = "";
-      }
-  });
+  beforeAll(() => removeAll(lb, ...Object.values(hv)));
 
   it(`without fragments, none of ${UNANSWERED} requests of ${SIZE} bytes is answered`, async () => {
     await apply(mode, false, family);

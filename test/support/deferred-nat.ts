@@ -82,6 +82,15 @@ export class ProviderDriver {
   }
 }
 
+/** Deletes each driver's resource that exists and forgets it, so the next apply creates it afresh. */
+export async function removeAll(...drivers: ProviderDriver[]): Promise<void> {
+  for (const d of drivers) {
+    if (!d.id) continue;
+    await d.delete();
+    d.id = "";
+  }
+}
+
 /**
  * The hypervisor side for lab backends: one DsrHypervisorFlows (mac mode) on
  * `hypervisor` for every VIP, holding the VIP's backends that live there.

@@ -7,7 +7,6 @@ import {
   fingerprint,
   hostKeyCheck,
   interfaceOf,
-  knownHostsToken,
   loginCheck,
   mtuCheck,
   ovsdbChannelCheck,
@@ -16,6 +15,7 @@ import {
   versionCheck,
   type SocketFacts,
 } from "../../provider/doctor/checks";
+import { knownHostsToken } from "../../provider/transport/known-hosts";
 
 /** ovslb doctor's verdicts, each from what the I/O found (provider/doctor/checks.ts). */
 
