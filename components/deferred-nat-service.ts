@@ -78,7 +78,7 @@ export interface DeferredNatServiceArgs {
   /** Also write the OVN northbound Load_Balancer row and attach it to a logical router. */
   ovn?: Leaves<NonNullable<DeferredNatLoadBalancerInputs["ovn"]>>;
   /**
-   * The health check: OVN probes (probe, with ovn and ovn.healthCheckSourceIp:
+   * The health check: OVN probes (probe, with ovn and ovn.healthCheckSourceIp, or ovn.healthCheckSourceIpv6 for IPv6 VIPs:
    * a HealthCheck resource, child of the service), BFD liveness of every
    * hypervisor on every gateway (bfd: the load balancer's, and each gre
    * hypervisor's flows get the gateways as BFD peers), stale reporting
@@ -132,11 +132,11 @@ function serviceProblems(args: Resolved, withHealthCheck: boolean): CheckFailure
     );
   if (args.secondChance) byMac("secondChance");
   if (args.healthCheck?.bfd) byMac("healthCheck.bfd", ", with no tunnel to watch");
-  if (withHealthCheck && !args.ovn?.healthCheckSourceIp) {
+  if (withHealthCheck && !args.ovn?.healthCheckSourceIp && !args.ovn?.healthCheckSourceIpv6) {
     problems.push({
       property: "ovn.healthCheckSourceIp",
       reason:
-        "is required with healthCheck.probe, southbound or enforce (and so is ovn): the HealthCheck attaches to the load balancer's northbound rows and its probes need a source address",
+        "is required with healthCheck.probe, southbound or enforce (and so is ovn): the HealthCheck attaches to the load balancer's northbound rows and its probes need a source address (ovn.healthCheckSourceIpv6 for IPv6 VIPs)",
     });
   }
   return problems;
@@ -257,7 +257,8 @@ export class DeferredNatService extends pulumi.ComponentResource {
           loadBalancer: name,
           northbound: args.ovn!.northbound,
           ...(hc.southbound ? { southbound: hc.southbound } : {}),
-          sourceIp: args.ovn!.healthCheckSourceIp!,
+          ...(args.ovn!.healthCheckSourceIp ? { sourceIp: args.ovn!.healthCheckSourceIp } : {}),
+          ...(args.ovn!.healthCheckSourceIpv6 ? { sourceIpv6: args.ovn!.healthCheckSourceIpv6 } : {}),
           vips: childInput<HealthCheckArgs["vips"]>(
             gated(
               gate,

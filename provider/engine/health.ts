@@ -7,6 +7,8 @@
  * majority of their BFD views that OVN lacks.
  */
 
+import { canonicalAddress } from "../model/addresses";
+
 /** One gateway's BFD session toward one hypervisor (Interface.bfd_status). */
 export interface BfdView {
   /** admin_down, down, init or up; "absent" when the gateway has no session (port missing). */
@@ -79,7 +81,9 @@ export interface HealthVip {
 export const healthVipKey = (v: Pick<HealthVip, "protocol" | "address" | "port">) => `${v.protocol}:${v.address}:${v.port}`;
 const backendKey = (b: { address: string; port: number }) => `${b.address}:${b.port}`;
 
-export const monitorKey = (m: Pick<MonitorView, "logicalPort" | "ip" | "port" | "protocol">) => `${m.protocol}:${m.logicalPort}:${m.ip}:${m.port}`;
+/** The address compared as the inputs record it (IPv6 in RFC 5952 form), whatever form the southbound wrote; the row keeps its own for writes. */
+export const monitorKey = (m: Pick<MonitorView, "logicalPort" | "ip" | "port" | "protocol">) =>
+  `${m.protocol}:${m.logicalPort}:${canonicalAddress(m.ip)}:${m.port}`;
 
 /** A session counts as up only when BFD says the port may forward. */
 const bfdWord = (v: BfdView) => (v.state === "up" && !v.forwarding ? "up-not-forwarding" : v.state);
@@ -141,8 +145,9 @@ export function staleMonitors(report: HealthReport, vips: readonly HealthVip[], 
   const protocolOf = new Map(vips.map((v) => [healthVipKey(v), v.protocol]));
   const wanted = new Set(
     report.stale.map((s) => {
-      const [ip, port] = s.backend.split(":");
-      return monitorKey({ logicalPort: s.logicalPort, ip, port: Number(port), protocol: protocolOf.get(s.vip)! });
+      // "ADDRESS:PORT", the address IPv4 or IPv6: the port after the last colon.
+      const at = s.backend.lastIndexOf(":");
+      return monitorKey({ logicalPort: s.logicalPort, ip: s.backend.slice(0, at), port: Number(s.backend.slice(at + 1)), protocol: protocolOf.get(s.vip)! });
     }),
   );
   return monitors.filter((m) => wanted.has(monitorKey(m)) && m.status === "online");

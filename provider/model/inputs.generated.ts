@@ -221,9 +221,13 @@ export interface DeferredNatOvn {
    */
   router: string;
   /**
-   * an IPv4 address in dotted-quad form, e.g. 10.0.0.10
+   * the source address of OVN's probes of IPv4 backends (ip_port_mappings BACKEND_IP -> LSP:SOURCE_IP)
    */
   healthCheckSourceIp?: string;
+  /**
+   * an IPv4 address (10.0.0.10) or an IPv6 address (2001:db8::10)
+   */
+  healthCheckSourceIpv6?: string;
 }
 /**
  * the NB database: its unix socket on a host reached over SSH
@@ -236,7 +240,7 @@ export interface OvnNorthbound {
   socket: string;
 }
 /**
- * the health check of the load balancer's VIPs (the older form: new stacks give probe, southbound and enforce to a HealthCheck resource and keep only bfd here): OVN probes (probe, with ovn: a Load_Balancer_Health_Check per VIP, probed by the chassis each backend's logical port is bound to; needs ovn.healthCheckSourceIp and every backend's logicalPort), BFD liveness of each hypervisor on every gateway (bfd, gre delivery), and what read reports and enforce does with the southbound's view
+ * the health check of the load balancer's VIPs (the older form: new stacks give probe, southbound and enforce to a HealthCheck resource and keep only bfd here): OVN probes (probe, with ovn: a Load_Balancer_Health_Check per VIP, probed by the chassis each backend's logical port is bound to; needs ovn.healthCheckSourceIp for IPv4 VIPs, ovn.healthCheckSourceIpv6 for IPv6 VIPs, and every backend's logicalPort), BFD liveness of each hypervisor on every gateway (bfd, gre delivery), and what read reports and enforce does with the southbound's view
  */
 export interface DeferredNatHealthCheck {
   probe?: OvnProbe;
@@ -566,7 +570,11 @@ export interface HealthCheckInputs {
   /**
    * an IPv4 address in dotted-quad form, e.g. 10.0.0.10
    */
-  sourceIp: string;
+  sourceIp?: string;
+  /**
+   * an IPv4 address (10.0.0.10) or an IPv6 address (2001:db8::10)
+   */
+  sourceIpv6?: string;
   /**
    * the VIPs to probe: each must be one of the load balancer's
    *
@@ -588,7 +596,7 @@ export interface HealthCheckInputs {
 }
 export interface HealthCheckVip {
   /**
-   * an IPv4 address in dotted-quad form, e.g. 10.0.0.10
+   * an IPv4 address (10.0.0.10) or an IPv6 address (2001:db8::10)
    */
   address: string;
   /**
@@ -606,7 +614,7 @@ export interface HealthCheckVip {
 }
 export interface HealthCheckBackend {
   /**
-   * an IPv4 address in dotted-quad form, e.g. 10.0.0.10
+   * an IPv4 address (10.0.0.10) or an IPv6 address (2001:db8::10)
    */
   address: string;
   /**

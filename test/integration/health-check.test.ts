@@ -2,7 +2,7 @@ import { describe, it, expect, beforeAll, afterAll } from "vitest";
 import { observeBundles } from "../../provider/engine/bridge";
 import type { HealthCheckInputs } from "../../provider/model/inputs.generated";
 import type { SshSession } from "../../provider/transport/ssh";
-import type { LabInventory } from "../lab/topology";
+import { ipv6Twin, type LabInventory } from "../lab/topology";
 import { ProviderDriver, labBackend, labLoadBalancer } from "../support/deferred-nat";
 import { labSsh, loadInventory, lockLab, sshTo } from "../support/lab";
 import { OvnCentral } from "../support/ovn-central";
@@ -109,17 +109,18 @@ const lbRow = () => nbctl("--columns=name,vips,ip_port_mappings,options,selectio
 
 const monitors = () => ovn.monitors(LSP);
 
-/** northd's load-balancing flow of the VIP on the switch: its backends, sorted; undefined while none. */
-async function flowBackends(): Promise<string[] | undefined> {
-  const match = new RegExp(`ip4\\.dst == ${VIP.replace(/\./g, "\\.")} && tcp\\.dst == 80\\)`);
+/** northd's load-balancing flow of a VIP on the switch: its backends, sorted; undefined while none. */
+async function flowBackends(vip = VIP): Promise<string[] | undefined> {
+  const family = vip.includes(":") ? "ip6" : "ip4";
+  const match = new RegExp(`${family}\\.dst == ${vip.replace(/[.]/g, "\\.")} && tcp\\.dst == 80\\)`);
   const lines = (await sbctl("lflow-list", SWITCH)).split("\n").filter((l) => /ls_in_lb/.test(l) && l.includes("ct.new") && match.test(l));
   const found = lines.map((l) => /ct_lb(?:_mark)?\(backends=([^;)]*)/.exec(l)?.[1]).filter((x): x is string => x !== undefined);
   return found.length === 1 ? found[0].split(",").sort() : undefined;
 }
 
-const flowIs = (want: string[]) =>
-  waitUntil(async () => JSON.stringify(await flowBackends()) === JSON.stringify([...want].sort()), {
-    what: `northd's flow for ${VIP}:80 to list ${want.join(",")}`,
+const flowIs = (want: string[], vip = VIP) =>
+  waitUntil(async () => JSON.stringify(await flowBackends(vip)) === JSON.stringify([...want].sort()), {
+    what: `northd's flow for ${vip}:80 to list ${want.join(",")}`,
     timeoutMs: 15_000,
   });
 
@@ -295,5 +296,99 @@ describe("HealthCheck, a resource of its own on a deferred-NAT load balancer's O
     await waitUntil(async () => (await monitors()).length === 0, { what: "northd to drop the Service_Monitor rows" });
     expect(await dumps()).toEqual(gatewaysBefore);
     expect(bundles).toEqual([]);
+  });
+});
+
+/**
+ * A dual-stack service (OVN 23.03 probes IPv6 backends): the load balancer
+ * gains an IPv6 VIP of the same backends' IPv6 addresses, and one
+ * HealthCheck probes both VIPs, each backend from the source of its family.
+ */
+describe("HealthCheck of a dual-stack service", () => {
+  const VIP6 = "fd00:20::ce";
+  const SRC_IP6 = "fd00:10::fc";
+  const addr6 = (i: number) => ipv6Twin(addr(i));
+  const be6 = (i: number) => `[${addr6(i)}]:${inv.backendPort}`;
+  const dualLb = () => {
+    const inputs = lbInputs();
+    const v6 = {
+      address: VIP6,
+      port: 80,
+      protocol: "tcp" as const,
+      backends: backends().map((b) => ({ ...labBackend(inv, b), address: ipv6Twin(b.address) })),
+    };
+    return { ...inputs, vips: [...inputs.vips, v6] };
+  };
+  const dualHc = (extra: Partial<HealthCheckInputs> = {}): HealthCheckInputs => {
+    const inputs = hcInputs(extra);
+    const v6 = {
+      address: VIP6,
+      port: 80,
+      protocol: "tcp" as const,
+      backends: backends().map((b, i) => ({ address: ipv6Twin(b.address), port: inv.backendPort, logicalPort: LSP[i], hypervisor: b.hypervisor })),
+    };
+    return { sourceIpv6: SRC_IP6, ...inputs, vips: [...inputs.vips, v6] };
+  };
+
+  beforeAll(async () => {
+    stopObserving?.();
+    stopObserving = undefined;
+    await sbctl("--if-exists", "chassis-del", CHASSIS);
+    lb.outputs = (await lb.read()).props;
+    await lb.update(dualLb());
+    hc.id = "";
+  });
+
+  it("create writes a health check per VIP ([IP]:PORT for IPv6) and each backend's mapping with its family's source; northd probes all four", async () => {
+    await hc.create(dualHc());
+    const checks = await healthChecks();
+    expect(Object.keys(checks).sort()).toEqual([`${VIP}:80`, `[${VIP6}]:80`]);
+    expect(checks[`[${VIP6}]:80`].external_ids).toContain(`"ovslb:ip-port-mappings"="[${addr6(0)}],[${addr6(1)}]"`);
+    expect(await nbctl("get", "load_balancer", TCP_ROW, "ip_port_mappings")).toBe(
+      `{"${addr(0)}"="lsp-hcr1:${SRC_IP}", "${addr(1)}"="lsp-hcr2:${SRC_IP}", "[${addr6(0)}]"="lsp-hcr1:[${SRC_IP6}]", "[${addr6(1)}]"="lsp-hcr2:[${SRC_IP6}]"}`,
+    );
+    await nbctl("--wait=sb", "--timeout=30", "sync");
+    const seen = await waitUntil(async () => ((await monitors()).length === 4 ? monitors() : undefined), { what: "northd's four Service_Monitor rows" });
+    expect(seen.map((m) => [m.logicalPort, m.ip, m.srcIp]).sort()).toEqual(
+      [
+        ["lsp-hcr1", addr(0), SRC_IP],
+        ["lsp-hcr1", addr6(0), SRC_IP6],
+        ["lsp-hcr2", addr(1), SRC_IP],
+        ["lsp-hcr2", addr6(1), SRC_IP6],
+      ].sort(),
+    );
+    await flowIs([be6(0), be6(1)], VIP6);
+    expect((await hc.read()).props.drift).toEqual([]);
+    expect((await lb.read()).props.drift).toEqual([]);
+  });
+
+  it("an unbound port's monitors of both families are stale; enforce sets both offline and northd drops that backend from both VIPs", async () => {
+    await sbctl("chassis-add", CHASSIS, "geneve", "127.0.0.31");
+    await sbctl("lsp-bind", "lsp-hcr1", CHASSIS);
+    for (const lsp of LSP) await sbctl("set", "port_binding", lsp, "up=true");
+    for (const m of await monitors()) await sbctl("set", "service_monitor", m.uuid, "status=online");
+    const read = await hc.read();
+    expect((read.props.stale as Props[]).map((x) => [x.vip, x.backend]).sort()).toEqual(
+      [
+        [`tcp:${VIP}:80`, be(1)],
+        [`tcp:${VIP6}:80`, `${addr6(1)}:${inv.backendPort}`],
+      ].sort(),
+    );
+    hc.outputs = read.props;
+    await hc.update(dualHc({ enforce: true }));
+    expect((await monitors()).map((m) => `${m.logicalPort}/${m.ip}=${m.status}`).sort()).toEqual(
+      [`lsp-hcr1/${addr(0)}=online`, `lsp-hcr1/${addr6(0)}=online`, `lsp-hcr2/${addr(1)}=offline`, `lsp-hcr2/${addr6(1)}=offline`].sort(),
+    );
+    await flowIs([be(0)]);
+    await flowIs([be6(0)], VIP6);
+  });
+
+  it("delete removes both families' rows and mappings", async () => {
+    await hc.delete();
+    hc.id = "";
+    expect(await healthChecks()).toEqual({});
+    expect(await nbctl("get", "load_balancer", TCP_ROW, "ip_port_mappings")).toBe("{}");
+    await nbctl("--wait=sb", "--timeout=30", "sync");
+    await waitUntil(async () => (await monitors()).length === 0, { what: "northd to drop the Service_Monitor rows" });
   });
 });

@@ -299,7 +299,10 @@ const healthCheck = fc
     loadBalancer: lowerName,
     northbound: ovsdbSocket,
     southbound: fc.option(ovsdbSocket, { freq: 4, nil: undefined }),
-    sourceIp: ipv4,
+    sourceIp: fc.option(ipv4, { freq: 6, nil: undefined }),
+    sourceIpv6: fc.option(ipv6, { freq: 2, nil: undefined }),
+    families: fc.array(family, { minLength: 3, maxLength: 3 }),
+    addresses6: ipv6s,
     hypervisorNames: fc.uniqueArray(lowerName, { minLength: 1, maxLength: 3 }),
     vips: fc.uniqueArray(
       fc.record({
@@ -331,11 +334,11 @@ const healthCheck = fc
       { nil: undefined },
     ),
   })
-  .map(({ hypervisorNames, vips, ...rest }) => ({
+  .map(({ hypervisorNames, vips, families, addresses6, ...rest }) => ({
     ...rest,
     // enforce needs southbound, and with gateways every backend names its hypervisor: mostly inside the rules, so accepted inputs are common.
     enforce: rest.enforce && rest.southbound !== undefined,
-    vips: vips.map((v) => ({
+    vips: vips.map((vip, i) => sameFamily(vip, families[i], addresses6)).map((v) => ({
       ...v,
       backends: v.backends.map((b) => ({
         ...b,

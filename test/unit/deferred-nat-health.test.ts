@@ -71,7 +71,7 @@ describe("health check refusals at check", () => {
   it("refuses a probe without ovn.healthCheckSourceIp, saying OVN would drop the backend", async () => {
     const failures = await refusals(lb({ ovn: { ...ovn, healthCheckSourceIp: undefined } }));
     expect(failures).toContainEqual(
-      expect.stringMatching(/^ovn\.healthCheckSourceIp: is required by healthCheck\.probe: .*without a mapping OVN silently drops the backend$/),
+      expect.stringMatching(/^ovn\.healthCheckSourceIp: is required by healthCheck\.probe with IPv4 VIPs: .*without a mapping OVN silently drops the backend$/),
     );
     // The backends' logical ports are refused for the same reason; nothing else is.
     expect(failures.filter((f) => !f.startsWith("ovn.healthCheckSourceIp:"))).toEqual([
@@ -137,6 +137,30 @@ describe("the northbound health checks the inputs want", () => {
       failure_count: "1",
     });
     expect(desiredNbRows(lb({ healthCheck: undefined }))[0].healthChecks).toEqual({});
+  });
+
+  it("an IPv6 VIP (OVN 23.03+): the health check keyed [IP]:PORT, each backend mapped [IP] -> LSP:[SOURCE] with the IPv6 source", async () => {
+    const v6 = (i: number, hypervisor = "hv1") => backend(i, hypervisor, { address: `fd00:10::${100 + i}` });
+    const vips = [lb().vips[0], { address: "fd00:20::193", port: 80, protocol: "tcp" as const, backends: [v6(1), v6(2, "hv2")] }];
+    const dual = lb({ vips, ovn: { ...ovn, healthCheckSourceIpv6: "FD00:10::FE" } });
+    expect(await refusals(dual)).toEqual([]);
+    const [row] = desiredNbRows(dual);
+    expect(Object.keys(row.healthChecks)).toEqual(["10.0.0.193:80", "[fd00:20::193]:80"]);
+    expect(row.ipPortMappings).toEqual({
+      "10.0.0.101": "lsp-1:10.0.0.254",
+      "10.0.0.102": "lsp-2:10.0.0.254",
+      "[fd00:10::101]": "lsp-1:[fd00:10::fe]",
+      "[fd00:10::102]": "lsp-2:[fd00:10::fe]",
+    });
+    // Without the IPv6 source, the IPv6 VIP's probes and backends are refused by name; the IPv4 ones are not.
+    expect(await refusals(lb({ vips }))).toEqual([
+      "vips[1].backends[0].logicalPort: needs ovn.healthCheckSourceIpv6: OVN's ip_port_mappings pair a logical port with the health checks' source address of its family",
+      "vips[1].backends[1].logicalPort: needs ovn.healthCheckSourceIpv6: OVN's ip_port_mappings pair a logical port with the health checks' source address of its family",
+      expect.stringMatching(/^ovn\.healthCheckSourceIpv6: is required by healthCheck\.probe with IPv6 VIPs: /),
+    ]);
+    expect(await refusals(lb({ vips, ovn: { ...ovn, healthCheckSourceIpv6: "10.0.0.253" } }))).toEqual([
+      "ovn.healthCheckSourceIpv6: is an IPv4 address: the IPv4 probes' source is ovn.healthCheckSourceIp",
+    ]);
   });
 });
 
@@ -266,5 +290,17 @@ describe("assessHealth", () => {
     expect(monitorsToMarkOffline(report, shared, monitors)).toEqual([online(1), online(2)]);
     // A monitor a probe has set offline since is not written again.
     expect(monitorsToMarkOffline(report, shared, [online(1), online(2, "offline")])).toEqual([online(1)]);
+  });
+
+  it("an IPv6 backend: its monitor found by address (the southbound's form or the inputs') and port, and set offline as the southbound wrote it", () => {
+    const v6 = lb({
+      ovn: { ...ovn, healthCheckSourceIpv6: "fd00:10::fe" },
+      vips: [{ address: "fd00:20::193", port: 80, protocol: "tcp", backends: [backend(1, "hv1", { address: "fd00:10::101" })] }],
+    });
+    // As northd might print it: not in RFC 5952 form.
+    const monitor: MonitorView = { logicalPort: "lsp-1", ip: "fd00:10:0:0:0:0:0:101", port: 8080, protocol: "tcp", status: "online" };
+    const report = assessHealth(v6, observe({ monitors: [monitor], bindings: new Map([["lsp-1", { up: true }]]) }));
+    expect(report.stale.map((x) => x.backend)).toEqual(["fd00:10::101:8080"]);
+    expect(monitorsToMarkOffline(report, v6, [monitor])).toEqual([monitor]);
   });
 });

@@ -78,7 +78,11 @@ describe("HealthCheck at check", () => {
         { address: "10.0.0.193", port: 80, protocol: "tcp", backends: [be(1)] },
       ],
     };
-    expect(await refusals(bad)).toEqual(["sourceIp: is required", "vips[0].backends[0].logicalPort: is required"]);
+    expect(await refusals(bad)).toEqual(["vips[0].backends[0].logicalPort: is required"]);
+    // The source address is of the VIPs' family: an IPv4 VIP needs sourceIp.
+    expect(await refusals({ ...rest, southbound: hc().southbound })).toEqual([
+      "sourceIp: is required: a VIP is IPv4, and its probes need a source address of that family",
+    ]);
     const fixed = { ...hc({ southbound: undefined }), vips: [bad.vips[1], { ...bad.vips[0], backends: [be(1), be(2), be(2)] }, bad.vips[1]] };
     delete (fixed as Partial<Inputs>).southbound;
     expect(await refusals(fixed)).toEqual([
@@ -198,5 +202,57 @@ describe("HealthCheck's northbound rows", () => {
     expect(planRows(hc(), observed(lbRow("ovslb-web-tcp", ["10.0.0.193:80"]), freshUdp())).refusals).toEqual([
       "vips[1]: tcp VIP 10.0.0.194:80 is not one of load balancer web's (OVN Load_Balancer ovslb-web-tcp has 10.0.0.193:80)",
     ]);
+  });
+});
+
+describe("HealthCheck of IPv6 VIPs", () => {
+  const be6 = (i: number, extra: object = {}) => ({ address: `fd00:10::${100 + i}`, port: 8080, logicalPort: `lsp-${i}`, ...extra });
+  /** A dual-stack service: the IPv4 VIP of hc() and an IPv6 VIP of the same backends' other addresses. */
+  const dual = (extra: Partial<Inputs> = {}) =>
+    hc({ sourceIpv6: "FD00:10:0::FE", vips: [...hc().vips, { address: "FD00:20::193", port: 80, protocol: "tcp", backends: [be6(1), be6(2)] }], ...extra });
+
+  it("maps each backend with the source of its family, in OVN's bracketed form, and keys the VIP [IP]:PORT, addresses canonical", async () => {
+    expect(await refusals(dual())).toEqual([]);
+    const { withDefaults } = await import("../../provider/resources/health-check/plan");
+    const tcp = desiredRows(withDefaults(dual())).get("tcp")!;
+    expect(Object.keys(tcp.checks)).toEqual(["10.0.0.193:80", "10.0.0.194:80", "[fd00:20::193]:80"]);
+    expect(tcp.checks["[fd00:20::193]:80"].addresses).toEqual(["[fd00:10::101]", "[fd00:10::102]"]);
+    expect(tcp.mappings).toEqual({
+      "10.0.0.101": "lsp-1:10.0.0.254",
+      "10.0.0.102": "lsp-2:10.0.0.254",
+      "[fd00:10::101]": "lsp-1:[fd00:10::fe]",
+      "[fd00:10::102]": "lsp-2:[fd00:10::fe]",
+    });
+  });
+
+  it("refuses an IPv6 VIP without sourceIpv6, an IPv4 sourceIpv6, a backend of the other family and the source as a backend, each by its property", async () => {
+    const { sourceIpv6: _s, ...noSource } = dual();
+    expect(await refusals(noSource)).toEqual(["sourceIpv6: is required: a VIP is IPv6, and its probes need a source address of that family"]);
+    expect(await refusals(dual({ sourceIpv6: "10.0.0.253" }))).toEqual(["sourceIpv6: is an IPv4 address: the IPv4 probes' source is sourceIp"]);
+    const mixed = dual();
+    mixed.vips[3] = { ...mixed.vips[3], backends: [be6(1), be(2), be6(9, { address: "fd00:10::fe" })] };
+    expect(await refusals(mixed)).toEqual([
+      "vips[3].backends[1].address: is IPv4 in an IPv6 VIP: a VIP's backends are of its family (a dual-stack service is two VIPs, one of each family)",
+      "vips[3].backends[2].address: equals sourceIpv6: the probes' source address cannot be a backend's",
+    ]);
+    // Only IPv6 VIPs: no IPv4 source is needed.
+    const { sourceIp: _v4, ...v6only } = dual({ vips: [dual().vips[3]] });
+    expect(await refusals(v6only)).toEqual([]);
+  });
+
+  it("plans the IPv6 mappings and health check on the row, and a read of exactly those finds no drift", () => {
+    const inputs = { ...dual(), sourceIpv6: "fd00:10::fe", vips: [{ address: "fd00:20::193", port: 80, protocol: "tcp" as const, backends: [be6(1)] }] };
+    const row = lbRow("ovslb-web-tcp", ["[fd00:20::193]:80"]);
+    const { changes, refusals: refused } = planRows(inputs, observed(row));
+    expect(refused).toEqual([]);
+    expect(changes[0].insertMappings).toEqual({ "[fd00:10::101]": "lsp-1:[fd00:10::fe]" });
+    expect(changes[0].insert).toEqual([
+      { vip: "[fd00:20::193]:80", options: OPTIONS, externalIds: { [LOAD_BALANCER_KEY]: LB, [MAPPINGS_KEY]: "[fd00:10::101]" } },
+    ]);
+    const applied = lbRow("ovslb-web-tcp", ["[fd00:20::193]:80"], { "[fd00:10::101]": "lsp-1:[fd00:10::fe]" }, [
+      hcRow("[fd00:20::193]:80", ME, OPTIONS, { [LOAD_BALANCER_KEY]: LB, [MAPPINGS_KEY]: "[fd00:10::101]" }),
+    ]);
+    expect(nbFindings(inputs, observed(applied)).findings).toEqual([]);
+    expect(planRows(inputs, observed(applied)).changes).toEqual([]);
   });
 });

@@ -95,11 +95,13 @@ describe("IPv6 inputs", () => {
     });
     expect(await failures("DeferredNatLoadBalancer", gre)).toEqual([]);
     const reason =
-      "does not carry IPv6 VIPs yet (IPv6 works in mac and gre delivery, with secondChance, fragments, ovn and healthCheck.bfd, without pathMtu and OVN probes)";
+      "does not carry IPv6 VIPs yet (IPv6 works in mac and gre delivery, with secondChance, fragments, ovn, OVN probes and healthCheck.bfd, without pathMtu)";
     expect(await failures("DeferredNatLoadBalancer", { ...gre, secondChance: {} })).toEqual([]);
     expect(await failures("DeferredNatLoadBalancer", { ...gre, healthCheck: { bfd: { minRx: 100, minTx: 100, multiplier: 3 } } })).toEqual([]);
+    // OVN probes IPv6 backends (OVN 23.03+): the IPv6 VIP needs the IPv6 probes' source, and only that one is named.
     const probed = await failures("DeferredNatLoadBalancer", { ...gre, healthCheck: { probe: {} } });
-    expect(probed).toContain(`healthCheck.probe: OVN's probes ${reason}`);
+    expect(probed).toContain("healthCheck.probe: needs ovn: OVN's probes are Load_Balancer_Health_Check rows of the northbound load balancer");
+    expect(probed.filter((f) => f.includes("OVN's probes does not carry"))).toEqual([]);
     expect(await failures("DeferredNatLoadBalancer", { ...gre, pathMtu: true })).toContain(`pathMtu: path MTU discovery (ICMPv6 packet too big) ${reason}`);
     // The IPv4 VIP beside it is not refused for its family.
     expect((await failures("DeferredNatLoadBalancer", { ...gre, pathMtu: true })).filter((f) => f.startsWith("vips[1]"))).toEqual([]);

@@ -1,7 +1,7 @@
 import type { DeferredNatBackend, DeferredNatLoadBalancerInputs, DeferredNatVip } from "../../model/inputs.generated";
 import type { Defaulted } from "../../model/defaulted";
 import { checkConnection, type CheckFailure } from "../../model/validate";
-import { canonicalAddress, checkFamilies } from "../../model/addresses";
+import { addressFamily, canonicalAddress, checkFamilies } from "../../model/addresses";
 import { deliveryOf } from "./dataplane";
 import { backendKey, DEFAULT_SELECTION_FIELDS, MAX_BUCKETS_PER_GROUP, vipKey } from "./ids";
 import { checkSecondChance } from "./second-chance";
@@ -26,6 +26,7 @@ export function withDefaults(inputs: DeferredNatLoadBalancerInputs): Inputs {
     selectionMethod: inputs.selectionMethod ?? "hash",
     selectionFields: inputs.selectionFields ?? [...DEFAULT_SELECTION_FIELDS],
     delivery: inputs.delivery ?? "mac",
+    ...(inputs.ovn?.healthCheckSourceIpv6 ? { ovn: { ...inputs.ovn, healthCheckSourceIpv6: canonicalAddress(inputs.ovn.healthCheckSourceIpv6) } } : {}),
     // A VIP already defaulted (recorded inputs are) is kept as it is, not copied: 100,000 backends add up.
     vips: inputs.vips.map((v) => (isDefaultedVip(v) ? v : { ...v, address: canonicalAddress(v.address), backends: v.backends.map(defaultedBackend) })),
   };
@@ -82,8 +83,9 @@ export function checkRules(inputs: Inputs): CheckFailure[] {
       if (b.address === vip.address) fail(`${at}.address`, "equals the VIP's address: a backend cannot be its own VIP");
       if (!hypervisors.has(b.hypervisor))
         fail(`${at}.hypervisor`, `names a hypervisor the load balancer does not know (known: ${[...hypervisors].join(", ")})`);
-      if (b.logicalPort && !inputs.ovn?.healthCheckSourceIp) {
-        fail(`${at}.logicalPort`, "needs ovn.healthCheckSourceIp: OVN's ip_port_mappings pair a logical port with the health checks' source address");
+      const source = sourceProperty(b.address);
+      if (b.logicalPort && !inputs.ovn?.[source]) {
+        fail(`${at}.logicalPort`, `needs ovn.${source}: OVN's ip_port_mappings pair a logical port with the health checks' source address of its family`);
       }
     });
   });
@@ -111,6 +113,9 @@ export function checkRules(inputs: Inputs): CheckFailure[] {
     }
   });
   if (inputs.ovn) failures.push(...checkConnection(inputs.ovn.northbound.connection, "ovn.northbound.connection"));
+  const source6 = inputs.ovn?.healthCheckSourceIpv6;
+  if (source6 !== undefined && addressFamily(source6, "ovn.healthCheckSourceIpv6", failures) === 4)
+    fail("ovn.healthCheckSourceIpv6", "is an IPv4 address: the IPv4 probes' source is ovn.healthCheckSourceIp");
   failures.push(...checkHealthCheck(inputs), ...checkSecondChance(inputs), ...checkFamilies(inputs.vips, () => ipv6Refusals(inputs)));
   return failures;
 }
@@ -121,12 +126,14 @@ function ipv6Refusals(inputs: Inputs): CheckFailure[] {
   const not = (property: string, what: string) =>
     failures.push({
       property,
-      reason: `${what} does not carry IPv6 VIPs yet (IPv6 works in mac and gre delivery, with secondChance, fragments, ovn and healthCheck.bfd, without pathMtu and OVN probes)`,
+      reason: `${what} does not carry IPv6 VIPs yet (IPv6 works in mac and gre delivery, with secondChance, fragments, ovn, OVN probes and healthCheck.bfd, without pathMtu)`,
     });
   if (inputs.pathMtu) not("pathMtu", "path MTU discovery (ICMPv6 packet too big)");
-  if (inputs.healthCheck?.probe) not("healthCheck.probe", "OVN's probes");
   return failures;
 }
+
+/** The ovn property that holds the probes' source address for a backend or VIP of this address's family. */
+const sourceProperty = (address: string) => (address.includes(":") ? "healthCheckSourceIpv6" : "healthCheckSourceIp");
 
 /** What the health check needs of the rest of the inputs, each refusal naming the property that is missing. */
 export function checkHealthCheck(inputs: Inputs): CheckFailure[] {
@@ -136,11 +143,15 @@ export function checkHealthCheck(inputs: Inputs): CheckFailure[] {
   const fail = (property: string, reason: string) => failures.push({ property, reason });
   if (hc.probe) {
     if (!inputs.ovn) fail("healthCheck.probe", "needs ovn: OVN's probes are Load_Balancer_Health_Check rows of the northbound load balancer");
-    else if (!inputs.ovn.healthCheckSourceIp) {
-      fail(
-        "ovn.healthCheckSourceIp",
-        "is required by healthCheck.probe: every VIP's probes need a source address (ip_port_mappings BACKEND_IP -> LSP:SRC_IP); without a mapping OVN silently drops the backend",
-      );
+    else {
+      for (const source of new Set(inputs.vips.map((v) => sourceProperty(v.address)))) {
+        if (!inputs.ovn[source]) {
+          fail(
+            `ovn.${source}`,
+            `is required by healthCheck.probe with ${source === "healthCheckSourceIp" ? "IPv4" : "IPv6"} VIPs: every VIP's probes need a source address of its family (ip_port_mappings BACKEND_IP -> LSP:SRC_IP); without a mapping OVN silently drops the backend`,
+          );
+        }
+      }
     }
     inputs.vips.forEach((vip, v) =>
       vip.backends.forEach((b, i) => {

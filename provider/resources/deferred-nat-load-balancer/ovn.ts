@@ -71,15 +71,24 @@ export function desiredNbRows(inputs: Inputs): NbLoadBalancer[] {
     row.vips[key] = vip.backends.map(endpoint).join(",");
     if (d.healthCheck?.probe) row.healthChecks[key] = probeOptions(d.healthCheck.probe);
     for (const b of vip.backends) {
-      // Mappings serve OVN's health checks, which ovslb does not run for IPv6 VIPs yet (check refuses them).
-      if (b.logicalPort && d.ovn?.healthCheckSourceIp && !b.address.includes(":"))
-        row.ipPortMappings[b.address] = `${b.logicalPort}:${d.ovn.healthCheckSourceIp}`;
+      const source = probeSource(b.address, d.ovn?.healthCheckSourceIp, d.ovn?.healthCheckSourceIpv6);
+      if (b.logicalPort && source) row.ipPortMappings[ovnAddress(b.address)] = `${b.logicalPort}:${ovnAddress(source)}`;
     }
   }
   return [...byProtocol.values()];
 }
 
-const endpoint = (e: { address: string; port: number }) => (e.address.includes(":") ? `[${e.address}]:${e.port}` : `${e.address}:${e.port}`);
+/**
+ * An address as OVN's northbound writes it beside a port or in
+ * ip_port_mappings: IPv6 in brackets (ovn-nb(5), Load_Balancer vips and
+ * ip_port_mappings: `[2001::1]=sw0-p1:[2002::1]`; northd looks a backend's
+ * mapping up by that key since OVN 23.03, northd/northd.c).
+ */
+export const ovnAddress = (address: string) => (address.includes(":") ? `[${address}]` : address);
+/** "IP:PORT", IPv6 as [IP]:PORT: the key of Load_Balancer vips and of a health check's vip. */
+export const endpoint = (e: { address: string; port: number }) => `${ovnAddress(e.address)}:${e.port}`;
+/** The probes' source address for a backend: of its family. */
+export const probeSource = (backend: string, ipv4: string | undefined, ipv6: string | undefined) => (backend.includes(":") ? ipv6 : ipv4);
 
 const asRecord = (m: ReadonlyMap<string, string>): Record<string, string> => Object.fromEntries(m);
 

@@ -6,7 +6,8 @@ import { checkConnection, type CheckFailure } from "../../model/validate";
 import type { DriftFinding } from "../../model/drift";
 import { LOAD_BALANCER_KEY, MAPPINGS_KEY, OWNER_KEY, describeOwner, ownerOf, type Uuid } from "../../ovsdb";
 import { lbId as deferredNatId } from "../deferred-nat-load-balancer/plan";
-import { probeOptions } from "../deferred-nat-load-balancer/ovn";
+import { endpoint, ovnAddress, probeOptions, probeSource } from "../deferred-nat-load-balancer/ovn";
+import { addressFamily, canonicalAddress, checkFamilies } from "../../model/addresses";
 
 /**
  * HealthCheck as pure data: the northbound rows it wants on its load
@@ -24,12 +25,25 @@ export const healthCheckId = (inputs: Pick<Inputs, "loadBalancer">) => `health-c
 export const loadBalancerOwner = (inputs: Pick<Inputs, "loadBalancer">) => deferredNatId({ name: inputs.loadBalancer });
 /** The load balancer's NB row of a protocol, as DeferredNatLoadBalancer names it (one protocol per row). */
 export const rowName = (inputs: Pick<Inputs, "loadBalancer">, protocol: string) => `ovslb-${inputs.loadBalancer}-${protocol}`;
-/** The key OVN matches a health check to a VIP by: exactly the vips key, "IP:PORT". */
-export const ovnVip = (v: Pick<HealthCheckVip, "address" | "port">) => `${v.address}:${v.port}`;
+/** The key OVN matches a health check to a VIP by: exactly the vips key, "IP:PORT" ("[IP]:PORT" for IPv6). */
+export const ovnVip = (v: Pick<HealthCheckVip, "address" | "port">) => endpoint(v);
 
+/** Addresses as recorded: IPv6 in RFC 5952 form, as the load balancer records its VIPs and backends. */
 export function withDefaults(inputs: Inputs): Inputs {
-  return { enforce: false, ...inputs };
+  return {
+    enforce: false,
+    ...inputs,
+    ...(inputs.sourceIpv6 === undefined ? {} : { sourceIpv6: canonicalAddress(inputs.sourceIpv6) }),
+    vips: inputs.vips.map((v) => ({
+      ...v,
+      address: canonicalAddress(v.address),
+      backends: v.backends.map((b) => ({ ...b, address: canonicalAddress(b.address) })),
+    })),
+  };
 }
+
+/** The property that holds the probes' source address for an address of this family. */
+const sourceProperty = (address: string) => (address.includes(":") ? "sourceIpv6" : "sourceIp");
 
 const duplicates = (keys: readonly string[]) => {
   const seen = new Set<string>();
@@ -42,6 +56,13 @@ export function checkRules(inputs: Inputs): CheckFailure[] {
   failures.push(...checkConnection(inputs.northbound.connection, "northbound.connection"));
   if (inputs.southbound) failures.push(...checkConnection(inputs.southbound.connection, "southbound.connection"));
   if (inputs.enforce && !inputs.southbound) fail("enforce", "needs southbound: enforcing sets stale Service_Monitor rows offline in the southbound");
+  failures.push(...checkFamilies(inputs.vips, () => []));
+  if (inputs.sourceIpv6 !== undefined && addressFamily(inputs.sourceIpv6, "sourceIpv6", failures) === 4)
+    fail("sourceIpv6", "is an IPv4 address: the IPv4 probes' source is sourceIp");
+  for (const source of new Set(inputs.vips.map((v) => sourceProperty(v.address)))) {
+    if (inputs[source] === undefined)
+      fail(source, `is required: a VIP is ${source === "sourceIp" ? "IPv4" : "IPv6"}, and its probes need a source address of that family`);
+  }
   duplicates(inputs.vips.map(healthVipKey)).forEach((i) =>
     fail(`vips[${i}]`, "is the same address, port and protocol as another VIP: one health check per VIP"),
   );
@@ -52,7 +73,8 @@ export function checkRules(inputs: Inputs): CheckFailure[] {
     vip.backends.forEach((b, i) => {
       const at = `vips[${v}].backends[${i}]`;
       if (b.address === vip.address) fail(`${at}.address`, "equals the VIP's address: a backend cannot be its own VIP");
-      if (b.address === inputs.sourceIp) fail(`${at}.address`, "equals sourceIp: the probes' source address cannot be a backend's");
+      if (b.address === inputs[sourceProperty(b.address)])
+        fail(`${at}.address`, `equals ${sourceProperty(b.address)}: the probes' source address cannot be a backend's`);
       const key = `${vip.protocol}/${b.address}`;
       const first = portOf.get(key);
       if (!first) portOf.set(key, { at, logicalPort: b.logicalPort });
@@ -77,7 +99,7 @@ export interface WantedRow {
   name: string;
   /** OVN vip key ("IP:PORT") -> the Load_Balancer_Health_Check options, and the index of the VIP in the inputs. */
   checks: Record<string, { options: Record<string, string>; index: number; addresses: string[] }>;
-  /** Backend address -> "LSP:SOURCE_IP". */
+  /** Backend address as OVN keys it (IPv6 in brackets) -> "LSP:SOURCE_IP". */
   mappings: Record<string, string>;
 }
 
@@ -88,8 +110,12 @@ export function desiredRows(inputs: Inputs): Map<Protocol, WantedRow> {
   inputs.vips.forEach((vip, index) => {
     let row = out.get(vip.protocol);
     if (!row) out.set(vip.protocol, (row = { name: rowName(inputs, vip.protocol), checks: {}, mappings: {} }));
-    row.checks[ovnVip(vip)] = { options, index, addresses: vip.backends.map((b) => b.address) };
-    for (const b of vip.backends) row.mappings[b.address] = `${b.logicalPort}:${inputs.sourceIp}`;
+    // Mappings and their claims are keyed as OVN keys ip_port_mappings: IPv6 in brackets.
+    row.checks[ovnVip(vip)] = { options, index, addresses: vip.backends.map((b) => ovnAddress(b.address)) };
+    for (const b of vip.backends) {
+      const source = probeSource(b.address, inputs.sourceIp, inputs.sourceIpv6);
+      if (source) row.mappings[ovnAddress(b.address)] = `${b.logicalPort}:${ovnAddress(source)}`;
+    }
   });
   return out;
 }
