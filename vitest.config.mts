@@ -25,6 +25,7 @@ const OWN_HOSTS = [
   "faults-ssh-cut",
   "harness",
   "harness-engine",
+  "hosts",
   "least-privilege",
   "stack-config",
   "reach-update",

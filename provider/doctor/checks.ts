@@ -210,10 +210,28 @@ const dirOf = (path: string) => path.slice(0, path.lastIndexOf("/")) || "/";
 
 export type TcpForwarding = "works" | "refused" | "unknown";
 
+/** What is known of a stream-local channel that failed: the error, the socket as the login user sees it, whether sshd forwards TCP, and the key options sshd reported at login. */
+export interface ChannelFacts {
+  error?: string;
+  socket?: SocketFacts;
+  tcpForwarding?: TcpForwarding;
+  /** `port-forwarding`, `pty`, ... as sshd reports them for the login's key (undefined: it did not say). */
+  keyOptions?: readonly string[];
+}
+
 /** Why a stream-local channel to a socket failed, from what the login user sees of the socket; sshd's refusal named as such, not as permissions. */
-export function streamLocalFailure(r: { error: string; socket?: SocketFacts; tcpForwarding?: TcpForwarding }, path: string): { detail: string; fix: string } {
+export function streamLocalFailure(r: ChannelFacts & { error: string }, path: string): { detail: string; fix: string } {
   const problem = r.socket && socketProblem(r.socket);
   if (problem) return { detail: `cannot open ${path}: ${problem.detail}`, fix: problem.fix };
+  if (r.socket && /open failed|prohibited/i.test(r.error) && r.keyOptions && !r.keyOptions.includes("port-forwarding")) {
+    return {
+      detail: `sshd refuses the stream-local channel to ${path}, which the login user may use (${r.socket.mode ?? "writable"}): the key's line in authorized_keys forbids forwarding (restrict or no-port-forwarding; sshd says "key options:${r.keyOptions.map((o) => ` ${o}`).join("")}"), not the socket's permissions`,
+      fix: "on the key's line in ~LOGIN/.ssh/authorized_keys write restrict,port-forwarding instead of restrict, or drop no-port-forwarding (sshd(8), AUTHORIZED_KEYS FILE FORMAT; docs/hosts.md)".replace(
+        "LOGIN",
+        r.socket.user ?? "LOGIN",
+      ),
+    };
+  }
   if (r.socket && /open failed|prohibited/i.test(r.error)) {
     const tcp =
       r.tcpForwarding === "refused"
@@ -223,14 +241,14 @@ export function streamLocalFailure(r: { error: string; socket?: SocketFacts; tcp
           : "";
     return {
       detail: `sshd refuses the stream-local channel to ${path}, which the login user may use (${r.socket.mode ?? "writable"}): sshd's configuration forbids forwarding to unix sockets, not the socket's permissions.${tcp}`,
-      fix: `allow it for the login user: in sshd_config \`Match User ${r.socket.user ?? "LOGIN"}\` with \`AllowStreamLocalForwarding local\` and \`DisableForwarding no\` (then reload sshd); on the key's authorized_keys line drop no-port-forwarding, or add port-forwarding after restrict`,
+      fix: `allow it for the login user: in sshd_config \`Match User ${r.socket.user ?? "LOGIN"}\` with \`AllowStreamLocalForwarding local\`, \`AllowTcpForwarding local\` and \`DisableForwarding no\` (then reload sshd; docs/hosts.md); on the key's authorized_keys line drop no-port-forwarding, or add port-forwarding after restrict`,
     };
   }
   return { detail: `cannot open ${path}: ${r.error}`, fix: "check that the daemon runs and serves that socket (ovsRundir)" };
 }
 
 /** The stream-local channel to db.sock, which every resource's OVSDB work goes through. */
-export function ovsdbChannelCheck(host: string, path: string, r: { error?: string; socket?: SocketFacts; tcpForwarding?: TcpForwarding }): DoctorCheck {
+export function ovsdbChannelCheck(host: string, path: string, r: ChannelFacts): DoctorCheck {
   const check = "ovsdb channel";
   if (r.error === undefined) return ok(host, check, `stream-local channel to ${path} opens; OVSDB answers`);
   const f = streamLocalFailure({ ...r, error: r.error }, path);
@@ -238,7 +256,7 @@ export function ovsdbChannelCheck(host: string, path: string, r: { error?: strin
 }
 
 /** ovs-vswitchd's control socket, which versions, traces and conntrack reads use (over a stream-local channel and ovs-appctl). */
-export function vswitchdSocketCheck(host: string, path: string, r: { error?: string; socket?: SocketFacts; tcpForwarding?: TcpForwarding }): DoctorCheck {
+export function vswitchdSocketCheck(host: string, path: string, r: ChannelFacts): DoctorCheck {
   const check = "socket ovs-vswitchd";
   if (r.error === undefined) return ok(host, check, `${path} answers`);
   const f = streamLocalFailure({ ...r, error: r.error }, path);

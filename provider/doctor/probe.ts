@@ -277,7 +277,14 @@ async function ovsChecks(h: DoctorHost, plan: DoctorPlan, ssh: SshSession): Prom
     db?.close();
     db = undefined;
     const socket = await socketFacts(ssh, `${rundir}/db.sock`);
-    rows.push(ovsdbChannelCheck(name, `${rundir}/db.sock`, { error: message(e), socket, tcpForwarding: await tcpForwarding(ssh, h.connection) }));
+    rows.push(
+      ovsdbChannelCheck(name, `${rundir}/db.sock`, {
+        error: message(e),
+        socket,
+        tcpForwarding: await tcpForwarding(ssh, h.connection),
+        ...(ssh.keyOptions ? { keyOptions: ssh.keyOptions } : {}),
+      }),
+    );
   }
 
   // ovs-vswitchd's control socket (unixctl over a stream-local channel, as traces and versions use it).
@@ -293,7 +300,14 @@ async function ovsChecks(h: DoctorHost, plan: DoctorPlan, ssh: SshSession): Prom
     const socket = await socketFacts(ssh, path);
     // The pid file is no socket: it is there when cat could read it (or was refused it).
     if (path.endsWith(".pid")) socket.exists = pid.exitCode === 0 || /Permission denied/.test(pid.stderr);
-    rows.push(vswitchdSocketCheck(name, path, { error: message(e), socket, tcpForwarding: await tcpForwarding(ssh, h.connection) }));
+    rows.push(
+      vswitchdSocketCheck(name, path, {
+        error: message(e),
+        socket,
+        tcpForwarding: await tcpForwarding(ssh, h.connection),
+        ...(ssh.keyOptions ? { keyOptions: ssh.keyOptions } : {}),
+      }),
+    );
     // ovs-appctl on the host reaches the same socket without a channel (sshd may refuse channels, not commands).
     const appctl = await ssh.run(["env", `OVS_RUNDIR=${rundir}`, "ovs-appctl", "version"]);
     if (appctl.exitCode === 0) version = parseOvsVersion(appctl.stdout);

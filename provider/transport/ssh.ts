@@ -101,6 +101,13 @@ interface LoggedIn {
   client: Client;
   sock: Duplex;
   jump: SshSession | undefined;
+  /** What the key's authorized_keys line allows, as sshd tells the client after the login; undefined: it said nothing. */
+  keyOptions: KeyOptions;
+}
+
+/** The options OpenSSH's sshd reports for the key a login used ("key options: port-forwarding pty ...", auth_log_authopts in auth.c); undefined until it says. */
+interface KeyOptions {
+  allowed?: string[];
 }
 
 /** One logged-in SSH connection (and the jump host's it goes through), shared by the sessions on it. */
@@ -110,6 +117,7 @@ class SharedConnection {
   readonly client: Client;
   private readonly sock: Duplex;
   private readonly jump: SshSession | undefined;
+  readonly keyOptions: KeyOptions;
   private idle: NodeJS.Timeout | undefined;
 
   constructor(
@@ -118,7 +126,7 @@ class SharedConnection {
     private readonly idleMs: number,
     private readonly onGone: (shared: SharedConnection) => void = () => undefined,
   ) {
-    ({ client: this.client, sock: this.sock, jump: this.jump } = logged);
+    ({ client: this.client, sock: this.sock, jump: this.jump, keyOptions: this.keyOptions } = logged);
     const client = this.client;
     // The host ending its side (sshd gone) is enough: nothing more can be asked of it.
     client.on("end", () => this.forget());
@@ -241,6 +249,9 @@ const pool = new SshConnectionPool();
 /** Logs out of every shared SSH connection that no session uses. */
 export const closeIdleSshConnections = () => pool.closeIdle();
 
+/** How ssh2's debug hook prefixes a message the server sent (client.js), JSON-quoted after it. */
+const SERVER_DEBUG = "Debug output from server: ";
+
 /** Logs in as `c` says (through its jump host, if any), verifying every host key on the way. */
 async function login(c: SshConnection): Promise<LoggedIn> {
   const hostName = describeHost(c);
@@ -253,6 +264,7 @@ async function login(c: SshConnection): Promise<LoggedIn> {
   try {
     const client = new Client();
     let keyRejected = false;
+    const keyOptions: KeyOptions = {};
     const config: ConnectConfig = {
       host: c.host,
       port: c.port ?? 22,
@@ -264,6 +276,18 @@ async function login(c: SshConnection): Promise<LoggedIn> {
         const ok = keyMatches(key, keys);
         keyRejected = !ok;
         return ok;
+      },
+      // ssh2 hands the server's SSH_MSG_DEBUG messages only to its debug hook; only sshd's key options are kept.
+      debug: (line: string) => {
+        if (!line.startsWith(SERVER_DEBUG)) return;
+        let text: unknown;
+        try {
+          text = JSON.parse(line.slice(SERVER_DEBUG.length));
+        } catch {
+          return;
+        }
+        const said = typeof text === "string" ? /key options:(.*)$/.exec(text) : null;
+        if (said) keyOptions.allowed = said[1].split(" ").filter((o) => o !== "");
       },
     };
     if (c.privateKey) config.privateKey = c.privateKey;
@@ -298,7 +322,7 @@ async function login(c: SshConnection): Promise<LoggedIn> {
     });
     // Later errors (e.g. a dropped connection) surface through the open channels.
     client.on("error", () => undefined);
-    return { client, sock: socket, jump };
+    return { client, sock: socket, jump, keyOptions };
   } catch (e) {
     sock?.destroy();
     jump?.close();
@@ -343,6 +367,11 @@ export class SshSession implements CommandRunner {
 
   private get closed(): boolean {
     return this.released || this.shared.gone;
+  }
+
+  /** What sshd says the login's key line allows (`port-forwarding`, `pty`, ...); undefined when it did not say. */
+  get keyOptions(): readonly string[] | undefined {
+    return this.shared.keyOptions.allowed;
   }
 
   get commandTimeoutMs(): number {
@@ -422,12 +451,14 @@ export class SshSession implements CommandRunner {
       `opening ${socketPath}`,
       (done) => this.client.openssh_forwardOutStreamLocal(socketPath, done),
       (err) => {
-        // sshd says only "open failed": name the two causes (it connects as the login user). ssh2 gives sshd's
-        // description only as message text (and a bare reason number), so the hint keys on that text.
-        const why = /open failed/.test(err.message)
-          ? " (the socket is missing, or the login user has no permission on it: it needs write access to the socket and search access to its directory; see README, Least privilege)"
-          : "";
-        return `cannot open ${socketPath}: ${err.message}${why}`;
+        // sshd says only "open failed" for every cause. ssh2 gives sshd's description only as message text (and a
+        // bare reason number), so the hint keys on that text; a key line that forbids forwarding sshd told at login.
+        if (!/open failed/.test(err.message)) return `cannot open ${socketPath}: ${err.message}`;
+        const allowed = this.keyOptions;
+        if (allowed && !allowed.includes("port-forwarding")) {
+          return `cannot open ${socketPath}: ${err.message}: sshd refuses channels for this login's key: its authorized_keys line forbids forwarding (restrict or no-port-forwarding; sshd says "key options:${allowed.map((o) => ` ${o}`).join("")}"), not the socket's permissions; on that line write restrict,port-forwarding or drop no-port-forwarding (docs/hosts.md)`;
+        }
+        return `cannot open ${socketPath}: ${err.message} (the socket is missing, or the login user has no permission on it: it needs write access to the socket and search access to its directory, see README, Least privilege; or sshd forbids forwarding for this login: DisableForwarding, AllowStreamLocalForwarding, AllowTcpForwarding, see docs/hosts.md)`;
       },
     );
   }

@@ -6,6 +6,8 @@ import { join } from "node:path";
 import type { DoctorCheck } from "../../provider/doctor/checks";
 import { labStackConfig, repoRoot, type StackConfig } from "../lab/stack-config";
 import type { LabInventory } from "../lab/topology";
+import { asLists, handle } from "../../provider/handlers";
+import { closeIdleSshConnections } from "../../provider/transport/ssh";
 import { FaultHost } from "../support/fault-host";
 import { loadInventory, lockLab } from "../support/lab";
 
@@ -15,7 +17,8 @@ import { loadInventory, lockLab } from "../support/lab";
  * On the healthy lab every check is green and it exits 0; on hosts of this
  * test's own, each with one fault (sshd refusing forwarding, sockets the
  * login user cannot use, a bridge without OpenFlow 1.5, a 1500-byte
- * underlay under gre, a host key not pinned or not the pinned one), it names
+ * underlay under gre, a host key not pinned or not the pinned one, a key
+ * whose authorized_keys line says `restrict`), it names
  * the fault and its fix and exits 1. No secret of the config is ever
  * printed.
  */
@@ -45,6 +48,7 @@ let noForwarding: NoForwardingHost;
 let unprivileged: UnprivilegedHost;
 let oldOpenFlow: FaultHost;
 let smallUnderlay: FaultHost;
+let restrictedKey: FaultHost;
 
 const run = (argv: string[]) => execFileSync(argv[0], argv.slice(1), { encoding: "utf8" });
 const userExists = () => spawnSync("id", [USER]).status === 0;
@@ -100,12 +104,15 @@ beforeAll(async () => {
   run(["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/bin/sh", USER]);
   // No password, but not locked: sshd refuses a locked account even for key logins.
   run(["usermod", "--password", "*", USER]);
-  [noForwarding, unprivileged, oldOpenFlow, smallUnderlay] = await Promise.all([
+  [noForwarding, unprivileged, oldOpenFlow, smallUnderlay, restrictedKey] = await Promise.all([
     new NoForwardingHost(inv, "drfwd", 231).up(),
     new UnprivilegedHost(inv, "drperm", 232).up(),
     new FaultHost(inv, "drof", 233).up(),
     new FaultHost(inv, "drmtu", 234).up(),
+    new FaultHost(inv, "drkey", 235).up(),
   ]);
+  // The key's line restricted as hardening guides write it (sshd(8), AUTHORIZED_KEYS FILE FORMAT); sshd reads it at each login.
+  restrictedKey.authorize([`restrict ${inv.clientPublicKey}`]);
   // The user may enter the run directory, but its sockets are root's alone (no group, as OVS makes them under umask 022).
   chmodSync(unprivileged.dir, 0o755);
   chmodSync(unprivileged.rundir, 0o755);
@@ -113,7 +120,8 @@ beforeAll(async () => {
 });
 
 afterAll(() => {
-  for (const h of [noForwarding, unprivileged, oldOpenFlow, smallUnderlay]) h?.down();
+  closeIdleSshConnections();
+  for (const h of [noForwarding, unprivileged, oldOpenFlow, smallUnderlay, restrictedKey]) h?.down();
   if (userExists()) run(["userdel", USER]);
   rmSync(scratch, { recursive: true, force: true });
 });
@@ -183,6 +191,7 @@ describe("ovslb doctor on faulty hosts: each fault named with its fix, exit 1", 
         "small-underlay": hostOf(smallUnderlay),
         "not-pinned": { connection: { host: oldOpenFlow.address }, ovsRundir: oldOpenFlow.rundir },
         "other-key": hostOf(oldOpenFlow, { hostKey: inv.hosts.gw2.hostKey }),
+        "restricted-key": hostOf(restrictedKey),
       },
       // The program's own config: small-underlay delivers by gre from its management address (mgmt0, MTU 1500).
       { "doctor-test:hypervisors": [{ name: "small-underlay", tunnelAddress: smallUnderlay.address }] },
@@ -194,7 +203,7 @@ describe("ovslb doctor on faulty hosts: each fault named with its fix, exit 1", 
     expect(d.stderr).toBe("");
     expect(d.status).toBe(1);
     const failing = new Set(d.checks.filter((c) => c.status === "FAIL").map((c) => c.host));
-    expect([...failing].sort()).toEqual(["no-access", "no-forwarding", "not-pinned", "old-openflow", "other-key", "small-underlay"]);
+    expect([...failing].sort()).toEqual(["no-access", "no-forwarding", "not-pinned", "old-openflow", "other-key", "restricted-key", "small-underlay"]);
   });
 
   it("sshd with DisableForwarding: the channel is refused by sshd's configuration, not by permissions", () => {
@@ -203,12 +212,31 @@ describe("ovslb doctor on faulty hosts: each fault named with its fix, exit 1", 
     expect(r.detail).toContain(`sshd refuses the stream-local channel to ${noForwarding.rundir}/db.sock, which the login user may use`);
     expect(r.detail).toContain("not the socket's permissions");
     expect(r.detail).toContain("TCP forwarding is refused too: DisableForwarding yes");
-    expect(r.fix).toContain("`AllowStreamLocalForwarding local` and `DisableForwarding no`");
+    expect(r.fix).toContain("`AllowStreamLocalForwarding local`, `AllowTcpForwarding local` and `DisableForwarding no`");
     expect(r.detail).not.toMatch(/no permission|may not write/);
     // ovs-vswitchd's socket is refused the same way; its version still comes, by ovs-appctl on the host.
     expect(row(d, "no-forwarding", "socket ovs-vswitchd")?.detail).toMatch(/^sshd refuses the stream-local channel/);
     expect(row(d, "no-forwarding", "ovs version")?.status).toBe("ok");
     expect(row(d, "no-forwarding", "login")?.status).toBe("ok");
+  });
+
+  it("a key whose authorized_keys line says restrict: the key's line named, with the fix, not sshd_config and not permissions", () => {
+    for (const check of ["ovsdb channel", "socket ovs-vswitchd"]) {
+      const r = row(d, "restricted-key", check)!;
+      expect(r.status, check).toBe("FAIL");
+      expect(r.detail).toMatch(
+        /^sshd refuses the stream-local channel to \S+, which the login user may use \(root:root 7\d0\): the key's line in authorized_keys forbids forwarding/,
+      );
+      // sshd reported the key's options: under restrict, none.
+      expect(r.detail).toContain('(restrict or no-port-forwarding; sshd says "key options:"), not the socket\'s permissions');
+      expect(r.fix).toBe(
+        "on the key's line in ~root/.ssh/authorized_keys write restrict,port-forwarding instead of restrict, or drop no-port-forwarding (sshd(8), AUTHORIZED_KEYS FILE FORMAT; docs/hosts.md)",
+      );
+    }
+    expect(row(d, "restricted-key", "login")?.status).toBe("ok");
+    // restrict leaves commands: the version still comes, through ovs-appctl; the bridges need the OVSDB channel.
+    expect(row(d, "restricted-key", "ovs version")?.status).toBe("ok");
+    expect(row(d, "restricted-key", "bridges")?.status).toBe("skip");
   });
 
   it("sockets the login user may not write: names the user, its groups, the socket's owner and mode, and the group fix", () => {
@@ -259,6 +287,41 @@ describe("ovslb doctor on faulty hosts: each fault named with its fix, exit 1", 
     expect(other.status).toBe("FAIL");
     expect(other.detail).toContain(`the host presents ssh-ed25519 ${fp}, not the pinned key`);
     for (const h of ["not-pinned", "other-key"]) expect(row(d, h, "login")?.status).toBe("skip");
+  });
+});
+
+describe("the provider on a host whose key's line forbids forwarding", () => {
+  it("an apply fails naming the key's authorized_keys line, not socket permissions; with port-forwarding added after restrict it applies", async () => {
+    const inputs = asLists(
+      "OvsBridge",
+      ((await handle("OvsBridge", "check", [{}, { host: restrictedKey.ovsHost, name: "br-rk" }])) as { inputs: Record<string, unknown> }).inputs,
+    );
+    for (const options of ["restrict", "no-port-forwarding"]) {
+      restrictedKey.authorize([`${options} ${inv.clientPublicKey}`]);
+      closeIdleSshConnections();
+      const failed = await handle("OvsBridge", "create", [inputs]).then(
+        () => undefined,
+        (e: Error) => e.message,
+      );
+      expect(failed, options).toMatch(
+        new RegExp(
+          `^ovs-bridge/\\S+: no host was changed: root@${restrictedKey.address.replace(/\./g, "\\.")}:22: cannot open ${restrictedKey.rundir}/db\\.sock: `,
+        ),
+      );
+      expect(failed).toContain(
+        "sshd refuses channels for this login's key: its authorized_keys line forbids forwarding (restrict or no-port-forwarding; sshd says",
+      );
+      expect(failed).toContain("on that line write restrict,port-forwarding or drop no-port-forwarding (docs/hosts.md)");
+      expect(failed).not.toMatch(/permission on it|write access/);
+      expect(restrictedKey.vsctl("list-br")).not.toContain("br-rk");
+    }
+    // The fix as the message gives it.
+    restrictedKey.authorize([`restrict,port-forwarding ${inv.clientPublicKey}`]);
+    closeIdleSshConnections();
+    const created = (await handle("OvsBridge", "create", [inputs])) as { id: string; outs: Record<string, unknown> };
+    expect(restrictedKey.vsctl("list-br")).toContain("br-rk");
+    await handle("OvsBridge", "delete", [created.id, created.outs]);
+    restrictedKey.authorize([`restrict ${inv.clientPublicKey}`]);
   });
 });
 

@@ -111,9 +111,31 @@ describe("sockets", () => {
     expect(r.status).toBe("FAIL");
     expect(r.detail).toMatch(/^sshd refuses the stream-local channel to \/run\/openvswitch\/db.sock, which the login user may use \(root:ovslb 770\)/);
     expect(r.detail).toContain("DisableForwarding yes, or restrict / no-port-forwarding");
-    expect(r.fix).toContain("`Match User ovslb` with `AllowStreamLocalForwarding local` and `DisableForwarding no`");
+    expect(r.fix).toContain("`Match User ovslb` with `AllowStreamLocalForwarding local`, `AllowTcpForwarding local` and `DisableForwarding no`");
+    // sshd reported the key's options, port-forwarding among them: not the key's line.
+    expect(
+      ovsdbChannelCheck("gw1", "/p", { error: "open failed", socket: facts({}), tcpForwarding: "refused", keyOptions: ["port-forwarding", "pty"] }).detail,
+    ).toContain("DisableForwarding yes");
     const streamOnly = ovsdbChannelCheck("gw1", "/p", { error: "open failed", socket: facts({}), tcpForwarding: "works" });
     expect(streamOnly.detail).toContain("AllowStreamLocalForwarding no (or remote)");
+  });
+
+  it("the channel refused where sshd reported the key's options without port-forwarding: the authorized_keys line, with its fix", () => {
+    for (const keyOptions of [[], ["agent-forwarding", "pty", "user-rc", "x11-forwarding"]]) {
+      const r = ovsdbChannelCheck("gw1", "/run/openvswitch/db.sock", {
+        error: "open failed",
+        socket: facts({ user: "ovslb", mode: "root:ovslb 770" }),
+        tcpForwarding: "refused",
+        keyOptions,
+      });
+      expect(r.status).toBe("FAIL");
+      expect(r.detail).toBe(
+        `sshd refuses the stream-local channel to /run/openvswitch/db.sock, which the login user may use (root:ovslb 770): the key's line in authorized_keys forbids forwarding (restrict or no-port-forwarding; sshd says "key options:${keyOptions.map((o) => ` ${o}`).join("")}"), not the socket's permissions`,
+      );
+      expect(r.fix).toBe(
+        "on the key's line in ~ovslb/.ssh/authorized_keys write restrict,port-forwarding instead of restrict, or drop no-port-forwarding (sshd(8), AUTHORIZED_KEYS FILE FORMAT; docs/hosts.md)",
+      );
+    }
   });
 
   it("the channel refused and the socket not writable: the permission, not sshd", () => {
