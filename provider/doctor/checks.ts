@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { blobKeyType, knownHostsToken } from "../transport/known-hosts";
 import { issuesOn, parseVersion, KNOWN_ISSUES } from "../model/ovs-versions";
+import { GRE_OVERHEAD, type UnderlayFacts } from "../transport/underlay";
 
 /**
  * `ovslb doctor`'s checks as data: one row per host and check, with what
@@ -27,8 +28,6 @@ export const fail = (host: string, check: string, detail: string, fix: string): 
 export const warn = (host: string, check: string, detail: string, fix: string): DoctorCheck => ({ host, check, status: "warn", detail, fix });
 export const skip = (host: string, check: string, detail: string): DoctorCheck => ({ host, check, status: "skip", detail });
 
-/** What GRE delivery adds to each frame: outer IPv4 (20) + GRE with a key (8) + the inner Ethernet header (14). */
-export const GRE_OVERHEAD = 42;
 /** The oldest Open vSwitch ovslb supports (README, Install). */
 export const MIN_OVS = "3.1.0";
 /** Share of a conntrack limit at which a zone (or the table) is reported as nearly full. */
@@ -396,13 +395,6 @@ export function datapathCheck(host: string, bridge: string, type: string | undef
 
 // ---------------------------------------------------------------- underlay MTU
 
-export interface UnderlayFacts {
-  tunnelAddress: string;
-  /** The interface holding that address on the host; undefined: none does. */
-  iface?: string;
-  mtu?: number;
-}
-
 export function mtuCheck(host: string, segmentMtu: number, facts: readonly UnderlayFacts[]): DoctorCheck {
   const check = "underlay mtu";
   const need = segmentMtu + GRE_OVERHEAD;
@@ -425,15 +417,6 @@ export function mtuCheck(host: string, segmentMtu: number, facts: readonly Under
   }
   if (failures.length > 0) return fail(host, check, failures.join("; "), fixes.join("; "));
   return ok(host, check, rows.join("; "));
-}
-
-/** The interface holding an IPv4 address, from `ip -o -4 addr show` (`5: br-phy    inet 172.16.11.2/24 ...`). */
-export function interfaceOf(ipAddrOutput: string, address: string): string | undefined {
-  for (const line of ipAddrOutput.split("\n")) {
-    const m = /^\d+:\s+(\S+?)(?:@\S+)?\s+inet\s+([0-9.]+)\//.exec(line.trim());
-    if (m && m[2] === address) return m[1];
-  }
-  return undefined;
 }
 
 // ---------------------------------------------------------------- conntrack

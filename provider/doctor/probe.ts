@@ -11,6 +11,7 @@ import { OvsdbClient } from "../transport/ovsdb-client";
 import { bridgeSocket, ovsRundirOf } from "../transport/ovs-host";
 import { SshSession, describeHost, mapBounded } from "../transport/ssh";
 import { connectVswitchd, type UnixctlClient } from "../transport/unixctl";
+import { readUnderlay } from "../transport/underlay";
 import {
   ZoneCounter,
   bridgeChecks,
@@ -19,7 +20,6 @@ import {
   fail,
   fingerprint,
   hostKeyCheck,
-  interfaceOf,
   loginCheck,
   mtuCheck,
   ovsdbChannelCheck,
@@ -32,7 +32,6 @@ import {
   type HostKeyFacts,
   type SocketFacts,
   type TcpForwarding,
-  type UnderlayFacts,
 } from "./checks";
 import type { DoctorHost, DoctorPlan } from "./config";
 
@@ -349,25 +348,9 @@ async function ovsChecks(h: DoctorHost, plan: DoctorPlan, ssh: SshSession): Prom
     }
   } else rows.push(skip(name, "bridges", "not checked: needs the OVSDB channel"));
 
-  rows.push(mtuCheck(name, plan.segmentMtu, await underlay(ssh, h.tunnelAddresses)));
+  rows.push(mtuCheck(name, plan.segmentMtu, await readUnderlay(ssh, h.tunnelAddresses)));
   rows.push(await conntrack(ssh, name, rundir));
   return rows;
-}
-
-async function underlay(ssh: SshSession, addresses: readonly string[]): Promise<UnderlayFacts[]> {
-  if (addresses.length === 0) return [];
-  const ip = await ssh.run(["ip", "-o", "-4", "addr", "show"]);
-  const facts: UnderlayFacts[] = [];
-  for (const a of addresses) {
-    const iface = ip.exitCode === 0 ? interfaceOf(ip.stdout, a) : undefined;
-    if (!iface || !/^[A-Za-z0-9_.:-]+$/.test(iface)) {
-      facts.push({ tunnelAddress: a });
-      continue;
-    }
-    const mtu = await ssh.run(["cat", `/sys/class/net/${iface}/mtu`]);
-    facts.push({ tunnelAddress: a, iface, ...(mtu.exitCode === 0 && /^\d+$/.test(mtu.stdout.trim()) ? { mtu: Number(mtu.stdout.trim()) } : {}) });
-  }
-  return facts;
 }
 
 async function conntrack(ssh: SshSession, name: string, rundir: string): Promise<DoctorCheck> {

@@ -6,7 +6,6 @@ import {
   datapathCheck,
   fingerprint,
   hostKeyCheck,
-  interfaceOf,
   loginCheck,
   mtuCheck,
   ovsdbChannelCheck,
@@ -16,6 +15,7 @@ import {
   type SocketFacts,
 } from "../../provider/doctor/checks";
 import { knownHostsToken } from "../../provider/transport/known-hosts";
+import { interfaceOf, underlayMtuWarnings } from "../../provider/transport/underlay";
 
 /** ovslb doctor's verdicts, each from what the I/O found (provider/doctor/checks.ts). */
 
@@ -225,6 +225,14 @@ describe("underlay MTU", () => {
     expect(interfaceOf(ip, "172.16.11.2")).toBe("br-phy");
     expect(interfaceOf(ip, "172.30.0.11")).toBe("mgmt0");
     expect(interfaceOf(ip, "172.16.11.20")).toBeUndefined();
+  });
+
+  it("an apply of gre delivery warns of an underlay below 1542, naming the host, interface, address and fixes; not at 1542 or when the interface is unknown", () => {
+    expect(underlayMtuWarnings("gateways[0] (gw1)", [{ tunnelAddress: "172.16.11.2", iface: "br-phy", mtu: 1500 }])).toEqual([
+      "gateways[0] (gw1): the underlay interface br-phy (tunnel address 172.16.11.2) has MTU 1500, below 1542: gre delivery adds 42 bytes to each frame (outer IPv4 20, GRE with key 8, inner Ethernet 14), so a client's full-size 1500-byte packet is dropped without a word. Raise the underlay MTU to 1542 or more on every link of the path, or lower the clients' MTU (or MSS) to fit 1458 bytes",
+    ]);
+    expect(underlayMtuWarnings("gw1", [{ tunnelAddress: "172.16.11.2", iface: "br-phy", mtu: 1542 }])).toEqual([]);
+    expect(underlayMtuWarnings("gw1", [{ tunnelAddress: "172.16.11.2" }])).toEqual([]);
   });
 });
 

@@ -37,6 +37,8 @@ import {
   type GatewayPort,
   type RecordedIds,
 } from "./plan";
+import { warn } from "../../transport/engine-log";
+import { readUnderlay, underlayMtuWarnings } from "../../transport/underlay";
 
 /** What DeferredNatLoadBalancer records besides its inputs: its outputs, declared in schema/deferred-nat-load-balancer.json ("x-outputs"). */
 export type DeferredNatState = DeferredNatLoadBalancerOutputs;
@@ -186,6 +188,13 @@ async function refuseBrokenOvs(d: Inputs, sessions: readonly OvsHostSession[]): 
   if (refusals.length > 0) throw new Error(`${lbId(d)}: selectionMethod dp_hash refused: ${refusals.join("; ")}`);
 }
 
+/** gre delivery: a warning for each gateway whose underlay cannot carry a full-size client frame in GRE. */
+async function warnOfUnderlayMtu(d: Inputs, sessions: readonly OvsHostSession[]): Promise<void> {
+  const facts = await Promise.all(d.gateways.map((gw, i) => readUnderlay(sessions[i].ssh, gw.tunnelAddress ? [gw.tunnelAddress] : [])));
+  const warnings = facts.flatMap((f, i) => underlayMtuWarnings(`${lbId(d)}: ${hostLabel(sessions[i], d.gateways[i].name)}`, f));
+  for (const w of warnings) await warn(w);
+}
+
 /** One gateway's part of a change: its bundle, and what it held of this load balancer's flows before it. */
 interface GatewayPlan {
   ref: BridgeRef;
@@ -223,8 +232,13 @@ async function apply(
       hosts: d.gateways.map((g) => g.host),
       async plan(sessions) {
         await refuseBrokenOvs(d, sessions);
-        // gre delivery: the tunnel ports first, so the buckets that output to them can be planned.
-        await Promise.all(d.gateways.map((gw, i) => ensureTunnels(sessions[i], d, gw, hostLabel(sessions[i], gw.name))));
+        // gre delivery: the tunnel ports first, so the buckets that output to them can be planned; and each gateway's
+        // underlay MTU read beside them, so a too small one is said before anything is sent.
+        const gre = d.hypervisors.some((h) => deliveryOf(d, h.name) === "gre");
+        await Promise.all([
+          ...d.gateways.map((gw, i) => ensureTunnels(sessions[i], d, gw, hostLabel(sessions[i], gw.name))),
+          ...(gre ? [warnOfUnderlayMtu(d, sessions)] : []),
+        ]);
         gateways = await readPorts(d, sessions);
         if (scope.kind === "vips" && !gateways.every((g) => samePorts(previous?.state.gatewayPorts?.[g.name], g.port))) {
           scope = { kind: "all", reason: "a gateway's port numbers changed since the last apply" };
