@@ -184,16 +184,18 @@ describe.each(["mac", "gre", "gre, second chance"] as const)("path MTU discovery
     await apply(delivery, false);
     const results = await downloads(4000);
     expect(results.filter((r) => r.complete)).toEqual([]);
-    // The connections themselves opened, over both backends: only the full-size segments are lost.
-    expect(new Set(results.map((r) => r.backend))).toEqual(new Set(pool.map((b) => b.name)));
+    // The connections themselves opened, each on one of the backends: only the full-size segments are lost. (Which
+    // backends: the hash's choice; 6 connections over 2 backends all land on one 1 time in 32, so that is not asserted.)
+    expect(results.map((r) => r.backend).filter((b) => !pool.some((p) => p.name === b))).toEqual([]);
+    expect(results).toHaveLength(CONNECTIONS);
   });
 
-  it(`with pathMtu, every download completes, from backends on both hypervisors; the gateways fanned the errors out`, async () => {
+  it(`with pathMtu, every download completes; the gateways fanned the errors out to both hypervisors`, async () => {
     const before = await fanoutPackets();
     await apply(delivery, true);
     const results = await downloads(20_000);
     expect(results.filter((r) => !r.complete)).toEqual([]);
-    expect(new Set(results.map((r) => r.backend))).toEqual(new Set(pool.map((b) => b.name)));
+    expect(results).toHaveLength(CONNECTIONS);
     const errors = (await fanoutPackets()) - before;
     expect(errors).toBeGreaterThan(0);
     // Each error went to both hypervisors: the one whose conntrack knew the connection delivered it, the other dropped its copy.
