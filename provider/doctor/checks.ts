@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { blobKeyType, knownHostsToken } from "../transport/known-hosts";
 import { issuesOn, parseVersion, KNOWN_ISSUES } from "../model/ovs-versions";
-import { GRE_OVERHEAD, type UnderlayFacts } from "../transport/underlay";
+import { greOverhead, overheadParts, type UnderlayFacts } from "../transport/underlay";
 
 /**
  * `ovslb doctor`'s checks as data: one row per host and check, with what
@@ -397,23 +397,24 @@ export function datapathCheck(host: string, bridge: string, type: string | undef
 
 export function mtuCheck(host: string, segmentMtu: number, facts: readonly UnderlayFacts[]): DoctorCheck {
   const check = "underlay mtu";
-  const need = segmentMtu + GRE_OVERHEAD;
   if (facts.length === 0) return skip(host, check, "no tunnel address for this host in the config: gre delivery is not used here (mac delivery adds nothing)");
   const rows: string[] = [];
   const failures: string[] = [];
   const fixes: string[] = [];
   for (const f of facts) {
+    const overhead = greOverhead(f.tunnelAddress);
+    const need = segmentMtu + overhead;
     if (!f.iface || f.mtu === undefined) {
       failures.push(`no interface holds the tunnel address ${f.tunnelAddress}`);
       fixes.push(`give the host ${f.tunnelAddress} (on the underlay bridge's internal port for the netdev datapath), or correct its tunnelAddress`);
     } else if (f.mtu < need) {
       failures.push(
-        `${f.iface} (${f.tunnelAddress}) has MTU ${f.mtu}, below ${need} = the segment's ${segmentMtu} + ${GRE_OVERHEAD} of GRE (outer IPv4 20, GRE with key 8, inner Ethernet 14): full-size frames are dropped without a word`,
+        `${f.iface} (${f.tunnelAddress}) has MTU ${f.mtu}, below ${need} = the segment's ${segmentMtu} + ${overhead} of GRE (${overheadParts(f.tunnelAddress)}): full-size frames are dropped without a word`,
       );
       fixes.push(
-        `raise the underlay MTU to ${need} or more (\`ip link set ${f.iface} mtu ${need}\`, and on every underlay link and switch between), or lower the segment's MTU (or the backends' MSS) to ${f.mtu - GRE_OVERHEAD}`,
+        `raise the underlay MTU to ${need} or more (\`ip link set ${f.iface} mtu ${need}\`, and on every underlay link and switch between), or lower the segment's MTU (or the backends' MSS) to ${f.mtu - overhead}`,
       );
-    } else rows.push(`${f.iface} (${f.tunnelAddress}) MTU ${f.mtu} >= ${need} (segment ${segmentMtu} + ${GRE_OVERHEAD})`);
+    } else rows.push(`${f.iface} (${f.tunnelAddress}) MTU ${f.mtu} >= ${need} (segment ${segmentMtu} + ${overhead})`);
   }
   if (failures.length > 0) return fail(host, check, failures.join("; "), fixes.join("; "));
   return ok(host, check, rows.join("; "));

@@ -13,17 +13,29 @@ export interface GrePortRows {
  * own but changed by hand (its type or options, or moved off the bridge), or
  * someone else's, which is never taken over.
  */
-export function grePortState(owner: string, options: Readonly<Record<string, string>>, rows: GrePortRows): "absent" | "right" | "changed" | "foreign" {
+export function grePortState(
+  owner: string,
+  options: Readonly<Record<string, string>>,
+  rows: GrePortRows,
+  type: TunnelType = "gre",
+): "absent" | "right" | "changed" | "foreign" {
   if (!rows.port && !rows.iface) return "absent";
   if (!rows.port || rows.port.external_ids.get(OWNER_KEY) !== owner || rows.onBridge === false) return "foreign";
   const have = rows.iface?.options;
-  const right = rows.iface?.type === "gre" && have?.size === Object.keys(options).length && Object.entries(options).every(([k, v]) => have.get(k) === v);
+  const right = rows.iface?.type === type && have?.size === Object.keys(options).length && Object.entries(options).every(([k, v]) => have.get(k) === v);
   return right ? "right" : "changed";
 }
+
+/** The Interface type of a GRE tunnel: gre over an IPv4 underlay, ip6gre over an IPv6 one (both carry Ethernet). */
+export type TunnelType = "gre" | "ip6gre";
+/** The tunnel type for an underlay address (a remote or the sources a flow-based port takes). */
+export const tunnelTypeOf = (address: string): TunnelType => (address.includes(":") ? "ip6gre" : "gre");
 
 /** An owned GRE port with a fixed remote, as wanted (engine/tunnel-ports.ts ensures it). */
 export interface WantedTunnelPort {
   name: string;
+  /** gre unless given: ip6gre for an IPv6 underlay. */
+  type?: TunnelType;
   options: Readonly<Record<string, string>>;
   /** The Interface's bfd column; undefined: no BFD (the column must be empty); "unmanaged": left as found. */
   bfd?: Readonly<Record<string, string>> | "unmanaged";

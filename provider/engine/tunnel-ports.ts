@@ -43,7 +43,7 @@ const bfdSet = (w: WantedTunnelPort) => (w.bfd === "unmanaged" ? {} : { bfd: w.b
 
 function stateOf(owner: string, w: Rows["wanted"][number], bridge: Rows["bridge"]): TunnelPortRead["state"] {
   const onBridge = !w.port || !bridge ? undefined : bridge.ports.some((u) => u.id === w.port!._uuid.id);
-  const state = grePortState(owner, w.want.options, { port: w.port, iface: w.iface, ...(onBridge === undefined ? {} : { onBridge }) });
+  const state = grePortState(owner, w.want.options, { port: w.port, iface: w.iface, ...(onBridge === undefined ? {} : { onBridge }) }, w.want.type);
   if (state !== "right" || w.want.bfd === "unmanaged") return state;
   const want = w.want.bfd ?? {};
   const have = w.iface!.bfd;
@@ -94,7 +94,7 @@ export async function ensureTunnelPorts(s: OvsHostSession, owner: string, bridge
       txn.requireAbsent("Interface", [where("name", "==", w.want.name)]);
       const iface = txn.insertOwned("Interface", {
         name: w.want.name,
-        type: "gre",
+        type: w.want.type ?? "gre",
         options: w.want.options,
         ...bfdSet(w.want),
         ofport_request: [w.want.ofportRequest],
@@ -113,7 +113,7 @@ export async function ensureTunnelPorts(s: OvsHostSession, owner: string, bridge
       if (!rows.bridge.ports.some((u) => u.id === w.port!._uuid.id)) {
         txn.mutate("Bridge", [where("_uuid", "==", rows.bridge._uuid)], [mutation("ports", "insert", [w.port!._uuid])]);
       }
-      txn.update("Interface", [where("_uuid", "==", w.iface!._uuid)], { type: "gre", options: w.want.options, ...bfdSet(w.want) });
+      txn.update("Interface", [where("_uuid", "==", w.iface!._uuid)], { type: w.want.type ?? "gre", options: w.want.options, ...bfdSet(w.want) });
       changes++;
     }
   }

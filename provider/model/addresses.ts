@@ -50,3 +50,31 @@ export function checkFamilies(
   });
   return ipv6 ? [...failures, ...v6Refusals()] : failures;
 }
+
+/**
+ * The underlay's family: every tunnel end given (a gateway's or a
+ * hypervisor's tunnel address, the sources a hypervisor accepts, its BFD
+ * peers) of one family, since a GRE tunnel's two ends are (gre over IPv4,
+ * ip6gre over IPv6). Undefined when none is given or one is not an address.
+ */
+export function underlayFamily(ends: readonly { property: string; address: string }[], failures: CheckFailure[]): IpFamily | undefined {
+  let first: { property: string; family: IpFamily } | undefined;
+  let ok = true;
+  for (const end of ends) {
+    const parsed = canonicalPrefix(end.address);
+    if ("reason" in parsed) {
+      // Said by the caller's own check of that property.
+      ok = false;
+      continue;
+    }
+    if (!first) first = { property: end.property, family: parsed.family };
+    else if (parsed.family !== first.family) {
+      ok = false;
+      failures.push({
+        property: end.property,
+        reason: `is IPv${parsed.family} while ${first.property} is IPv${first.family}: the underlay is of one family (gre ports over IPv4, ip6gre over IPv6)`,
+      });
+    }
+  }
+  return ok ? first?.family : undefined;
+}

@@ -77,7 +77,7 @@ export interface DeferredNatGateway {
    */
   mac: string;
   /**
-   * the gateway's underlay address, the source of its GRE tunnels (gre delivery)
+   * the gateway's underlay address, the source of its GRE tunnels (gre delivery): IPv4 (gre ports) or IPv6 (ip6gre ports), one family for every tunnel address of the load balancer
    */
   tunnelAddress?: string;
 }
@@ -151,7 +151,7 @@ export interface DeferredNatHypervisor {
    */
   name: string;
   /**
-   * the hypervisor's underlay address, where gateways send its backends' GRE (gre delivery)
+   * the hypervisor's underlay address, where gateways send its backends' GRE (gre delivery): IPv4 or IPv6, of the gateways' family
    */
   tunnelAddress?: string;
   /**
@@ -461,7 +461,7 @@ export interface DsrGre {
    * @minItems 1
    * @maxItems 64
    *
-   * Items: an IPv4 address or prefix, e.g. 172.16.0.0/16 or 172.16.5.2 (a length of 0-32, no host bits set)
+   * Items: an IPv4 or IPv6 address or prefix, e.g. 172.16.0.0/16, 172.16.5.2 or fd00:16::/32 (no host bits set)
    */
   allowedSources: string[];
   /**
@@ -486,7 +486,7 @@ export interface DsrBfd {
 }
 export interface DsrBfdPeer {
   /**
-   * an IPv4 address in dotted-quad form, e.g. 10.0.0.10
+   * an IPv4 address (10.0.0.10) or an IPv6 address (2001:db8::10)
    */
   address: string;
   /**

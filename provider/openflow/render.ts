@@ -145,6 +145,9 @@ const MATCH_FIELDS: ReadonlyArray<{ name: MatchKey; render: (field: string, valu
   { name: "dl_dst", render: mac },
   { name: "tun_src", render: ipv4Prefix },
   { name: "tun_dst", render: ipv4Prefix },
+  // An IPv6 underlay's tunnel ends (ip6gre ports).
+  { name: "tun_ipv6_src", render: ipv6Prefix },
+  { name: "tun_ipv6_dst", render: ipv6Prefix },
   { name: "tun_id", render: (f, v) => hexOrZero(checkUint(f, v, UINT32)) },
   { name: "ct_state", render: ctState },
   { name: "ct_zone", render: (f, v) => `${checkUint(f, v, UINT16)}` },

@@ -42,6 +42,9 @@ export interface Match {
   arp_tha?: string;
   tun_src?: string;
   tun_dst?: string;
+  /** The tunnel's ends on an IPv6 underlay (ip6gre). */
+  tun_ipv6_src?: string;
+  tun_ipv6_dst?: string;
   /** The tunnel key (GRE key, VXLAN VNI), as OVS prints it in hex. */
   tun_id?: number;
   /** true for `+flag`, false for `-flag`. */

@@ -40,12 +40,15 @@ const hvs = () => [...new Set(pool.map((b) => b.hypervisor))];
 const backend6 = (b: LabBackend) => ({ address: v6(b.address), port: inv.backendPort, mac: b.mac, hypervisor: b.hypervisor });
 const backend4 = (b: LabBackend) => ({ address: b.address, port: inv.backendPort, mac: b.mac, hypervisor: b.hypervisor });
 
-type Delivery = "mac" | "gre" | "gre, second chance" | "gre, bfd";
+/** "gre6, bfd": gre over the lab's IPv6 underlay (ip6gre ports), with BFD. */
+type Delivery = "mac" | "gre" | "gre, second chance" | "gre, bfd" | "gre6, bfd";
 const BFD = { minRx: 100, minTx: 100, multiplier: 3 };
-const underlay = (host: string) => inv.hosts[host].underlay!.address;
+const underlay4 = (host: string) => inv.hosts[host].underlay!.address;
+const underlay6 = (host: string) => inv.hosts[host].underlay!.address6!;
 
 /** The dual-stack service over `backends`: the hypervisors first, then the gateways. */
 async function apply(backends: LabBackend[], delivery: Delivery) {
+  const underlay = delivery === "gre6, bfd" ? underlay6 : underlay4;
   for (const name of hvs()) {
     const here = backends.filter((b) => b.hypervisor === name);
     const flows = labHypervisorFlows(inv, NAME, name, [{ address: VIP4, port: 80, backends: here }]);
@@ -53,7 +56,7 @@ async function apply(backends: LabBackend[], delivery: Delivery) {
     const inputs = {
       ...flows,
       ...(delivery === "gre" ? { mode: "gre" as const, gre: { allowedSources: ["gw1", "gw2"].map(underlay), key: greKeyOf({ name: NAME }) } } : {}),
-      ...(delivery === "gre, bfd"
+      ...(delivery === "gre, bfd" || delivery === "gre6, bfd"
         ? {
             mode: "gre" as const,
             gre: {
@@ -96,7 +99,7 @@ async function apply(backends: LabBackend[], delivery: Delivery) {
       : {
           delivery: "gre",
           ...(delivery === "gre, second chance" ? { secondChance: {} } : {}),
-          ...(delivery === "gre, bfd" ? { healthCheck: { bfd: BFD } } : {}),
+          ...(delivery === "gre, bfd" || delivery === "gre6, bfd" ? { healthCheck: { bfd: BFD } } : {}),
         },
   );
   const inputs =
@@ -256,14 +259,42 @@ describe("IPv6 with second chance (gre): adding a backend breaks no live IPv6 co
   });
 });
 
-describe("IPv6 with BFD liveness (gre): a dead hypervisor's buckets leave the IPv6 VIP's group", () => {
+describe("gre over an IPv6 underlay (ip6gre): a dual-stack service", () => {
+  afterAll(removeMode);
+
+  it("the tunnels are ip6gre on both ends, BFD comes up over them, and both VIPs reach every backend; a read finds no drift", async () => {
+    await apply(pool.slice(0, 3), "gre6, bfd");
+    const ip6gre = async (host: string) =>
+      (await runChecked(ssh[host], ["ovs-vsctl", "--bare", "--columns=name", "find", "interface", "type=ip6gre"])).split("\n").filter(Boolean);
+    // gw1: a data tunnel and a BFD port per hypervisor of the load balancer; hv2: its flow-based port and a BFD port per gateway.
+    expect(await ip6gre("gw1")).toHaveLength(2 * labLoadBalancer(inv, NAME, []).hypervisors.length);
+    expect(await ip6gre("hv2")).toHaveLength(1 + 2);
+    await waitUntil(async () => (await traceAll()).every((g) => new Set(g).size === 3 && g.every((b) => b !== undefined)), {
+      what: "every bucket live on both gateways (BFD up over ip6gre)",
+      timeoutMs: 20_000,
+      intervalMs: 300,
+    });
+    expect(new Set(greet(VIP6, 6, 40))).toEqual(new Set(pool.slice(0, 3).map((b) => b.name)));
+    expect(new Set(greet(VIP4, 4, 40))).toEqual(new Set(pool.slice(0, 3).map((b) => b.name)));
+    for (const d of [lb, ...Object.values(hv)]) {
+      const read = await d.read();
+      expect(read.props.driftFindings ?? []).toEqual([]);
+      expect(await d.diff(read.inputs, read.props)).toMatchObject({ changes: false });
+    }
+  });
+});
+
+describe.each([
+  ["gre, bfd", "IPv4"],
+  ["gre6, bfd", "IPv6"],
+] as const)("IPv6 with BFD liveness (%s): a dead hypervisor's buckets leave the IPv6 VIP's group, over the %s underlay", (delivery, underlayFamily) => {
   afterAll(async () => {
     inNamespace(ROUTER_NS, ["ip", "link", "set", "u-hv1", "up"]);
     await removeMode();
   });
 
   it("cutting hv1's underlay takes its backends' buckets out of the IPv6 VIP on both gateways; no other tuple moves; the repair puts them back", async () => {
-    await apply(pool, "gre, bfd");
+    await apply(pool, delivery);
     const hv1Buckets = new Set(pool.filter((b) => b.hypervisor === "hv1").map(bucketOf));
     const allLive = async () => (await traceAll()).every((g) => new Set(g).size === pool.length && g.every((b) => b !== undefined));
     await waitUntil(allLive, { what: "every bucket live on both gateways (BFD up)", timeoutMs: 20_000, intervalMs: 300 });
@@ -290,7 +321,7 @@ describe("IPv6 with BFD liveness (gre): a dead hypervisor's buckets leave the IP
     });
     console.log(
       // Timing is the liveness benchmark's to measure: here the resolution is a trace pass of 2,000 tuples on each gateway.
-      `IPv6, BFD 100/100/3 over the IPv4 underlay: hv1's buckets out of the IPv6 VIP on both gateways by the first pass ending ${detected} ms after the cut`,
+      `IPv6, BFD 100/100/3 over the ${underlayFamily} underlay: hv1's buckets out of the IPv6 VIP on both gateways by the first pass ending ${detected} ms after the cut`,
     );
   });
 });

@@ -30,7 +30,10 @@ import {
   segmentAddressOf,
   segmentMacOf,
   underlayAddressOf,
+  underlayAddress6Of,
   underlayRouterOf,
+  underlayRouter6Of,
+  UNDERLAY6_CIDR,
 } from "./topology";
 
 /**
@@ -239,6 +242,9 @@ export class Lab {
     this.makeRootBridge(SEGMENT_BRIDGE);
     this.makeNamespace(ROUTER_NS);
     inNs(ROUTER_NS, ["sysctl", "-q", "-w", "net.ipv4.ip_forward=1"]);
+    inNs(ROUTER_NS, ["sysctl", "-q", "-w", "net.ipv6.conf.all.forwarding=1"]);
+    // Tests cut a host's underlay with `ip link set u-HOST down`: Linux drops a link's IPv6 addresses when it goes down unless told to keep them.
+    for (const scope of ["all", "default"]) inNs(ROUTER_NS, ["sysctl", "-q", "-w", `net.ipv6.conf.${scope}.keep_addr_on_down=1`]);
 
     const hosts: Record<string, LabHost> = {};
     for (const plan of HOSTS) hosts[plan.name] = this.makeHost(plan);
@@ -455,6 +461,10 @@ export class Lab {
     inNs(ns, ["ip", "addr", "add", `${underlayAddressOf(plan)}/24`, "dev", "br-phy"]);
     inNs(ns, ["ip", "link", "set", "br-phy", "mtu", "1600", "up"]);
     inNs(ns, ["ip", "route", "add", "172.16.0.0/16", "via", underlayRouterOf(plan), "dev", "br-phy"]);
+    // Dual stack: an IPv6 leg beside it (no duplicate address detection: the addresses are the lab's own, usable at once).
+    inNs(ROUTER_NS, ["ip", "-6", "addr", "add", `${underlayRouter6Of(plan)}/64`, "dev", ulRouterSide, "nodad"]);
+    inNs(ns, ["ip", "-6", "addr", "add", `${underlayAddress6Of(plan)}/64`, "dev", "br-phy", "nodad"]);
+    inNs(ns, ["ip", "-6", "route", "add", UNDERLAY6_CIDR, "via", underlayRouter6Of(plan), "dev", "br-phy"]);
 
     // Segment: br-seg with the segment veth and the host's own segment address.
     this.plugIntoRootBridge(SEGMENT_BRIDGE, rootLinkOf("s", plan.name), ns, "seg0");
@@ -484,7 +494,14 @@ export class Lab {
       ovsRundir: rundir,
       dbSock,
       segment: { bridge: "br-seg", port: "seg0", address: segmentAddressOf(plan), mac: segmentMacOf(plan) },
-      underlay: { bridge: "br-phy", port: "ul0", address: underlayAddressOf(plan), router: underlayRouterOf(plan) },
+      underlay: {
+        bridge: "br-phy",
+        port: "ul0",
+        address: underlayAddressOf(plan),
+        router: underlayRouterOf(plan),
+        address6: underlayAddress6Of(plan),
+        router6: underlayRouter6Of(plan),
+      },
     };
   }
 

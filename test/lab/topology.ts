@@ -161,6 +161,10 @@ export const segmentAddressOf = (h: HostPlan) => `10.0.0.${h.index}`;
 export const segmentMacOf = (h: HostPlan) => macFor(segmentAddressOf(h));
 export const underlayAddressOf = (h: HostPlan) => `172.16.${h.index}.2`;
 export const underlayRouterOf = (h: HostPlan) => `172.16.${h.index}.1`;
+/** The underlay is dual-stack: fd00:16:K::/64 per host beside 172.16.K.0/24 (GRE over IPv6 is ip6gre). */
+export const underlayAddress6Of = (h: HostPlan) => `fd00:16:${h.index}::2`;
+export const underlayRouter6Of = (h: HostPlan) => `fd00:16:${h.index}::1`;
+export const UNDERLAY6_CIDR = "fd00:16::/32";
 
 /** What the lab writes for tests, examples and benchmarks (inventory.json). */
 export interface LabInventory {
@@ -215,7 +219,7 @@ export interface LabHost {
   ovsRundir?: string;
   dbSock?: string;
   segment?: { bridge: string; port: string; address: string; mac: string };
-  underlay?: { bridge: string; port: string; address: string; router: string };
+  underlay?: { bridge: string; port: string; address: string; router: string; address6?: string; router6?: string };
   ovn?: { nbSock: string; sbSock: string; nbTcp: string; sbTcp: string; rundir: string };
 }
 

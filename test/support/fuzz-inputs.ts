@@ -197,9 +197,21 @@ const dsr = fc
       gre: fc.record(
         {
           port: portName,
-          allowedSources: fc.array(fc.oneof(ipv4, fc.constantFrom("172.16.0.0/16", "10.0.0.0/8", "0.0.0.0/0")), { minLength: 1, maxLength: 3 }),
+          // Mostly one family (an IPv6 underlay's sources, or IPv4 ones), sometimes mixed: check refuses that.
+          allowedSources: fc.array(
+            fc.oneof({ arbitrary: ipv4, weight: 3 }, fc.constantFrom("172.16.0.0/16", "10.0.0.0/8", "0.0.0.0/0", "fd00:16::/32"), ipv6),
+            {
+              minLength: 1,
+              maxLength: 3,
+            },
+          ),
           key: fc.integer({ min: 0, max: 2 ** 32 - 1 }),
-          bfd: fc.record({ peers: fc.array(fc.record({ address: ipv4, key: fc.integer({ min: 0, max: 2 ** 32 - 1 }) }), { minLength: 1, maxLength: 2 }) }),
+          bfd: fc.record({
+            peers: fc.array(fc.record({ address: fc.oneof({ arbitrary: ipv4, weight: 3 }, ipv6), key: fc.integer({ min: 0, max: 2 ** 32 - 1 }) }), {
+              minLength: 1,
+              maxLength: 2,
+            }),
+          }),
           secondChance: fc.record({ peers: fc.array(ipv4, { minLength: 1, maxLength: 3 }) }),
         },
         { requiredKeys: ["allowedSources"] },
@@ -213,11 +225,21 @@ const dnat = fc
   .record({
     name: lowerName,
     hypervisorNames: fc.uniqueArray(lowerName, { minLength: 1, maxLength: 3 }),
-    gateways: fc.uniqueArray(fc.record({ name: lowerName, host: ovsHost, bridge: bridgeName, segmentPort: portName, mac, tunnelAddress: ipv4 }), {
-      minLength: 1,
-      maxLength: 2,
-      selector: (g) => g.name,
-    }),
+    gateways: fc.uniqueArray(
+      fc.record({
+        name: lowerName,
+        host: ovsHost,
+        bridge: bridgeName,
+        segmentPort: portName,
+        mac,
+        tunnelAddress: fc.oneof({ arbitrary: ipv4, weight: 3 }, ipv6),
+      }),
+      {
+        minLength: 1,
+        maxLength: 2,
+        selector: (g) => g.name,
+      },
+    ),
     delivery: fc.constantFrom("mac", "gre"),
     selectionMethod: fc.constantFrom("hash", "dp_hash"),
     selectionFields: fc.uniqueArray(fc.constantFrom("ip_src", "ip_dst", "tp_src", "tp_dst"), { minLength: 1, maxLength: 4 }),
@@ -338,13 +360,15 @@ const healthCheck = fc
     ...rest,
     // enforce needs southbound, and with gateways every backend names its hypervisor: mostly inside the rules, so accepted inputs are common.
     enforce: rest.enforce && rest.southbound !== undefined,
-    vips: vips.map((vip, i) => sameFamily(vip, families[i], addresses6)).map((v) => ({
-      ...v,
-      backends: v.backends.map((b) => ({
-        ...b,
-        hypervisor: b.hypervisor === undefined && !rest.gateways ? undefined : hypervisorNames[(b.hypervisor ?? 0) % hypervisorNames.length],
+    vips: vips
+      .map((vip, i) => sameFamily(vip, families[i], addresses6))
+      .map((v) => ({
+        ...v,
+        backends: v.backends.map((b) => ({
+          ...b,
+          hypervisor: b.hypervisor === undefined && !rest.gateways ? undefined : hypervisorNames[(b.hypervisor ?? 0) % hypervisorNames.length],
+        })),
       })),
-    })),
   }))
   .map((h) => JSON.parse(JSON.stringify(h)) as Record<string, unknown>);
 

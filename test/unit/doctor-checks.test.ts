@@ -225,6 +225,9 @@ describe("underlay MTU", () => {
     expect(interfaceOf(ip, "172.16.11.2")).toBe("br-phy");
     expect(interfaceOf(ip, "172.30.0.11")).toBe("mgmt0");
     expect(interfaceOf(ip, "172.16.11.20")).toBeUndefined();
+    // `ip -o addr show` lists IPv6 too; any spelling of the address finds it.
+    const both = `${ip}\n5: br-phy    inet6 fd00:16:11::2/64 scope global nodad \\       valid_lft forever preferred_lft forever`;
+    expect(interfaceOf(both, "FD00:16:11:0::2")).toBe("br-phy");
   });
 
   it("an apply of gre delivery warns of an underlay below 1542, naming the host, interface, address and fixes; not at 1542 or when the interface is unknown", () => {
@@ -232,6 +235,11 @@ describe("underlay MTU", () => {
       "gateways[0] (gw1): the underlay interface br-phy (tunnel address 172.16.11.2) has MTU 1500, below 1542: gre delivery adds 42 bytes to each frame (outer IPv4 20, GRE with key 8, inner Ethernet 14), so a client's full-size 1500-byte packet is dropped without a word. Raise the underlay MTU to 1542 or more on every link of the path, or lower the clients' MTU (or MSS) to fit 1458 bytes",
     ]);
     expect(underlayMtuWarnings("gw1", [{ tunnelAddress: "172.16.11.2", iface: "br-phy", mtu: 1542 }])).toEqual([]);
+    // An IPv6 underlay: the outer header is 40 bytes, so 62 in all.
+    expect(underlayMtuWarnings("gw1", [{ tunnelAddress: "fd00:16:11::2", iface: "br-phy", mtu: 1542 }])[0]).toContain(
+      "has MTU 1542, below 1562: gre delivery adds 62 bytes to each frame (outer IPv6 40, GRE with key 8, inner Ethernet 14)",
+    );
+    expect(underlayMtuWarnings("gw1", [{ tunnelAddress: "fd00:16:11::2", iface: "br-phy", mtu: 1600 }])).toEqual([]);
     expect(underlayMtuWarnings("gw1", [{ tunnelAddress: "172.16.11.2" }])).toEqual([]);
   });
 });

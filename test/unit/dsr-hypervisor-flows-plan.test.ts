@@ -352,7 +352,25 @@ describe("DsrHypervisorFlows gre mode", () => {
     expect(await failures(gre({ gre: undefined }))).toEqual([{ property: "gre", reason: expect.stringMatching(/^is required in gre mode/) }]);
     expect(await failures({ ...inputs(), gre: { allowedSources: ["172.16.11.2"] } })).toEqual([{ property: "gre", reason: "is only used in gre mode" }]);
     expect(await failures(gre({ gre: { allowedSources: ["10.0.0.0/33"] } }))).toEqual([
-      { property: "gre.allowedSources[0]", reason: expect.stringMatching(/^must be an IPv4 address or prefix/) },
+      { property: "gre.allowedSources[0]", reason: expect.stringMatching(/^must be an IPv4 or IPv6 address or prefix/) },
+    ]);
+    // An IPv6 underlay: ip6gre, its sources' rules the same; one family per underlay; second chance and pathMtu need IPv4 (the key holds an IPv4 address).
+    expect(await failures(gre({ gre: { allowedSources: ["fd00:16:11::2", "FD00:16:12::/64"] } }))).toEqual([]);
+    expect(await failures(gre({ gre: { allowedSources: ["fd00:16:11::1/64", "FD00:16:11:0::2", "fd00:16:11::2"] } }))).toEqual([
+      { property: "gre.allowedSources[0]", reason: '"fd00:16:11::1/64": host bits set (the prefix\'s address must end in zero bits)' },
+      { property: "gre.allowedSources[2]", reason: "is also gre.allowedSources[1]" },
+    ]);
+    expect(await failures(gre({ gre: { allowedSources: ["fd00:16:11::2", "172.16.12.2"] } }))).toEqual([
+      {
+        property: "gre.allowedSources[1]",
+        reason: "is IPv4 while gre.allowedSources[0] is IPv6: the underlay is of one family (gre ports over IPv4, ip6gre over IPv6)",
+      },
+    ]);
+    expect(await failures(gre({ gre: { allowedSources: ["fd00:16:11::2"], secondChance: { peers: ["172.16.22.2"] } } }))).toEqual([
+      {
+        property: "gre.secondChance",
+        reason: "needs an IPv4 underlay: the GRE key carries the previous owner's hypervisor address (32 bits), and an IPv6 one does not fit",
+      },
     ]);
     expect(await failures(gre({ gre: { allowedSources: ["10.0.0.1/24", "172.16.11.2/32", "172.16.11.2"] } }))).toEqual([
       { property: "gre.allowedSources[0]", reason: "has host bits set: write the prefix as its network address (/24)" },

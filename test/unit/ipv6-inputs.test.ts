@@ -4,6 +4,7 @@ import type { DeferredNatLoadBalancerInputs, DsrHypervisorFlowsInputs } from "..
 import { parseFlows, renderBundle, toGroupEntry } from "../../provider/openflow";
 import { assignIds, desiredDataplane, withDefaults as lbDefaults } from "../../provider/resources/deferred-nat-load-balancer/plan";
 import * as dsr from "../../provider/resources/dsr-hypervisor-flows/plan";
+import { tunnelPorts } from "../../provider/resources/deferred-nat-load-balancer/dataplane";
 
 /** IPv6 VIPs and backends as inputs: recorded canonical, refused by name where they cannot work yet, and the flows they make. */
 
@@ -107,6 +108,47 @@ describe("IPv6 inputs", () => {
     expect((await failures("DeferredNatLoadBalancer", { ...gre, pathMtu: true })).filter((f) => f.startsWith("vips[1]"))).toEqual([]);
     expect(await failures("DeferredNatLoadBalancer", lbInputs())).toEqual([]);
     expect(await failures("DsrHypervisorFlows", hvInputs())).toEqual([]);
+  });
+});
+
+describe("an IPv6 underlay (gre delivery over ip6gre)", () => {
+  const v6Underlay = (extra: object = {}) =>
+    lbInputs({
+      delivery: "gre",
+      gateways: [{ ...lbInputs().gateways[0], tunnelAddress: "FD00:16:11:0::2" }],
+      hypervisors: [{ name: "hv1", tunnelAddress: "fd00:16:21::2" }],
+      ...extra,
+    });
+
+  it("is accepted with BFD, and its tunnel addresses are recorded canonical; the load balancer's tunnels are ip6gre", async () => {
+    expect(await failures("DeferredNatLoadBalancer", v6Underlay({ healthCheck: { bfd: { minRx: 100, minTx: 100, multiplier: 3 } } }))).toEqual([]);
+    const d = lbDefaults(v6Underlay() as never);
+    expect(d.gateways[0].tunnelAddress).toBe("fd00:16:11::2");
+    expect(tunnelPorts(d, d.gateways[0]).map((p) => [p.type, p.options.remote_ip, p.options.local_ip])).toEqual([["ip6gre", "fd00:16:21::2", "fd00:16:11::2"]]);
+    // An IPv4 underlay's ports keep their type unsaid (gre), as before.
+    const v4 = lbDefaults(
+      lbInputs({
+        delivery: "gre",
+        gateways: [{ ...lbInputs().gateways[0], tunnelAddress: "172.16.11.2" }],
+        hypervisors: [{ name: "hv1", tunnelAddress: "172.16.21.2" }],
+      }) as never,
+    );
+    expect(tunnelPorts(v4, v4.gateways[0])[0].type).toBeUndefined();
+  });
+
+  it("refuses ends of two families, and second chance and pathMtu over it, naming the property", async () => {
+    expect(await failures("DeferredNatLoadBalancer", v6Underlay({ hypervisors: [{ name: "hv1", tunnelAddress: "172.16.21.2" }] }))).toEqual([
+      "hypervisors[0].tunnelAddress: is IPv4 while gateways[0].tunnelAddress is IPv6: the underlay is of one family (gre ports over IPv4, ip6gre over IPv6)",
+    ]);
+    expect(await failures("DeferredNatLoadBalancer", v6Underlay({ secondChance: {} }))).toContain(
+      "secondChance: needs an IPv4 underlay: the GRE key carries the previous owner's hypervisor address (32 bits), and an IPv6 one does not fit",
+    );
+    expect(await failures("DeferredNatLoadBalancer", v6Underlay({ pathMtu: true }))).toContain(
+      "pathMtu: is built for an IPv4 underlay only yet: with IPv6 tunnel addresses, leave it off",
+    );
+    expect(await failures("DeferredNatLoadBalancer", v6Underlay({ hypervisors: [{ name: "hv1", tunnelAddress: "::ffff:172.16.21.2" }] }))).toEqual([
+      'hypervisors[0].tunnelAddress: "::ffff:172.16.21.2": an IPv4-mapped IPv6 address: write the IPv4 address itself',
+    ]);
   });
 });
 

@@ -1,7 +1,7 @@
 import type { DeferredNatBackend, DeferredNatLoadBalancerInputs, DeferredNatVip } from "../../model/inputs.generated";
 import type { Defaulted } from "../../model/defaulted";
 import { checkConnection, type CheckFailure } from "../../model/validate";
-import { addressFamily, canonicalAddress, checkFamilies } from "../../model/addresses";
+import { addressFamily, canonicalAddress, checkFamilies, underlayFamily } from "../../model/addresses";
 import { deliveryOf } from "./dataplane";
 import { backendKey, DEFAULT_SELECTION_FIELDS, MAX_BUCKETS_PER_GROUP, vipKey } from "./ids";
 import { checkSecondChance } from "./second-chance";
@@ -26,6 +26,13 @@ export function withDefaults(inputs: DeferredNatLoadBalancerInputs): Inputs {
     selectionMethod: inputs.selectionMethod ?? "hash",
     selectionFields: inputs.selectionFields ?? [...DEFAULT_SELECTION_FIELDS],
     delivery: inputs.delivery ?? "mac",
+    // IPv6 tunnel addresses recorded canonical, as OVS prints them; IPv4 ones (and their objects) kept as they are.
+    ...(inputs.gateways.some((g) => g.tunnelAddress?.includes(":"))
+      ? { gateways: inputs.gateways.map((g) => (g.tunnelAddress ? { ...g, tunnelAddress: canonicalAddress(g.tunnelAddress) } : g)) }
+      : {}),
+    ...(inputs.hypervisors.some((h) => h.tunnelAddress?.includes(":"))
+      ? { hypervisors: inputs.hypervisors.map((h) => (h.tunnelAddress ? { ...h, tunnelAddress: canonicalAddress(h.tunnelAddress) } : h)) }
+      : {}),
     ...(inputs.ovn?.healthCheckSourceIpv6 ? { ovn: { ...inputs.ovn, healthCheckSourceIpv6: canonicalAddress(inputs.ovn.healthCheckSourceIpv6) } } : {}),
     // A VIP already defaulted (recorded inputs are) is kept as it is, not copied: 100,000 backends add up.
     vips: inputs.vips.map((v) => (isDefaultedVip(v) ? v : { ...v, address: canonicalAddress(v.address), backends: v.backends.map(defaultedBackend) })),
@@ -100,6 +107,21 @@ export function checkRules(inputs: Inputs): CheckFailure[] {
       if (!g.tunnelAddress)
         fail(`gateways[${i}].tunnelAddress`, "is required for gre delivery: the hypervisors accept GRE only from the gateways' tunnel addresses");
     });
+  }
+  const underlay = underlayFamily(
+    [
+      ...inputs.gateways.flatMap((g, i) => (g.tunnelAddress ? [{ property: `gateways[${i}].tunnelAddress`, address: g.tunnelAddress }] : [])),
+      ...inputs.hypervisors.flatMap((h, i) => (h.tunnelAddress ? [{ property: `hypervisors[${i}].tunnelAddress`, address: h.tunnelAddress }] : [])),
+    ],
+    failures,
+  );
+  inputs.gateways.forEach((g, i) => g.tunnelAddress?.includes(":") && addressFamily(g.tunnelAddress, `gateways[${i}].tunnelAddress`, failures));
+  inputs.hypervisors.forEach((h, i) => h.tunnelAddress?.includes(":") && addressFamily(h.tunnelAddress, `hypervisors[${i}].tunnelAddress`, failures));
+  if (underlay === 6 && gre.length > 0) {
+    // Each is tested over an IPv4 underlay only.
+    if (inputs.secondChance)
+      fail("secondChance", "needs an IPv4 underlay: the GRE key carries the previous owner's hypervisor address (32 bits), and an IPv6 one does not fit");
+    if (inputs.pathMtu) fail("pathMtu", "is built for an IPv4 underlay only yet: with IPv6 tunnel addresses, leave it off");
   }
   duplicates(gre.flatMap((h) => (h.tunnelAddress ? [h.tunnelAddress] : []))).forEach((k) => {
     fail(`hypervisors[${inputs.hypervisors.indexOf(gre.filter((h) => h.tunnelAddress)[k])}].tunnelAddress`, "is another hypervisor's tunnel address");

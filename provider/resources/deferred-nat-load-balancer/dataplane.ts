@@ -1,4 +1,4 @@
-import { bfdColumn, type WantedTunnelPort } from "../../engine/gre-port";
+import { bfdColumn, tunnelTypeOf, type WantedTunnelPort } from "../../engine/gre-port";
 import { HYPERVISOR_KEY, ROLE_KEY } from "../../ovsdb";
 import { foreignGroupIds, planBridge, type BridgeIntent, type ObservedBridge } from "../../engine/plan";
 import { bfdOfportRequest, interfaceName, tunnelOfportRequest } from "../../model/ids";
@@ -95,11 +95,14 @@ export function tunnelPorts(inputs: Inputs, gateway: Inputs["gateways"][number])
     .filter((h) => deliveryOf(inputs, h.name) === "gre")
     .flatMap((h) => {
       const ends = { remote_ip: h.tunnelAddress!, local_ip: gateway.tunnelAddress! };
+      // The underlay's family (check makes every tunnel address of a load balancer one family): ip6gre over IPv6.
+      const type = tunnelTypeOf(h.tunnelAddress!) === "ip6gre" ? { type: "ip6gre" as const } : {};
       // secondChance: the key going out carries the previous owner's hypervisor, set per slot.
       const keys: Record<string, string> = inputs.secondChance ? { in_key: String(greKeyOf(inputs)), out_key: "flow" } : { key: String(greKeyOf(inputs)) };
       const data: TunnelPort = {
         hypervisor: h.name,
         name: interfaceName("gre-", `${lbId(inputs)}/${h.name}`),
+        ...type,
         options: { ...ends, ...keys },
         ofportRequest: tunnelOfportRequest([KIND, inputs.name, "tunnel", h.name]),
         tag: TUNNEL_VLAN,
@@ -109,6 +112,7 @@ export function tunnelPorts(inputs: Inputs, gateway: Inputs["gateways"][number])
       const liveness: TunnelPort = {
         hypervisor: h.name,
         name: interfaceName("bfd-", `${lbId(inputs)}/${h.name}`),
+        ...type,
         options: { ...ends, key: String(bfdKeyOf(inputs)) },
         bfd: bfdColumn(bfd),
         ofportRequest: bfdOfportRequest([KIND, inputs.name, "bfd", h.name]),

@@ -1,7 +1,8 @@
 import type { DsrHypervisorFlowsInputs } from "../../model/inputs.generated";
 import { checkConnection, type CheckFailure } from "../../model/validate";
 import { ipv4Number } from "../../openflow";
-import { canonicalAddress, checkFamilies } from "../../model/addresses";
+import { addressFamily, canonicalAddress, checkFamilies, underlayFamily } from "../../model/addresses";
+import { canonicalPrefix } from "../../openflow";
 import { backendKey, vipKey, type DsrDefaulted } from "./ids";
 
 /** DsrHypervisorFlows inputs: defaults (applied once, at check) and the rules the schema cannot say (pure). */
@@ -16,7 +17,19 @@ export function withDefaults(inputs: DsrHypervisorFlowsInputs): Inputs {
   return {
     ...rest,
     mode: inputs.mode ?? "mac",
-    ...(gre ? { gre: { ...gre, port: gre.port ?? DEFAULT_GRE_PORT } } : {}),
+    ...(gre
+      ? {
+          gre: {
+            ...gre,
+            port: gre.port ?? DEFAULT_GRE_PORT,
+            // An IPv6 underlay's addresses as OVS prints them (canonical), so a refresh shows no change.
+            ...(gre.allowedSources.some((a) => a.includes(":")) ? { allowedSources: gre.allowedSources.map(canonicalSource) } : {}),
+            ...(gre.bfd?.peers.some((p) => p.address.includes(":"))
+              ? { bfd: { ...gre.bfd, peers: gre.bfd.peers.map((p) => ({ ...p, address: canonicalAddress(p.address) })) } }
+              : {}),
+          },
+        }
+      : {}),
     // OVS prints MACs in lower case: so must the inputs, or a refresh shows a change.
     vips: inputs.vips.map((v) => ({
       ...v,
@@ -25,6 +38,12 @@ export function withDefaults(inputs: DsrHypervisorFlowsInputs): Inputs {
       backends: v.backends.map((b) => ({ ...b, address: canonicalAddress(b.address), mac: b.mac.toLowerCase() })),
     })),
   };
+}
+
+/** An allowed source (an address or a prefix) in canonical form; one check refuses stays as written. */
+function canonicalSource(source: string): string {
+  const parsed = canonicalPrefix(source);
+  return "text" in parsed ? parsed.text : source;
 }
 
 /** What an IPv6 VIP cannot be used with yet: each is tested on IPv4 only so far. */
@@ -116,6 +135,25 @@ function checkGre(inputs: Inputs): CheckFailure[] {
     failures.push({ property: "gre", reason: "is required in gre mode: give gre.allowedSources, the load balancers whose GRE may be delivered" });
   }
   if (inputs.mode !== "gre" && inputs.gre) failures.push({ property: "gre", reason: "is only used in gre mode" });
+  const gre = inputs.gre;
+  if (gre) {
+    const underlay = underlayFamily(
+      [
+        ...gre.allowedSources.map((address, i) => ({ property: `gre.allowedSources[${i}]`, address })),
+        ...(gre.bfd?.peers ?? []).map((p, i) => ({ property: `gre.bfd.peers[${i}].address`, address: p.address })),
+      ],
+      failures,
+    );
+    // Each is tested over an IPv4 underlay only.
+    if (underlay === 6 && gre.secondChance) {
+      failures.push({
+        property: "gre.secondChance",
+        reason: "needs an IPv4 underlay: the GRE key carries the previous owner's hypervisor address (32 bits), and an IPv6 one does not fit",
+      });
+    }
+    if (underlay === 6 && inputs.pathMtu)
+      failures.push({ property: "pathMtu", reason: "is built for an IPv4 underlay only yet: with IPv6 gre.allowedSources, leave it off" });
+  }
   if (inputs.gre?.secondChance && inputs.gre.key !== undefined) {
     failures.push({
       property: "gre.key",
@@ -132,6 +170,7 @@ function checkGre(inputs: Inputs): CheckFailure[] {
     const key = `${p.address}/${p.key}`;
     if (peers.has(key)) failures.push({ property: `gre.bfd.peers[${i}]`, reason: `is also gre.bfd.peers[${peers.get(key)}]: one session per gateway and key` });
     else peers.set(key, i);
+    if (p.address.includes(":")) addressFamily(p.address, `gre.bfd.peers[${i}].address`, failures);
     if (inputs.gre?.key !== undefined && p.key === inputs.gre.key) {
       failures.push({ property: `gre.bfd.peers[${i}].key`, reason: "equals gre.key: the BFD port would take the data the flow-based port must receive" });
     }
@@ -139,6 +178,15 @@ function checkGre(inputs: Inputs): CheckFailure[] {
   const seen = new Map<string, number>();
   (inputs.gre?.allowedSources ?? []).forEach((prefix, i) => {
     const at = `gre.allowedSources[${i}]`;
+    if (prefix.includes(":")) {
+      // An IPv6 underlay's source: its rules are canonicalPrefix's; duplicates by the canonical form.
+      const parsed = canonicalPrefix(prefix);
+      if ("reason" in parsed) failures.push({ property: at, reason: `${JSON.stringify(prefix)}: ${parsed.reason}` });
+      const key = "text" in parsed ? parsed.text : prefix;
+      if (seen.has(key)) failures.push({ property: at, reason: `is also gre.allowedSources[${seen.get(key)}]` });
+      else seen.set(key, i);
+      return;
+    }
     const [address, length] = prefix.split("/");
     const bits = length === undefined ? 32 : Number(length);
     const host = bits === 32 ? 0 : ipv4Number(address) % 2 ** (32 - bits);

@@ -107,6 +107,9 @@ function requestFlow(vip: DefaultedDsrVip, b: DsrBackend, p: Placement): Flow {
  * whatever inner MAC the load balancer used; with several, the inner frame
  * names the backend by its MAC (as ovslb's gateways address it).
  */
+/** A tunnel's source in the field of its family: tun_src over an IPv4 underlay, tun_ipv6_src over an IPv6 one. */
+const tunnelSource = (source: string) => (source.includes(":") ? { tun_ipv6_src: source } : { tun_src: source });
+
 function greRequestFlow(inputs: Inputs, vip: DefaultedDsrVip, b: DsrBackend, source: string, p: Placement): Flow {
   const protocol = vip.protocol;
   const key = inputs.gre?.key;
@@ -116,7 +119,7 @@ function greRequestFlow(inputs: Inputs, vip: DefaultedDsrVip, b: DsrBackend, sou
     cookie: p.cookie,
     match: {
       in_port: greOfportOf(p),
-      tun_src: source,
+      ...tunnelSource(source),
       ...(key === undefined ? {} : { tun_id: key }),
       ...(vip.backends.length > 1 ? { dl_dst: b.mac } : {}),
       ...ipMatch(protocol, "dst", vip.address),
@@ -225,7 +228,7 @@ function pathMtuFlows(inputs: Inputs, vip: DefaultedDsrVip, b: DsrBackend, p: Pl
           table: ENTRY_TABLE,
           priority: REQUEST_PRIORITY,
           cookie: p.cookie,
-          match: { ...match, in_port: greOfportOf(p), tun_src: source, ...(key === undefined ? {} : { tun_id: key }) },
+          match: { ...match, in_port: greOfportOf(p), ...tunnelSource(source), ...(key === undefined ? {} : { tun_id: key }) },
           actions: lookup,
         }))
       : [{ table: ENTRY_TABLE, priority: REQUEST_PRIORITY, cookie: p.cookie, match: { ...match, dl_dst: b.mac }, actions: lookup }];
@@ -285,10 +288,13 @@ function secondChanceFlows(inputs: Inputs, vip: DefaultedDsrVip, b: DsrBackend, 
   });
   const flows: Flow[] = [
     ...inputs.gre!.allowedSources.map((source) =>
-      flow(ENTRY_TABLE, REQUEST_PRIORITY, { ...vipMatch, in_port: greOfportOf(p), tun_src: source, dl_dst: mac }, [lookup]),
+      flow(ENTRY_TABLE, REQUEST_PRIORITY, { ...vipMatch, in_port: greOfportOf(p), ...tunnelSource(source), dl_dst: mac }, [lookup]),
     ),
     ...inputs.gre!.secondChance!.peers.map((peer) =>
-      flow(ENTRY_TABLE, HANDED_ON_PRIORITY, { ...vipMatch, in_port: greOfportOf(p), tun_src: peer }, [{ type: "set_field", field: "reg13", value: 1 }, lookup]),
+      flow(ENTRY_TABLE, HANDED_ON_PRIORITY, { ...vipMatch, in_port: greOfportOf(p), ...tunnelSource(peer) }, [
+        { type: "set_field", field: "reg13", value: 1 },
+        lookup,
+      ]),
     ),
     flow(SECOND_CHANCE_TABLE, KNOWN_PRIORITY, { ct_state: { trk: true }, ct_zone: p.zone, ...ipMatch(protocol, "dst", b.address), tp_dst: b.port }, [
       { type: "set_field", field: "eth_dst", value: mac },

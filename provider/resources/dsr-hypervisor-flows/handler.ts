@@ -19,6 +19,7 @@ import {
   cookieOf,
   dsrId,
   grePort,
+  greTypeOf,
   planIntent,
   withDefaults,
   zonesOf,
@@ -70,7 +71,7 @@ function change(id: string, inputs: Inputs, recordedZone: number | undefined, af
   return convergeOn(id, inputs.host, {
     async plan(s, where) {
       const ref: BridgeRef = { session: s, bridge: inputs.bridge };
-      if (inputs.mode === "gre") await ensureTunnelPorts(s, id, inputs.bridge, [grePort(id, inputs.gre!.port)], s.hostName);
+      if (inputs.mode === "gre") await ensureTunnelPorts(s, id, inputs.bridge, [grePort(id, inputs.gre!.port, greTypeOf(inputs))], s.hostName);
       const bfd = bfdPorts(id, inputs);
       await ensureTunnelPorts(s, id, inputs.bridge, bfd, s.hostName);
       await removeTunnelPorts(s, id, inputs.bridge, BFD_PEER_ROLE, isBfdPeer, bfd);
@@ -160,7 +161,7 @@ export const dsrHypervisorFlowsHandler: ResourceHandler<DsrHypervisorFlowsInputs
       const portNames = new Map([...observed.ports].map(([name, ofport]) => [ofport, name]));
       // gre mode: a GRE port removed or changed by hand delivers nothing, whatever flows are left.
       const greName = inputs.mode === "gre" ? inputs.gre!.port : undefined;
-      const greRight = greName !== undefined && (await readTunnelPorts(s, id, inputs.bridge, [grePort(id, greName)]))[0].state === "right";
+      const greRight = greName !== undefined && (await readTunnelPorts(s, id, inputs.bridge, [grePort(id, greName, greTypeOf(inputs))]))[0].state === "right";
       const greOfport = greRight ? observed.ports.get(greName) : undefined;
       const placement = { cookie, zone: state.ctZone, ofports: observed.ports, ...(greOfport === undefined ? {} : { greOfport }) };
       const actual = actualInputs(inputs, owned, { ...placement, portNames });

@@ -1,4 +1,4 @@
-import { bfdColumn, type WantedTunnelPort } from "../../engine/gre-port";
+import { bfdColumn, tunnelTypeOf, type TunnelType, type WantedTunnelPort } from "../../engine/gre-port";
 import { PEER_KEY, ROLE_KEY } from "../../ovsdb";
 import { bfdOfportRequest, derivedId, interfaceName, MAX_CT_ZONE, ownerCookie, tunnelOfportRequest } from "../../model/ids";
 import type { DsrBackend, DsrHypervisorFlowsInputs, DsrVip } from "../../model/inputs.generated";
@@ -82,6 +82,9 @@ export const derivedZone = (id: string, taken: ReadonlySet<number>) => derivedId
 export const vipKey = (v: DefaultedDsrVip) => `${v.protocol}:${v.address}:${v.port}`;
 export const backendKey = (b: Pick<DsrBackend, "address" | "port">) => `${b.address}:${b.port}`;
 
+/** The flow-based GRE port's type: that of the sources it takes (check makes them one family). */
+export const greTypeOf = (inputs: Pick<Inputs, "gre">): TunnelType => tunnelTypeOf(inputs.gre?.allowedSources[0] ?? "");
+
 /** The GRE port's interface options: it takes tunnels from any remote, with any key. */
 export const GRE_OPTIONS: Readonly<Record<string, string>> = { remote_ip: "flow", key: "flow" };
 
@@ -89,8 +92,10 @@ export const GRE_OPTIONS: Readonly<Record<string, string>> = { remote_ip: "flow"
 export const greOfportRequest = (id: string) => tunnelOfportRequest([KIND, id, "gre-port"]);
 
 /** gre mode: the flow-based GRE port as engine/tunnel-ports.ts ensures it (no role: it is removed by name; its bfd column is not ours). */
-export const grePort = (id: string, name: string): WantedTunnelPort => ({
+export const grePort = (id: string, name: string, type: TunnelType = "gre"): WantedTunnelPort => ({
   name,
+  // ip6gre for an IPv6 underlay (the allowed sources'): one family per port, as per tunnel.
+  ...(type === "gre" ? {} : { type }),
   options: GRE_OPTIONS,
   bfd: "unmanaged",
   ofportRequest: greOfportRequest(id),
@@ -112,6 +117,7 @@ export function bfdPorts(id: string, inputs: Inputs): (WantedTunnelPort & { peer
   return bfd.peers.map((p) => ({
     peer: `${p.address}/${p.key}`,
     name: interfaceName("bfd-", `${id}/${p.address}/${p.key}`),
+    ...(tunnelTypeOf(p.address) === "gre" ? {} : { type: tunnelTypeOf(p.address) }),
     options: { remote_ip: p.address, key: String(p.key) },
     bfd: bfdColumn(bfd.timers),
     ofportRequest: bfdOfportRequest([KIND, id, "bfd", p.address, String(p.key)]),
