@@ -27,6 +27,7 @@ const OWN_HOSTS = [
   "harness-engine",
   "hosts",
   "least-privilege",
+  "mixed-versions",
   "stack-config",
   "reach-update",
   "openflow-bridge",

@@ -1,4 +1,4 @@
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { sshdCommand, sshdConfig, vswitchdCommand } from "../lab/lab";
@@ -13,6 +13,14 @@ import { waitUntil } from "./wait";
  * ovs-vswitchd, and a bridge with one internal port. A test can kill, stop
  * or restart any of its daemons without touching the lab's shared hosts.
  * The sshd presents gw1's host key (pinned as the lab pins it).
+ *
+ * With `root` (a Debian root such as tools/trixie-root.sh builds), its
+ * daemons, its sshd and every command run in it are that root's, chrooted:
+ * another Open vSwitch than this machine's. /proc, /sys and /dev are mounted
+ * in it, tmpfs on /run and /tmp, and the lab's directory at its own path (so
+ * the run directory, keys and configs have one path inside and out), all in
+ * a mount namespace of the host's own that a holder process keeps: the
+ * cached root itself never sees a mount or a write.
  */
 export class FaultHost {
   readonly namespace: string;
@@ -31,6 +39,7 @@ export class FaultHost {
     readonly tag: string,
     /** N in 172.31.N.0/30: unique among concurrent tests. */
     readonly subnet: number,
+    private readonly opts: { root?: string } = {},
   ) {
     this.namespace = `ovslb-flt-${tag}`;
     this.address = `172.31.${subnet}.2`;
@@ -47,8 +56,25 @@ export class FaultHost {
     return { connection: this.connection, ovsRundir: this.rundir };
   }
 
+  /** The Debian root its daemons run from, if not this machine's. */
+  get root(): string | undefined {
+    return this.opts.root;
+  }
+
+  private get holderPidFile(): string {
+    return join(this.dir, "mounts.pid");
+  }
+
+  /** argv as run in the host: in its namespace, and chrooted into its root when it has one. */
+  private inHost(argv: string[]): string[] {
+    if (!this.opts.root) return ["ip", "netns", "exec", this.namespace, ...argv];
+    const holder = readFileSync(this.holderPidFile, "utf8").trim();
+    return ["nsenter", "-t", holder, "-m", "-n", "--", "chroot", this.opts.root, ...argv];
+  }
+
   private ns(argv: string[], input?: string): string {
-    return execFileSync("ip", ["netns", "exec", this.namespace, ...argv], {
+    const [cmd, ...args] = this.inHost(argv);
+    return execFileSync(cmd, args, {
       encoding: "utf8",
       input,
       maxBuffer: 256 * 1024 * 1024,
@@ -73,13 +99,15 @@ export class FaultHost {
     this.down();
     mkdirSync(this.rundir, { recursive: true });
     execFileSync("ip", ["netns", "add", this.namespace]);
+    if (this.opts.root) await this.mountRoot(this.opts.root);
     execFileSync("ip", ["link", "add", this.veth, "type", "veth", "peer", "name", "mgmt0", "netns", this.namespace]);
     execFileSync("ip", ["addr", "add", `172.31.${this.subnet}.1/30`, "dev", this.veth]);
     execFileSync("ip", ["link", "set", this.veth, "up"]);
     this.ns(["ip", "addr", "add", `${this.address}/30`, "dev", "mgmt0"]);
     this.ns(["ip", "link", "set", "mgmt0", "up"]);
     this.ns(["ip", "link", "set", "lo", "up"]);
-    execFileSync("ovsdb-tool", ["create", join(this.rundir, "conf.db"), "/usr/share/openvswitch/vswitch.ovsschema"]);
+    // The schema of the Open vSwitch that serves it.
+    this.ns(["ovsdb-tool", "create", join(this.rundir, "conf.db"), "/usr/share/openvswitch/vswitch.ovsschema"]);
     this.startOvsdb();
     this.vsctl("--no-wait", "init");
     this.startVswitchd();
@@ -103,6 +131,41 @@ export class FaultHost {
     );
     this.startSshd();
     return this;
+  }
+
+  /** The holder of the host's mount namespace, with the root's mounts (see the class's comment). */
+  private async mountRoot(root: string): Promise<void> {
+    if (!existsSync(join(root, "usr", "sbin", "ovs-vswitchd"))) throw new Error(`${root} has no Open vSwitch: build it with tools/trixie-root.sh`);
+    const child = spawn(
+      "ip",
+      [
+        "netns",
+        "exec",
+        this.namespace,
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        MOUNT_ROOT,
+        "sh",
+        root,
+        this.inv.labDir,
+        this.holderPidFile,
+      ],
+      { detached: true, stdio: "ignore" },
+    );
+    child.unref();
+    await waitUntil(() => existsSync(this.holderPidFile) && readFileSync(this.holderPidFile, "utf8").endsWith("\n"), {
+      what: `the mounts of ${this.tag}'s root`,
+      timeoutMs: 10_000,
+    });
+  }
+
+  /** `ovs-vswitchd --version`'s version: this machine's, or its root's. */
+  ovsVersion(): string {
+    return /\(Open vSwitch\) (\S+)/.exec(this.ns(["ovs-vswitchd", "--version"]))![1];
   }
 
   startOvsdb(): void {
@@ -146,7 +209,9 @@ export class FaultHost {
       user: this.sshUser,
     });
     writeFileSync(join(this.dir, "sshd_config"), [config, ...this.sshdExtra()].join("\n"));
-    this.ns(sshdCommand(join(this.dir, "sshd_config"), join(this.dir, "sshd.log")));
+    // A root's own sshd; its root's ~/.bashrc is Debian's default, which sshdCommand need not hide.
+    if (this.opts.root) this.ns(["/usr/sbin/sshd", "-f", join(this.dir, "sshd_config"), "-E", join(this.dir, "sshd.log")]);
+    else this.ns(sshdCommand(join(this.dir, "sshd_config"), join(this.dir, "sshd.log")));
   }
 
   pid(daemon: "sshd" | "ovs-vswitchd" | "ovsdb-server"): number {
@@ -173,7 +238,7 @@ export class FaultHost {
   /** Kills a daemon (SIGKILL: a crash) and waits until it is gone. */
   /** SIGKILL: a crash. sshd goes whole, its listener and every session it serves, as when its host goes down. */
   async kill(daemon: "sshd" | "ovs-vswitchd" | "ovsdb-server"): Promise<void> {
-    const pids = [this.pid(daemon), ...(daemon === "sshd" ? this.processes("sshd: ") : [])];
+    const pids = [this.pid(daemon), ...(daemon === "sshd" ? [...this.processes("sshd: "), ...this.processes("sshd-session: ")] : [])];
     for (const pid of pids) {
       signal(pid, "SIGCONT");
       signal(pid, "SIGKILL");
@@ -194,7 +259,7 @@ export class FaultHost {
 
   /** Stops everything and removes the namespace; safe to call for a host that is not (or only partly) up. */
   down(): void {
-    for (const file of [join(this.dir, "sshd.pid"), join(this.rundir, "ovs-vswitchd.pid"), join(this.rundir, "ovsdb-server.pid")]) {
+    for (const file of [join(this.dir, "sshd.pid"), join(this.rundir, "ovs-vswitchd.pid"), join(this.rundir, "ovsdb-server.pid"), this.holderPidFile]) {
       if (!existsSync(file)) continue;
       const pid = Number(readFileSync(file, "utf8").trim());
       if (pid > 0) {
@@ -205,7 +270,8 @@ export class FaultHost {
     // The sshd's sessions and any ovs-ofctl. Nothing else: a login shell's own startup (e.g. a
     // pyenv rehash holding its lock in root's home) killed midway would leave that lock for every later login.
     if (existsSync(`/run/netns/${this.namespace}`)) {
-      for (const pid of [...this.processes("sshd: "), ...this.processes("ovs-ofctl")]) {
+      // OpenSSH 9.8 and later serve each session in sshd-session.
+      for (const pid of [...this.processes("sshd: "), ...this.processes("sshd-session: "), ...this.processes("ovs-ofctl")]) {
         signal(pid, "SIGCONT");
         signal(pid, "SIGKILL");
       }
@@ -219,6 +285,22 @@ export class FaultHost {
     rmSync(this.dir, { recursive: true, force: true });
   }
 }
+
+/**
+ * The mounts of a host's root, in the mount namespace its holder (this
+ * shell, then `sleep`) keeps: $1 the root, $2 the lab's directory, $3 the
+ * holder's pid file, written last.
+ */
+const MOUNT_ROOT = `set -e
+mount -t proc proc "$1/proc"
+mount --rbind /sys "$1/sys"
+mount --rbind /dev "$1/dev"
+mount -t tmpfs -o mode=0755 tmpfs "$1/run"
+mount -t tmpfs -o mode=1777 tmpfs "$1/tmp"
+mkdir -p "$1/run/sshd" "$1$2"
+mount --bind "$2" "$1$2"
+echo $$ > "$3.new" && mv "$3.new" "$3"
+exec sleep infinity`;
 
 function readlinkSafe(path: string, stat = false): string {
   if (stat) return `net:[${execFileSync("stat", ["-L", "-c", "%i", path], { encoding: "utf8" }).trim()}]`;
