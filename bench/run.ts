@@ -7,6 +7,7 @@ import { distributorFailoverBenchmark } from "./distributor-failover";
 import { dsrGreBenchmark } from "./dsr-gre";
 import { fleetPreviewBenchmark } from "./fleet-preview";
 import { livenessBenchmark } from "./liveness";
+import { mixedVersionsBenchmark } from "./mixed-versions";
 import { peerCommandBenchmark } from "./peer-command";
 import { previewCostBenchmark } from "./preview-cost";
 import { realNetworksBenchmark } from "./real-networks";
@@ -43,6 +44,7 @@ const BENCHMARKS: readonly Benchmark[] = [
   previewCostBenchmark,
   fleetPreviewBenchmark,
   realNetworksBenchmark,
+  mixedVersionsBenchmark,
 ];
 
 /** Compiled to dist/bench/run.js: the tracked results sit next to the sources. */
