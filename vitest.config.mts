@@ -28,6 +28,7 @@ const OWN_HOSTS = [
   "hosts",
   "least-privilege",
   "mixed-versions",
+  "ovs-versions-newer",
   "stack-config",
   "reach-update",
   "openflow-bridge",

@@ -82,9 +82,12 @@ export class FaultHost {
     });
   }
 
-  /** ovs-vsctl/ovs-ofctl/ovs-appctl against this host's daemons, run locally in its namespace. */
+  /** ovs-vsctl/ovs-appctl/ovs-ofctl against this host's daemons, run locally in its namespace. */
   vsctl(...args: string[]): string {
     return this.ns(["ovs-vsctl", `--db=unix:${this.rundir}/db.sock`, "--timeout=10", ...args]);
+  }
+  appctl(...args: string[]): string {
+    return this.ns(["ovs-appctl", ...args]);
   }
   ofctl(...args: string[]): string {
     return this.ns(["ovs-ofctl", "-O", "OpenFlow15", ...args]);

@@ -1,0 +1,102 @@
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { handle } from "../../provider/handlers";
+import { deferredNatLoadBalancerHandler } from "../../provider/resources/deferred-nat-load-balancer/handler";
+import { withDefaults } from "../../provider/resources/deferred-nat-load-balancer/plan";
+import { KNOWN_ISSUES } from "../../provider/model/ovs-versions";
+import type { DeferredNatLoadBalancerInputs } from "../../provider/model/inputs.generated";
+import { closeIdleSshConnections } from "../../provider/transport/ssh";
+import type { LabInventory } from "../lab/topology";
+import { FaultHost } from "../support/fault-host";
+import { loadInventory } from "../support/lab";
+import { TRIXIE_ROOT } from "../support/mixed-versions";
+
+/**
+ * The version table (provider/model/ovs-versions.ts) against a real newer
+ * Open vSwitch: Debian 13's, 3.5.0, in a host of its own chrooted into the
+ * root tools/trixie-root.sh builds. 3.5.0 predates both fixes the table
+ * lists for the 3.5 branch (dp_hash buckets: 3.5.1; the group-modify race:
+ * 3.5.2), so Debian 13's Open vSwitch is affected as 3.1.0 is: read reports
+ * both issues there, dp_hash is refused there by name, and the dp_hash bug
+ * itself shows on it (the refusal is right, not only the table).
+ */
+
+let inv: LabInventory;
+let host: FaultHost;
+let version: string;
+
+beforeAll(async () => {
+  inv = loadInventory();
+  host = await new FaultHost(inv, "v35", 247, { root: TRIXIE_ROOT }).up();
+  version = host.ovsVersion();
+}, 60_000);
+
+afterAll(() => {
+  closeIdleSshConnections();
+  host?.down();
+});
+
+const dpHashLb = (): DeferredNatLoadBalancerInputs => ({
+  name: "ovsver35",
+  gateways: [{ name: "gw35", host: host.ovsHost, bridge: host.bridge, segmentPort: host.segmentPort, mac: "02:00:1e:ff:00:35" }],
+  hypervisors: [{ name: "hv1" }],
+  selectionMethod: "dp_hash",
+  vips: [{ address: "10.0.0.207", port: 80, protocol: "tcp", backends: [{ address: "10.0.0.101", port: 8080, mac: "02:00:0a:00:00:65", hypervisor: "hv1" }] }],
+});
+
+describe("the version table on Debian 13's Open vSwitch", () => {
+  it("is 3.5.0, which the table holds affected by both known issues", () => {
+    expect(version).toBe("3.5.0");
+    expect(KNOWN_ISSUES.map((i) => [i.id, i.fixedIn.find((f) => f.startsWith("3.5."))])).toEqual([
+      ["dp-hash-buckets", "3.5.1"],
+      ["group-modify-race", "3.5.2"],
+    ]);
+  });
+
+  it("read reports the version ovs-vswitchd 3.5.0 says and both known issues", async () => {
+    const inputs = { host: host.ovsHost, name: "br-ver35" };
+    const checked = (await handle("OvsBridge", "check", [{}, inputs])) as { inputs: Record<string, unknown>; failures: unknown[] };
+    expect(checked.failures).toEqual([]);
+    const created = (await handle("OvsBridge", "create", [checked.inputs])) as { id: string; outs: Record<string, unknown> };
+    try {
+      const read = (await handle("OvsBridge", "read", [created.id, created.outs])) as { props: Record<string, any> };
+      expect(read.props.ovsVersions).toEqual({ [host.address]: { version: "3.5.0", knownIssues: ["dp-hash-buckets", "group-modify-race"] } });
+    } finally {
+      await handle("OvsBridge", "delete", [created.id, created.outs]);
+    }
+  });
+
+  it("a dp_hash load balancer is refused there, naming 3.5.0 and the fixed releases, and the gateway is untouched", async () => {
+    const before = host.dataplane();
+    await expect(deferredNatLoadBalancerHandler.create(withDefaults(dpHashLb()))).rejects.toThrow(
+      `deferred-nat/ovsver35: selectionMethod dp_hash refused: root@${host.address}:22 (gw35): Open vSwitch 3.5.0: inserting or removing buckets of a dp_hash select group corrupts the group's hash table (fixed in 3.2.6, 3.3.5, 3.4.3, 3.5.1, 3.6.0)`,
+    );
+    expect(host.dataplane()).toBe(before);
+  });
+
+  it("the dp_hash bug is there: a bucket inserted into a dp_hash group leaves the group hashing to that bucket alone", () => {
+    const group = 4242;
+    host.appctl("vlog/set", "ofproto_dpif:file:dbg");
+    const log = join(host.rundir, "ovs-vswitchd.log");
+    const bucket = (id: number) => `bucket=bucket_id:${id},weight:10,actions=output:${host.segmentPort}`;
+    host.ofctl("add-group", host.bridge, `group_id=${group},type=select,selection_method=dp_hash,${bucket(1)},${bucket(2)}`);
+    const mark = readFileSync(log, "utf8").length;
+    host.ofctl("insert-buckets", host.bridge, `group_id=${group},command_bucket_id=last,${bucket(3)}`);
+    const after = readFileSync(log, "utf8").slice(mark);
+    // ovs-vswitchd's own account of the hash table it built (ofproto/ofproto-dpif.c, group_setup_dp_hash_table).
+    const lines = after
+      .split("\n")
+      .filter((l) => /ofproto_dpif\|DBG\|/.test(l))
+      .map((l) => l.replace(/^.*ofproto_dpif\|DBG\|/, ""));
+    // The group holds all three buckets...
+    expect(host.ofctl("dump-groups", host.bridge)).toMatch(/bucket_id:1,.*bucket_id:2,.*bucket_id:3,/);
+    // ...but its hash table was built for the inserted bucket alone (total weight 10: every hash value to bucket 3), and never
+    // rebuilt: the fix (OVS 445594155, "ofproto-dpif: Fix dp_hash mapping after select group modification", 3.5.1) logs
+    // "Modifying select group" and maps all the buckets again.
+    expect(lines).toContain(`Constructing select group ${group}`);
+    expect(lines).toContain("  Minimum weight: 10, total weight: 10");
+    expect(lines.filter((l) => /^\s+Bucket \d+:/.test(l))).toEqual(["  Bucket 3: weight=10, target=16.00 hits=16"]);
+    expect(lines.filter((l) => l.startsWith("Modifying select group"))).toEqual([]);
+  });
+});
