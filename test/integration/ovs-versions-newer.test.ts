@@ -42,7 +42,7 @@ const dpHashLb = (): DeferredNatLoadBalancerInputs => ({
   gateways: [{ name: "gw35", host: host.ovsHost, bridge: host.bridge, segmentPort: host.segmentPort, mac: "02:00:1e:ff:00:35" }],
   hypervisors: [{ name: "hv1" }],
   selectionMethod: "dp_hash",
-  vips: [{ address: "10.0.0.207", port: 80, protocol: "tcp", backends: [{ address: "10.0.0.101", port: 8080, mac: "02:00:0a:00:00:65", hypervisor: "hv1" }] }],
+  vips: [{ address: "10.31.0.7", port: 80, protocol: "tcp", backends: [{ address: "10.31.1.1", port: 8080, mac: "02:00:1e:00:01:01", hypervisor: "hv1" }] }],
 });
 
 describe("the version table on Debian 13's Open vSwitch", () => {

@@ -49,6 +49,7 @@ export interface SelectionCase {
   extra: Partial<DeferredNatLoadBalancerInputs>;
 }
 
+// VIPs and backends outside the lab's ranges: these gateways are not on its segment, and no packet is sent.
 const PORT = 80;
 const HYPERVISORS = ["hv1", "hv2", "hv3", "hv4"];
 /** TEST-NET-2 (RFC 5737): tunnel addresses no host here holds; traces only. */
@@ -82,37 +83,37 @@ export const SELECTION_CASES: readonly SelectionCase[] = [
   {
     key: "group-l3l4",
     method: "select group, selection_method=hash, fields(ip_src,ip_dst,tcp_src,tcp_dst) (udp_*, ipv6_* by VIP)",
-    vips: [vip("10.0.0.210", "tcp", 8), vip("10.0.0.210", "udp", 8), vip("fd00:20::210", "tcp", 8), vip("10.0.0.211", "tcp", 6, [1, 2, 3])],
+    vips: [vip("10.31.0.10", "tcp", 8), vip("10.31.0.10", "udp", 8), vip("fd00:31::10", "tcp", 8), vip("10.31.0.11", "tcp", 6, [1, 2, 3])],
     extra: {},
   },
   {
     key: "group-l3",
     method: "select group, selection_method=hash, fields(ip_src,ip_dst)",
-    vips: [vip("10.0.0.212", "tcp", 8)],
+    vips: [vip("10.31.0.12", "tcp", 8)],
     extra: { selectionFields: ["ip_src", "ip_dst"] },
   },
   {
     key: "group-src",
     method: "select group, selection_method=hash, fields(ip_src)",
-    vips: [vip("10.0.0.213", "tcp", 8)],
+    vips: [vip("10.31.0.13", "tcp", 8)],
     extra: { selectionFields: ["ip_src"] },
   },
   {
     key: "multipath-l3l4",
     method: "multipath(symmetric_l3l4 / symmetric_l3l4+udp, modulo_n) into 1,024 slots (secondChance)",
-    vips: [vip("10.0.0.214", "tcp", 8), vip("10.0.0.214", "udp", 8), vip("fd00:20::214", "tcp", 8)],
+    vips: [vip("10.31.0.14", "tcp", 8), vip("10.31.0.14", "udp", 8), vip("fd00:31::14", "tcp", 8)],
     extra: greDelivery(true),
   },
   {
     key: "multipath-l3",
     method: "multipath(symmetric_l3, modulo_n) (secondChance, fields ip_src,ip_dst)",
-    vips: [vip("10.0.0.215", "tcp", 8)],
+    vips: [vip("10.31.0.15", "tcp", 8)],
     extra: { ...greDelivery(true), selectionFields: ["ip_src", "ip_dst"] },
   },
   {
     key: "multipath-src",
     method: "multipath(nw_src, modulo_n) (secondChance, fields ip_src)",
-    vips: [vip("10.0.0.216", "tcp", 8)],
+    vips: [vip("10.31.0.16", "tcp", 8)],
     extra: { ...greDelivery(true), selectionFields: ["ip_src"] },
   },
 ];
