@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds, once per machine, a minimal Debian 13 (trixie) root with Debian's
 # own Open vSwitch, OVN central and OpenSSH packages, for the lab's hosts of
-# the newer versions (test/support/trixie-host.ts runs their daemons and sshd
+# the newer versions (test/support/fault-host.ts, its root option, runs their daemons and sshd
 # chrooted into it). A root already built from this package list is left as
 # it is, so the second run costs nothing.
 #
