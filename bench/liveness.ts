@@ -84,9 +84,14 @@ export const SETTINGS: readonly Timers[] = [
   { minRx: 300, minTx: 300, multiplier: 3 },
 ];
 /** The stateless settings, then second chance (healthCheck.bfd with secondChance: the owner groups fail over) at the first. */
-type Variant = { timers: Timers; secondChance: boolean };
-const VARIANTS: readonly Variant[] = [...SETTINGS.map((timers) => ({ timers, secondChance: false })), { timers: SETTINGS[0], secondChance: true }];
-const variantLabel = (v: Variant) => `${label(v.timers)}${v.secondChance ? ", second chance" : ""}`;
+/** With `underlay6`, the tunnels (and BFD) run over the lab's IPv6 underlay: ip6gre ports. */
+type Variant = { timers: Timers; secondChance: boolean; underlay6?: boolean };
+const VARIANTS: readonly Variant[] = [
+  ...SETTINGS.map((timers) => ({ timers, secondChance: false })),
+  { timers: SETTINGS[0], secondChance: true },
+  { timers: SETTINGS[0], secondChance: false, underlay6: true },
+];
+const variantLabel = (v: Variant) => `${label(v.timers)}${v.secondChance ? ", second chance" : ""}${v.underlay6 ? ", IPv6 underlay (ip6gre)" : ""}`;
 /**
  * "underlay-fresh" is the underlay cut made as soon as hv1's sessions are back at their
  * rate after a bounce, before each has sent at that rate: the first second of a session,
@@ -182,6 +187,8 @@ interface Lab {
   timers: Timers;
   /** healthCheck.bfd with secondChance (slot flows and owner groups) rather than select buckets. */
   secondChance: boolean;
+  /** The tunnels over the IPv6 underlay. */
+  underlay6?: boolean;
   checkers: Checker[];
   listener?: ChildProcess;
   /** Set while a fault is in force, so teardown repairs it. */
@@ -189,7 +196,7 @@ interface Lab {
   tornDown?: Promise<string[]>;
 }
 
-const underlay = (lab: Lab, host: string) => lab.inv.hosts[host].underlay!.address;
+const underlay = (lab: Lab, host: string) => (lab.underlay6 ? lab.inv.hosts[host].underlay!.address6! : lab.inv.hosts[host].underlay!.address);
 const vips = (lab: Lab) => [{ address: VIP, port: 80, protocol: "tcp" as const, backends: lab.pool }];
 
 function lbInputs(lab: Lab): DeferredNatLoadBalancerInputs {
@@ -809,14 +816,24 @@ export const livenessBenchmark: Benchmark = {
 
       const trials: Trial[] = [];
       for (const [vi, variant] of VARIANTS.entries()) {
-        if (vi > 0 && variant.secondChance && !lab.secondChance) {
-          // Another mode of the same load balancer: made again (its gateways' tunnels take the key from the flow).
+        if (vi > 0 && (variant.secondChance !== lab.secondChance || !!variant.underlay6 !== !!lab.underlay6)) {
+          // Another mode or underlay of the same load balancer: made again (second chance's tunnels take the key from the flow; ip6gre ports).
+          const underlayChanged = !!variant.underlay6 !== !!lab.underlay6;
           lab.timers = variant.timers;
-          lab.secondChance = true;
-          ctx.log(`BFD ${variantLabel(variant)}: the load balancer made again with secondChance, the hypervisors updated`);
+          lab.secondChance = variant.secondChance;
+          lab.underlay6 = variant.underlay6;
+          ctx.log(`BFD ${variantLabel(variant)}: the load balancer made again, the hypervisors ${underlayChanged ? "made again" : "updated"}`);
           await lab.lb.delete();
           lab.lb = new ProviderDriver("DeferredNatLoadBalancer");
-          for (const h of HYPERVISORS) await lab.hv[h].update(hvInputs(lab, h));
+          // Another underlay family: the hypervisors' flows are made again too (an update of the family in place is not what is measured).
+          for (const h of HYPERVISORS) {
+            if (!underlayChanged) await lab.hv[h].update(hvInputs(lab, h));
+            else {
+              await lab.hv[h].delete();
+              lab.hv[h] = new ProviderDriver("DsrHypervisorFlows");
+              await lab.hv[h].create(hvInputs(lab, h));
+            }
+          }
           await lab.lb.create(lbInputs(lab));
         } else if (vi > 0) {
           lab.timers = variant.timers;
