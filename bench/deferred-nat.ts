@@ -23,7 +23,18 @@ import { referencedGroups, type ObservedBridge } from "../provider/engine/plan";
 import { check } from "../provider/handlers";
 import { runChecked, type CommandRunner } from "../provider/transport/exec";
 import { OpenFlowBridge, type BundleSent } from "../provider/transport/openflow-bridge";
-import { ipMatch, ipv4Number, ipv6Number, renderBundle, type Action, type Flow, type Group, type Match, type Modification, type SelectBucket } from "../provider/openflow";
+import {
+  ipMatch,
+  ipv4Number,
+  ipv6Number,
+  renderBundle,
+  type Action,
+  type Flow,
+  type Group,
+  type Match,
+  type Modification,
+  type SelectBucket,
+} from "../provider/openflow";
 import { traceBuckets } from "../provider/transport/openflow-trace";
 import { bridgeSocket } from "../provider/transport/ovs-host";
 import { SshSession } from "../provider/transport/ssh";
@@ -816,7 +827,10 @@ async function measureApply(
   // Delete as ovslb does (its flow, then its group), so nothing is left.
   const actual = await readGateway(gw);
   await gw.bridge.applyBundle(planGateway(GATEWAY, { ...withDefaults(inputsN1), vips: [] }, recorded, gw.port, actual));
-  invariants.push({ name: `${fam}ovslb's delete of the ${fmtInt(n + 1)}-backend VIP removes its group`, ok: (await gw.bridge.dumpGroup(groupId)) === undefined });
+  invariants.push({
+    name: `${fam}ovslb's delete of the ${fmtInt(n + 1)}-backend VIP removes its group`,
+    ok: (await gw.bridge.dumpGroup(groupId)) === undefined,
+  });
   return result;
 }
 
@@ -927,7 +941,13 @@ export const deferredNatBenchmark: Benchmark = {
       ctx.log(`1. flows moved (${SIZES.tuples} 5-tuples; dp_hash by hash slot)`);
       const moves: MoveResult[] = [];
       const dpHash = dpHashStrategy(gw, owned);
-      for (const s of [stableStrategy(gw, owned, 4), positionalStrategy(gw, owned, 4), dpHash, stableStrategy(gw, owned, 6), positionalStrategy(gw, owned, 6)]) {
+      for (const s of [
+        stableStrategy(gw, owned, 4),
+        positionalStrategy(gw, owned, 4),
+        dpHash,
+        stableStrategy(gw, owned, 6),
+        positionalStrategy(gw, owned, 6),
+      ]) {
         const { value, ms } = await timed(() => measureMoves(s, ctx));
         moves.push(...value);
         ctx.log(`  ${s.key} IPv${s.family}: ${(ms / 1000).toFixed(1)} s${s.note ? `, ${s.note()}` : ""}`);
@@ -958,7 +978,9 @@ export const deferredNatBenchmark: Benchmark = {
         { name: "ovslb (stable ids): going back to the 4 backends restored every flow's first choice", ok: stableChecks.baseRestoredExactly },
         {
           name: "IPv6 rows: the IPv6 VIP's tuples hash on ipv6_src/ipv6_dst (both strategies spread them over every backend)",
-          ok: FAMILIES.every((f) => moves.some((m) => m.family === f)) && moves.filter((m) => m.family === 6).every((m) => m.required > 0 || m.scenario.startsWith("remove")),
+          ok:
+            FAMILIES.every((f) => moves.some((m) => m.family === f)) &&
+            moves.filter((m) => m.family === 6).every((m) => m.required > 0 || m.scenario.startsWith("remove")),
         },
         {
           name: "every change moved at least the least possible share (and the added backend took some)",

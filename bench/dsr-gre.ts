@@ -285,7 +285,10 @@ async function snapshot(lab: Lab): Promise<Snapshot> {
         packets[`${h}.gre6FromGateways`] = sum(gre, (f) => f.match.ipv6_dst === VIPS.gre6 && gws.includes(f.match.tun_src ?? ""));
         packets[`${h}.greFromL3dsr`] = sum(gre, (f) => f.match.nw_dst === VIPS.l3dsr && f.match.tun_src === l3);
         packets[`${h}.l3dsrVipFromGateways`] = sum(gre, (f) => f.match.nw_dst === VIPS.l3dsr && gws.includes(f.match.tun_src ?? ""));
-        packets[`${h}.greDropped`] = sum(gre, (f) => f.match.nw_dst === undefined && f.match.ipv6_dst === undefined && f.actions.some((a) => a.type === "drop"));
+        packets[`${h}.greDropped`] = sum(
+          gre,
+          (f) => f.match.nw_dst === undefined && f.match.ipv6_dst === undefined && f.actions.some((a) => a.type === "drop"),
+        );
       }
     }),
   );
@@ -331,7 +334,14 @@ export function lbInputs(inv: LabInventory, delivery: "mac" | "gre"): DeferredNa
     { address: vip, port: 80, protocol: "tcp", backends: poolOf(inv).map(backendOf(PORTS[delivery])) },
     // gre: the IPv6 VIP of the same servers' IPv6 addresses, over the same IPv4 underlay.
     ...(delivery === "gre"
-      ? [{ address: VIPS.gre6, port: 80, protocol: "tcp" as const, backends: poolOf(inv).map((b) => ({ ...backendOf(PORTS.gre)(b), address: ipv6Twin(b.address) })) }]
+      ? [
+          {
+            address: VIPS.gre6,
+            port: 80,
+            protocol: "tcp" as const,
+            backends: poolOf(inv).map((b) => ({ ...backendOf(PORTS.gre)(b), address: ipv6Twin(b.address) })),
+          },
+        ]
       : []),
   ]);
   if (delivery === "mac") return { ...base, hypervisors: ["hv1", "hv2"].map((name) => ({ name })) };
@@ -705,7 +715,12 @@ export const dsrGreBenchmark: Benchmark = {
         // Counts whatever reaches the gateway from a VIP: a reply that passed through it would.
         for (const vip of Object.values(VIPS)) {
           const from = vip.includes(":") ? `tcp6,ipv6_src=${vip}` : `tcp,nw_src=${vip}`;
-          await runChecked(lab.ssh[g], ["ovs-ofctl", "add-flow", "br-seg", `cookie=0x${SPY_COOKIE.toString(16)},priority=2000,${from},tp_src=80,actions=NORMAL`]);
+          await runChecked(lab.ssh[g], [
+            "ovs-ofctl",
+            "add-flow",
+            "br-seg",
+            `cookie=0x${SPY_COOKIE.toString(16)},priority=2000,${from},tp_src=80,actions=NORMAL`,
+          ]);
         }
       }
       lab.tunnel = encapsulateVip(inv, { vip: VIPS.l3dsr, hypervisor: "hv1", key: greKeyOf({ name: NAMES.gre }), innerMac: soleOf(inv).mac });
