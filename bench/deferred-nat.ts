@@ -23,7 +23,18 @@ import { referencedGroups, type ObservedBridge } from "../provider/engine/plan";
 import { check } from "../provider/handlers";
 import { runChecked, type CommandRunner } from "../provider/transport/exec";
 import { OpenFlowBridge, type BundleSent } from "../provider/transport/openflow-bridge";
-import { ipv4Number, renderBundle, type Action, type Flow, type Group, type Match, type Modification, type SelectBucket } from "../provider/openflow";
+import {
+  ipMatch,
+  ipv4Number,
+  ipv6Number,
+  renderBundle,
+  type Action,
+  type Flow,
+  type Group,
+  type Match,
+  type Modification,
+  type SelectBucket,
+} from "../provider/openflow";
 import { traceBuckets } from "../provider/transport/openflow-trace";
 import { bridgeSocket } from "../provider/transport/ovs-host";
 import { SshSession } from "../provider/transport/ssh";
@@ -86,13 +97,26 @@ export const SMOKE: Sizes = { tuples: 100, timingRuns: 1, apply: [8, 32] };
 let SIZES: Sizes = FULL;
 const VIP_PORT = 80;
 const VIPS = { stable: "10.0.0.203", positional: "10.0.0.204", dpHash: "10.0.0.205", apply: "10.0.0.206" } as const;
+/**
+ * The IPv6 rows' VIPs (the lab's IPv6 VIP range; no traffic is sent) and
+ * their own names, cookies and group ids. dp_hash has no IPv6 row: its slot
+ * table depends on the bucket count alone, not on the packet's fields.
+ */
+const VIPS6 = { stable: "fd00:20::203", positional: "fd00:20::204", apply: "fd00:20::206" } as const;
+export type Family = 4 | 6;
+const FAMILIES: readonly Family[] = [4, 6];
 /** OpenFlow's length field is 16 bits: no message can be longer. */
 const OPENFLOW_MAX_MESSAGE = 0xffff;
 const ALL = (1n << 64n) - 1n;
 
 const LB_MOVES = "bench-dnat-moves";
 const LB_APPLY = "bench-dnat-apply";
+const LB_MOVES6 = "bench-dnat-moves6";
+const LB_APPLY6 = "bench-dnat-apply6";
+const lbMoves = (f: Family) => (f === 6 ? LB_MOVES6 : LB_MOVES);
+const lbApply = (f: Family) => (f === 6 ? LB_APPLY6 : LB_APPLY);
 const POSITIONAL_COOKIE = ownerCookie("ovslb-bench", "deferred-nat/positional");
+const POSITIONAL6_COOKIE = ownerCookie("ovslb-bench", "deferred-nat/positional6");
 const DP_HASH_COOKIE = ownerCookie("ovslb-bench", "deferred-nat/dp_hash");
 
 // ---------------------------------------------------------------- the gateway
@@ -153,7 +177,12 @@ async function readGateway(gw: Gateway): Promise<ObservedBridge> {
  * by those flows or created by this run. Removed at the end whatever happens.
  */
 class Owned {
-  readonly cookies = new Set<bigint>([cookieOf({ name: LB_MOVES }), cookieOf({ name: LB_APPLY }), POSITIONAL_COOKIE, DP_HASH_COOKIE]);
+  readonly cookies = new Set<bigint>([
+    ...[LB_MOVES, LB_APPLY, LB_MOVES6, LB_APPLY6].map((name) => cookieOf({ name })),
+    POSITIONAL_COOKIE,
+    POSITIONAL6_COOKIE,
+    DP_HASH_COOKIE,
+  ]);
   readonly groups = new Set<number>();
   /** Every group this run made or found referenced by its flows, kept after removal: to check none is left. */
   readonly made = new Set<number>();
@@ -190,18 +219,24 @@ async function leftBehind(gw: Gateway, owned: Owned): Promise<{ flows: number; g
  */
 export async function acceptanceInvariants(gatewayInput: Inputs["gateways"][number]): Promise<Invariant[]> {
   const out: Invariant[] = [];
-  const vip = (n: number) =>
+  const vip = (n: number, f: Family = 4) =>
     rawInputs(
       gatewayInput,
-      LB_APPLY,
-      VIPS.apply,
+      lbApply(f),
+      f === 6 ? VIPS6.apply : VIPS.apply,
       443,
-      Array.from({ length: n }, (_, i) => applyBackend(i)),
+      Array.from({ length: n }, (_, i) => applyBackend(i, f)),
     );
-  for (const n of FULL.apply) {
-    for (const size of [n, n + 1]) {
-      const refused = await refusals(vip(size));
-      out.push({ name: `check accepts the full run's VIP of ${fmtInt(size)} backends`, ok: refused.length === 0, detail: refused.join("; ") || undefined });
+  for (const f of FAMILIES) {
+    for (const n of FULL.apply) {
+      for (const size of [n, n + 1]) {
+        const refused = await refusals(vip(size, f));
+        out.push({
+          name: `check accepts the full run's IPv${f} VIP of ${fmtInt(size)} backends`,
+          ok: refused.length === 0,
+          detail: refused.join("; ") || undefined,
+        });
+      }
     }
   }
   const over = MAX_BUCKETS_PER_GROUP + 1;
@@ -290,23 +325,29 @@ const vipFlow = (gw: Gateway, cookie: bigint, vip: string, groupId: number): Flo
   table: 0,
   priority: VIP_FLOW_PRIORITY,
   cookie,
-  match: { protocol: "tcp", in_port: gw.port.segmentOfport, nw_dst: vip, tp_dst: VIP_PORT },
+  match: { ...ipMatch("tcp", "dst", vip), in_port: gw.port.segmentOfport, tp_dst: VIP_PORT },
   actions: [{ type: "group", groupId }],
 });
 
 /** OVN numbers buckets in the order of its backend list; the positional baseline keeps that list sorted by address. */
-export const byAddress = (list: readonly DeferredNatBackend[]) => [...list].sort((a, b) => ipv4Number(a.address) - ipv4Number(b.address) || a.port - b.port);
+const addressOrder = (a: string, b: string) => {
+  if (a.includes(":") !== b.includes(":")) return a.includes(":") ? 1 : -1;
+  if (!a.includes(":")) return ipv4Number(a) - ipv4Number(b);
+  const [x, y] = [ipv6Number(a), ipv6Number(b)];
+  return x < y ? -1 : x > y ? 1 : 0;
+};
+export const byAddress = (list: readonly DeferredNatBackend[]) => [...list].sort((a, b) => addressOrder(a.address, b.address) || a.port - b.port);
 const keyOf = (b: DeferredNatBackend) => `${b.address}:${b.port}`;
 
 // ---------------------------------------------------------------- 1. flows moved
 
 /** Deterministic, distinct client 5-tuples toward a VIP, arriving on the segment port. */
 function tuples(gw: Gateway, vip: string): Match[] {
+  const v6 = vip.includes(":");
   return Array.from({ length: SIZES.tuples }, (_, i) => ({
-    protocol: "tcp",
+    ...ipMatch("tcp", "src", v6 ? `fd00:8::${(i >> 8).toString(16)}:${(i & 255).toString(16)}` : `10.8.${i >> 8}.${i & 255}`),
+    ...ipMatch("tcp", "dst", vip),
     in_port: gw.port.segmentOfport,
-    nw_src: `10.8.${i >> 8}.${i & 255}`,
-    nw_dst: vip,
     tp_src: 1024 + ((i * 7919) % 64000),
     tp_dst: VIP_PORT,
   }));
@@ -317,6 +358,7 @@ type Selection = string[];
 
 interface MoveStrategy {
   key: string;
+  family: Family;
   label: string;
   /** What a sample is: "flows" (traced 5-tuples) or "hash slots". */
   unit: string;
@@ -328,19 +370,20 @@ interface MoveStrategy {
 }
 
 /** ovslb: bucket ids derived from the backend, recorded and kept; changes are insert/remove_bucket. */
-function stableStrategy(gw: Gateway, owned: Owned): MoveStrategy {
-  const vip = VIPS.stable;
+function stableStrategy(gw: Gateway, owned: Owned, family: Family): MoveStrategy {
+  const vip = family === 6 ? VIPS6.stable : VIPS.stable;
   const key = vipKey({ protocol: "tcp", address: vip, port: VIP_PORT });
   let recorded: RecordedIds = { groupIds: {}, bucketIds: {} };
   let current: DeferredNatBackend[] = [];
   const apply = async (backends: DeferredNatBackend[]) => {
-    const r = await ovslbApply(gw, owned, await lbInputs(gw, LB_MOVES, vip, VIP_PORT, backends), recorded);
+    const r = await ovslbApply(gw, owned, await lbInputs(gw, lbMoves(family), vip, VIP_PORT, backends), recorded);
     recorded = r.ids;
     current = backends;
     return `${opsOf(r.mods)} (${r.sent.messages} message${r.sent.messages === 1 ? "" : "s"}, ${fmtInt(r.sent.bytes)} B)`;
   };
   return {
     key: "stable",
+    family,
     label: "ovslb: stable ids, incremental",
     unit: "flows",
     setUp: async (b) => void (await apply(b)),
@@ -362,26 +405,28 @@ function stableStrategy(gw: Gateway, owned: Owned): MoveStrategy {
  * backend list (kept sorted by address), the whole group re-sent on every
  * change (modify-group, ovslb's typed mods), same hash fields and actions.
  */
-function positionalStrategy(gw: Gateway, owned: Owned): MoveStrategy {
-  const vip = VIPS.positional;
+function positionalStrategy(gw: Gateway, owned: Owned, family: Family): MoveStrategy {
+  const vip = family === 6 ? VIPS6.positional : VIPS.positional;
+  const cookie = family === 6 ? POSITIONAL6_COOKIE : POSITIONAL_COOKIE;
   let groupId = 0;
   let order: DeferredNatBackend[] = [];
   const group = (backends: DeferredNatBackend[]): Group => ({
     groupId,
     type: "select",
     selectionMethod: "hash",
-    fields: hashFields(DEFAULT_SELECTION_FIELDS, "tcp"),
+    fields: hashFields(DEFAULT_SELECTION_FIELDS, "tcp", vip),
     buckets: byAddress(backends).map((b, i): SelectBucket => ({ bucketId: i, weight: BUCKET_WEIGHT, actions: bucketActions(gw, b) })),
   });
   return {
     key: "positional",
+    family,
     label: "(a) positional ids, group rebuilt",
     unit: "flows",
     async setUp(backends) {
-      groupId = await baselineGroupId(gw, "positional");
+      groupId = await baselineGroupId(gw, family === 6 ? "positional6" : "positional");
       await gw.bridge.applyBundle([
         { op: "add-group", group: group(backends) },
-        { op: "add-flow", flow: vipFlow(gw, POSITIONAL_COOKIE, vip, groupId) },
+        { op: "add-flow", flow: vipFlow(gw, cookie, vip, groupId) },
       ]);
       owned.groups.add(groupId);
       order = byAddress(backends);
@@ -458,6 +503,7 @@ function dpHashStrategy(gw: Gateway, owned: Owned): MoveStrategy {
 
   return {
     key: "dp_hash",
+    family: 4,
     label: "(b) dp_hash, group rebuilt",
     unit: "hash slots",
     async setUp(backends) {
@@ -497,8 +543,8 @@ function dpHashStrategy(gw: Gateway, owned: Owned): MoveStrategy {
   };
 }
 
-const movesBackend = (octet: number): DeferredNatBackend => ({
-  address: `10.0.1.${octet}`,
+const movesBackend = (octet: number, family: Family): DeferredNatBackend => ({
+  address: family === 6 ? `fd00:1::${octet}` : `10.0.1.${octet}`,
   port: 8080,
   mac: `02:00:00:01:00:${octet.toString(16).padStart(2, "0")}`,
   hypervisor: "hv1",
@@ -514,6 +560,7 @@ interface Scenario {
 
 interface MoveResult {
   strategy: string;
+  family: Family;
   label: string;
   unit: string;
   scenario: string;
@@ -528,22 +575,22 @@ interface MoveResult {
   baseRestored: boolean;
 }
 
-function scenarios(): { base: DeferredNatBackend[]; list: Scenario[] } {
-  const base = [10, 20, 30, 40].map(movesBackend);
-  const middle = movesBackend(25);
-  const last = movesBackend(50);
+function scenarios(family: Family = 4): { base: DeferredNatBackend[]; list: Scenario[] } {
+  const base = [10, 20, 30, 40].map((o) => movesBackend(o, family));
+  const middle = movesBackend(25, family);
+  const last = movesBackend(50, family);
   return {
     base,
     list: [
-      { key: "add-middle", label: "add a 5th backend that sorts 3rd (10.0.1.25)", backends: byAddress([...base, middle]), added: middle },
-      { key: "remove-2nd", label: "remove the 2nd of 4 (10.0.1.20)", backends: base.filter((b) => b !== base[1]), removed: base[1] },
-      { key: "add-last", label: "add a 5th backend that sorts last (10.0.1.50)", backends: [...base, last], added: last },
+      { key: "add-middle", label: `add a 5th backend that sorts 3rd (${middle.address})`, backends: byAddress([...base, middle]), added: middle },
+      { key: "remove-2nd", label: `remove the 2nd of 4 (${base[1].address})`, backends: base.filter((b) => b !== base[1]), removed: base[1] },
+      { key: "add-last", label: `add a 5th backend that sorts last (${last.address})`, backends: [...base, last], added: last },
     ],
   };
 }
 
 async function measureMoves(s: MoveStrategy, ctx: BenchContext): Promise<MoveResult[]> {
-  const { base, list } = scenarios();
+  const { base, list } = scenarios(s.family);
   await s.setUp(base);
   const first = await s.select();
   const results: MoveResult[] = [];
@@ -562,6 +609,7 @@ async function measureMoves(s: MoveStrategy, ctx: BenchContext): Promise<MoveRes
     const required = sc.added ? after.filter((b) => b === keyOf(sc.added!)).length : before.filter((b) => b === keyOf(sc.removed!)).length;
     results.push({
       strategy: s.key,
+      family: s.family,
       label: s.label,
       unit: s.unit,
       scenario: sc.key,
@@ -572,18 +620,18 @@ async function measureMoves(s: MoveStrategy, ctx: BenchContext): Promise<MoveRes
       required,
       baseRestored: restored,
     });
-    ctx.log(`  ${s.key} ${sc.key}: ${moved}/${after.length} ${s.unit} moved, ${needless} needlessly`);
+    ctx.log(`  ${s.key} IPv${s.family} ${sc.key}: ${moved}/${after.length} ${s.unit} moved, ${needless} needlessly`);
   }
   return results;
 }
 
 // ---------------------------------------------------------------- 2. what one backend add sends
 
-const applyBackend = (i: number): DeferredNatBackend => {
-  // Up to 1,000 distinct backends (and more MACs for the limit probe) from 250 addresses in each of 10.0.1.0/24 and 10.0.2.0/24, on a few ports.
+const applyBackend = (i: number, family: Family = 4): DeferredNatBackend => {
+  // Up to 1,000 distinct backends (and more MACs for the limit probe) from 250 addresses in each of 10.0.1.0/24 and 10.0.2.0/24 (fd00:1::1:0/112 and fd00:1::2:0/112), on a few ports.
   const block = Math.floor(i / 250);
   return {
-    address: `10.0.${1 + (block % 2)}.${(i % 250) + 1}`,
+    address: family === 6 ? `fd00:1::${1 + (block % 2)}:${(i % 250) + 1}` : `10.0.${1 + (block % 2)}.${(i % 250) + 1}`,
     port: 8080 + Math.floor(block / 2),
     mac: `02:00:00:02:${((i >> 8) & 255).toString(16).padStart(2, "0")}:${(i & 255).toString(16).padStart(2, "0")}`,
     hypervisor: ["hv1", "hv2", "hv3"][i % 3],
@@ -603,6 +651,7 @@ interface Sent {
 
 interface ApplyCost {
   backends: number;
+  family: Family;
   create: Sent;
   ovslb?: Sent & { applyMs: number[]; readMs: number[]; groupDumpBytes: number };
   repush?: Sent & { applyMs: number[] };
@@ -647,11 +696,14 @@ async function measureApply(
   ctx: BenchContext,
   invariants: Invariant[],
   smaller?: ApplyCost,
+  family: Family = 4,
 ): Promise<ApplyCost> {
-  const all = Array.from({ length: n + 1 }, (_, i) => applyBackend(i));
-  const inputsN = await lbInputs(gw, LB_APPLY, VIPS.apply, vipPort, all.slice(0, n));
-  const inputsN1 = await lbInputs(gw, LB_APPLY, VIPS.apply, vipPort, all);
-  const key = vipKey({ protocol: "tcp", address: VIPS.apply, port: vipPort });
+  const all = Array.from({ length: n + 1 }, (_, i) => applyBackend(i, family));
+  const vip = family === 6 ? VIPS6.apply : VIPS.apply;
+  const inputsN = await lbInputs(gw, lbApply(family), vip, vipPort, all.slice(0, n));
+  const inputsN1 = await lbInputs(gw, lbApply(family), vip, vipPort, all);
+  const key = vipKey({ protocol: "tcp", address: vip, port: vipPort });
+  const fam = family === 6 ? "IPv6: " : "";
 
   // Create the VIP with n backends (one add-group of n buckets, and its flow).
   let created: OvslbApplied;
@@ -659,15 +711,17 @@ async function measureApply(
     created = await ovslbApply(gw, owned, inputsN, { groupIds: {}, bucketIds: {} }, true);
   } catch (e) {
     // Reported, not hidden: the numbers below need the VIP to exist.
-    ctx.log(`  ${n}: ovslb could not create the VIP: ${(e as Error).message}`);
-    invariants.push({ name: `ovslb creates a VIP of ${fmtInt(n)} backends check accepted`, ok: false, detail: (e as Error).message.slice(0, 200) });
+    ctx.log(`  ${fam}${n}: ovslb could not create the VIP: ${(e as Error).message}`);
+    invariants.push({ name: `${fam}ovslb creates a VIP of ${fmtInt(n)} backends check accepted`, ok: false, detail: (e as Error).message.slice(0, 200) });
     return {
       backends: n,
+      family,
       create: { mods: 2, bytes: NaN, ops: "add-group ×1, add-flow ×1", error: (e as Error).message.slice(0, 400), wire: wireOf(gw.tapped?.tap.last) },
     };
   }
   const result: ApplyCost = {
     backends: n,
+    family,
     create: { mods: created.sent.messages, bytes: created.sent.bytes, ops: opsOf(created.mods), wire: wireOf(created.wire) },
   };
   let recorded = created.ids;
@@ -691,18 +745,18 @@ async function measureApply(
   }
   const odd = planned.filter((p) => p !== "insert_bucket ×1");
   invariants.push({
-    name: `adding one backend to a VIP of ${fmtInt(n)} makes ovslb send exactly one insert_bucket, every time`,
+    name: `${fam}adding one backend to a VIP of ${fmtInt(n)} makes ovslb send exactly one insert_bucket, every time`,
     ok: odd.length === 0,
     detail: odd.length === 0 ? `${planned.length} adds` : `planned: ${planned.join("; ")}`,
   });
   const afterAdd = await gw.bridge.dumpGroup(groupId);
   invariants.push({
-    name: `after the add the VIP's group holds ${fmtInt(n + 1)} buckets`,
+    name: `${fam}after the add the VIP's group holds ${fmtInt(n + 1)} buckets`,
     ok: afterAdd?.buckets.length === n + 1,
     detail: `${afterAdd?.buckets.length ?? "no group"}`,
   });
   result.ovslb = { mods: add.sent.messages, bytes: add.sent.bytes, ops: opsOf(add.mods), wire: wireOf(add.wire), applyMs, readMs, groupDumpBytes };
-  ctx.log(`  ${n}: ovslb ${result.ovslb.ops}, ${add.sent.bytes} B, median apply ${fmtMs(median(applyMs))}`);
+  ctx.log(`  ${fam}${n}: ovslb ${result.ovslb.ops}, ${add.sent.bytes} B, median apply ${fmtMs(median(applyMs))}`);
 
   // Full re-push: the same final group (same ids) sent whole, as one modify-group.
   const groupOf = (inputs: Inputs) => desiredDataplane(withDefaults(inputs), recorded, gw.port)[0].group;
@@ -710,12 +764,12 @@ async function measureApply(
   await ovslbApply(gw, owned, inputsN, recorded);
   const first = await sendGroup(gw, [{ op: "modify-group", group: full }], true);
   const repushMs: number[] = [];
-  invariants.push({ name: `a full re-push of ${fmtInt(n + 1)} buckets fits one OpenFlow message and is applied`, ok: !first.error, detail: first.error });
+  invariants.push({ name: `${fam}a full re-push of ${fmtInt(n + 1)} buckets fits one OpenFlow message and is applied`, ok: !first.error, detail: first.error });
   if (!first.error) {
     const dumped = await gw.bridge.dumpGroup(groupId);
     const same = dumped?.buckets.length === n + 1 && full.buckets.every((b) => dumped.buckets.some((d) => d.bucketId === b.bucketId));
     invariants.push({
-      name: `the re-push left the same ${fmtInt(n + 1)} bucket ids ovslb's add did`,
+      name: `${fam}the re-push left the same ${fmtInt(n + 1)} bucket ids ovslb's add did`,
       ok: same,
       detail: `${dumped?.buckets.length ?? "no group"} buckets`,
     });
@@ -727,12 +781,12 @@ async function measureApply(
     }
   }
   result.repush = { ...first, applyMs: repushMs };
-  ctx.log(`  ${n}: re-push ${first.bytes} B${first.error ? ` FAILED: ${first.error}` : `, median apply ${fmtMs(median(repushMs))}`}`);
+  ctx.log(`  ${fam}${n}: re-push ${first.bytes} B${first.error ? ` FAILED: ${first.error}` : `, median apply ${fmtMs(median(repushMs))}`}`);
 
   if (gw.tapped) {
     // The wire figures (and the limit probe below) need them: a tap that sees nothing must not pass as "nothing sent".
     invariants.push({
-      name: `strace saw the OpenFlow messages of ovslb's add and of the re-push at ${fmtInt(n)} backends`,
+      name: `${fam}strace saw the OpenFlow messages of ovslb's add and of the re-push at ${fmtInt(n)} backends`,
       ok: (result.ovslb.wire?.largest ?? 0) > 0 && (result.repush.wire?.largest ?? 0) > 0,
       detail: `largest message ${result.ovslb.wire?.largest ?? "-"} B and ${result.repush.wire?.largest ?? "-"} B`,
     });
@@ -758,7 +812,7 @@ async function measureApply(
       const probe = await sendGroup(gw, [{ op: "modify-group", group: { ...full, buckets: [...full.buckets, ...extra] } }], true);
       result.limit.probe = probe;
       invariants.push({
-        name: `the largest group that fits (${fmtInt(maxBuckets)} buckets, computed from the two re-push sizes) is applied`,
+        name: `${fam}the largest group that fits (${fmtInt(maxBuckets)} buckets, computed from the two re-push sizes) is applied`,
         ok: !probe.error && (probe.wire?.largest ?? 0) <= OPENFLOW_MAX_MESSAGE,
         detail: probe.error ?? `largest message ${fmtInt(probe.wire?.largest ?? NaN)} B`,
       });
@@ -773,23 +827,35 @@ async function measureApply(
   // Delete as ovslb does (its flow, then its group), so nothing is left.
   const actual = await readGateway(gw);
   await gw.bridge.applyBundle(planGateway(GATEWAY, { ...withDefaults(inputsN1), vips: [] }, recorded, gw.port, actual));
-  invariants.push({ name: `ovslb's delete of the ${fmtInt(n + 1)}-backend VIP removes its group`, ok: (await gw.bridge.dumpGroup(groupId)) === undefined });
+  invariants.push({
+    name: `${fam}ovslb's delete of the ${fmtInt(n + 1)}-backend VIP removes its group`,
+    ok: (await gw.bridge.dumpGroup(groupId)) === undefined,
+  });
   return result;
 }
 
 // ---------------------------------------------------------------- the report
 
 function movesTable(results: readonly MoveResult[]): string {
-  const scenarioLabel = Object.fromEntries(scenarios().list.map((s) => [s.key, s.label]));
-  const rows = results.map((r) => {
+  const labels = Object.fromEntries(FAMILIES.map((f) => [f, Object.fromEntries(scenarios(f).list.map((s) => [s.key, s.label]))]));
+  const strategyOrder = [...new Set(results.map((r) => r.strategy))];
+  const scenarioOrder = scenarios().list.map((s) => s.key);
+  // Each change's IPv4 row with its IPv6 row beneath it.
+  const sorted = [...results].sort(
+    (a, b) =>
+      strategyOrder.indexOf(a.strategy) - strategyOrder.indexOf(b.strategy) ||
+      scenarioOrder.indexOf(a.scenario) - scenarioOrder.indexOf(b.scenario) ||
+      a.family - b.family,
+  );
+  const rows = sorted.map((r) => {
     const moved = `${fmtInt(r.moved)} of ${fmtInt(r.samples)} ${r.unit} (${fmtPct(r.moved, r.samples)})`;
     const needless = r.needless === 0 ? "0" : `${fmtInt(r.needless)} (${fmtPct(r.needless, r.samples)})`;
     const minimal = `${fmtPct(r.required, r.samples)}`;
-    return `| ${r.label} | ${scenarioLabel[r.scenario]} | ${r.sent} | ${moved} | ${needless} | ${minimal} |`;
+    return `| ${r.label} | IPv${r.family} | ${labels[r.family][r.scenario]} | ${r.sent} | ${moved} | ${needless} | ${minimal} |`;
   });
   return [
-    "| Strategy | Change (VIP of 4 backends) | Sent to the gateway | Moved | Moved needlessly | Least possible |",
-    "| --- | --- | --- | --- | --- | --- |",
+    "| Strategy | VIP and backends | Change (VIP of 4 backends) | Sent to the gateway | Moved | Moved needlessly | Least possible |",
+    "| --- | --- | --- | --- | --- | --- | --- |",
     ...rows,
   ].join("\n");
 }
@@ -799,7 +865,7 @@ function applyTable(costs: readonly ApplyCost[], floorMs: number): string {
   const largest = (s: Sent) => (s.wire ? `${fmtPct(s.wire.largest, OPENFLOW_MAX_MESSAGE)}` : "n/a");
   const rows: string[] = [];
   for (const c of costs) {
-    const size = `${fmtInt(c.backends)} → ${fmtInt(c.backends + 1)}`;
+    const size = `${fmtInt(c.backends)} → ${fmtInt(c.backends + 1)}, IPv${c.family}`;
     if (c.ovslb) {
       const o = c.ovslb;
       rows.push(
@@ -817,7 +883,7 @@ function applyTable(costs: readonly ApplyCost[], floorMs: number): string {
     }
   }
   return [
-    `| VIP size | What is sent | OpenFlow mods | Bundle text (over SSH) | OpenFlow bytes (mods) | Largest message / 65,535 B | Apply, median of ${SIZES.timingRuns} | Read before plan, median |`,
+    `| VIP size, family | What is sent | OpenFlow mods | Bundle text (over SSH) | OpenFlow bytes (mods) | Largest message / 65,535 B | Apply, median of ${SIZES.timingRuns} | Read before plan, median |`,
     "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ...rows,
     "",
@@ -825,6 +891,28 @@ function applyTable(costs: readonly ApplyCost[], floorMs: number): string {
       "so on this local lab the exec round trip, not the bytes, sets the apply time. ovslb also reads the gateway before it plans " +
       "(dump-flows of table 0 and dump-groups, in parallel), which a blind re-push does not.",
   ].join("\n");
+}
+
+/** What the IPv6 VIP changes in what is sent: the bucket's actions name MACs only, so only the group's hash fields and the VIP's flow grow. */
+function ipv6Note(v4: readonly ApplyCost[], v6: readonly ApplyCost[]): string {
+  const diff = (a?: number, b?: number) => (a === undefined || b === undefined ? "n/a" : `${b - a >= 0 ? "+" : "−"}${fmtInt(Math.abs(b - a))} B`);
+  const parts = v4.map((c4, i) => {
+    const c6 = v6[i];
+    return (
+      `at ${fmtInt(c4.backends)} backends the insert's bundle text ${diff(c4.ovslb?.bytes, c6.ovslb?.bytes)} and its OpenFlow bytes ${diff(c4.ovslb?.wire?.modBytes, c6.ovslb?.wire?.modBytes)}, ` +
+      `the re-push's text ${diff(c4.repush?.bytes, c6.repush?.bytes)} and OpenFlow bytes ${diff(c4.repush?.wire?.modBytes, c6.repush?.wire?.modBytes)}, the create's text ${diff(c4.create.bytes, c6.create.bytes)}`
+    );
+  });
+  const [l4, l6] = [v4.at(-1)?.limit, v6.at(-1)?.limit];
+  const limit =
+    l4 && l6
+      ? ` A group mod's fixed part is ${fmtInt(l4.fixed)} B for IPv4 and ${fmtInt(l6.fixed)} B for IPv6 (${fmtInt(l4.perBucket)} and ${fmtInt(l6.perBucket)} B per bucket), so one message holds at most ${fmtInt(l4.maxBuckets)} and ${fmtInt(l6.maxBuckets)} buckets; check's ${fmtInt(MAX_BUCKETS_PER_GROUP)} fits both.`
+      : "";
+  return (
+    "IPv6 VIP and backends against IPv4 (the same sizes, MACs and ports): " +
+    `${parts.join("; ")}. An inserted bucket carries the backend's MACs and port, not its address, so its size does not change (a byte or two of bundle text is the group id's digits); ` +
+    `the group's hash fields (ipv6_src, ipv6_dst against ip_src, ip_dst) are in every whole-group message, and the VIP's flow (\`tcp6,ipv6_dst=\`) is sent once, at create.${limit}`
+  );
 }
 
 export const deferredNatBenchmark: Benchmark = {
@@ -853,10 +941,16 @@ export const deferredNatBenchmark: Benchmark = {
       ctx.log(`1. flows moved (${SIZES.tuples} 5-tuples; dp_hash by hash slot)`);
       const moves: MoveResult[] = [];
       const dpHash = dpHashStrategy(gw, owned);
-      for (const s of [stableStrategy(gw, owned), positionalStrategy(gw, owned), dpHash]) {
+      for (const s of [
+        stableStrategy(gw, owned, 4),
+        positionalStrategy(gw, owned, 4),
+        dpHash,
+        stableStrategy(gw, owned, 6),
+        positionalStrategy(gw, owned, 6),
+      ]) {
         const { value, ms } = await timed(() => measureMoves(s, ctx));
         moves.push(...value);
-        ctx.log(`  ${s.key}: ${(ms / 1000).toFixed(1)} s${s.note ? `, ${s.note()}` : ""}`);
+        ctx.log(`  ${s.key} IPv${s.family}: ${(ms / 1000).toFixed(1)} s${s.note ? `, ${s.note()}` : ""}`);
       }
 
       ctx.log(`2. what adding one backend sends (VIPs of ${small} and ${large})`);
@@ -864,6 +958,9 @@ export const deferredNatBenchmark: Benchmark = {
       for (let r = 0; r < SIZES.timingRuns; r++) floor.push((await timed(() => runChecked(gw.runner, ["true"]))).ms);
       const cSmall = await measureApply(gw, owned, small, 80, ctx, invariants);
       const cLarge = await measureApply(gw, owned, large, 443, ctx, invariants, cSmall);
+      // The same with an IPv6 VIP and IPv6 backends, its limit computed and probed from its own re-push sizes.
+      const cSmall6 = await measureApply(gw, owned, small, 80, ctx, invariants, undefined, 6);
+      const cLarge6 = await measureApply(gw, owned, large, 443, ctx, invariants, cSmall6, 6);
 
       const stable = moves.filter((m) => m.strategy === "stable");
       const dpMasks = dpHash.note?.() ?? "";
@@ -875,10 +972,16 @@ export const deferredNatBenchmark: Benchmark = {
       invariants.push(
         {
           name: "ovslb (stable ids): every flow that moved on an add went to the new backend",
-          ok: stable.length === 3 && stableChecks.addsMovedOnlyToNewBackend,
+          ok: stable.length === 6 && stableChecks.addsMovedOnlyToNewBackend,
         },
         { name: "ovslb (stable ids): on the remove, exactly the removed backend's flows moved", ok: stableChecks.removeMovedOnlyRemovedBackendsFlows },
         { name: "ovslb (stable ids): going back to the 4 backends restored every flow's first choice", ok: stableChecks.baseRestoredExactly },
+        {
+          name: "IPv6 rows: the IPv6 VIP's tuples hash on ipv6_src/ipv6_dst (both strategies spread them over every backend)",
+          ok:
+            FAMILIES.every((f) => moves.some((m) => m.family === f)) &&
+            moves.filter((m) => m.family === 6).every((m) => m.required > 0 || m.scenario.startsWith("remove")),
+        },
         {
           name: "every change moved at least the least possible share (and the added backend took some)",
           ok: moves.every((m) => m.moved >= m.required && (m.scenario.startsWith("remove") || m.required > 0)),
@@ -904,7 +1007,7 @@ export const deferredNatBenchmark: Benchmark = {
         moves,
         stableChecks,
         execFloorMs: floor,
-        apply: [cSmall, cLarge],
+        apply: [cSmall, cLarge, cSmall6, cLarge6],
       };
       const limit = cLarge.limit;
       const markdown = [
@@ -922,7 +1025,9 @@ export const deferredNatBenchmark: Benchmark = {
         "",
         `### What adding one backend sends`,
         "",
-        applyTable([cSmall, cLarge], median(floor)),
+        applyTable([cSmall, cLarge, cSmall6, cLarge6], median(floor)),
+        "",
+        ipv6Note([cSmall, cLarge], [cSmall6, cLarge6]),
         "",
         large + 1 === MAX_BUCKETS_PER_GROUP
           ? `The large VIP ends at the most backends check accepts: ${fmtInt(MAX_BUCKETS_PER_GROUP)} buckets per group (one per backend of weight 1); check refuses ${fmtInt(MAX_BUCKETS_PER_GROUP + 1)}, so no larger VIP is measured.`

@@ -8,7 +8,7 @@ import { greKeyOf } from "../provider/resources/deferred-nat-load-balancer/plan"
 import { runChecked } from "../provider/transport/exec";
 import type { SshSession } from "../provider/transport/ssh";
 import { encapsulateVip, l3dsrCounters, l3dsrDevice, removeVip, type L3dsrTunnel } from "../test/lab/l3dsr";
-import type { LabBackend, LabInventory } from "../test/lab/topology";
+import { ipv6Twin, type LabBackend, type LabInventory } from "../test/lab/topology";
 import { ProviderDriver, labLoadBalancer } from "../test/support/deferred-nat";
 import { inNamespace, labSsh, loadInventory, spawnInNamespace, sshTo } from "../test/support/lab";
 import type { LoadConfig } from "./programs/load-driver";
@@ -37,7 +37,8 @@ import {
  * 2. mac delivery: a VIP on DeferredNatLoadBalancer (gw1, gw2; ECMP from the
  *    client), DsrHypervisorFlows in mac mode on hv1 and hv2, 4 servers;
  * 3. gre delivery: the same, the gateways tunnelling to the hypervisors,
- *    DsrHypervisorFlows in gre mode, 4 servers;
+ *    DsrHypervisorFlows in gre mode, 4 servers; and the same resources'
+ *    IPv6 VIP of the servers' IPv6 addresses (over the IPv4 underlay);
  * 4. external L3DSR: the lab's l3dsr namespace (no OVS) tunnels a VIP in GRE
  *    to hv1, DsrHypervisorFlows in gre mode, 1 server.
  *
@@ -82,22 +83,29 @@ const MAX_ERROR_SHARE = 0.001;
  * server port, and the direct path uses one no ovslb flow matches.
  */
 export const PORTS = { gre: 8081, mac: 8082, direct: 8083 } as const;
-/** VIPs of this benchmark's own (no lab test uses them): two in the gateways' range, one in the l3dsr's. */
-export const VIPS = { mac: "10.0.0.201", gre: "10.0.0.207", l3dsr: "10.0.0.183" } as const;
+/** VIPs of this benchmark's own (no lab test uses them): three in the gateways' ranges (IPv4 and IPv6), one in the l3dsr's. */
+export const VIPS = { mac: "10.0.0.201", gre: "10.0.0.207", gre6: "fd00:20::207", l3dsr: "10.0.0.183" } as const;
 const NAMES = { mac: "bench-dsr-mac", gre: "bench-dsr-gre" } as const;
 const SPY_COOKIE = ownerCookie("ovslb-bench", "dsr-gre/spy");
 const HOSTS = ["gw1", "gw2", "hv1", "hv2"] as const;
 type Host = (typeof HOSTS)[number];
 
-type PathKey = "direct" | "mac" | "gre" | "l3dsr";
-const PATHS: readonly PathKey[] = ["direct", "mac", "gre", "l3dsr"];
+type PathKey = "direct" | "mac" | "gre" | "gre6" | "l3dsr";
+const PATHS: readonly PathKey[] = ["direct", "mac", "gre", "gre6", "l3dsr"];
 const LABEL: Record<PathKey, string> = {
   direct: "direct: client to one server's own address (baseline)",
   mac: "mac delivery: gw1/gw2, DsrHypervisorFlows mac mode on hv1, hv2",
   gre: "gre delivery: gw1/gw2 tunnel to hv1, hv2, DsrHypervisorFlows gre mode",
+  gre6: "gre delivery, IPv6 VIP and servers (IPv4 underlay): gw1/gw2 tunnel to hv1, hv2, gre mode",
   l3dsr: "external L3DSR: the l3dsr namespace tunnels GRE to hv1, gre mode",
 };
-const SHORT: Record<PathKey, string> = { direct: "direct", mac: "mac delivery", gre: "gre delivery", l3dsr: "external L3DSR (GRE)" };
+const SHORT: Record<PathKey, string> = {
+  direct: "direct",
+  mac: "mac delivery",
+  gre: "gre delivery",
+  gre6: "gre delivery, IPv6",
+  l3dsr: "external L3DSR (GRE)",
+};
 
 // ---------------------------------------------------------------- servers and client
 
@@ -135,7 +143,16 @@ class Server {
 
   static async start(inv: LabInventory, b: LabBackend): Promise<Server> {
     const ports = b.name === soleOf(inv).name ? [PORTS.gre, PORTS.mac, PORTS.direct] : [PORTS.gre, PORTS.mac];
-    const child = spawnInNamespace(b.namespace, [process.execPath, benchProgram("http-server.ts"), b.name, ports.join(","), b.address, inv.client.address]);
+    const child = spawnInNamespace(b.namespace, [
+      process.execPath,
+      benchProgram("http-server.ts"),
+      b.name,
+      ports.join(","),
+      b.address,
+      inv.client.address,
+      ipv6Twin(b.address),
+      ipv6Twin(inv.client.address),
+    ]);
     let stderr = "";
     child.stderr!.on("data", (d) => (stderr += String(d)));
     const s = new Server(b, child);
@@ -257,15 +274,21 @@ async function snapshot(lab: Lab): Promise<Snapshot> {
       if (h === "gw1" || h === "gw2") {
         packets[`${h}.spy`] = sum(await dump(lab, h, SPY_COOKIE), () => true);
         packets[`${h}.lbMac`] = sum(await dump(lab, h, lab.lbMac.outputs.cookie), (f) => f.match.nw_dst === VIPS.mac);
-        packets[`${h}.lbGre`] = sum(await dump(lab, h, lab.lbGre.outputs.cookie), (f) => f.match.nw_dst === VIPS.gre);
+        const lbGre = await dump(lab, h, lab.lbGre.outputs.cookie);
+        packets[`${h}.lbGre`] = sum(lbGre, (f) => f.match.nw_dst === VIPS.gre);
+        packets[`${h}.lbGre6`] = sum(lbGre, (f) => f.match.ipv6_dst === VIPS.gre6);
       } else {
         const mac = await dump(lab, h, lab.hvMac[h].outputs.cookie);
         packets[`${h}.mac`] = sum(mac, (f) => f.match.nw_dst === VIPS.mac);
         const gre = await dump(lab, h, lab.hvGre[h].outputs.cookie);
         packets[`${h}.greFromGateways`] = sum(gre, (f) => f.match.nw_dst === VIPS.gre && gws.includes(f.match.tun_src ?? ""));
+        packets[`${h}.gre6FromGateways`] = sum(gre, (f) => f.match.ipv6_dst === VIPS.gre6 && gws.includes(f.match.tun_src ?? ""));
         packets[`${h}.greFromL3dsr`] = sum(gre, (f) => f.match.nw_dst === VIPS.l3dsr && f.match.tun_src === l3);
         packets[`${h}.l3dsrVipFromGateways`] = sum(gre, (f) => f.match.nw_dst === VIPS.l3dsr && gws.includes(f.match.tun_src ?? ""));
-        packets[`${h}.greDropped`] = sum(gre, (f) => f.match.nw_dst === undefined && f.actions.some((a) => a.type === "drop"));
+        packets[`${h}.greDropped`] = sum(
+          gre,
+          (f) => f.match.nw_dst === undefined && f.match.ipv6_dst === undefined && f.actions.some((a) => a.type === "drop"),
+        );
       }
     }),
   );
@@ -279,10 +302,13 @@ function delta(a: Snapshot, b: Snapshot) {
     spy: d("gw1.spy") + d("gw2.spy"),
     gatewaysMac: d("gw1.lbMac") + d("gw2.lbMac"),
     gatewaysGre: d("gw1.lbGre") + d("gw2.lbGre"),
-    perGateway: { gw1: d("gw1.lbMac") + d("gw1.lbGre"), gw2: d("gw2.lbMac") + d("gw2.lbGre") },
+    gatewaysGre6: d("gw1.lbGre6") + d("gw2.lbGre6"),
+    perGateway: { gw1: d("gw1.lbMac") + d("gw1.lbGre") + d("gw1.lbGre6"), gw2: d("gw2.lbMac") + d("gw2.lbGre") + d("gw2.lbGre6") },
     hypervisorsMac: d("hv1.mac") + d("hv2.mac"),
     hypervisorsGre: d("hv1.greFromGateways") + d("hv2.greFromGateways"),
     perHypervisorGre: { hv1: d("hv1.greFromGateways"), hv2: d("hv2.greFromGateways") },
+    hypervisorsGre6: d("hv1.gre6FromGateways") + d("hv2.gre6FromGateways"),
+    perHypervisorGre6: { hv1: d("hv1.gre6FromGateways"), hv2: d("hv2.gre6FromGateways") },
     hv1FromL3dsr: d("hv1.greFromL3dsr"),
     l3dsrVipFromGateways: d("hv1.l3dsrVipFromGateways"),
     greDropped: d("hv1.greDropped") + d("hv2.greDropped"),
@@ -304,7 +330,20 @@ const soleOf = (inv: LabInventory) => inv.backends.find((b) => b.hypervisor === 
 
 export function lbInputs(inv: LabInventory, delivery: "mac" | "gre"): DeferredNatLoadBalancerInputs {
   const vip = delivery === "mac" ? VIPS.mac : VIPS.gre;
-  const base = labLoadBalancer(inv, NAMES[delivery], [{ address: vip, port: 80, protocol: "tcp", backends: poolOf(inv).map(backendOf(PORTS[delivery])) }]);
+  const base = labLoadBalancer(inv, NAMES[delivery], [
+    { address: vip, port: 80, protocol: "tcp", backends: poolOf(inv).map(backendOf(PORTS[delivery])) },
+    // gre: the IPv6 VIP of the same servers' IPv6 addresses, over the same IPv4 underlay.
+    ...(delivery === "gre"
+      ? [
+          {
+            address: VIPS.gre6,
+            port: 80,
+            protocol: "tcp" as const,
+            backends: poolOf(inv).map((b) => ({ ...backendOf(PORTS.gre)(b), address: ipv6Twin(b.address) })),
+          },
+        ]
+      : []),
+  ]);
   if (delivery === "mac") return { ...base, hypervisors: ["hv1", "hv2"].map((name) => ({ name })) };
   return {
     ...base,
@@ -333,6 +372,7 @@ export function hvInputs(inv: LabInventory, hv: "hv1" | "hv2", mode: "mac" | "gr
     gre: { allowedSources: sources, key: greKeyOf({ name: NAMES.gre }) },
     vips: [
       { address: VIPS.gre, port: 80, protocol: "tcp", backends: here },
+      { address: VIPS.gre6, port: 80, protocol: "tcp", backends: here.map((s) => ({ ...s, address: ipv6Twin(s.address) })) },
       ...(hv === "hv1" ? [{ address: VIPS.l3dsr, port: 80, protocol: "tcp" as const, backends: [server(soleOf(inv))] }] : []),
     ],
   };
@@ -435,7 +475,11 @@ interface PathResult {
 }
 
 const urlOf = (inv: LabInventory, path: PathKey) =>
-  path === "direct" ? `http://${soleOf(inv).address}:${PORTS.direct}/` : `http://${path === "mac" ? VIPS.mac : path === "gre" ? VIPS.gre : VIPS.l3dsr}:80/`;
+  path === "direct"
+    ? `http://${soleOf(inv).address}:${PORTS.direct}/`
+    : path === "gre6"
+      ? `http://[${VIPS.gre6}]:80/`
+      : `http://${path === "mac" ? VIPS.mac : path === "gre" ? VIPS.gre : VIPS.l3dsr}:80/`;
 
 async function measure(lab: Lab, path: PathKey, round: number, sizes: Sizes, ctx: BenchContext): Promise<Measurement & { latencies: number[] }> {
   const url = urlOf(lab.inv, path);
@@ -511,8 +555,8 @@ function pathInvariants(lab: Lab, m: Measurement, sizes: Sizes): Invariant[] {
     });
   }
   out.push({ name: `${tag}: nothing sent from a VIP reached a gateway`, ok: c.spy === 0, detail: `${c.spy} packets` });
-  const ownOnly = (want: Partial<Record<"gatewaysMac" | "gatewaysGre" | "hypervisorsMac" | "hypervisorsGre" | "hv1FromL3dsr", boolean>>) => {
-    const keys = ["gatewaysMac", "gatewaysGre", "hypervisorsMac", "hypervisorsGre", "hv1FromL3dsr"] as const;
+  const keys = ["gatewaysMac", "gatewaysGre", "gatewaysGre6", "hypervisorsMac", "hypervisorsGre", "hypervisorsGre6", "hv1FromL3dsr"] as const;
+  const ownOnly = (want: Partial<Record<(typeof keys)[number], boolean>>) => {
     const wrong = keys.filter((k) => (want[k] ? !atLeast(c[k]) : c[k] !== 0));
     return { ok: wrong.length === 0, detail: keys.map((k) => `${k} ${fmtInt(c[k])}`).join(", ") };
   };
@@ -535,6 +579,17 @@ function pathInvariants(lab: Lab, m: Measurement, sizes: Sizes): Invariant[] {
         name: `${tag}: GRE arrived on both hypervisors`,
         ok: c.perHypervisorGre.hv1 > 0 && c.perHypervisorGre.hv2 > 0,
         detail: `hv1 ${fmtInt(c.perHypervisorGre.hv1)}, hv2 ${fmtInt(c.perHypervisorGre.hv2)}`,
+      });
+      break;
+    case "gre6":
+      out.push({
+        name: `${tag}: the gateways' IPv6 VIP flows and the hypervisors' IPv6 GRE request flows (from the gateways' tunnel addresses) counted at least a packet per answer; no IPv4 VIP flow counted any`,
+        ...ownOnly({ gatewaysGre6: true, hypervisorsGre6: true }),
+      });
+      out.push({
+        name: `${tag}: GRE arrived on both hypervisors`,
+        ok: c.perHypervisorGre6.hv1 > 0 && c.perHypervisorGre6.hv2 > 0,
+        detail: `hv1 ${fmtInt(c.perHypervisorGre6.hv1)}, hv2 ${fmtInt(c.perHypervisorGre6.hv2)}`,
       });
       break;
     case "l3dsr":
@@ -659,11 +714,12 @@ export const dsrGreBenchmark: Benchmark = {
       for (const g of ["gw1", "gw2"] as const) {
         // Counts whatever reaches the gateway from a VIP: a reply that passed through it would.
         for (const vip of Object.values(VIPS)) {
+          const from = vip.includes(":") ? `tcp6,ipv6_src=${vip}` : `tcp,nw_src=${vip}`;
           await runChecked(lab.ssh[g], [
             "ovs-ofctl",
             "add-flow",
             "br-seg",
-            `cookie=0x${SPY_COOKIE.toString(16)},priority=2000,tcp,nw_src=${vip},tp_src=80,actions=NORMAL`,
+            `cookie=0x${SPY_COOKIE.toString(16)},priority=2000,${from},tp_src=80,actions=NORMAL`,
           ]);
         }
       }
@@ -740,6 +796,9 @@ export const dsrGreBenchmark: Benchmark = {
         `autocannon ${require("autocannon/package.json").version}, ${sizes.connections} keep-alive connections, pipelining 1, GET / answered with a ${"hv1-vm1\n".length}-byte body by a node http server; ` +
           `${sizes.rounds} round(s) of ${sizes.seconds} s per path${sizes.rounds > 1 ? " (the second round in reverse order)" : ""}, each after a ${sizes.warmupSeconds} s warm-up that is not counted. ` +
           "Latency percentiles are over every answer's own time (autocannon's response event, microseconds kept); requests/s is answers over the measured seconds.",
+        "",
+        `The IPv6 row is a second VIP (${VIPS.gre6}) of the same gre load balancer and hypervisor resources, the same 4 servers at their IPv6 addresses (the servers listen on both families), tunnelled over the same IPv4 underlay; ` +
+          "the client reaches it by the lab's IPv6 ECMP route over both gateways.",
         "",
         "These are figures of the userspace lab: 2 cores shared by the client, the servers, every emulated host's ovs-vswitchd (userspace datapath, no DPDK) and anything else running; " +
           "each path is as fast as the CPU left to it, and the ratios say what each hop costs relative to the others on this machine, not what a real deployment would do. " +

@@ -12,13 +12,13 @@ import {
 } from "../provider/resources/deferred-nat-load-balancer/plan";
 import { DEVIATION_DIVISOR, deviationBound, quotas, readSlots, type SlotTable } from "../provider/resources/deferred-nat-load-balancer/slots";
 import { HAND_ON_PRIORITY, SECOND_CHANCE_TABLE, DEFAULT_GRE_PORT, cookieOf as dsrCookieOf, dsrId } from "../provider/resources/dsr-hypervisor-flows/plan";
-import { ipv4Number, parseFlows, type Match } from "../provider/openflow";
+import { ipMatch, ipv4Number, parseFlows, type Match } from "../provider/openflow";
 import { runChecked } from "../provider/transport/exec";
 import { OpenFlowBridge } from "../provider/transport/openflow-bridge";
 import { traceBuckets, traceSlots } from "../provider/transport/openflow-trace";
 import { bridgeSocket } from "../provider/transport/ovs-host";
 import type { SshSession } from "../provider/transport/ssh";
-import type { LabBackend, LabInventory } from "../test/lab/topology";
+import { ipv6Twin, type LabBackend, type LabInventory } from "../test/lab/topology";
 import { ProviderDriver, labBackend, labHypervisorFlows, labLoadBalancer } from "../test/support/deferred-nat";
 import { connectAndClose, openLiveConnections, times, type LiveConnection, type LiveConnections } from "../test/support/tcp-clients";
 import { inNamespace, labSsh, loadInventory, spawnInNamespace, sshTo } from "../test/support/lab";
@@ -93,8 +93,12 @@ export const SMOKE: Sizes = { connections: 60, latencyConnections: 30, exchanges
  * each with its own resources (names, cookies, conntrack zones).
  */
 export const VIP = "10.0.0.196";
+/** The IPv6 rows' VIP, in the client's IPv6 VIP range, of the same backends' IPv6 addresses: the slot table's multipath hashes ipv6_src/ipv6_dst. */
+export const VIP6 = "fd00:20::196";
 const VPORT = 80;
-const KEY = `tcp:${VIP}:${VPORT}`;
+type Family = 4 | 6;
+const vipOf = (lab: { family: Family }) => (lab.family === 6 ? VIP6 : VIP);
+const keyOf = (lab: { family: Family }) => `tcp:${vipOf(lab)}:${VPORT}`;
 const GATEWAYS = ["gw1", "gw2"] as const;
 const HYPERVISORS = ["hv1", "hv2", "hv3"] as const;
 
@@ -168,6 +172,8 @@ class TimingClient {
 
 interface Lab {
   inv: LabInventory;
+  /** The family of the VIP and backends now measured: the pool's addresses are of it. */
+  family: Family;
   pool: LabBackend[];
   ssh: Record<string, SshSession>;
   segOfport: Record<string, number>;
@@ -185,6 +191,9 @@ interface Lab {
 }
 
 const underlay = (lab: Lab, host: string) => lab.inv.hosts[host].underlay!.address;
+const clientOf = (lab: Lab) => (lab.family === 6 ? ipv6Twin(lab.inv.client.address) : lab.inv.client.address);
+/** A mode's resources now measured (the IPv6 rows make a mode's second set). */
+const madeOf = (lab: Lab, mode: Mode) => [...lab.made].reverse().find((m) => m.mode === mode)!;
 const backendKeyOf = (lab: Lab, b: LabBackend) => `${b.address}:${lab.inv.backendPort}`;
 
 function lbInputs(lab: Lab, mode: Mode, declared: Declared[]): DeferredNatLoadBalancerInputs {
@@ -193,7 +202,7 @@ function lbInputs(lab: Lab, mode: Mode, declared: Declared[]): DeferredNatLoadBa
     ...(d.state ? { state: d.state } : {}),
     ...(d.weight ? { weight: d.weight } : {}),
   }));
-  const base = labLoadBalancer(lab.inv, NAME[mode], [{ address: VIP, port: VPORT, protocol: "tcp", backends }], {
+  const base = labLoadBalancer(lab.inv, NAME[mode], [{ address: vipOf(lab), port: VPORT, protocol: "tcp", backends }], {
     delivery: "gre",
     ...(mode === "second-chance" ? { secondChance: lab.holdSeconds === undefined ? {} : { holdSeconds: lab.holdSeconds } } : {}),
   });
@@ -209,7 +218,7 @@ function hvInputs(lab: Lab, mode: Mode, name: string, backends: LabBackend[]): D
     mode === "second-chance"
       ? { allowedSources: GATEWAYS.map((g) => underlay(lab, g)), secondChance: { peers: HYPERVISORS.filter((h) => h !== name).map((h) => underlay(lab, h)) } }
       : { allowedSources: GATEWAYS.map((g) => underlay(lab, g)), key: greKeyOf({ name: NAME[mode] }) };
-  return { ...labHypervisorFlows(lab.inv, NAME[mode], name, [{ address: VIP, port: VPORT, backends }]), mode: "gre", gre };
+  return { ...labHypervisorFlows(lab.inv, NAME[mode], name, [{ address: vipOf(lab), port: VPORT, backends }]), mode: "gre", gre };
 }
 
 /** The gateway's tunnel ofports (by hypervisor) for the stateless load balancer: what its buckets output to. */
@@ -241,11 +250,11 @@ async function rebuildGroup(
   backends: LabBackend[],
 ): Promise<Record<string, { messages: number; bytes: number; operations: Record<string, number> }>> {
   const mode: Mode = "ovn-rebuild";
-  const made = lab.made.find((m) => m.mode === mode)!;
+  const made = madeOf(lab, mode);
   const ordered = byAddress(backends.map((b) => labBackend(lab.inv, b)));
   const ids = {
-    groupIds: { [KEY]: made.lb.outputs.groupIds[KEY] as number },
-    bucketIds: { [KEY]: Object.fromEntries(ordered.map((b, i) => [replicaKey(b, 0), i])) },
+    groupIds: { [keyOf(lab)]: made.lb.outputs.groupIds[keyOf(lab)] as number },
+    bucketIds: { [keyOf(lab)]: Object.fromEntries(ordered.map((b, i) => [replicaKey(b, 0), i])) },
   };
   const inputs = lbInputs(
     lab,
@@ -266,7 +275,7 @@ async function rebuildGroup(
 
 /** The hypervisors first (a draining backend stays on its hypervisor: it still serves), then the gateways. */
 async function apply(lab: Lab, mode: Mode, declared: Declared[]) {
-  const made = lab.made.find((m) => m.mode === mode)!;
+  const made = madeOf(lab, mode);
   const backends = declared.map((d) => d.backend);
   // Each hypervisor is its own host: all of them at once.
   await Promise.all(
@@ -305,7 +314,7 @@ async function deleteMode(made: Lab["made"][number]): Promise<void> {
 /** A mode's resources deleted, and the server sockets its broken connections left in the VMs closed. */
 async function endMode(lab: Lab, mode: Mode, ctx: BenchContext, label: string): Promise<void> {
   const d0 = Date.now();
-  await deleteMode(lab.made.find((x) => x.mode === mode)!);
+  await deleteMode(madeOf(lab, mode));
   await new Promise((r) => setTimeout(r, 500)); // the clients' last FINs
   const killed = lab.pool.reduce((n, vm) => n + serverSockets(lab, vm, true).length, 0);
   ctx.log(`${label} closed ${killed} server sockets its broken connections left in the VMs`);
@@ -379,7 +388,8 @@ function serverSockets(lab: Lab, vm: LabBackend, kill: boolean): number[] {
   const ports = [...lab.usedPorts].filter((p) => Number.isInteger(p));
   const found: number[] = [];
   for (let i = 0; i < ports.length; i += 40) {
-    const filter = `( sport = :${lab.inv.backendPort} and dst ${lab.inv.client.address} and ( ${ports
+    // The client's address of either family: a VM holds sockets of both runs.
+    const filter = `( sport = :${lab.inv.backendPort} and ( dst ${lab.inv.client.address} or dst [${ipv6Twin(lab.inv.client.address)}] ) and ( ${ports
       .slice(i, i + 40)
       .map((p) => `dport = :${p}`)
       .join(" or ")} ) )`;
@@ -443,10 +453,9 @@ async function leftBehind(lab: Lab): Promise<string[]> {
 // ---------------------------------------------------------------- where each connection goes
 
 const tupleOf = (lab: Lab, localPort: number): Match => ({
-  protocol: "tcp",
+  ...ipMatch("tcp", "src", clientOf(lab)),
+  ...ipMatch("tcp", "dst", vipOf(lab)),
   in_port: lab.segOfport.gw1,
-  nw_src: lab.inv.client.address,
-  nw_dst: VIP,
   tp_src: localPort,
   tp_dst: VPORT,
 });
@@ -458,15 +467,15 @@ const tupleOf = (lab: Lab, localPort: number): Match => ({
  */
 async function mapping(lab: Lab, mode: Mode, ports: readonly number[], current: readonly LabBackend[]): Promise<string[]> {
   const nameOf = new Map(lab.pool.map((b) => [backendKeyOf(lab, b), b.name]));
-  const made = lab.made.find((m) => m.mode === mode)!;
+  const made = madeOf(lab, mode);
   const matches = ports.map((p) => tupleOf(lab, p));
   if (mode === "second-chance") {
-    const table = readSlots(made.lb.outputs.slotTables[KEY]);
+    const table = readSlots(made.lb.outputs.slotTables[keyOf(lab)]);
     return (await traceSlots(lab.ssh.gw1, "br-seg", matches)).map((c) => nameOf.get(table.backends[table.owner[c.slot!]]) ?? `slot ${c.slot}?`);
   }
   const buckets = await traceBuckets(lab.ssh.gw1, "br-seg", matches);
   if (mode === "stateless") {
-    const ids = made.lb.outputs.bucketIds[KEY] as Record<string, number>;
+    const ids = made.lb.outputs.bucketIds[keyOf(lab)] as Record<string, number>;
     const byId = new Map(Object.entries(ids).map(([replica, id]) => [id, nameOf.get(replica.split("#")[0])!]));
     return buckets.map((id) => (id === undefined ? "none" : (byId.get(id) ?? `bucket ${id}?`)));
   }
@@ -528,7 +537,7 @@ function imbalanceOf(shares: Record<string, number>): number {
 }
 
 async function handOnPackets(lab: Lab, host: string): Promise<bigint> {
-  const made = lab.made.find((m) => m.mode === "second-chance")!;
+  const made = madeOf(lab, "second-chance");
   await runChecked(lab.ssh[host], ["ovs-appctl", "revalidator/wait"]);
   const out = await runChecked(lab.ssh[host], ["ovs-ofctl", "-O", "OpenFlow15", "dump-flows", "br-seg", `cookie=${made.hv[host].outputs.cookie}/-1`]);
   return parseFlows(out)
@@ -552,17 +561,17 @@ async function runMode(lab: Lab, mode: Mode, sizes: Sizes, ctx: BenchContext, in
   const removed = four.find((b) => b.hypervisor === "hv2")!;
   const ports: number[] = [];
   const t0 = Date.now();
-  const label = `[${mode}]`;
+  const label = lab.family === 6 ? `[${mode} IPv6]` : `[${mode}]`;
   const log = (line: string) => ctx.log(`${label} ${((Date.now() - t0) / 1000).toFixed(1)} s: ${line}`);
 
-  log(`creating ${NAME[mode]} (VIP ${VIP}, 4 backends) and opening ${sizes.connections} connections`);
+  log(`creating ${NAME[mode]} (VIP ${vipOf(lab)}, 4 backends) and opening ${sizes.connections} connections`);
   await apply(
     lab,
     mode,
     four.map((backend) => ({ backend })),
   );
   log("created");
-  let live = (lab.live = await openLiveConnections(lab.inv.client.namespace, VIP, VPORT, sizes.connections));
+  let live = (lab.live = await openLiveConnections(lab.inv.client.namespace, vipOf(lab), VPORT, sizes.connections));
   ports.push(...live.initial.map((c) => c.port));
   for (const p of ports) lab.usedPorts.add(p);
   log("connections open");
@@ -597,7 +606,7 @@ async function runMode(lab: Lab, mode: Mode, sizes: Sizes, ctx: BenchContext, in
 
   const step = async (key: StepKey, declared: Declared[] | undefined, changed: LabBackend | undefined, note?: string) => {
     const aliveBefore = state.filter((c) => !c.broken);
-    const tableBefore = sc ? readSlots(made.lb.outputs.slotTables[KEY]) : undefined;
+    const tableBefore = sc ? readSlots(made.lb.outputs.slotTables[keyOf(lab)]) : undefined;
     const declaredBefore = lastDeclared;
     const before = await mapping(lab, mode, ports, current);
     let sent: StepResult["sent"];
@@ -639,7 +648,7 @@ async function runMode(lab: Lab, mode: Mode, sizes: Sizes, ctx: BenchContext, in
     };
     if (declared) lastDeclared = declared.map((d) => d.backend);
     if (sc && declared) {
-      const tableAfter = readSlots(made.lb.outputs.slotTables[KEY]);
+      const tableAfter = readSlots(made.lb.outputs.slotTables[keyOf(lab)]);
       const flow = (t: SlotTable, inForce: LabBackend[], s: number) => {
         const byKey = new Map(inForce.map((b) => [backendKeyOf(lab, b), b]));
         const owner = byKey.get(t.backends[t.owner[s]]);
@@ -658,8 +667,8 @@ async function runMode(lab: Lab, mode: Mode, sizes: Sizes, ctx: BenchContext, in
       const owners = (t: SlotTable) => new Set(t.owner.filter((o) => o >= 0).map((o) => t.backends[o]));
       const [was, now] = [owners(tableBefore!), owners(tableAfter)];
       r.slotFlows = { ownerMoved, keyOnly, groupsAdded: [...now].filter((b) => !was.has(b)).length, groupsRemoved: [...was].filter((b) => !now.has(b)).length };
-      r.slotMoves = made.lb.outputs.slotMoves[KEY];
-      r.slotShares = made.lb.outputs.slotShares[KEY];
+      r.slotMoves = made.lb.outputs.slotMoves[keyOf(lab)];
+      r.slotShares = made.lb.outputs.slotShares[keyOf(lab)];
       r.imbalance = imbalanceOf(r.slotShares!);
     }
     steps.push(r);
@@ -676,7 +685,8 @@ async function runMode(lab: Lab, mode: Mode, sizes: Sizes, ctx: BenchContext, in
   const timerMoved = new Set<number>();
   const freshPorts = new Map<number, string>();
   let handOn0 = 0n;
-  if (sc) {
+  // The handed-on path's latency is measured on the IPv4 rows only.
+  if (sc && lab.family === 4) {
     timer = lab.timer = await TimingClient.open(lab.inv.client.namespace, sizes.latencyConnections);
     for (const c of timer.connections) lab.usedPorts.add(c.localPort);
     handOn0 = await handOnPackets(lab, "hv3").catch(() => 0n);
@@ -696,7 +706,7 @@ async function runMode(lab: Lab, mode: Mode, sizes: Sizes, ctx: BenchContext, in
   current = [...four, fifth];
 
   if (sc && timer && baseline) {
-    const table: SlotTable = readSlots(made.lb.outputs.slotTables[KEY]);
+    const table: SlotTable = readSlots(made.lb.outputs.slotTables[keyOf(lab)]);
     const slots = await traceSlots(
       lab.ssh.gw1,
       "br-seg",
@@ -769,14 +779,14 @@ async function runMode(lab: Lab, mode: Mode, sizes: Sizes, ctx: BenchContext, in
       [...four, fifth].map((backend) => ({ backend, ...(backend === drained ? { state: "draining" as const } : {}) })),
       drained,
     );
-    const fresh = connectAndClose(lab.inv.client.namespace, times(VIP, VPORT, 40), { concurrency: 4 });
+    const fresh = connectAndClose(lab.inv.client.namespace, times(vipOf(lab), VPORT, 40), { concurrency: 4 });
     for (const c of fresh) {
       freshPorts.set(c.localPort, c.backend || c.error || "");
       lab.usedPorts.add(c.localPort);
     }
     freshToDrained = fresh.filter((c) => c.backend === drained.name).length;
     const failedFresh = fresh.filter((c) => c.error).length;
-    const table = readSlots(made.lb.outputs.slotTables[KEY]);
+    const table = readSlots(made.lb.outputs.slotTables[keyOf(lab)]);
     invariants.push({
       name: "second chance, drain: no new connection reaches the drained backend (40 fresh connections, and no slot owned by it)",
       ok: freshToDrained === 0 && failedFresh === 0 && table.owner.every((o) => o < 0 || table.backends[o] !== backendKeyOf(lab, drained)),
@@ -818,7 +828,7 @@ async function runMode(lab: Lab, mode: Mode, sizes: Sizes, ctx: BenchContext, in
         .split("\n")
         .filter((l) => l.includes(`src=${drained.address},`))
         .map((l) => {
-          const sport = Number(/orig=\(src=[0-9.]+,dst=[0-9.]+,sport=(\d+)/.exec(l)?.[1]);
+          const sport = Number(/orig=\(src=[0-9a-f.:]+,dst=[0-9a-f.:]+,sport=(\d+)/.exec(l)?.[1]);
           const state = /state=(\w+)/.exec(l)?.[1];
           const whose = livePorts.has(sport)
             ? "live"
@@ -858,7 +868,7 @@ async function runMode(lab: Lab, mode: Mode, sizes: Sizes, ctx: BenchContext, in
   // that a fresh connection from the same client port need not clear one first.
   await new Promise((r) => setTimeout(r, 500));
   for (const vm of lab.pool) serverSockets(lab, vm, true);
-  const fresh = (lab.live = await openLiveConnections(lab.inv.client.namespace, VIP, VPORT, sizes.connections));
+  const fresh = (lab.live = await openLiveConnections(lab.inv.client.namespace, vipOf(lab), VPORT, sizes.connections));
   const failedFresh = fresh.initial.filter((c) => c.broken);
   invariants.push({
     name: `${mode}: ${sizes.connections} fresh connections opened over the 4 backends in force before the last removal`,
@@ -984,7 +994,7 @@ interface SeqStep {
 
 async function runSequence(lab: Lab, mode: Mode, sizes: Sizes, ctx: BenchContext, invariants: Invariant[]): Promise<SeqStep[]> {
   const sc = mode === "second-chance";
-  const made = lab.made.find((m) => m.mode === mode)!;
+  const made = madeOf(lab, mode);
   const [four, added] = [lab.pool.slice(0, 4), lab.pool.slice(0, 7)];
   const heavy = lab.pool[2];
   const t0 = Date.now();
@@ -1003,7 +1013,7 @@ async function runSequence(lab: Lab, mode: Mode, sizes: Sizes, ctx: BenchContext
     ["expire", sc ? plain(added.filter((b) => b !== heavy)) : undefined],
   ];
   await apply(lab, mode, plain(four));
-  const live = (lab.live = await openLiveConnections(lab.inv.client.namespace, VIP, VPORT, sizes.connections));
+  const live = (lab.live = await openLiveConnections(lab.inv.client.namespace, vipOf(lab), VPORT, sizes.connections));
   for (const c of live.initial) lab.usedPorts.add(c.port);
   invariants.push({
     name: `${mode} sequence: all ${sizes.connections} connections opened, over the 4 backends`,
@@ -1042,13 +1052,13 @@ async function runSequence(lab: Lab, mode: Mode, sizes: Sizes, ctx: BenchContext
       sent,
     };
     if (sc) {
-      const size = readSlots(made.lb.outputs.slotTables[KEY]).size;
-      const shares = made.lb.outputs.slotShares[KEY] as Record<string, number>;
+      const size = readSlots(made.lb.outputs.slotTables[keyOf(lab)]).size;
+      const shares = made.lb.outputs.slotShares[keyOf(lab)] as Record<string, number>;
       const slotBackends = declared.map((d) => ({ key: backendKeyOf(lab, d.backend), weight: d.weight ?? 1, state: d.state ?? ("active" as const) }));
       const off = [...quotas(size, slotBackends)].map(([b, q]) => ({ q, d: Math.abs(Math.round((shares[b] ?? 0) * size) - q) }));
-      r.slotMoves = made.lb.outputs.slotMoves[KEY];
+      r.slotMoves = made.lb.outputs.slotMoves[keyOf(lab)];
       r.deviation = { worst: Math.max(...off.map((x) => x.d / x.q)), withinBound: off.every((x) => x.d <= deviationBound(x.q)) };
-      const h = made.lb.outputs.slotHistory[KEY] as { slots: number; released: number };
+      const h = made.lb.outputs.slotHistory[keyOf(lab)] as { slots: number; released: number };
       r.history = { slots: h.slots, released: h.released };
     }
     out.push(r);
@@ -1145,17 +1155,37 @@ function sequenceMarkdown(seq: Partial<Record<Mode, SeqStep[]>>, sizes: Sizes): 
   ];
 }
 
-function markdownOf(results: readonly ModeResult[], sizes: Sizes, machine: Record<string, string>, seq: Partial<Record<Mode, SeqStep[]>> = {}): string {
+function markdownOf(
+  results: readonly ModeResult[],
+  sizes: Sizes,
+  machine: Record<string, string>,
+  seq: Partial<Record<Mode, SeqStep[]>> = {},
+  results6: readonly ModeResult[] = [],
+): string {
   const by = Object.fromEntries(results.map((r) => [r.mode, r])) as Record<Mode, ModeResult>;
-  const stepOf = (m: Mode, k: StepKey) => by[m].steps.find((s) => s.step === k)!;
+  const by6 = Object.fromEntries(results6.map((r) => [r.mode, r])) as Partial<Record<Mode, ModeResult>>;
+  const stepOf = (m: Mode, k: StepKey, f: Family = 4) => (f === 6 ? by6[m] : by[m])!.steps.find((s) => s.step === k)!;
+  const families: Family[] = results6.length > 0 ? [4, 6] : [4];
+  const ran = (m: Mode, f: Family) => f === 4 || by6[m] !== undefined;
   const nAfter: Record<StepKey, number> = { add: 5, drain: 4, "remove-drained": 4, remove: 3 };
   const lines: string[] = [
     `### Connections broken per backend change (${sizes.connections} long-lived connections, 4 backends: hv1-vm1, hv1-vm2, hv2-vm1, hv2-vm2; the 5th hv3-vm1)`,
     "",
-    `| Change | ${MODES.map((m) => MODE_LABEL[m]).join(" | ")} |`,
-    `| --- | ${MODES.map(() => "---").join(" | ")} |`,
-    ...STEPS.map((k) => `| ${STEP_LABEL[k]} | ${MODES.map((m) => brokenCell(stepOf(m, k), m === "second-chance")).join(" | ")} |`),
+    `| Change | VIP and backends | ${MODES.map((m) => MODE_LABEL[m]).join(" | ")} |`,
+    `| --- | --- | ${MODES.map(() => "---").join(" | ")} |`,
+    ...STEPS.flatMap((k) =>
+      families.map(
+        (f) =>
+          `| ${STEP_LABEL[k]} | IPv${f} (${f === 6 ? VIP6 : VIP}) | ${MODES.map((m) => (ran(m, f) ? brokenCell(stepOf(m, k, f), m === "second-chance") : "not run (smoke)")).join(" | ")} |`,
+      ),
+    ),
     "",
+    ...(families.includes(6)
+      ? [
+          `IPv6 rows: the same steps and backends at their IPv6 addresses (VIP ${VIP6}, the client's IPv6 address), one mode after the other after the IPv4 rows, on fresh connections; the gateways hash ipv6_src/ipv6_dst (second chance: the slot table's \`multipath\`; (b), (c): the select group's fields), the underlay is IPv4.`,
+          "",
+        ]
+      : []),
     "Each cell: connections broken by the change (a round's echo missed within 2 s, or reset) of those working before it. " +
       '"Moved" (second chance): working connections whose slot now has another owner (traced on gw1): their packets are handed on by the new owner\'s hypervisor. ' +
       'For (b) and (c) a select group cannot drain, so "drain" removes the backend and the next step has nothing to do. ' +
@@ -1198,11 +1228,13 @@ function markdownOf(results: readonly ModeResult[], sizes: Sizes, machine: Recor
   lines.push(
     "### What one backend change sends, per gateway",
     "",
-    "| Change | Mode | Sent to each gateway (gw1 = gw2) | Flows touched |",
-    "| --- | --- | --- | --- |",
+    "| Change | Mode | VIP and backends | Sent to each gateway (gw1 = gw2) | Flows touched |",
+    "| --- | --- | --- | --- | --- |",
     ...STEPS.flatMap((k) =>
-      MODES.filter((m) => stepOf(m, k).sent).map(
-        (m) => `| ${STEP_LABEL[k]} | ${MODE_LABEL[m]} | ${sentCell(stepOf(m, k))} | ${touchedCell(stepOf(m, k), m, nAfter[k])} |`,
+      MODES.flatMap((m) =>
+        families
+          .filter((f) => ran(m, f) && stepOf(m, k, f).sent)
+          .map((f) => `| ${STEP_LABEL[k]} | ${MODE_LABEL[m]} | IPv${f} | ${sentCell(stepOf(m, k, f))} | ${touchedCell(stepOf(m, k, f), m, nAfter[k])} |`),
       ),
     ),
     "",
@@ -1238,10 +1270,12 @@ export const secondChanceBenchmark: Benchmark = {
     const sizes = ctx.smoke ? SMOKE : FULL;
     gatewayPorts.clear();
     const inv = loadInventory();
+    const pool4 = POOL.map((n) => inv.backends.find((b) => b.name === n)!);
     const lab: Lab = {
       inv,
       // The four, the 5th, then the sequence's 6th and 7th.
-      pool: POOL.map((n) => inv.backends.find((b) => b.name === n)!),
+      family: 4,
+      pool: pool4,
       ssh: {},
       segOfport: {},
       portsBefore: {},
@@ -1288,6 +1322,21 @@ export const secondChanceBenchmark: Benchmark = {
         await endMode(lab, m, ctx, `[${m} sequence]`);
       }
 
+      // The IPv6 rows: each mode again with an IPv6 VIP of the same backends' IPv6 addresses, the same steps and invariants.
+      if (!inv.gatewayVipRange6) throw new Error("the lab's segment is IPv4 only (built before it was dual-stack): `npm run lab -- down && npm run lab -- up`");
+      lab.family = 6;
+      lab.pool = pool4.map((b) => ({ ...b, address: ipv6Twin(b.address) }));
+      gatewayPorts.clear();
+      const results6: ModeResult[] = [];
+      // Smoke: second chance alone (the IPv6 rows' own code paths: multipath over IPv6 fields, IPv6 traces and conntrack).
+      for (const m of ctx.smoke ? (["second-chance"] as const) : MODES) {
+        if (interrupted()) throw new Error("interrupted");
+        const own: Invariant[] = [];
+        results6.push(await runMode(lab, m, sizes, ctx, own));
+        invariants.push(...own.map((i) => ({ ...i, name: `IPv6: ${i.name}` })));
+        await endMode(lab, m, ctx, `[${m} IPv6]`);
+      }
+
       const failed = await teardown(lab);
       invariants.push({ name: "every resource of the run was deleted through the provider", ok: failed.length === 0, detail: failed.join("; ") || undefined });
       const left = await leftBehind(lab);
@@ -1310,13 +1359,15 @@ export const secondChanceBenchmark: Benchmark = {
         machine,
         sizes,
         vip: VIP,
+        vip6: VIP6,
         names: NAME,
-        backends: lab.pool.map((b) => ({ name: b.name, address: b.address, hypervisor: b.hypervisor })),
+        backends: pool4.map((b) => ({ name: b.name, address: b.address, hypervisor: b.hypervisor })),
         latencySummary: summary,
         results,
         sequence,
+        results6,
       };
-      return { name: "second-chance", markdown: markdownOf(results, sizes, machine, sequence), data, invariants } satisfies BenchReport;
+      return { name: "second-chance", markdown: markdownOf(results, sizes, machine, sequence, results6), data, invariants } satisfies BenchReport;
     });
   },
 };

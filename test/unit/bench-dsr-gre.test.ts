@@ -60,7 +60,7 @@ describe("dsr-gre benchmark", () => {
     // hv1's one flow-based GRE port takes the gateways' VIP and the external L3DSR's, from their sources only.
     const hv1 = hvInputs(inv, "hv1", "gre");
     expect(hv1.gre?.allowedSources.sort()).toEqual(["172.16.11.2", "172.16.12.2", "172.16.41.2"]);
-    expect(hv1.vips.map((v) => v.address).sort()).toEqual([VIPS.l3dsr, VIPS.gre].sort());
+    expect(hv1.vips.map((v) => v.address).sort()).toEqual([VIPS.l3dsr, VIPS.gre, VIPS.gre6].sort());
     expect(hvInputs(inv, "hv2", "gre").gre?.allowedSources).not.toContain("172.16.41.2");
   });
 
@@ -76,6 +76,7 @@ describe("dsr-gre benchmark", () => {
     const inRange = (ip: string, lo: number, hi: number) => ip.startsWith("10.0.0.") && Number(ip.split(".")[3]) >= lo && Number(ip.split(".")[3]) <= hi;
     expect(inRange(VIPS.mac, 192, 207) && inRange(VIPS.gre, 192, 207)).toBe(true);
     expect(inRange(VIPS.l3dsr, 176, 191)).toBe(true);
+    expect(VIPS.gre6.startsWith("fd00:20::")).toBe(true);
     const dirs = [join(__dirname, "..", "integration"), join(__dirname, "..", "..", "bench"), join(__dirname, "..", "..", "examples")];
     for (const dir of dirs) {
       for (const f of readdirSync(dir, { recursive: true, withFileTypes: true })) {
