@@ -174,12 +174,20 @@ async function removeMode() {
   await removeAll(lb, ...Object.values(hv));
 }
 
-describe.each(["mac", "gre"] as const)("IPv6 in %s delivery: a dual-stack service", (delivery) => {
+describe.each(["mac", "gre", "gre6, bfd"] as const)("IPv6 in %s delivery: a dual-stack service", (delivery) => {
   const three = () => pool.slice(0, 3);
   afterAll(removeMode);
 
   it("IPv6 connections reach every backend through both gateways, and the IPv4 VIP of the same backends answers too; a read finds no drift", async () => {
     await apply(three(), delivery);
+    // With BFD a hypervisor is chosen once its sessions are up (fail-closed).
+    if (delivery === "gre6, bfd") {
+      await waitUntil(async () => (await traceAll()).every((g) => new Set(g).size === 3 && g.every((b) => b !== undefined)), {
+        what: "every bucket live on both gateways (BFD up)",
+        timeoutMs: 20_000,
+        intervalMs: 300,
+      });
+    }
     const seen6 = greet(VIP6, 6, 40);
     expect(new Set(seen6)).toEqual(new Set(three().map((b) => b.name)));
     const seen4 = greet(VIP4, 4, 40);
