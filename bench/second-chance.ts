@@ -839,7 +839,18 @@ async function runMode(lab: Lab, mode: Mode, sizes: Sizes, ctx: BenchContext, in
                 : `? ${l.trim()}`;
           return `${sport}:${state}:${whose}`;
         });
-      throw new Error(`${(e as Error).message}; in zone ${zone}: ${rest.join(" ")}`);
+      // A stuck one: where else its tuple is tracked, and what the client's kernel holds of it.
+      const stuck = rest.filter((r) => !r.includes(":TIME_WAIT:")).map((r) => Number(r.split(":")[0]));
+      const elsewhere: string[] = [];
+      for (const sport of stuck) {
+        for (const hv of HYPERVISORS) {
+          const all = await runChecked(lab.ssh[hv], ["ovs-appctl", "dpctl/dump-conntrack"]);
+          for (const l of all.split("\n").filter((x) => x.includes(`sport=${sport},`))) elsewhere.push(`${hv}: ${l.trim()}`);
+        }
+        elsewhere.push(`client: ${inNamespace(lab.inv.client.namespace, ["ss", "-tanoi", "sport", "=", `:${sport}`]).trim()}`);
+        elsewhere.push(`${drained.name}: ${inNamespace(drained.namespace, ["ss", "-tanoi", "dport", "=", `:${sport}`]).trim()}`);
+      }
+      throw new Error(`${(e as Error).message}; in zone ${zone}: ${rest.join(" ")}${elsewhere.length ? `; stuck ones: ${elsewhere.join(" | ")}` : ""}`);
     }
     state = await live.round();
     await step(
