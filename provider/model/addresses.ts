@@ -25,19 +25,12 @@ export function addressFamily(address: string, property: string, failures: Check
 
 /**
  * Each VIP's backends in the VIP's own family (a dual-stack service is an
- * IPv4 VIP and an IPv6 VIP of the backends' two addresses), and IPv6 only
- * where the features in use carry it so far (`v6Refusals`, added once when
- * any VIP is IPv6).
+ * IPv4 VIP and an IPv6 VIP of the backends' two addresses).
  */
-export function checkFamilies(
-  vips: readonly { address: string; backends: readonly { address: string }[] }[],
-  v6Refusals: () => readonly CheckFailure[],
-): CheckFailure[] {
+export function checkFamilies(vips: readonly { address: string; backends: readonly { address: string }[] }[]): CheckFailure[] {
   const failures: CheckFailure[] = [];
-  let ipv6 = false;
   vips.forEach((vip, v) => {
     const family = addressFamily(vip.address, `vips[${v}].address`, failures);
-    ipv6 ||= family === 6;
     vip.backends.forEach((b, i) => {
       const own = addressFamily(b.address, `vips[${v}].backends[${i}].address`, failures);
       if (family !== undefined && own !== undefined && own !== family) {
@@ -48,7 +41,7 @@ export function checkFamilies(
       }
     });
   });
-  return ipv6 ? [...failures, ...v6Refusals()] : failures;
+  return failures;
 }
 
 /**

@@ -53,7 +53,7 @@ export interface DeferredNatLoadBalancerInputs {
   ovn?: DeferredNatOvn;
   healthCheck?: DeferredNatHealthCheck;
   /**
-   * path MTU discovery through DSR: each gateway sends an ICMP 'fragmentation needed' error addressed to a VIP to every hypervisor that serves the VIP (one copy each), whose conntrack gives it to the backend whose connection it is about (DsrHypervisorFlows pathMtu). Without it such an error reaches one arbitrary hypervisor and a server whose replies cross a smaller MTU stalls. Default false
+   * path MTU discovery through DSR: each gateway sends an ICMP 'fragmentation needed' error (ICMPv6 'packet too big' for an IPv6 VIP) addressed to a VIP to every hypervisor that serves the VIP (one copy each), whose conntrack gives it to the backend whose connection it is about (DsrHypervisorFlows pathMtu). Without it such an error reaches one arbitrary hypervisor and a server whose replies cross a smaller MTU stalls. Default false
    */
   pathMtu?: boolean;
   secondChance?: DeferredNatSecondChance;
@@ -433,7 +433,7 @@ export interface DsrHypervisorFlowsInputs {
    */
   connectionLimit?: number;
   /**
-   * accept ICMP 'fragmentation needed' errors addressed to the VIPs (as the load balancer's pathMtu fans them out) when conntrack relates them to a connection of the zone, translated to its backend; drop the rest. Default false
+   * accept ICMP 'fragmentation needed' (ICMPv6 'packet too big') errors addressed to the VIPs (as the load balancer's pathMtu fans them out) when conntrack relates them to a connection of the zone, translated to its backend; drop the rest. Default false
    */
   pathMtu?: boolean;
   /**

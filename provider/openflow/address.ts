@@ -83,6 +83,15 @@ export function ipMatch(
   return end === "src" ? { protocol, nw_src: address } : { protocol, nw_dst: address };
 }
 
+/**
+ * The ICMP error path MTU discovery lives on, addressed to `address`: IPv4's
+ * "fragmentation needed" (type 3 code 4, RFC 1191) or ICMPv6's "packet too
+ * big" (type 2 code 0, RFC 8201). OVS matches both with icmp_type/icmp_code.
+ */
+export function pathMtuErrorMatch(address: string): Pick<Match, "protocol" | "nw_dst" | "ipv6_dst" | "icmp_type" | "icmp_code"> {
+  return { ...ipMatch("icmp", "dst", address), ...(address.includes(":") ? { icmp_type: 2, icmp_code: 0 } : { icmp_type: 3, icmp_code: 4 }) };
+}
+
 /** The destination address of a match, whatever its family. */
 export const dstAddressOf = (m: Match) => m.nw_dst ?? m.ipv6_dst;
 /** The source address of a match, whatever its family. */

@@ -624,11 +624,12 @@ export class Lab {
    * hop within about half a second. Tests add their routes.
    */
   private makeEdgeRouter() {
-    const { namespace: ns, port, address, mac } = EDGE_ROUTER;
+    const { namespace: ns, port, address, address6, mac } = EDGE_ROUTER;
     this.makeNamespace(ns);
     this.plugIntoRootBridge(SEGMENT_BRIDGE, rootLinkOf("s", "edge"), ns, port);
     inNs(ns, ["ip", "link", "set", port, "address", mac]);
     inNs(ns, ["ip", "addr", "add", `${address}/24`, "dev", port]);
+    inNs(ns, ["ip", "-6", "addr", "add", `${address6}/64`, "dev", port, "nodad"]);
     inNs(ns, ["ip", "link", "set", port, "up"]);
     inNs(ns, ["ethtool", "-K", port, "tx", "off"]);
     inNs(ns, [
@@ -636,6 +637,7 @@ export class Lab {
       "-q",
       "-w",
       "net.ipv4.ip_forward=1",
+      "net.ipv6.conf.all.forwarding=1",
       "net.ipv4.conf.all.send_redirects=0",
       `net.ipv4.conf.${port}.send_redirects=0`,
       "net.ipv4.fib_multipath_use_neigh=1",
@@ -650,18 +652,21 @@ export class Lab {
 
   /** The far client, behind the edge router across a link whose router end has the smaller MTU (FAR_CLIENT). */
   private makeFarClient() {
-    const { namespace: ns, port, address, mac, router } = FAR_CLIENT;
+    const { namespace: ns, port, address, address6, mac, router } = FAR_CLIENT;
     const edge = EDGE_ROUTER.namespace;
     this.makeNamespace(ns);
     run(["ip", "link", "add", router.port, "netns", edge, "type", "veth", "peer", "name", port, "netns", ns]);
     inNs(edge, ["ip", "link", "set", router.port, "mtu", String(router.mtu), "up"]);
     inNs(edge, ["ip", "addr", "add", `${router.address}/24`, "dev", router.port]);
+    inNs(edge, ["ip", "-6", "addr", "add", `${router.address6}/64`, "dev", router.port, "nodad"]);
     inNs(edge, ["ethtool", "-K", router.port, "tx", "off"]);
     inNs(ns, ["ip", "link", "set", port, "address", mac]);
     inNs(ns, ["ip", "addr", "add", `${address}/24`, "dev", port]);
+    inNs(ns, ["ip", "-6", "addr", "add", `${address6}/64`, "dev", port, "nodad"]);
     inNs(ns, ["ip", "link", "set", port, "up"]);
     inNs(ns, ["ethtool", "-K", port, "tx", "off"]);
     inNs(ns, ["ip", "route", "add", "default", "via", router.address, "dev", port]);
+    inNs(ns, ["ip", "-6", "route", "add", "default", "via", router.address6, "dev", port]);
   }
 
   /**
@@ -691,6 +696,7 @@ export class Lab {
     run(["ip", "netns", "exec", hvNs, "ovs-vsctl", "--may-exist", "add-port", "br-seg", vm.port], { env: this.daemonEnv(rundir) });
     this.configureGuestNic(ns, vm.address, vm.mac);
     inNs(ns, ["ip", "route", "add", FAR_CLIENT.network, "via", EDGE_ROUTER.address, "dev", "eth0"]);
+    inNs(ns, ["ip", "-6", "route", "add", FAR_CLIENT.network6, "via", EDGE_ROUTER.address6, "dev", "eth0"]);
     this.startBackendServer(vm.name, ns);
     return { name: vm.name, namespace: ns, hypervisor: vm.hypervisor, port: vm.port, address: vm.address, mac: vm.mac };
   }

@@ -95,7 +95,7 @@ export const ipv6Twin = (segmentAddress: string) => `fd00:10::${segmentAddress.s
  * answering. A router forwards per packet, unlike a TCP endpoint whose
  * sockets keep the next hop they started with.
  */
-export const EDGE_ROUTER = { namespace: `${LAB_PREFIX}edge`, port: "eth0", address: "10.0.0.5", mac: "02:00:0a:00:00:05" };
+export const EDGE_ROUTER = { namespace: `${LAB_PREFIX}edge`, port: "eth0", address: "10.0.0.5", address6: "fd00:10::5", mac: "02:00:0a:00:00:05" };
 
 /**
  * A client far away: behind the edge router, on its own network, whose link
@@ -103,15 +103,19 @@ export const EDGE_ROUTER = { namespace: `${LAB_PREFIX}edge`, port: "eth0", addre
  * (1500). The client advertises a full-size MSS, so segments toward it need
  * path MTU discovery: the edge router answers an oversized one with ICMP
  * "fragmentation needed", addressed to its source (the VIP, in DSR). Backend
- * VMs route `network` through the edge router.
+ * VMs route `network` through the edge router. Dual stack: the same over
+ * IPv6 (`address6` in `network6`), where the router answers with ICMPv6
+ * "packet too big".
  */
 export const FAR_CLIENT = {
   namespace: `${LAB_PREFIX}far`,
   port: "eth0",
   address: "10.0.3.2",
+  address6: "fd00:13::2",
   mac: "02:00:0a:00:03:02",
   network: "10.0.3.0/24",
-  router: { port: "far0", address: "10.0.3.1", mtu: 1400 },
+  network6: "fd00:13::/64",
+  router: { port: "far0", address: "10.0.3.1", address6: "fd00:13::1", mtu: 1400 },
 } as const;
 
 export const L3DSR = {
@@ -186,9 +190,18 @@ export interface LabInventory {
   /** Another tenant's client: an access port of VLAN `vlan` on dist1's br-seg (named client2 there). */
   tenantClient?: { namespace: string; address: string; mac: string; vlan: number };
   /** The upstream router for distributor failover (EDGE_ROUTER). */
-  edgeRouter?: { namespace: string; port: string; address: string; mac: string };
-  /** The client behind the edge router, across a smaller MTU (FAR_CLIENT; absent in inventories written before it). */
-  farClient?: { namespace: string; port: string; address: string; mac: string; network: string; router: { port: string; address: string; mtu: number } };
+  edgeRouter?: { namespace: string; port: string; address: string; address6?: string; mac: string };
+  /** The client behind the edge router, across a smaller MTU (FAR_CLIENT; absent in inventories written before it; its IPv6 fields too). */
+  farClient?: {
+    namespace: string;
+    port: string;
+    address: string;
+    address6?: string;
+    mac: string;
+    network: string;
+    network6?: string;
+    router: { port: string; address: string; address6?: string; mtu: number };
+  };
   hosts: Record<string, LabHost>;
   backends: LabBackend[];
   /** The external L3DSR load balancer (absent in inventories written before it existed). */

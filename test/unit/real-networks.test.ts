@@ -115,6 +115,28 @@ describe("pathMtu on the gateways", () => {
     expect(mods.some((m) => "flow" in m && m.flow.match.nw_dst === "10.0.0.197")).toBe(false);
   });
 
+  it("an IPv6 VIP's fan-out takes ICMPv6 packet too big (type 2 code 0) to its address, beside the IPv4 VIP's fragmentation needed; reads back and counts by address", () => {
+    const v6 = (b: DeferredNatBackend): DeferredNatBackend => ({ ...b, address: `fd00:10::${b.address.split(".")[3]}` });
+    const inputs = lb({
+      delivery: "gre",
+      vips: [
+        { address: "10.0.0.196", port: 80, protocol: "tcp", backends: [backend(1, "hv1"), backend(3, "hv2")] },
+        { address: "FD00:20:0::196", port: 80, protocol: "tcp", backends: [v6(backend(1, "hv1")), v6(backend(3, "hv2"))] },
+      ],
+    });
+    const flows = pathMtuFlows(inputs, gw).map(line);
+    expect(flows).toHaveLength(2);
+    expect(flows[0]).toMatch(/,icmp,in_port=1,nw_dst=10\.0\.0\.196,icmp_type=3,icmp_code=4,actions=/);
+    expect(flows[1]).toMatch(/,icmp6,in_port=1,ipv6_dst=fd00:20::196,icmp_type=2,icmp_code=0,actions=.*output:61001,.*output:61002$/);
+    const ids = assignIds(inputs, { groupIds: {}, bucketIds: {} }, new Set());
+    const intent = gatewayIntent(inputs, ids, gw);
+    const g = { name: "gw1", port: gw, observed: observedOf(intent.flows, intent.groups) };
+    expect(actualInputs(inputs, ids, [g]).inputs).toEqual(inputs);
+    const without = intent.flows.filter((f) => f.match.icmp_type !== 2);
+    const read = actualInputs(inputs, ids, [{ ...g, observed: observedOf(without, intent.groups) }]);
+    expect(read.inputs.vips.map((v) => v.address)).toEqual(["10.0.0.196"]);
+  });
+
   it("check takes pathMtu on both resources", async () => {
     expect((await check("DeferredNatLoadBalancer", {}, lb() as unknown as Record<string, unknown>)).failures).toEqual([]);
   });
@@ -167,6 +189,27 @@ describe("pathMtu on the hypervisors", () => {
           `flow add table=0,priority=1000,cookie=0x${c},icmp,in_port=60001,tun_src=${s},tun_id=0x7,nw_dst=10.0.0.196,icmp_type=3,icmp_code=4,actions=ct(table=${PATH_MTU_TABLE},zone=77,nat)`,
       ),
     );
+  });
+
+  it("an IPv6 VIP: ICMPv6 packet too big through conntrack, the related delivery by the backend's IPv6 address", () => {
+    const inputs = dsrDefaults({
+      ...dsr(false),
+      vips: [
+        {
+          address: "fd00:20::196",
+          port: 80,
+          backends: [{ address: "fd00:10::101", port: 8080, mac: "02:00:0a:00:00:65", bridgePort: "vm1" }],
+        },
+      ],
+    });
+    const flows = desiredFlows(inputs, placement).map(line);
+    const c = placement.cookie.toString(16);
+    expect(flows.filter((l) => l.includes("icmp"))).toEqual([
+      `flow add table=0,priority=1000,cookie=0x${c},icmp6,dl_dst=02:00:0a:00:00:65,ipv6_dst=fd00:20::196,icmp_type=2,icmp_code=0,actions=ct(table=${PATH_MTU_TABLE},zone=77,nat)`,
+      `flow add table=${PATH_MTU_TABLE},priority=1000,cookie=0x${c},icmp6,ct_state=+rel+trk,ct_zone=77,ipv6_dst=fd00:10::101,actions=set_field:02:00:0a:00:00:65->eth_dst,output:2`,
+    ]);
+    const read = desiredFlows(inputs, placement).map((f) => ({ ...f, otherMatch: [], nPackets: 0n, nBytes: 0n }));
+    expect(dsrActual(inputs, read, { ...placement, portNames: new Map([[2, "vm1"]]) })).toEqual(inputs);
   });
 
   it("reads back as its inputs; without the related delivery of a backend, that backend is not read as serving", () => {

@@ -138,19 +138,7 @@ export function checkRules(inputs: Inputs): CheckFailure[] {
   const source6 = inputs.ovn?.healthCheckSourceIpv6;
   if (source6 !== undefined && addressFamily(source6, "ovn.healthCheckSourceIpv6", failures) === 4)
     fail("ovn.healthCheckSourceIpv6", "is an IPv4 address: the IPv4 probes' source is ovn.healthCheckSourceIp");
-  failures.push(...checkHealthCheck(inputs), ...checkSecondChance(inputs), ...checkFamilies(inputs.vips, () => ipv6Refusals(inputs)));
-  return failures;
-}
-
-/** What an IPv6 VIP cannot be used with yet: each is tested on IPv4 only so far. */
-function ipv6Refusals(inputs: Inputs): CheckFailure[] {
-  const failures: CheckFailure[] = [];
-  const not = (property: string, what: string) =>
-    failures.push({
-      property,
-      reason: `${what} does not carry IPv6 VIPs yet (IPv6 works in mac and gre delivery, with secondChance, fragments, ovn, OVN probes and healthCheck.bfd, without pathMtu)`,
-    });
-  if (inputs.pathMtu) not("pathMtu", "path MTU discovery (ICMPv6 packet too big)");
+  failures.push(...checkHealthCheck(inputs), ...checkSecondChance(inputs), ...checkFamilies(inputs.vips));
   return failures;
 }
 

@@ -4,7 +4,7 @@ import { foreignGroupIds, planBridge, type BridgeIntent, type ObservedBridge } f
 import { bfdOfportRequest, interfaceName, tunnelOfportRequest } from "../../model/ids";
 import type { DeferredNatVip } from "../../model/inputs.generated";
 import type { Action, Flow, Group, HashField, Modification, SelectBucket } from "../../openflow";
-import { ipMatch } from "../../openflow";
+import { ipMatch, pathMtuErrorMatch } from "../../openflow";
 import {
   backendKey,
   BFD_DROP_PRIORITY,
@@ -193,12 +193,9 @@ export function desiredDataplane(inputs: Inputs, ids: RecordedIds, gw: GatewayPo
   });
 }
 
-/** ICMP destination unreachable, fragmentation needed (RFC 1191): what path MTU discovery lives on. */
-export const FRAGMENTATION_NEEDED = { icmp_type: 3, icmp_code: 4 } as const;
-
 /**
  * pathMtu: per VIP address, a flow that sends each ICMP "fragmentation
- * needed" error addressed to it to every hypervisor serving one of its VIPs,
+ * needed" (ICMPv6 "packet too big") error addressed to it to every hypervisor serving one of its VIPs,
  * one copy each (to one of its backends' MACs: in mac delivery back onto the
  * segment, in gre into the tunnel, key 0). OpenFlow cannot read the ports
  * inside the error, so it cannot be hashed like its connection; the
@@ -219,7 +216,7 @@ export function pathMtuFlows(inputs: Inputs, gw: GatewayPort): Flow[] {
     table: 0,
     priority: VIP_FLOW_PRIORITY,
     cookie: cookieOf(inputs),
-    match: { protocol: "icmp", in_port: gw.segmentOfport, nw_dst: address, ...FRAGMENTATION_NEEDED },
+    match: { ...pathMtuErrorMatch(address), in_port: gw.segmentOfport },
     actions: [
       { type: "set_field", field: "eth_src", value: gw.mac.toLowerCase() },
       // secondChance tunnels send the key from the flow: 0, no previous owner to ask.

@@ -3,7 +3,7 @@ import { flowPresent } from "../../engine/flows";
 import type { ObservedBridge } from "../../engine/plan";
 import type { DeferredNatBackend } from "../../model/inputs.generated";
 import type { DriftFinding } from "../../model/drift";
-import { bucketMac, sameBucket, toGroupEntry } from "../../openflow";
+import { bucketMac, dstAddressOf, sameBucket, toGroupEntry } from "../../openflow";
 import { type DefaultedBackend, type DefaultedVip, type DeferredNatDefaulted } from "./check";
 import { backendKey, cookieOf, type RecordedIds, replicaKey, vipKey } from "./ids";
 import { bfdDropFlows, deliveryOf, desiredDataplane, pathMtuFlows, slotGroups, type GatewayPort } from "./dataplane";
@@ -41,7 +41,7 @@ function wrongFanouts(d: Inputs, g: { port: GatewayPort; observed: ObservedBridg
   if (!d.pathMtu) return new Set();
   const tunnelOfports = new Map(d.hypervisors.map((h) => [h.name, g.port.tunnelOfports?.get(h.name) ?? 0xfeff]));
   const present = flowPresent(g.observed.flows);
-  return new Set(pathMtuFlows(d, { ...g.port, tunnelOfports }).flatMap((f) => (present(f) ? [] : [f.match.nw_dst!])));
+  return new Set(pathMtuFlows(d, { ...g.port, tunnelOfports }).flatMap((f) => (present(f) ? [] : [dstAddressOf(f.match)!])));
 }
 
 /**

@@ -1,13 +1,12 @@
 import type { DeferredNatDefaulted as Inputs, DefaultedVip } from "./plan";
 import { isDeepStrictEqual } from "node:util";
 import type { PartialScope } from "../../engine/bridge";
-import { flowKey, type Flow, type Modification } from "../../openflow";
+import { flowKey, pathMtuErrorMatch, type Flow, type Modification } from "../../openflow";
 import { planBridge, type ObservedBridge } from "../../engine/plan";
 import type { DeferredNatBackend, DeferredNatVip } from "../../model/inputs.generated";
 import type { RecordedPorts } from "../../model/outputs.generated";
 import { confinedVip, recordedFindings, renderFinding, type DriftFinding } from "../../model/drift";
 import {
-  FRAGMENTATION_NEEDED,
   VIP_FLOW_PRIORITY,
   backendKey,
   cookieOf,
@@ -212,12 +211,7 @@ const touchedAddresses = (scope: Extract<UpdateScope, { kind: "vips" }>) => [
   ...new Set([...scope.touched, ...scope.removed].map((k) => parseVipKey(k).address)),
 ];
 
-const pathMtuMatch = (address: string, gw: GatewayPort): Flow["match"] => ({
-  protocol: "icmp",
-  in_port: gw.segmentOfport,
-  nw_dst: address,
-  ...FRAGMENTATION_NEEDED,
-});
+const pathMtuMatch = (address: string, gw: GatewayPort): Flow["match"] => ({ ...pathMtuErrorMatch(address), in_port: gw.segmentOfport });
 
 /** The ids of these VIPs only. */
 export function idsOf(ids: RecordedIds, keys: Iterable<string>): RecordedIds {

@@ -1,7 +1,7 @@
 import type { ObservedBridge } from "../../engine/plan";
 import type { DeferredNatLoadBalancerOutputs } from "../../model/outputs.generated";
 import { addInto, FlowCounters, zeroCounter, type Counter } from "../../model/traffic";
-import type { GroupEntry, GroupStats } from "../../openflow";
+import { dstAddressOf, type GroupEntry, type GroupStats } from "../../openflow";
 import type { DeferredNatDefaulted as Inputs } from "./check";
 import { fragmentsMatch, pathMtuFlows, vipFlowMatch, type GatewayPort } from "./dataplane";
 import { FALLBACK_BUCKET, VIP_FLOW_PRIORITY, vipKey, type RecordedIds } from "./ids";
@@ -102,7 +102,7 @@ export function gatewayTraffic(d: Inputs, ids: RecordedIds, gateways: readonly C
     for (const f of pathMtuFlows(d, port)) {
       const errors = flows.sum([f]);
       const copies = f.actions.filter((a) => a.type === "output" || a.type === "in_port").length;
-      const at = (pathMtu[f.match.nw_dst!] ??= { errors: zeroCounter(), copies: 0 });
+      const at = (pathMtu[dstAddressOf(f.match)!] ??= { errors: zeroCounter(), copies: 0 });
       addInto(at.errors, errors);
       at.copies += errors.packets * copies;
     }

@@ -46,25 +46,9 @@ function canonicalSource(source: string): string {
   return "text" in parsed ? parsed.text : source;
 }
 
-/** What an IPv6 VIP cannot be used with yet: each is tested on IPv4 only so far. */
-function ipv6Refusals(inputs: Inputs): CheckFailure[] {
-  const failures: CheckFailure[] = [];
-  const not = (property: string, what: string) =>
-    failures.push({
-      property,
-      reason: `${what} does not carry IPv6 VIPs yet (IPv6 works in mac and gre mode, with secondChance and fragments, without pathMtu)`,
-    });
-  if (inputs.pathMtu) not("pathMtu", "path MTU discovery (ICMPv6 packet too big)");
-  return failures;
-}
-
 /** Rules across VIPs and backends that the schema cannot say. */
 export function checkRules(inputs: Inputs): CheckFailure[] {
-  const failures: CheckFailure[] = [
-    ...checkConnection(inputs.host.connection, "host.connection"),
-    ...checkGre(inputs),
-    ...checkFamilies(inputs.vips, () => ipv6Refusals(inputs)),
-  ];
+  const failures: CheckFailure[] = [...checkConnection(inputs.host.connection, "host.connection"), ...checkGre(inputs), ...checkFamilies(inputs.vips)];
   const vips = new Map<string, number>();
   const vipAddresses = new Set(inputs.vips.map((v) => v.address));
   // One backend address is one VM: it has one MAC and one port on the bridge, whichever VIPs it serves; one MAC has one address of each family.

@@ -1,6 +1,6 @@
 import type { BridgeIntent, ObservedBridge } from "../../engine/plan";
 import type { DsrBackend } from "../../model/inputs.generated";
-import { dstAddressOf, flowKey, ipMatch, l4Of, type ConntrackFlush, type Flow } from "../../openflow";
+import { dstAddressOf, flowKey, ipMatch, l4Of, pathMtuErrorMatch, type ConntrackFlush, type Flow } from "../../openflow";
 import {
   bfdPorts,
   chooseZone,
@@ -209,9 +209,6 @@ export function backendFlows(inputs: Inputs, vip: DefaultedDsrVip, b: DsrBackend
   };
 }
 
-/** ICMP destination unreachable, fragmentation needed (RFC 1191). */
-const FRAGMENTATION_NEEDED = { icmp_type: 3, icmp_code: 4 } as const;
-
 /**
  * pathMtu, for one (VIP, backend): the VIP address's ICMP "fragmentation
  * needed" errors, as the gateways fan them out (gre: from an allowed source;
@@ -220,7 +217,7 @@ const FRAGMENTATION_NEEDED = { icmp_type: 3, icmp_code: 4 } as const;
  */
 function pathMtuFlows(inputs: Inputs, vip: DefaultedDsrVip, b: DsrBackend, p: Placement, at: string) {
   const lookup: Flow["actions"] = [{ type: "ct", table: PATH_MTU_TABLE, zone: p.zone, nat: { kind: "existing" } }];
-  const match = { protocol: "icmp" as const, nw_dst: vip.address, ...FRAGMENTATION_NEEDED };
+  const match = pathMtuErrorMatch(vip.address);
   const key = inputs.gre?.secondChance ? undefined : inputs.gre?.key;
   const requests: Flow[] =
     inputs.mode === "gre"
@@ -236,7 +233,7 @@ function pathMtuFlows(inputs: Inputs, vip: DefaultedDsrVip, b: DsrBackend, p: Pl
     table: PATH_MTU_TABLE,
     priority: DELIVER_PRIORITY,
     cookie: p.cookie,
-    match: { ct_state: { trk: true, rel: true }, ct_zone: p.zone, protocol: "icmp", nw_dst: b.address },
+    match: { ct_state: { trk: true, rel: true }, ct_zone: p.zone, ...ipMatch("icmp", "dst", b.address) },
     actions: [
       { type: "set_field", field: "eth_dst", value: b.mac },
       { type: "output", port: ofportOf(p, b, at) },

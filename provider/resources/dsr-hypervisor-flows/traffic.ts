@@ -43,7 +43,7 @@ export function hypervisorTraffic(inputs: DsrDefaulted, owned: readonly DumpedFl
     const backends: Record<string, Counter> = {};
     for (const b of vip.backends) {
       const requests = backendFlows(inputs, vip, b, placement, "read").requests.filter(
-        (f) => f.table === ENTRY_TABLE && f.priority === REQUEST_PRIORITY && f.match.protocol !== "icmp",
+        (f) => f.table === ENTRY_TABLE && f.priority === REQUEST_PRIORITY && f.match.icmp_type === undefined,
       );
       const counted = counters.sum(requests, (backends[`${b.address}:${b.port}`] ??= zeroCounter()));
       addInto(total, counted);

@@ -56,7 +56,7 @@ export function checkRules(inputs: Inputs): CheckFailure[] {
   failures.push(...checkConnection(inputs.northbound.connection, "northbound.connection"));
   if (inputs.southbound) failures.push(...checkConnection(inputs.southbound.connection, "southbound.connection"));
   if (inputs.enforce && !inputs.southbound) fail("enforce", "needs southbound: enforcing sets stale Service_Monitor rows offline in the southbound");
-  failures.push(...checkFamilies(inputs.vips, () => []));
+  failures.push(...checkFamilies(inputs.vips));
   if (inputs.sourceIpv6 !== undefined && addressFamily(inputs.sourceIpv6, "sourceIpv6", failures) === 4)
     fail("sourceIpv6", "is an IPv4 address: the IPv4 probes' source is sourceIp");
   for (const source of new Set(inputs.vips.map((v) => sourceProperty(v.address)))) {
