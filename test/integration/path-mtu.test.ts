@@ -74,15 +74,16 @@ function startBulkServer(b: LabBackend): Promise<void> {
   });
 }
 
-const underlay = (host: string) => inv.hosts[host].underlay!.address;
+/** A host's underlay address: gre6 tunnels over the lab's IPv6 underlay (ip6gre), the other modes over IPv4. */
+const underlayOf = (mode: Mode) => (host: string) => (mode === "gre6" ? inv.hosts[host].underlay!.address6! : inv.hosts[host].underlay!.address);
 /** The dual-stack service: an IPv4 VIP and an IPv6 VIP of the same backends' two addresses. */
 const vips = () => [
   { address: VIP, port: 80, protocol: "tcp" as const, backends: pool },
   { address: VIP6, port: 80, protocol: "tcp" as const, backends: pool.map((b) => ({ ...b, address: ipv6Twin(b.address) })) },
 ];
 
-/** How the gateways reach the hypervisors: by MAC, by GRE, or by GRE with second chance (slot flows, the key per slot). */
-type Mode = "mac" | "gre" | "gre, second chance";
+/** How the gateways reach the hypervisors: by MAC, by GRE (over the IPv4 or the IPv6 underlay), or by GRE with second chance (slot flows, the key per slot). */
+type Mode = "mac" | "gre" | "gre6" | "gre, second chance";
 
 function lbInputs(mode: Mode, pathMtu: boolean) {
   const base = labLoadBalancer(
@@ -91,6 +92,7 @@ function lbInputs(mode: Mode, pathMtu: boolean) {
     vips().map((v) => ({ ...v, backends: v.backends.map((b) => ({ ...labBackend(inv, b), port: BULK_PORT })) })),
     { delivery: mode === "mac" ? "mac" : "gre", pathMtu, ...(mode === "gre, second chance" ? { secondChance: {} } : {}) },
   );
+  const underlay = underlayOf(mode);
   return {
     ...base,
     gateways: base.gateways.map((g) => ({ ...g, tunnelAddress: underlay(g.name) })),
@@ -100,13 +102,14 @@ function lbInputs(mode: Mode, pathMtu: boolean) {
 
 function hvInputs(name: string, mode: Mode, pathMtu: boolean) {
   const flows = labHypervisorFlows(inv, NAME, name, vips());
+  const underlay = underlayOf(mode);
   const allowedSources = ["gw1", "gw2"].map(underlay);
   const peers = ["hv1", "hv2"].filter((h) => h !== name).map(underlay);
   return {
     ...flows,
     vips: flows.vips.map((v) => ({ ...v, backends: v.backends.map((b) => ({ ...b, port: BULK_PORT })) })),
     pathMtu,
-    ...(mode === "gre" ? { mode: "gre" as const, gre: { allowedSources, key: greKeyOf({ name: NAME }) } } : {}),
+    ...(mode === "gre" || mode === "gre6" ? { mode: "gre" as const, gre: { allowedSources, key: greKeyOf({ name: NAME }) } } : {}),
     ...(mode === "gre, second chance" ? { mode: "gre" as const, gre: { allowedSources, secondChance: { peers } } } : {}),
   };
 }
@@ -211,7 +214,7 @@ afterAll(async () => {
   unlock?.();
 });
 
-describe.each(["mac", "gre", "gre, second chance"] as const)("path MTU discovery through DSR, %s delivery", (delivery) => {
+describe.each(["mac", "gre", "gre6", "gre, second chance"] as const)("path MTU discovery through DSR, %s delivery", (delivery) => {
   it(`without pathMtu, downloads of ${BYTES / 1e6} MB through a path of a smaller MTU stall (a PMTU black hole), IPv4 and IPv6`, async () => {
     await apply(delivery, false);
     const results = await bothDownloads(4000);

@@ -354,7 +354,7 @@ describe("DsrHypervisorFlows gre mode", () => {
     expect(await failures(gre({ gre: { allowedSources: ["10.0.0.0/33"] } }))).toEqual([
       { property: "gre.allowedSources[0]", reason: expect.stringMatching(/^must be an IPv4 or IPv6 address or prefix/) },
     ]);
-    // An IPv6 underlay: ip6gre, its sources' rules the same; one family per underlay; second chance and pathMtu need IPv4 (the key holds an IPv4 address).
+    // An IPv6 underlay: ip6gre, its sources' rules the same; one family per underlay; second chance needs IPv4 (the key holds an IPv4 address); pathMtu is taken.
     expect(await failures(gre({ gre: { allowedSources: ["fd00:16:11::2", "FD00:16:12::/64"] } }))).toEqual([]);
     expect(await failures(gre({ gre: { allowedSources: ["fd00:16:11::1/64", "FD00:16:11:0::2", "fd00:16:11::2"] } }))).toEqual([
       { property: "gre.allowedSources[0]", reason: '"fd00:16:11::1/64": host bits set (the prefix\'s address must end in zero bits)' },
@@ -366,6 +366,7 @@ describe("DsrHypervisorFlows gre mode", () => {
         reason: "is IPv4 while gre.allowedSources[0] is IPv6: the underlay is of one family (gre ports over IPv4, ip6gre over IPv6)",
       },
     ]);
+    expect(await failures(gre({ pathMtu: true, gre: { allowedSources: ["fd00:16:11::2"] } }))).toEqual([]);
     expect(await failures(gre({ gre: { allowedSources: ["fd00:16:11::2"], secondChance: { peers: ["172.16.22.2"] } } }))).toEqual([
       {
         property: "gre.secondChance",

@@ -130,16 +130,14 @@ describe("an IPv6 underlay (gre delivery over ip6gre)", () => {
     expect(tunnelPorts(v4, v4.gateways[0])[0].type).toBeUndefined();
   });
 
-  it("refuses ends of two families, and second chance and pathMtu over it, naming the property", async () => {
+  it("refuses ends of two families, and second chance over it, naming the property; pathMtu is taken", async () => {
     expect(await failures("DeferredNatLoadBalancer", v6Underlay({ hypervisors: [{ name: "hv1", tunnelAddress: "172.16.21.2" }] }))).toEqual([
       "hypervisors[0].tunnelAddress: is IPv4 while gateways[0].tunnelAddress is IPv6: the underlay is of one family (gre ports over IPv4, ip6gre over IPv6)",
     ]);
     expect(await failures("DeferredNatLoadBalancer", v6Underlay({ secondChance: {} }))).toContain(
       "secondChance: needs an IPv4 underlay: the GRE key carries the previous owner's hypervisor address (32 bits), and an IPv6 one does not fit",
     );
-    expect(await failures("DeferredNatLoadBalancer", v6Underlay({ pathMtu: true }))).toContain(
-      "pathMtu: is built for an IPv4 underlay only yet: with IPv6 tunnel addresses, leave it off",
-    );
+    expect(await failures("DeferredNatLoadBalancer", v6Underlay({ pathMtu: true }))).toEqual([]);
     expect(await failures("DeferredNatLoadBalancer", v6Underlay({ hypervisors: [{ name: "hv1", tunnelAddress: "::ffff:172.16.21.2" }] }))).toEqual([
       'hypervisors[0].tunnelAddress: "::ffff:172.16.21.2": an IPv4-mapped IPv6 address: write the IPv4 address itself',
     ]);

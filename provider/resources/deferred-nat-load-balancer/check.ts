@@ -117,12 +117,8 @@ export function checkRules(inputs: Inputs): CheckFailure[] {
   );
   inputs.gateways.forEach((g, i) => g.tunnelAddress?.includes(":") && addressFamily(g.tunnelAddress, `gateways[${i}].tunnelAddress`, failures));
   inputs.hypervisors.forEach((h, i) => h.tunnelAddress?.includes(":") && addressFamily(h.tunnelAddress, `hypervisors[${i}].tunnelAddress`, failures));
-  if (underlay === 6 && gre.length > 0) {
-    // Each is tested over an IPv4 underlay only.
-    if (inputs.secondChance)
-      fail("secondChance", "needs an IPv4 underlay: the GRE key carries the previous owner's hypervisor address (32 bits), and an IPv6 one does not fit");
-    if (inputs.pathMtu) fail("pathMtu", "is built for an IPv4 underlay only yet: with IPv6 tunnel addresses, leave it off");
-  }
+  if (underlay === 6 && gre.length > 0 && inputs.secondChance)
+    fail("secondChance", "needs an IPv4 underlay: the GRE key carries the previous owner's hypervisor address (32 bits), and an IPv6 one does not fit");
   duplicates(gre.flatMap((h) => (h.tunnelAddress ? [h.tunnelAddress] : []))).forEach((k) => {
     fail(`hypervisors[${inputs.hypervisors.indexOf(gre.filter((h) => h.tunnelAddress)[k])}].tunnelAddress`, "is another hypervisor's tunnel address");
   });

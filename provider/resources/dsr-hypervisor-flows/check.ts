@@ -128,15 +128,12 @@ function checkGre(inputs: Inputs): CheckFailure[] {
       ],
       failures,
     );
-    // Each is tested over an IPv4 underlay only.
     if (underlay === 6 && gre.secondChance) {
       failures.push({
         property: "gre.secondChance",
         reason: "needs an IPv4 underlay: the GRE key carries the previous owner's hypervisor address (32 bits), and an IPv6 one does not fit",
       });
     }
-    if (underlay === 6 && inputs.pathMtu)
-      failures.push({ property: "pathMtu", reason: "is built for an IPv4 underlay only yet: with IPv6 gre.allowedSources, leave it off" });
   }
   if (inputs.gre?.secondChance && inputs.gre.key !== undefined) {
     failures.push({
