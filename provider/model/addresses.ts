@@ -1,5 +1,6 @@
 import { canonicalIpv6, canonicalPrefix, isIpv4Mapped, type IpFamily } from "../openflow";
 import type { CheckFailure } from "./validate";
+import { handOnKey } from "./ids";
 
 /**
  * VIP and backend addresses in the inputs: IPv6 recorded in RFC 5952 form
@@ -70,4 +71,27 @@ export function underlayFamily(ends: readonly { property: string; address: strin
     }
   }
   return ok ? first?.family : undefined;
+}
+
+/**
+ * Over an IPv6 underlay second chance's GRE key is a 32-bit id derived from
+ * each hypervisor's tunnel address (handOnKey): two hypervisors with the same
+ * id could not be told apart, so such a pair is refused (about one pair in
+ * 2^32; a different address for one of them resolves it).
+ */
+export function handOnKeyCollisions(ends: readonly { property: string; address: string }[]): CheckFailure[] {
+  const seen = new Map<number, { property: string; address: string }>();
+  const failures: CheckFailure[] = [];
+  for (const end of ends) {
+    if (!end.address.includes(":") || "reason" in canonicalPrefix(end.address)) continue;
+    const key = handOnKey(end.address);
+    const other = seen.get(key);
+    if (other && canonicalIpv6(other.address) !== canonicalIpv6(end.address)) {
+      failures.push({
+        property: end.property,
+        reason: `has the same second-chance hand-on key as ${other.property} (${key}): give one of them another address`,
+      });
+    } else seen.set(key, end);
+  }
+  return failures;
 }

@@ -1,4 +1,5 @@
 import { hash } from "node:crypto";
+import { canonicalIpv6, ipv4Number } from "../openflow";
 
 /**
  * Deterministic identifiers: derived from what a thing IS (the
@@ -49,6 +50,20 @@ export function derivedId(parts: readonly string[], max: number, taken: (id: num
     if (!taken(id)) return id;
   }
   throw new Error(`no free id for ${parts.join("/")} after 64 probes`);
+}
+
+/**
+ * Second chance's GRE key: which hypervisor a moved slot's previous owner is
+ * on, set by the gateways and read by the hypervisor that hands a packet on.
+ * Over an IPv4 underlay the key is the previous owner's tunnel address itself
+ * (the hypervisor moves it into tun_dst); an IPv6 address does not fit in 32
+ * bits, so over IPv6 it is a derived id in [1, 2^32-1] of the address (in
+ * RFC 5952 form), and the hypervisor has one hand-on flow per peer. 0 is
+ * "no previous owner".
+ */
+export function handOnKey(tunnelAddress: string): number {
+  if (!tunnelAddress.includes(":")) return ipv4Number(tunnelAddress);
+  return derivedId(["second-chance-hand-on", canonicalIpv6(tunnelAddress) ?? tunnelAddress], 0xffffffff);
 }
 
 /**

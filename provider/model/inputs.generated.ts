@@ -499,12 +499,12 @@ export interface DsrBfdPeer {
  */
 export interface DsrSecondChance {
   /**
-   * the other hypervisors' tunnel addresses: the only sources of handed-on packets
+   * the other hypervisors' tunnel addresses (of the underlay's family): the only sources of handed-on packets, and where a packet is handed on to
    *
    * @minItems 1
    * @maxItems 4096
    *
-   * Items: an IPv4 address in dotted-quad form, e.g. 10.0.0.10
+   * Items: an IPv4 address (10.0.0.10) or an IPv6 address (2001:db8::10)
    */
   peers: string[];
 }

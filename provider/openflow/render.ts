@@ -278,6 +278,8 @@ const SET_FIELDS: Readonly<Record<string, (field: string, value: unknown) => str
   tun_dst: ipv4,
   ipv6_src: ipv6,
   ipv6_dst: ipv6,
+  tun_ipv6_src: ipv6,
+  tun_ipv6_dst: ipv6,
   arp_op: decimal16,
   tcp_src: decimal16,
   tcp_dst: decimal16,

@@ -64,7 +64,7 @@ export type TcpFlag = (typeof TCP_FLAGS)[number];
 
 export type MacField = "eth_src" | "eth_dst" | "arp_sha" | "arp_tha";
 export type Ipv4Field = "ip_src" | "ip_dst" | "arp_spa" | "arp_tpa" | "tun_src" | "tun_dst";
-export type Ipv6Field = "ipv6_src" | "ipv6_dst";
+export type Ipv6Field = "ipv6_src" | "ipv6_dst" | "tun_ipv6_src" | "tun_ipv6_dst";
 export type IntField = "arp_op" | "tcp_src" | "tcp_dst" | "udp_src" | "udp_dst" | "tun_id" | "reg12" | "reg13";
 
 /** Fields `move` may copy, whole: enough for an ARP responder and address swaps. */

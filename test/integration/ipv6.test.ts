@@ -40,15 +40,16 @@ const hvs = () => [...new Set(pool.map((b) => b.hypervisor))];
 const backend6 = (b: LabBackend) => ({ address: v6(b.address), port: inv.backendPort, mac: b.mac, hypervisor: b.hypervisor });
 const backend4 = (b: LabBackend) => ({ address: b.address, port: inv.backendPort, mac: b.mac, hypervisor: b.hypervisor });
 
-/** "gre6, bfd": gre over the lab's IPv6 underlay (ip6gre ports), with BFD. */
-type Delivery = "mac" | "gre" | "gre, second chance" | "gre, bfd" | "gre6, bfd";
+/** "gre6, ...": gre over the lab's IPv6 underlay (ip6gre ports). */
+type Delivery = "mac" | "gre" | "gre, second chance" | "gre6, second chance" | "gre, bfd" | "gre6, bfd";
+const secondChance = (d: Delivery) => d === "gre, second chance" || d === "gre6, second chance";
 const BFD = { minRx: 100, minTx: 100, multiplier: 3 };
 const underlay4 = (host: string) => inv.hosts[host].underlay!.address;
 const underlay6 = (host: string) => inv.hosts[host].underlay!.address6!;
 
 /** The dual-stack service over `backends`: the hypervisors first, then the gateways. */
 async function apply(backends: LabBackend[], delivery: Delivery) {
-  const underlay = delivery === "gre6, bfd" ? underlay6 : underlay4;
+  const underlay = delivery.startsWith("gre6") ? underlay6 : underlay4;
   for (const name of hvs()) {
     const here = backends.filter((b) => b.hypervisor === name);
     const flows = labHypervisorFlows(inv, NAME, name, [{ address: VIP4, port: 80, backends: here }]);
@@ -66,7 +67,7 @@ async function apply(backends: LabBackend[], delivery: Delivery) {
             },
           }
         : {}),
-      ...(delivery === "gre, second chance"
+      ...(secondChance(delivery)
         ? {
             mode: "gre" as const,
             gre: {
@@ -98,7 +99,7 @@ async function apply(backends: LabBackend[], delivery: Delivery) {
       ? { delivery }
       : {
           delivery: "gre",
-          ...(delivery === "gre, second chance" ? { secondChance: {} } : {}),
+          ...(secondChance(delivery) ? { secondChance: {} } : {}),
           ...(delivery === "gre, bfd" || delivery === "gre6, bfd" ? { healthCheck: { bfd: BFD } } : {}),
         },
   );
@@ -243,29 +244,32 @@ describe.each(["mac", "gre", "gre6, bfd"] as const)("IPv6 in %s delivery: a dual
   });
 });
 
-describe("IPv6 with second chance (gre): adding a backend breaks no live IPv6 connection", () => {
-  afterAll(removeMode);
+describe.each(["gre, second chance", "gre6, second chance"] as const)(
+  "IPv6 with second chance (%s): adding a backend breaks no live IPv6 connection",
+  (delivery) => {
+    afterAll(removeMode);
 
-  it("30 live IPv6 connections over three backends survive adding a fourth (slots moved from hv1's backends are handed back to hv1); new connections reach it", async () => {
-    await apply(pool.slice(0, 3), "gre, second chance");
-    expect(new Set(greet(VIP6, 6, 30))).toEqual(new Set(pool.slice(0, 3).map((b) => b.name)));
-    live = await openLiveConnections(inv.client.namespace, VIP6, 80, 30);
-    expect(live.initial.filter((c) => c.broken)).toEqual([]);
-    await apply(pool, "gre, second chance");
-    expect(brokenOf(await live.round())).toEqual([]);
-    expect(brokenOf(await live.round())).toEqual([]);
-    expect(greet(VIP6, 6, 40)).toContain(pool[3].name);
-    // The hand-on path carried IPv6: hv2, which owns the slots moved from hv1's backends, handed their packets on (a read's traffic).
-    await runChecked(ssh.hv2, ["ovs-appctl", "revalidator/wait"]);
-    const traffic = (await hv.hv2.read()).props.traffic as { secondChance: { handedOn: { packets: number } } };
-    expect(traffic.secondChance.handedOn.packets).toBeGreaterThan(0);
-    const moves = (lb.outputs.slotMoves as Record<string, { moved: number; minimum: number }>)[`tcp:${VIP6}:80`];
-    expect(moves.moved).toBe(moves.minimum);
-    console.log(
-      `IPv6, second chance: adding a 4th backend moved ${moves.moved} slots (the fewest), 0 of 30 live connections broken, ${traffic.secondChance.handedOn.packets} packets handed on by hv2`,
-    );
-  });
-});
+    it("30 live IPv6 connections over three backends survive adding a fourth (slots moved from hv1's backends are handed back to hv1); new connections reach it", async () => {
+      await apply(pool.slice(0, 3), delivery);
+      expect(new Set(greet(VIP6, 6, 30))).toEqual(new Set(pool.slice(0, 3).map((b) => b.name)));
+      live = await openLiveConnections(inv.client.namespace, VIP6, 80, 30);
+      expect(live.initial.filter((c) => c.broken)).toEqual([]);
+      await apply(pool, delivery);
+      expect(brokenOf(await live.round())).toEqual([]);
+      expect(brokenOf(await live.round())).toEqual([]);
+      expect(greet(VIP6, 6, 40)).toContain(pool[3].name);
+      // The hand-on path carried IPv6: hv2, which owns the slots moved from hv1's backends, handed their packets on (a read's traffic).
+      await runChecked(ssh.hv2, ["ovs-appctl", "revalidator/wait"]);
+      const traffic = (await hv.hv2.read()).props.traffic as { secondChance: { handedOn: { packets: number } } };
+      expect(traffic.secondChance.handedOn.packets).toBeGreaterThan(0);
+      const moves = (lb.outputs.slotMoves as Record<string, { moved: number; minimum: number }>)[`tcp:${VIP6}:80`];
+      expect(moves.moved).toBe(moves.minimum);
+      console.log(
+        `IPv6, ${delivery}: adding a 4th backend moved ${moves.moved} slots (the fewest), 0 of 30 live connections broken, ${traffic.secondChance.handedOn.packets} packets handed on by hv2`,
+      );
+    });
+  },
+);
 
 describe("gre over an IPv6 underlay (ip6gre): a dual-stack service", () => {
   afterAll(removeMode);

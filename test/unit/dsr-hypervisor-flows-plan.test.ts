@@ -354,7 +354,7 @@ describe("DsrHypervisorFlows gre mode", () => {
     expect(await failures(gre({ gre: { allowedSources: ["10.0.0.0/33"] } }))).toEqual([
       { property: "gre.allowedSources[0]", reason: expect.stringMatching(/^must be an IPv4 or IPv6 address or prefix/) },
     ]);
-    // An IPv6 underlay: ip6gre, its sources' rules the same; one family per underlay; second chance needs IPv4 (the key holds an IPv4 address); pathMtu is taken.
+    // An IPv6 underlay: ip6gre, its sources' rules the same; one family per underlay, second-chance peers too; pathMtu and second chance are taken.
     expect(await failures(gre({ gre: { allowedSources: ["fd00:16:11::2", "FD00:16:12::/64"] } }))).toEqual([]);
     expect(await failures(gre({ gre: { allowedSources: ["fd00:16:11::1/64", "FD00:16:11:0::2", "fd00:16:11::2"] } }))).toEqual([
       { property: "gre.allowedSources[0]", reason: '"fd00:16:11::1/64": host bits set (the prefix\'s address must end in zero bits)' },
@@ -369,9 +369,14 @@ describe("DsrHypervisorFlows gre mode", () => {
     expect(await failures(gre({ pathMtu: true, gre: { allowedSources: ["fd00:16:11::2"] } }))).toEqual([]);
     expect(await failures(gre({ gre: { allowedSources: ["fd00:16:11::2"], secondChance: { peers: ["172.16.22.2"] } } }))).toEqual([
       {
-        property: "gre.secondChance",
-        reason: "needs an IPv4 underlay: the GRE key carries the previous owner's hypervisor address (32 bits), and an IPv6 one does not fit",
+        property: "gre.secondChance.peers[0]",
+        reason: "is IPv4 while gre.allowedSources[0] is IPv6: the underlay is of one family (gre ports over IPv4, ip6gre over IPv6)",
       },
+    ]);
+    expect(await failures(gre({ gre: { allowedSources: ["fd00:16:11::2"], secondChance: { peers: ["fd00:16:22::2"] } } }))).toEqual([]);
+    // Two peers whose hand-on keys collide (found by search) could not be told apart.
+    expect(await failures(gre({ gre: { allowedSources: ["fd00:16:11::2"], secondChance: { peers: ["fd00:16::7611", "fd00:16::c717"] } } }))).toEqual([
+      { property: "gre.secondChance.peers[1]", reason: expect.stringMatching(/^has the same second-chance hand-on key as gre.secondChance.peers\[0\]/) },
     ]);
     expect(await failures(gre({ gre: { allowedSources: ["10.0.0.1/24", "172.16.11.2/32", "172.16.11.2"] } }))).toEqual([
       { property: "gre.allowedSources[0]", reason: "has host bits set: write the prefix as its network address (/24)" },

@@ -5,6 +5,7 @@ import { parseFlows, renderBundle, toGroupEntry } from "../../provider/openflow"
 import { assignIds, desiredDataplane, withDefaults as lbDefaults } from "../../provider/resources/deferred-nat-load-balancer/plan";
 import * as dsr from "../../provider/resources/dsr-hypervisor-flows/plan";
 import { tunnelPorts } from "../../provider/resources/deferred-nat-load-balancer/dataplane";
+import { handOnKey } from "../../provider/model/ids";
 
 /** IPv6 VIPs and backends as inputs: recorded canonical, refused by name where they cannot work yet, and the flows they make. */
 
@@ -130,13 +131,21 @@ describe("an IPv6 underlay (gre delivery over ip6gre)", () => {
     expect(tunnelPorts(v4, v4.gateways[0])[0].type).toBeUndefined();
   });
 
-  it("refuses ends of two families, and second chance over it, naming the property; pathMtu is taken", async () => {
+  it("refuses ends of two families, naming the property; second chance and pathMtu are taken, and two hypervisors whose hand-on keys collide are refused", async () => {
     expect(await failures("DeferredNatLoadBalancer", v6Underlay({ hypervisors: [{ name: "hv1", tunnelAddress: "172.16.21.2" }] }))).toEqual([
       "hypervisors[0].tunnelAddress: is IPv4 while gateways[0].tunnelAddress is IPv6: the underlay is of one family (gre ports over IPv4, ip6gre over IPv6)",
     ]);
-    expect(await failures("DeferredNatLoadBalancer", v6Underlay({ secondChance: {} }))).toContain(
-      "secondChance: needs an IPv4 underlay: the GRE key carries the previous owner's hypervisor address (32 bits), and an IPv6 one does not fit",
-    );
+    expect(await failures("DeferredNatLoadBalancer", v6Underlay({ secondChance: {} }))).toEqual([]);
+    // fd00:16::7611 and fd00:16::c717 derive the same 32-bit key (found by search): second chance could not tell them apart.
+    const colliding = [
+      { name: "hv1", tunnelAddress: "fd00:16::7611" },
+      { name: "hv2", tunnelAddress: "fd00:16::c717" },
+    ];
+    expect(handOnKey("fd00:16::7611")).toBe(handOnKey("FD00:16:0::C717"));
+    expect(await failures("DeferredNatLoadBalancer", v6Underlay({ secondChance: {}, hypervisors: colliding }))).toEqual([
+      `hypervisors[1].tunnelAddress: has the same second-chance hand-on key as hypervisors[0].tunnelAddress (${handOnKey("fd00:16::7611")}): give one of them another address`,
+    ]);
+    expect(await failures("DeferredNatLoadBalancer", v6Underlay({ hypervisors: colliding }))).toEqual([]);
     expect(await failures("DeferredNatLoadBalancer", v6Underlay({ pathMtu: true }))).toEqual([]);
     expect(await failures("DeferredNatLoadBalancer", v6Underlay({ hypervisors: [{ name: "hv1", tunnelAddress: "::ffff:172.16.21.2" }] }))).toEqual([
       'hypervisors[0].tunnelAddress: "::ffff:172.16.21.2": an IPv4-mapped IPv6 address: write the IPv4 address itself',

@@ -4,6 +4,7 @@ import { planBridge, type ObservedBridge } from "../../provider/engine/plan";
 import type { DeferredNatBackend, DeferredNatLoadBalancerInputs } from "../../provider/model/inputs.generated";
 import { renderBundle, toFlowEntry, toGroupEntry, type Flow } from "../../provider/openflow";
 import { renderFinding } from "../../provider/model/drift";
+import { handOnKey } from "../../provider/model/ids";
 import {
   actualInputs,
   assignIds,
@@ -283,6 +284,34 @@ describe("secondChance on the hypervisors", () => {
       ),
     ).toHaveLength(2);
     expect(all.filter((l) => l.includes("+est"))).toEqual([]);
+  });
+
+  it("over an IPv6 underlay: one hand-on flow per peer, matching its key (handOnKey) and setting tun_ipv6_dst; peers canonical; read back as the inputs", async () => {
+    const v6 = dsrDefaults({
+      ...dsr(),
+      gre: { allowedSources: ["fd00:16:11::2"], secondChance: { peers: ["FD00:16:22:0::2", "fd00:16:23::2"] } },
+    });
+    expect(v6.gre!.secondChance!.peers).toEqual(["fd00:16:22::2", "fd00:16:23::2"]);
+    const all = desiredFlows(v6, placement).map((f) => renderBundle([{ op: "add-flow", flow: f }])[0]);
+    const handOn = all.filter((l) => l.includes("priority=180,"));
+    expect(handOn).toEqual(
+      ["fd00:16:22::2", "fd00:16:23::2"].map((peer) =>
+        expect.stringMatching(
+          new RegExp(
+            `,tun_id=0x${handOnKey(peer).toString(16)},.*actions=set_field:${peer}->tun_ipv6_dst,set_field:0->tun_id,set_field:::->tun_ipv6_src,IN_PORT$`,
+          ),
+        ),
+      ),
+    );
+    // Handed-on packets are accepted from the peers by their IPv6 tunnel source.
+    expect(all.filter((l) => l.includes("priority=1001") && /tun_ipv6_src=fd00:16:2[23]::2,/.test(l))).toHaveLength(2);
+    expect((await check("DsrHypervisorFlows", {}, v6)).failures).toEqual([]);
+    const owned = desiredFlows(v6, placement).map((f) => ({ ...f, otherMatch: [], nPackets: 0n, nBytes: 0n }));
+    const portNames = new Map([
+      [2, "vm1"],
+      [3, "vm2"],
+    ]);
+    expect(dsrActual(v6, owned, { ...placement, portNames })).toEqual(v6);
   });
 
   it("reads its own flows back as exactly its inputs, and refuses a fixed gre.key with second chance", async () => {

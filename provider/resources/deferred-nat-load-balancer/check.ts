@@ -1,7 +1,7 @@
 import type { DeferredNatBackend, DeferredNatLoadBalancerInputs, DeferredNatVip } from "../../model/inputs.generated";
 import type { Defaulted } from "../../model/defaulted";
 import { checkConnection, type CheckFailure } from "../../model/validate";
-import { addressFamily, canonicalAddress, checkFamilies, underlayFamily } from "../../model/addresses";
+import { addressFamily, canonicalAddress, checkFamilies, handOnKeyCollisions, underlayFamily } from "../../model/addresses";
 import { deliveryOf } from "./dataplane";
 import { backendKey, DEFAULT_SELECTION_FIELDS, MAX_BUCKETS_PER_GROUP, vipKey } from "./ids";
 import { checkSecondChance } from "./second-chance";
@@ -117,8 +117,13 @@ export function checkRules(inputs: Inputs): CheckFailure[] {
   );
   inputs.gateways.forEach((g, i) => g.tunnelAddress?.includes(":") && addressFamily(g.tunnelAddress, `gateways[${i}].tunnelAddress`, failures));
   inputs.hypervisors.forEach((h, i) => h.tunnelAddress?.includes(":") && addressFamily(h.tunnelAddress, `hypervisors[${i}].tunnelAddress`, failures));
-  if (underlay === 6 && gre.length > 0 && inputs.secondChance)
-    fail("secondChance", "needs an IPv4 underlay: the GRE key carries the previous owner's hypervisor address (32 bits), and an IPv6 one does not fit");
+  if (underlay === 6 && inputs.secondChance) {
+    failures.push(
+      ...handOnKeyCollisions(
+        inputs.hypervisors.flatMap((h, i) => (h.tunnelAddress ? [{ property: `hypervisors[${i}].tunnelAddress`, address: h.tunnelAddress }] : [])),
+      ),
+    );
+  }
   duplicates(gre.flatMap((h) => (h.tunnelAddress ? [h.tunnelAddress] : []))).forEach((k) => {
     fail(`hypervisors[${inputs.hypervisors.indexOf(gre.filter((h) => h.tunnelAddress)[k])}].tunnelAddress`, "is another hypervisor's tunnel address");
   });

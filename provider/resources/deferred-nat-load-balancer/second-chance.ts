@@ -1,7 +1,8 @@
 import type { DeferredNatDefaulted as Inputs } from "./plan";
 import type { DeferredNatVip } from "../../model/inputs.generated";
 import type { CheckFailure } from "../../model/validate";
-import { ipMatch, ipv4Number, type Flow, type MultipathFields } from "../../openflow";
+import { ipMatch, type Flow, type MultipathFields } from "../../openflow";
+import { handOnKey } from "../../model/ids";
 import {
   DEFAULT_HOLD_SECONDS,
   DEVIATION_DIVISOR,
@@ -205,7 +206,7 @@ export function slotFlows(inputs: Inputs, vip: DeferredNatVip, table: SlotTable,
     if (table.owner[s] === NONE) continue;
     const owner = table.backends[table.owner[s]];
     const previousHv = table.previous[s] === NONE ? undefined : hypervisorOf.get(table.backends[table.previous[s]]);
-    const key = previousHv !== undefined && previousHv !== hypervisorOf.get(owner) ? ipv4Number(hypervisorAddress.get(previousHv)!) : 0;
+    const key = previousHv !== undefined && previousHv !== hypervisorOf.get(owner) ? handOnKey(hypervisorAddress.get(previousHv)!) : 0;
     flows.push({ table: SLOT_TABLE, priority: SLOT_PRIORITY, cookie, match: { ...vipMatch, reg12: s }, actions: target(owner, key) });
   }
   return flows;

@@ -1,7 +1,7 @@
 import type { DsrHypervisorFlowsInputs } from "../../model/inputs.generated";
 import { checkConnection, type CheckFailure } from "../../model/validate";
 import { ipv4Number } from "../../openflow";
-import { addressFamily, canonicalAddress, checkFamilies, underlayFamily } from "../../model/addresses";
+import { addressFamily, canonicalAddress, checkFamilies, handOnKeyCollisions, underlayFamily } from "../../model/addresses";
 import { canonicalPrefix } from "../../openflow";
 import { backendKey, vipKey, type DsrDefaulted } from "./ids";
 
@@ -26,6 +26,9 @@ export function withDefaults(inputs: DsrHypervisorFlowsInputs): Inputs {
             ...(gre.allowedSources.some((a) => a.includes(":")) ? { allowedSources: gre.allowedSources.map(canonicalSource) } : {}),
             ...(gre.bfd?.peers.some((p) => p.address.includes(":"))
               ? { bfd: { ...gre.bfd, peers: gre.bfd.peers.map((p) => ({ ...p, address: canonicalAddress(p.address) })) } }
+              : {}),
+            ...(gre.secondChance?.peers.some((p) => p.includes(":"))
+              ? { secondChance: { ...gre.secondChance, peers: gre.secondChance.peers.map(canonicalAddress) } }
               : {}),
           },
         }
@@ -125,15 +128,12 @@ function checkGre(inputs: Inputs): CheckFailure[] {
       [
         ...gre.allowedSources.map((address, i) => ({ property: `gre.allowedSources[${i}]`, address })),
         ...(gre.bfd?.peers ?? []).map((p, i) => ({ property: `gre.bfd.peers[${i}].address`, address: p.address })),
+        ...(gre.secondChance?.peers ?? []).map((address, i) => ({ property: `gre.secondChance.peers[${i}]`, address })),
       ],
       failures,
     );
-    if (underlay === 6 && gre.secondChance) {
-      failures.push({
-        property: "gre.secondChance",
-        reason: "needs an IPv4 underlay: the GRE key carries the previous owner's hypervisor address (32 bits), and an IPv6 one does not fit",
-      });
-    }
+    if (underlay === 6)
+      failures.push(...handOnKeyCollisions((gre.secondChance?.peers ?? []).map((address, i) => ({ property: `gre.secondChance.peers[${i}]`, address }))));
   }
   if (inputs.gre?.secondChance && inputs.gre.key !== undefined) {
     failures.push({
@@ -143,6 +143,7 @@ function checkGre(inputs: Inputs): CheckFailure[] {
   }
   const handOn = new Map<string, number>();
   (inputs.gre?.secondChance?.peers ?? []).forEach((peer, i) => {
+    if (peer.includes(":")) addressFamily(peer, `gre.secondChance.peers[${i}]`, failures);
     if (handOn.has(peer)) failures.push({ property: `gre.secondChance.peers[${i}]`, reason: `is also gre.secondChance.peers[${handOn.get(peer)}]` });
     else handOn.set(peer, i);
   });

@@ -1,5 +1,6 @@
 import type { BridgeIntent, ObservedBridge } from "../../engine/plan";
 import type { DsrBackend } from "../../model/inputs.generated";
+import { handOnKey } from "../../model/ids";
 import { dstAddressOf, flowKey, ipMatch, l4Of, pathMtuErrorMatch, type ConntrackFlush, type Flow } from "../../openflow";
 import {
   bfdPorts,
@@ -308,15 +309,41 @@ function secondChanceFlows(inputs: Inputs, vip: DefaultedDsrVip, b: DsrBackend, 
     flows.push(
       // Mid-stream with no previous owner to ask: commit, so the backend's reset leaves from the VIP.
       flow(SECOND_CHANCE_TABLE, NO_CHANCE_PRIORITY, { ct_state: fresh, ct_zone: p.zone, ...vipMatch, tun_id: 0, dl_dst: mac }, [commit, deliverTo]),
-      flow(SECOND_CHANCE_TABLE, HAND_ON_PRIORITY, { ct_state: fresh, ct_zone: p.zone, ...vipMatch }, [
-        { type: "move", src: "NXM_NX_TUN_ID", srcBits: [0, 31], dst: "NXM_NX_TUN_IPV4_DST" },
-        { type: "set_field", field: "tun_id", value: 0 },
-        { type: "set_field", field: "tun_src", value: "0.0.0.0" },
-        { type: "in_port" },
-      ]),
+      ...handOnFlows(inputs.gre!.secondChance!.peers, (match, actions) =>
+        flow(SECOND_CHANCE_TABLE, HAND_ON_PRIORITY, { ct_state: fresh, ct_zone: p.zone, ...vipMatch, ...match }, actions),
+      ),
     );
   }
   return flows;
+}
+
+/**
+ * Handing a packet on to the hypervisor the GRE key names (handOnKey), back
+ * out the flow-based GRE port with the key cleared and the source left to
+ * the route: over IPv4 the key is the address, moved into tun_dst by one
+ * flow; over IPv6 one flow per peer matches its key and sets tun_ipv6_dst (a
+ * key of no peer is dropped by the table's miss).
+ */
+function handOnFlows(peers: readonly string[], flow: (match: Flow["match"], actions: Flow["actions"]) => Flow): Flow[] {
+  const send: Flow["actions"] = [{ type: "set_field", field: "tun_id", value: 0 }];
+  if (!peers.some((peer) => peer.includes(":"))) {
+    return [
+      flow({}, [
+        { type: "move", src: "NXM_NX_TUN_ID", srcBits: [0, 31], dst: "NXM_NX_TUN_IPV4_DST" },
+        ...send,
+        { type: "set_field", field: "tun_src", value: "0.0.0.0" },
+        { type: "in_port" },
+      ]),
+    ];
+  }
+  return peers.map((peer) =>
+    flow({ tun_id: handOnKey(peer) }, [
+      { type: "set_field", field: "tun_ipv6_dst", value: peer },
+      ...send,
+      { type: "set_field", field: "tun_ipv6_src", value: "::" },
+      { type: "in_port" },
+    ]),
+  );
 }
 
 /**
