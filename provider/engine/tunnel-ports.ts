@@ -1,6 +1,6 @@
 import { OPEN_VSWITCH, OWNER_KEY, OwnedTransaction, Transaction, describeOwner, mutation, ownerMark, where, type Uuid } from "../ovsdb";
 import type { OvsHostSession } from "../transport/ovs-host";
-import { grePortState, type WantedTunnelPort } from "./gre-port";
+import { grePortState, type TunnelType, type WantedTunnelPort } from "./gre-port";
 
 /**
  * Owned GRE ports with a fixed remote (the gateways' tunnels to each
@@ -19,7 +19,9 @@ export interface TunnelPortRead<W extends WantedTunnelPort = WantedTunnelPort> {
 }
 
 interface Rows<W extends WantedTunnelPort = WantedTunnelPort> {
-  bridge?: { _uuid: Uuid; ports: Uuid[] };
+  bridge?: { _uuid: Uuid; ports: Uuid[]; datapath_type: string };
+  /** The names of the host's GRE interfaces of the other type than the wanted ports' (when asked). */
+  otherFamily: Set<string>;
   owned: { _uuid: Uuid; name: string; external_ids: Map<string, string> }[];
   wanted: {
     want: W;
@@ -28,14 +30,26 @@ interface Rows<W extends WantedTunnelPort = WantedTunnelPort> {
   }[];
 }
 
-async function readRows<W extends WantedTunnelPort>(s: OvsHostSession, owner: string, bridge: string, wanted: readonly W[]): Promise<Rows<W>> {
+async function readRows<W extends WantedTunnelPort>(
+  s: OvsHostSession,
+  owner: string,
+  bridge: string,
+  wanted: readonly W[],
+  otherType?: TunnelType,
+): Promise<Rows<W>> {
   const txn = new Transaction(OPEN_VSWITCH);
-  const br = txn.select("Bridge", [where("name", "==", bridge)], ["_uuid", "ports"]);
+  const br = txn.select("Bridge", [where("name", "==", bridge)], ["_uuid", "ports", "datapath_type"]);
+  const others = otherType ? txn.select("Interface", [where("type", "==", otherType)], ["name"]) : undefined;
   const owned = txn.select("Port", [where("external_ids", "includes", { [OWNER_KEY]: owner })], ["_uuid", "name", "external_ids"]);
   const ports = wanted.map((w) => txn.select("Port", [where("name", "==", w.name)], ["_uuid", "external_ids"]));
   const ifaces = wanted.map((w) => txn.select("Interface", [where("name", "==", w.name)], ["_uuid", "type", "options", "bfd", "bfd_status", "ofport"]));
   const r = await (await s.vswitchDb()).run(txn);
-  return { bridge: r.first(br), owned: r.rows(owned), wanted: wanted.map((want, i) => ({ want, port: r.first(ports[i]), iface: r.first(ifaces[i]) })) };
+  return {
+    bridge: r.first(br),
+    otherFamily: new Set(others ? r.rows<{ name: string }>(others).map((i) => i.name) : []),
+    owned: r.rows(owned),
+    wanted: wanted.map((want, i) => ({ want, port: r.first(ports[i]), iface: r.first(ifaces[i]) })),
+  };
 }
 
 /** The bfd column a wanted port sets: none when it leaves the column as found. */
@@ -72,13 +86,58 @@ export async function readTunnelPorts<W extends WantedTunnelPort>(
 }
 
 /**
+ * On the userspace datapath gre and ip6gre ports cannot receive side by side
+ * in one ovs-vswitchd: it registers each local address once for GRE, for the
+ * tunnel type that registered first (lib/tnl-ports.c: map_insert takes a
+ * reference on an existing entry of the same address and keeps its port), so
+ * the other type's packets are popped to the first type's vport and dropped
+ * ("receive tunnel port not found"). The entries outlive the first type's
+ * ports while the second type's are there (OVS 3.1 to main). So a change of
+ * underlay family removes the owner's ports of the old family in a
+ * transaction of their own before any port of the new one is made, and
+ * someone else's GRE ports of the other family are refused on a userspace
+ * bridge.
+ */
+async function clearOtherFamily(s: OvsHostSession, owner: string, rows: Rows, type: TunnelType, other: TunnelType, where_: string): Promise<void> {
+  const mine = rows.owned.filter((p) => rows.otherFamily.has(p.name));
+  const foreign = [...rows.otherFamily].filter((name) => !mine.some((p) => p.name === name));
+  if (foreign.length > 0 && rows.bridge!.datapath_type === "netdev") {
+    throw new Error(
+      `${where_}: ${other} port${foreign.length > 1 ? "s" : ""} ${foreign.join(", ")} on this host: on the userspace datapath ovs-vswitchd receives GRE for one tunnel type per local address (the first registered, lib/tnl-ports.c), so ${type} and ${other} ports cannot both receive; give this host's GRE tunnels one underlay family`,
+    );
+  }
+  if (mine.length === 0) return;
+  const txn = new OwnedTransaction(OPEN_VSWITCH, ownerMark(owner), `ovslb: ${other} ports of ${owner} (its underlay is now ${type})`);
+  for (const p of mine) txn.requireOwned("Port", p);
+  txn.mutate(
+    "Bridge",
+    [where("_uuid", "==", rows.bridge!._uuid)],
+    [
+      mutation(
+        "ports",
+        "delete",
+        mine.map((p) => p._uuid),
+      ),
+    ],
+  );
+  await s.commitApplied(txn);
+}
+
+/**
  * Creates the ports the bridge lacks and puts back ones changed by hand, in
  * one transaction; refuses names someone else holds (nothing is changed then).
  */
 export async function ensureTunnelPorts(s: OvsHostSession, owner: string, bridge: string, wanted: readonly WantedTunnelPort[], where_: string): Promise<void> {
   if (wanted.length === 0) return;
-  const rows = await readRows(s, owner, bridge, wanted);
+  const type = wanted[0].type ?? "gre";
+  const other: TunnelType = type === "gre" ? "ip6gre" : "gre";
+  let rows = await readRows(s, owner, bridge, wanted, other);
   if (!rows.bridge) throw new Error(`${where_}: bridge ${bridge} does not exist`);
+  if (rows.otherFamily.size > 0) {
+    await clearOtherFamily(s, owner, rows, type, other, where_);
+    rows = await readRows(s, owner, bridge, wanted);
+    if (!rows.bridge) throw new Error(`${where_}: bridge ${bridge} does not exist`);
+  }
   const txn = new OwnedTransaction(OPEN_VSWITCH, ownerMark(owner), `ovslb: tunnel ports of ${owner}`);
   let changes = 0;
   for (const w of rows.wanted) {

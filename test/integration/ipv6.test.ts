@@ -296,6 +296,44 @@ describe("gre over an IPv6 underlay (ip6gre): a dual-stack service", () => {
   });
 });
 
+describe("an underlay that changes family in place", () => {
+  afterAll(removeMode);
+
+  it("a service over the IPv4 underlay updated to the IPv6 one: the tunnels become ip6gre, BFD comes up over them, and both VIPs reach every backend", async () => {
+    const three = pool.slice(0, 3);
+    const allLive = async () => (await traceAll()).every((g) => new Set(g).size === 3 && g.every((b) => b !== undefined));
+    await apply(three, "gre, bfd");
+    await waitUntil(allLive, { what: "every bucket live on both gateways (BFD up over gre)", timeoutMs: 20_000, intervalMs: 300 });
+    await apply(three, "gre6, bfd");
+    const types = async (host: string) => (await runChecked(ssh[host], ["ovs-vsctl", "--bare", "--columns=type", "find", "interface", "type=gre"])).trim();
+    expect(await types("gw1")).toBe("");
+    await waitUntil(allLive, { what: "every bucket live on both gateways (BFD up over ip6gre)", timeoutMs: 20_000, intervalMs: 300 });
+    expect(new Set(greet(VIP6, 6, 40))).toEqual(new Set(three.map((b) => b.name)));
+    expect(new Set(greet(VIP4, 4, 40))).toEqual(new Set(three.map((b) => b.name)));
+  });
+
+  it("someone else's gre port on a hypervisor: the ip6gre ports are refused there, naming it (on the userspace datapath only one type would receive)", async () => {
+    await removeMode();
+    await runChecked(ssh.hv2, [
+      "ovs-vsctl",
+      "add-port",
+      "br-seg",
+      "other-gre",
+      "--",
+      "set",
+      "interface",
+      "other-gre",
+      "type=gre",
+      "options:remote_ip=172.16.99.2",
+    ]);
+    try {
+      await expect(apply(pool.slice(0, 3), "gre6, bfd")).rejects.toThrow(/gre port other-gre on this host: on the userspace datapath .* cannot both receive/);
+    } finally {
+      await runChecked(ssh.hv2, ["ovs-vsctl", "del-port", "br-seg", "other-gre"]);
+    }
+  });
+});
+
 describe.each([
   ["gre, bfd", "IPv4"],
   ["gre6, bfd", "IPv6"],
