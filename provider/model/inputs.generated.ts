@@ -317,7 +317,7 @@ export interface DeferredNatSecondChance {
   release?: boolean;
 }
 /**
- * One load balancer on one distributor device: a bridge and frontend port of its own, an ARP responder for the VIP, and a select group with one bucket per active slot that rewrites L2 only and sends the frame back out its ingress port.
+ * One load balancer on one distributor device: a bridge and frontend port of its own, an ARP (IPv4) or ND (IPv6) responder for the VIP, and a select group with one bucket per active slot that rewrites L2 only and sends the frame back out its ingress port.
  */
 export interface DistributorAttachmentInputs {
   host: OvsHost;
@@ -334,7 +334,7 @@ export interface DistributorAttachmentInputs {
    */
   attachmentId: string;
   /**
-   * an IPv4 address in dotted-quad form, e.g. 10.0.0.10
+   * an IPv4 address (10.0.0.10) or an IPv6 address (2001:db8::10)
    */
   vip: string;
   /**
@@ -367,7 +367,7 @@ export interface DistributorAttachmentInputs {
    */
   loadBalancerId?: string;
   /**
-   * an IPv4 address in dotted-quad form, e.g. 10.0.0.10
+   * an IPv4 address (10.0.0.10) or an IPv6 address (2001:db8::10)
    */
   nextHop?: string;
 }
@@ -568,7 +568,7 @@ export interface HealthCheckInputs {
   northbound: OvsdbSocket;
   southbound?: OvsdbSocket;
   /**
-   * an IPv4 address in dotted-quad form, e.g. 10.0.0.10
+   * the source address of the probes of IPv4 backends (ip_port_mappings BACKEND_IP -> LSP:SOURCE_IP); required when a VIP is IPv4
    */
   sourceIp?: string;
   /**

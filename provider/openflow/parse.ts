@@ -199,7 +199,19 @@ function ctAction(args: readonly string[]): Action | undefined {
   return ct;
 }
 
-const SET_FIELD_NUMBERS = new Set(["arp_op", "tcp_src", "tcp_dst", "udp_src", "udp_dst", "tun_id", "reg12", "reg13"]);
+const SET_FIELD_NUMBERS = new Set([
+  "arp_op",
+  "tcp_src",
+  "tcp_dst",
+  "udp_src",
+  "udp_dst",
+  "tun_id",
+  "reg12",
+  "reg13",
+  "icmpv6_type",
+  "nd_reserved",
+  "nd_options_type",
+]);
 
 function actionCandidate(text: string): Action | undefined {
   let m: RegExpExecArray | null;

@@ -163,6 +163,7 @@ const MATCH_FIELDS: ReadonlyArray<{ name: MatchKey; render: (field: string, valu
   { name: "nw_frag", render: (f, v) => oneOf(f, v, ["no", "yes", "first", "later", "not_later"]), needs: IP_PROTOCOLS },
   { name: "icmp_type", render: (f, v) => `${checkUint(f, v, UINT8)}`, needs: ["icmp", "icmp6"] },
   { name: "icmp_code", render: (f, v) => `${checkUint(f, v, UINT8)}`, needs: ["icmp", "icmp6"] },
+  { name: "nd_target", render: ipv6, needs: ["icmp6"] },
   { name: "tcp_flags", render: tcpFlags, needs: ["tcp", "tcp6"] },
   { name: "arp_op", render: (f, v) => `${checkUint(f, v, UINT16)}`, needs: ["arp"] },
   { name: "arp_spa", render: ipv4Prefix, needs: ["arp"] },
@@ -259,6 +260,8 @@ const MOVE_WIDTHS: Readonly<Record<MoveField, number>> = {
   NXM_OF_ARP_TPA: 32,
   NXM_OF_IP_SRC: 32,
   NXM_OF_IP_DST: 32,
+  NXM_NX_IPV6_SRC: 128,
+  NXM_NX_IPV6_DST: 128,
   NXM_NX_TUN_ID: 64,
   NXM_NX_TUN_IPV4_DST: 32,
 };
@@ -270,6 +273,7 @@ const SET_FIELDS: Readonly<Record<string, (field: string, value: unknown) => str
   eth_dst: mac,
   arp_sha: mac,
   arp_tha: mac,
+  nd_tll: mac,
   ip_src: ipv4,
   ip_dst: ipv4,
   arp_spa: ipv4,
@@ -288,6 +292,10 @@ const SET_FIELDS: Readonly<Record<string, (field: string, value: unknown) => str
   tun_id: (f, v) => hexOrZero(checkUint(f, v, UINT32)),
   reg12: (f, v) => hexOrZero(checkUint(f, v, UINT32)),
   reg13: (f, v) => hexOrZero(checkUint(f, v, UINT32)),
+  icmpv6_type: (f, v) => `${checkUint(f, v, UINT8)}`,
+  // OVS prints nd_reserved in decimal (set_field:1610612736->nd_reserved).
+  nd_reserved: (f, v) => `${checkUint(f, v, UINT32)}`,
+  nd_options_type: (f, v) => `${checkUint(f, v, UINT8)}`,
 };
 
 function moveField(field: string, value: unknown): MoveField {

@@ -35,6 +35,8 @@ export interface Match {
   /** ICMP type and code (`icmp_type=3,icmp_code=4`: fragmentation needed; icmp6 type 2 code 0: packet too big). Need protocol icmp or icmp6. */
   icmp_type?: number;
   icmp_code?: number;
+  /** The address a neighbour solicitation (icmp6, icmp_type 135) asks for. */
+  nd_target?: string;
   arp_op?: number;
   arp_spa?: string;
   arp_tpa?: string;
@@ -62,12 +64,15 @@ export interface Match {
 export const TCP_FLAGS = ["fin", "syn", "rst", "psh", "ack", "urg", "ece", "cwr", "ns"] as const;
 export type TcpFlag = (typeof TCP_FLAGS)[number];
 
-export type MacField = "eth_src" | "eth_dst" | "arp_sha" | "arp_tha";
+/** nd_tll: the target link-layer address option of a neighbour advertisement (what an ND responder answers with). */
+export type MacField = "eth_src" | "eth_dst" | "arp_sha" | "arp_tha" | "nd_tll";
 export type Ipv4Field = "ip_src" | "ip_dst" | "arp_spa" | "arp_tpa" | "tun_src" | "tun_dst";
 export type Ipv6Field = "ipv6_src" | "ipv6_dst" | "tun_ipv6_src" | "tun_ipv6_dst";
-export type IntField = "arp_op" | "tcp_src" | "tcp_dst" | "udp_src" | "udp_dst" | "tun_id" | "reg12" | "reg13";
+/** icmpv6_type, nd_reserved (the advertisement's R/S/O flags and reserved bits) and nd_options_type make an ND responder; OVS sets the last two only on the userspace datapath. */
+export type IntField =
+  "arp_op" | "tcp_src" | "tcp_dst" | "udp_src" | "udp_dst" | "tun_id" | "reg12" | "reg13" | "icmpv6_type" | "nd_reserved" | "nd_options_type";
 
-/** Fields `move` may copy, whole: enough for an ARP responder and address swaps. */
+/** Fields `move` may copy, whole: enough for an ARP or ND responder and address swaps. */
 export type MoveField =
   | "NXM_OF_ETH_SRC"
   | "NXM_OF_ETH_DST"
@@ -77,6 +82,8 @@ export type MoveField =
   | "NXM_OF_ARP_TPA"
   | "NXM_OF_IP_SRC"
   | "NXM_OF_IP_DST"
+  | "NXM_NX_IPV6_SRC"
+  | "NXM_NX_IPV6_DST"
   | "NXM_NX_TUN_ID"
   | "NXM_NX_TUN_IPV4_DST";
 

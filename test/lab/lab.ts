@@ -646,6 +646,12 @@ export class Lab {
       `net.ipv4.neigh.${port}.delay_first_probe_time=0`,
       `net.ipv4.neigh.${port}.retrans_time_ms=100`,
       `net.ipv4.neigh.${port}.ucast_solicit=2`,
+      // IPv6: the same timers and L4 hashing; Linux skips a failed IPv6 next hop only while not forwarding, so tests that need it track next hops (test/support/edge-router.ts).
+      "net.ipv6.fib_multipath_hash_policy=1",
+      `net.ipv6.neigh.${port}.base_reachable_time_ms=200`,
+      `net.ipv6.neigh.${port}.delay_first_probe_time=0`,
+      `net.ipv6.neigh.${port}.retrans_time_ms=100`,
+      `net.ipv6.neigh.${port}.ucast_solicit=2`,
     ]);
     inNs(CLIENT.namespace, ["sysctl", "-q", "-w", "net.ipv4.conf.all.accept_redirects=0", "net.ipv4.conf.eth0.accept_redirects=0"]);
   }

@@ -70,16 +70,20 @@ export async function restartVswitchd(host: LabHost): Promise<void> {
  * must not answer ARP for it, which the distributor does.
  */
 export function amphoraVip(b: { namespace: string }, vip: string, on: boolean): void {
+  // IPv6 needs no sysctl: Linux answers a neighbour solicitation only for an address of the interface it came in on, never lo's.
+  const v6 = vip.includes(":");
+  const prefix = `${vip}/${v6 ? 128 : 32}`;
   if (on) {
-    for (const [k, v] of [
-      ["arp_ignore", "1"],
-      ["arp_announce", "2"],
-    ])
-      inNamespace(b.namespace, ["sysctl", "-q", "-w", `net.ipv4.conf.all.${k}=${v}`]);
-    inNamespace(b.namespace, ["ip", "addr", "replace", `${vip}/32`, "dev", "lo"]);
+    if (!v6)
+      for (const [k, v] of [
+        ["arp_ignore", "1"],
+        ["arp_announce", "2"],
+      ])
+        inNamespace(b.namespace, ["sysctl", "-q", "-w", `net.ipv4.conf.all.${k}=${v}`]);
+    inNamespace(b.namespace, ["ip", "addr", "replace", prefix, "dev", "lo"]);
   } else {
-    inNamespace(b.namespace, ["ip", "addr", "flush", "dev", "lo", "to", `${vip}/32`]);
-    for (const k of ["arp_ignore", "arp_announce"]) inNamespace(b.namespace, ["sysctl", "-q", "-w", `net.ipv4.conf.all.${k}=0`]);
+    inNamespace(b.namespace, ["ip", "addr", "flush", "dev", "lo", "to", prefix]);
+    if (!v6) for (const k of ["arp_ignore", "arp_announce"]) inNamespace(b.namespace, ["sysctl", "-q", "-w", `net.ipv4.conf.all.${k}=0`]);
   }
 }
 

@@ -14,7 +14,7 @@ import {
   withDefaults,
   type DataplaneIds,
 } from "../../provider/resources/distributor-attachment/plan";
-import { toGroupEntry } from "../../provider/openflow";
+import { ndAnnouncement, parseFlows, renderBundle, toGroupEntry } from "../../provider/openflow";
 import { observedFrom, recordedDump, type RecordedDump } from "../support/recorded-dumps";
 import { nPlusOneViolations, withSlots } from "../../components/active-active-load-balancer";
 import { deleteRefusal } from "../../provider/resources/distributor-device/plan";
@@ -174,6 +174,88 @@ describe("distributor attachment planning", () => {
       ],
     });
     expect(checkRules(bad).map((f) => f.property)).toEqual(["amphorae[1].name", "amphorae[1].mac", "amphorae[1].slot", "amphorae[2].slot", "gatewayMac"]);
+  });
+});
+
+describe("an IPv6 VIP on a distributor attachment", () => {
+  const v6 = (over: Partial<DistributorAttachmentInputs> = {}) => base({ vip: "FD00:20:0::7", nextHop: "fd00:10::41", ...over });
+
+  it("is recorded in RFC 5952 form; the ND responder answers for the VIP and the next hop as OVS prints it; the VIP flow and the group use IPv6 fields", () => {
+    const d = v6();
+    expect([d.vip, d.nextHop]).toEqual(["fd00:20::7", "fd00:10::41"]);
+    const ids = planIds(d, [1, 2], undefined);
+    const { flows, group } = desiredDataplane(d, ids, assignSlots(d.amphorae).slots);
+    const lines = renderBundle(flows.map((flow) => ({ op: "add-flow" as const, flow })));
+    const fe = d.frontendMac;
+    // The actions exactly as ovs-ofctl dump-flows printed them on OVS 3.1: the solicitation made an advertisement in table 0, its option's address set in table 1.
+    expect(lines[0]).toContain(
+      `table=0,priority=200,cookie=0x${ids.cookie.toString(16)},icmp6,in_port=1,icmp_type=135,nd_target=fd00:20::7,actions=move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[],set_field:${fe}->eth_src,move:NXM_NX_IPV6_SRC[]->NXM_NX_IPV6_DST[],set_field:fd00:20::7->ipv6_src,set_field:136->icmpv6_type,set_field:1610612736->nd_reserved,set_field:2->nd_options_type,resubmit(,1)`,
+    );
+    expect(lines[1]).toContain(
+      `table=1,priority=200,cookie=0x${ids.cookie.toString(16)},icmp6,in_port=1,icmp_type=136,nd_target=fd00:20::7,actions=set_field:${fe}->nd_tll,IN_PORT`,
+    );
+    expect(lines[2]).toContain("icmp_type=135,nd_target=fd00:10::41");
+    expect(lines[4]).toContain(`ipv6,in_port=1,dl_dst=${fe},ipv6_dst=fd00:20::7,actions=group:${ids.groupId}`);
+    expect(toGroupEntry(group).fields).toEqual(["ipv6_src", "ipv6_dst", "nw_proto", "tcp_src", "tcp_dst", "udp_src", "udp_dst"]);
+    expect(toGroupEntry(desiredDataplane(v6({ affinity: "source-ip" }), ids, assignSlots(d.amphorae).slots).group).fields).toEqual(["ipv6_src"]);
+    const hairpin = desiredDataplane(v6({ returnPath: "hairpin", gatewayMac: "02:00:0a:00:00:02" }), ids, assignSlots(d.amphorae).slots).flows.filter(
+      (f) => f.priority === 150,
+    );
+    expect(hairpin.map((f) => [f.match.protocol, f.match.ipv6_src])).toEqual([
+      ["ipv6", "fd00:20::7"],
+      ["ipv6", "fd00:20::7"],
+    ]);
+  });
+
+  it("read back from the dump OVS prints: the same inputs; a responder removed by hand shows as the next hop gone", () => {
+    const d = v6({ affinity: "source-ip" });
+    const ids = planIds(d, [1, 2], undefined);
+    const { flows, group } = desiredDataplane(d, ids, assignSlots(d.amphorae).slots);
+    const dump = (fs: typeof flows) =>
+      parseFlows(
+        fs
+          .map((f) =>
+            renderBundle([{ op: "add-flow", flow: f }])[0].replace(
+              /^flow add table=(\d+),priority=(\d+),cookie=(0x[0-9a-f]+),/,
+              " cookie=$3, duration=1s, table=$1, n_packets=0, n_bytes=0, priority=$2,",
+            ),
+          )
+          .map((l) => l.replace(",actions=", " actions=").replace("priority=0, actions=", "priority=0 actions="))
+          .join("\n"),
+      );
+    const parsed = dump(flows);
+    expect(parsed.flatMap((f) => f.otherMatch)).toEqual([]);
+    expect(parsed.flatMap((f) => f.actions.filter((a) => a.type === "other"))).toEqual([]);
+    expect(actualInputs(d, ids, { flows: parsed, group: toGroupEntry(group) })).toEqual(d);
+    const noNextHop = actualInputs(d, ids, { flows: dump(flows.filter((f) => f.match.nd_target !== "fd00:10::41")), group: toGroupEntry(group) });
+    expect(noNextHop.nextHop).toBeUndefined();
+    expect(noNextHop.vip).toBe("fd00:20::7");
+  });
+
+  it("check refuses a next hop of the other family, scoped and IPv4-mapped addresses and prefixes, naming the property", () => {
+    const failures = (over: Partial<DistributorAttachmentInputs>) => checkRules(v6(over)).map((f) => `${f.property}: ${f.reason}`);
+    expect(failures({ nextHop: "10.0.0.41" })).toEqual(["nextHop: is IPv4 while the VIP is IPv6: the router reaches a VIP through a next hop of its family"]);
+    expect(failures({ vip: "fe80::7%eth0" })).toEqual(['vip: "fe80::7%eth0": a scoped address (%zone) names an interface of one host']);
+    expect(failures({ vip: "::ffff:10.0.0.7" })).toEqual(['vip: "::ffff:10.0.0.7": an IPv4-mapped IPv6 address: write the IPv4 address itself']);
+    expect(failures({ nextHop: "fd00:10::/64" })).toEqual(['nextHop: "fd00:10::/64": a prefix where an address is needed']);
+    expect(failures({})).toEqual([]);
+  });
+
+  it("the unsolicited neighbour advertisement: to all nodes, hop limit 255, Override only, the target and its MAC, a checksum that verifies", () => {
+    const frame = Buffer.from(ndAnnouncement("02:d1:00:00:00:01", "fd00:10::41"), "hex");
+    expect(frame.subarray(0, 14).toString("hex")).toBe("333300000001" + "02d100000001" + "86dd");
+    const ip6 = frame.subarray(14, 54);
+    expect([ip6[6], ip6[7]]).toEqual([58, 255]);
+    const icmp = frame.subarray(54);
+    expect(icmp.length).toBe(ip6.readUInt16BE(4));
+    expect([icmp[0], icmp[1], icmp[4]]).toEqual([136, 0, 0x20]);
+    expect(icmp.subarray(24).toString("hex")).toBe("020102d100000001");
+    // The ones' complement sum over the pseudo-header and the message, checksum included, is 0xffff.
+    const pseudo = Buffer.concat([ip6.subarray(8, 40), Buffer.from([0, 0, 0, icmp.length, 0, 0, 0, 58]), icmp]);
+    let sum = 0;
+    for (let i = 0; i < pseudo.length; i += 2) sum += pseudo.readUInt16BE(i);
+    while (sum > 0xffff) sum = (sum & 0xffff) + (sum >>> 16);
+    expect(sum).toBe(0xffff);
   });
 });
 

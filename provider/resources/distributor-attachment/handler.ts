@@ -3,7 +3,7 @@ import { observeOvsVersion } from "../../engine/ovs-version";
 import type { DistributorAttachmentOutputs } from "../../model/outputs.generated";
 import schema from "../../../schema/distributor-attachment.json";
 import { applyBundle, insertOwnedBridge, observeBridge, openflowOf, type BridgeRef } from "../../engine/bridge";
-import { arpAnnouncement } from "../../openflow";
+import { ipFamily, neighbourAnnouncement } from "../../openflow";
 import { foreignGroupIds, ownedFlows, ownedGroupIds, planBridge, type ObservedBridge } from "../../engine/plan";
 import type { DistributorAttachmentInputs } from "../../model/inputs.generated";
 import { ATTACHMENT_KEY, DEVICE_KEY, OPEN_VSWITCH, OwnedTransaction, Transaction, mutation, ownerMark, ownerOf, where, type BridgeRow } from "../../ovsdb";
@@ -47,7 +47,7 @@ async function readRows(db: OvsdbClient, i: DistributorAttachmentInputs) {
   const bridge = txn.select("Bridge", [where("name", "==", names.bridge)], ["_uuid", "name", "external_ids", "other_config"]);
   // Bridges on the device already marked with this attachment id, under any name.
   const sameId = txn.select("Bridge", [where("external_ids", "includes", { [ATTACHMENT_KEY]: i.attachmentId })], ["_uuid", "name", "external_ids"]);
-  const uplink = txn.select("Bridge", [where("name", "==", i.uplinkBridge)], ["_uuid", "name"]);
+  const uplink = txn.select("Bridge", [where("name", "==", i.uplinkBridge)], ["_uuid", "name", "datapath_type"]);
   const up = txn.select("Port", [where("name", "==", names.uplinkPort)], ["_uuid", "name", "external_ids", "tag"]);
   const fe = txn.select("Port", [where("name", "==", names.frontendPort)], ["_uuid", "name", "external_ids"]);
   const r = await db.run(txn);
@@ -70,6 +70,13 @@ function refuseCollisions(i: DistributorAttachmentInputs, rows: DeviceRows, crea
     throw new Error(`the host is ${registered ? `distributor device ${registered}` : "not a registered distributor device"}, not ${i.deviceId}`);
   }
   if (!rows.uplink) throw new Error(`uplink bridge ${i.uplinkBridge} does not exist on device ${i.deviceId}`);
+  const datapath = rows.uplink.datapath_type || "system";
+  if (datapath !== "netdev" && [i.vip, i.nextHop].some((a) => a !== undefined && ipFamily(a) === 6)) {
+    // The attachment's bridge is netdev; a patch port joins only bridges of one datapath type.
+    throw new Error(
+      `uplink bridge ${i.uplinkBridge} on device ${i.deviceId} is on the ${datapath} datapath: an IPv6 VIP's neighbour responder sets nd_reserved and nd_options_type, which only the userspace datapath (datapath_type netdev) can set, and the attachment's bridge, netdev, is patched to the uplink`,
+    );
+  }
   const names = attachmentNames(i);
   const taken = [
     ...(rows.bridge && (creating || ownerOf(rows.bridge) !== me) ? [`bridge ${names.bridge} (${ownerOf(rows.bridge) ?? "not owned by ovslb"})`] : []),
@@ -175,7 +182,7 @@ async function ensure(d: AttachmentDefaulted, previous: DistributorAttachmentSta
       async apply(_s, plan) {
         const lastApply = await applyBundle(plan.ref, plan.mods);
         // A router that gave up on this next hop (the device was down) takes it back now, not at its next resolution.
-        if (d.nextHop) await openflowOf(plan.ref).packetOut(arpAnnouncement(d.frontendMac, d.nextHop), FRONTEND_OFPORT);
+        if (d.nextHop) await openflowOf(plan.ref).packetOut(neighbourAnnouncement(d.frontendMac, d.nextHop), FRONTEND_OFPORT);
         return lastApply;
       },
       async finish(_s, plan, lastApply) {

@@ -3,8 +3,21 @@ import type { Defaulted } from "../../model/defaulted";
 import type { DistributorSlot } from "../../model/outputs.generated";
 import { derivedId, interfaceName, MAX_BUCKET_ID, MAX_GROUP_ID, ownerCookie } from "../../model/ids";
 import { checkConnection, type CheckFailure } from "../../model/validate";
+import { addressFamily, canonicalAddress } from "../../model/addresses";
 import type { BridgeIntent } from "../../engine/plan";
-import { bucketMac, type Action, type DumpedFlow, type Flow, type Group, type GroupEntry, type HashField, type SelectBucket } from "../../openflow";
+import {
+  bucketMac,
+  dstAddressOf,
+  ipFamily,
+  ipMatch,
+  type Action,
+  type DumpedFlow,
+  type Flow,
+  type Group,
+  type GroupEntry,
+  type HashField,
+  type SelectBucket,
+} from "../../openflow";
 
 /**
  * DistributorAttachment as pure data: which amphora serves each slot, the
@@ -20,6 +33,13 @@ export const BUCKET_WEIGHT = 100;
 
 const FIVE_TUPLE: readonly HashField[] = ["ip_src", "ip_dst", "nw_proto", "tcp_src", "tcp_dst", "udp_src", "udp_dst"];
 const SOURCE_IP: readonly HashField[] = ["ip_src"];
+// OVS skips a hash field whose prerequisites a packet fails: an IPv6 VIP's group hashes ipv6_src/ipv6_dst.
+const FIVE_TUPLE6: readonly HashField[] = ["ipv6_src", "ipv6_dst", "nw_proto", "tcp_src", "tcp_dst", "udp_src", "udp_dst"];
+const SOURCE_IP6: readonly HashField[] = ["ipv6_src"];
+/** The neighbour advertisement's flags (RFC 4861 4.4) in nd_reserved's top bits: Solicited (0x40000000) and Override (0x20000000). */
+const NA_SOLICITED_OVERRIDE = 0x60000000;
+/** ND option type 2: the target link-layer address (the solicitation's option 1, the source's, rewritten in place). */
+const ND_OPTION_TARGET_LLA = 2;
 
 export const attachmentId = (i: Pick<DistributorAttachmentInputs, "deviceId" | "attachmentId">) => `${KIND}/${i.deviceId}/${i.attachmentId}`;
 
@@ -48,6 +68,8 @@ export function withDefaults(inputs: DistributorAttachmentInputs): AttachmentDef
     affinity: inputs.affinity ?? "5-tuple",
     returnPath: inputs.returnPath ?? "direct",
     frontendMac: (inputs.frontendMac ?? derivedFrontendMac(inputs.attachmentId)).toLowerCase(),
+    vip: canonicalAddress(inputs.vip),
+    ...(inputs.nextHop === undefined ? {} : { nextHop: canonicalAddress(inputs.nextHop) }),
     amphorae: inputs.amphorae.map((a) => ({ ...a, mac: a.mac.toLowerCase() })),
   };
 }
@@ -81,6 +103,11 @@ export function checkRules(inputs: AttachmentDefaulted): CheckFailure[] {
   if (inputs.returnPath === "hairpin" && !inputs.gatewayMac) fail("gatewayMac", "is required when returnPath is hairpin");
   if (inputs.returnPath !== "hairpin" && inputs.gatewayMac) fail("gatewayMac", "is only used when returnPath is hairpin");
   if (inputs.nextHop && inputs.nextHop === inputs.vip) fail("nextHop", "is the VIP: the router's next hop must be an address of its own");
+  const family = addressFamily(inputs.vip, "vip", failures);
+  const nextHopFamily = inputs.nextHop === undefined ? undefined : addressFamily(inputs.nextHop, "nextHop", failures);
+  if (family !== undefined && nextHopFamily !== undefined && family !== nextHopFamily) {
+    fail("nextHop", `is IPv${nextHopFamily} while the VIP is IPv${family}: the router reaches a VIP through a next hop of its family`);
+  }
   return failures;
 }
 
@@ -183,36 +210,81 @@ export interface DesiredDataplane {
   group: Group;
 }
 
-const setMac = (field: "eth_src" | "eth_dst" | "arp_sha", value: string): Action => ({ type: "set_field", field, value });
+const setMac = (field: "eth_src" | "eth_dst" | "arp_sha" | "nd_tll", value: string): Action => ({ type: "set_field", field, value });
 
-/** The attachment's flows (all in table 0, all with its cookie) and its select group, for the slots as assigned. */
+/** The table where an ND responder's advertisement gets its target link-layer address. */
+export const ND_REPLY_TABLE = 1;
+
+/**
+ * The distributor answers for the VIP (and its next hop) with the frontend
+ * MAC (amphorae must not): ARP requests for an IPv4 address, neighbour
+ * solicitations for an IPv6 one, each turned into the reply in OpenFlow and
+ * sent back out the port it came in on. The ND reply rewrites the
+ * solicitation in place (type 136, Solicited and Override set, its source
+ * link-layer option turned into the target's), which needs nd_reserved and
+ * nd_options_type: OVS sets those only on the userspace datapath, where the
+ * attachment's bridge always is. The option's address is set in a second
+ * table, as nd_tll: OVS accepts nd_tll only in a flow matching an
+ * advertisement, and its datapath sets the option type before the address
+ * (nd_sll set on the solicitation would land in an option that is no longer
+ * one). A solicitation from :: (duplicate address detection) gets an answer
+ * to :: that its sender drops.
+ */
+export function neighbourResponder(address: string, mac: string, inPort: number): Pick<Flow, "table" | "match" | "actions">[] {
+  const swapEth: Action[] = [{ type: "move", src: "NXM_OF_ETH_SRC", dst: "NXM_OF_ETH_DST" }, setMac("eth_src", mac)];
+  if (ipFamily(address) === 6) {
+    const nd = { protocol: "icmp6", in_port: inPort, nd_target: address } as const;
+    return [
+      {
+        table: 0,
+        match: { ...nd, icmp_type: 135 },
+        actions: [
+          ...swapEth,
+          { type: "move", src: "NXM_NX_IPV6_SRC", dst: "NXM_NX_IPV6_DST" },
+          { type: "set_field", field: "ipv6_src", value: address },
+          { type: "set_field", field: "icmpv6_type", value: 136 },
+          { type: "set_field", field: "nd_reserved", value: NA_SOLICITED_OVERRIDE },
+          { type: "set_field", field: "nd_options_type", value: ND_OPTION_TARGET_LLA },
+          { type: "resubmit", table: ND_REPLY_TABLE },
+        ],
+      },
+      { table: ND_REPLY_TABLE, match: { ...nd, icmp_type: 136 }, actions: [setMac("nd_tll", mac), { type: "in_port" }] },
+    ];
+  }
+  return [
+    {
+      table: 0,
+      match: { protocol: "arp", in_port: inPort, arp_op: 1, arp_tpa: address },
+      actions: [
+        ...swapEth,
+        { type: "set_field", field: "arp_op", value: 2 },
+        { type: "move", src: "NXM_NX_ARP_SHA", dst: "NXM_NX_ARP_THA" },
+        setMac("arp_sha", mac),
+        { type: "move", src: "NXM_OF_ARP_SPA", dst: "NXM_OF_ARP_TPA" },
+        { type: "set_field", field: "arp_spa", value: address },
+        { type: "in_port" },
+      ],
+    },
+  ];
+}
+
+/** The attachment's flows (in table 0, an ND responder's second half in ND_REPLY_TABLE; all with its cookie) and its select group, for the slots as assigned. */
 export function desiredDataplane(d: AttachmentDefaulted, ids: DataplaneIds, slots: readonly SlotOccupant[]): DesiredDataplane {
   const fe = d.frontendMac;
   const inPort = FRONTEND_OFPORT;
-  const flow = (priority: number, match: Flow["match"], actions: Action[]): Flow => ({ table: 0, priority, cookie: ids.cookie, match, actions });
-  // The distributor answers ARP for the VIP (and its next hop) with the frontend MAC (amphorae must not).
-  const arpResponder = (address: string) =>
-    flow(200, { protocol: "arp", in_port: inPort, arp_op: 1, arp_tpa: address }, [
-      { type: "move", src: "NXM_OF_ETH_SRC", dst: "NXM_OF_ETH_DST" },
-      setMac("eth_src", fe),
-      { type: "set_field", field: "arp_op", value: 2 },
-      { type: "move", src: "NXM_NX_ARP_SHA", dst: "NXM_NX_ARP_THA" },
-      setMac("arp_sha", fe),
-      { type: "move", src: "NXM_OF_ARP_SPA", dst: "NXM_OF_ARP_TPA" },
-      { type: "set_field", field: "arp_spa", value: address },
-      { type: "in_port" },
-    ]);
+  const flow = (priority: number, match: Flow["match"], actions: readonly Action[]): Flow => ({ table: 0, priority, cookie: ids.cookie, match, actions });
   const flows: Flow[] = [
-    arpResponder(d.vip),
-    ...(d.nextHop ? [arpResponder(d.nextHop)] : []),
-    flow(100, { protocol: "ip", in_port: inPort, dl_dst: fe, nw_dst: d.vip }, [{ type: "group", groupId: ids.groupId }]),
+    ...[d.vip, ...(d.nextHop ? [d.nextHop] : [])].flatMap((address) =>
+      neighbourResponder(address, fe, inPort).map((r) => ({ ...flow(200, r.match, r.actions), table: r.table })),
+    ),
+    flow(100, { in_port: inPort, dl_dst: fe, ...ipMatch("ip", "dst", d.vip) }, [{ type: "group", groupId: ids.groupId }]),
     flow(0, {}, [{ type: "drop" }]),
   ];
   if (d.returnPath === "hairpin") {
     // Replies from a serving amphora go back out to the recorded gateway, from the frontend MAC.
     for (const s of slots) {
       flows.push(
-        flow(150, { protocol: "ip", in_port: inPort, dl_src: s.mac, dl_dst: fe, nw_src: d.vip }, [
+        flow(150, { in_port: inPort, dl_src: s.mac, dl_dst: fe, ...ipMatch("ip", "src", d.vip) }, [
           setMac("eth_src", fe),
           setMac("eth_dst", d.gatewayMac!),
           { type: "in_port" },
@@ -231,7 +303,7 @@ export function desiredDataplane(d: AttachmentDefaulted, ids: DataplaneIds, slot
     groupId: ids.groupId,
     type: "select",
     selectionMethod: "hash",
-    fields: d.affinity === "source-ip" ? SOURCE_IP : FIVE_TUPLE,
+    fields: ipFamily(d.vip) === 6 ? (d.affinity === "source-ip" ? SOURCE_IP6 : FIVE_TUPLE6) : d.affinity === "source-ip" ? SOURCE_IP : FIVE_TUPLE,
     buckets,
   };
   return { flows, group };
@@ -288,14 +360,16 @@ export function actualInputs(
       amphorae.push({ name: `unknown-bucket-${b.bucketId}`, mac: bucketMac(b.actions) ?? "00:00:00:00:00:00", role: "active" });
     }
   }
-  const affinity = actual.group.fields.length === 1 && actual.group.fields[0] === "ip_src" ? "source-ip" : "5-tuple";
-  const arps = actual.flows.filter((f) => f.priority === 200 && f.match.protocol === "arp").map((f) => f.match.arp_tpa);
-  const arp = actual.flows.find((f) => f.priority === 200 && f.match.protocol === "arp" && (f.match.arp_tpa === d.vip || arps.length === 1));
+  const affinity = actual.group.fields.length === 1 && (actual.group.fields[0] === "ip_src" || actual.group.fields[0] === "ipv6_src") ? "source-ip" : "5-tuple";
+  // Each address the bridge answers for (ARP or ND), and the VIP among them.
+  const answered = actual.flows.filter((f) => f.table === 0 && f.priority === 200).map((f) => f.match.arp_tpa ?? f.match.nd_target);
+  const vipFlow = actual.flows.find((f) => f.priority === 100 && dstAddressOf(f.match) !== undefined);
+  const vip = answered.includes(d.vip) ? d.vip : (dstAddressOf(vipFlow?.match ?? {}) ?? (answered.length === 1 ? answered[0] : undefined));
   const hairpin = actual.flows.find((f) => f.priority === 150);
   const gateway = hairpin && bucketMac(hairpin.actions);
-  const out: DistributorAttachmentInputs = { ...d, affinity, amphorae, vip: arp?.match.arp_tpa ?? d.vip };
-  // A next hop whose ARP responder is gone reads as none, so the diff shows it.
-  if (d.nextHop && !arps.includes(d.nextHop)) delete out.nextHop;
+  const out: DistributorAttachmentInputs = { ...d, affinity, amphorae, vip: vip ?? d.vip };
+  // A next hop whose responder is gone reads as none, so the diff shows it.
+  if (d.nextHop && !answered.includes(d.nextHop)) delete out.nextHop;
   if (hairpin && gateway) Object.assign(out, { returnPath: "hairpin", gatewayMac: gateway });
   else {
     out.returnPath = "direct";
