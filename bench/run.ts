@@ -4,6 +4,7 @@ import { parseArgs, UsageError } from "./cli";
 import type { Benchmark, BenchContext, BenchReport } from "./common";
 import { deferredNatBenchmark } from "./deferred-nat";
 import { distributorFailoverBenchmark } from "./distributor-failover";
+import { distributorFailoverIpv6Benchmark } from "./distributor-failover-ipv6";
 import { dsrGreBenchmark } from "./dsr-gre";
 import { fleetPreviewBenchmark } from "./fleet-preview";
 import { livenessBenchmark } from "./liveness";
@@ -37,6 +38,7 @@ const BENCHMARKS: readonly Benchmark[] = [
   livenessBenchmark,
   secondChanceBenchmark,
   distributorFailoverBenchmark,
+  distributorFailoverIpv6Benchmark,
   scaleFanoutBenchmark,
   peerCommandBenchmark,
   scalePlanningBenchmark,

@@ -1,3 +1,4 @@
+import { execFileSync, spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import { inNamespace, spawnInNamespace } from "./lab";
 
@@ -12,27 +13,59 @@ import { inNamespace, spawnInNamespace } from "./lab";
  * and rewrites the route without a next hop whose entry FAILED, and probes
  * a removed one (a neighbour solicitation, by a ping) every `probeMs` until
  * it answers again, as a router's own NUD would once traffic resumed.
+ *
+ * The tracker runs as a process of its own in the router's namespace, so a
+ * test that blocks its event loop (a synchronous client) never delays it.
  */
 export interface TrackedRoute {
-  /** Each rewrite of the route: when, and the next hops it then had. */
+  /** Each rewrite of the route: when (the tracker's clock), and the next hops it then had. */
   readonly changes: readonly { at: number; live: readonly string[] }[];
   close(): void;
 }
 
+interface TrackerArgs {
+  dev: string;
+  destination: string;
+  nextHops: string[];
+  probeMs: number;
+}
+
 export function trackNextHops6(ns: string, dev: string, destination: string, nextHops: readonly string[], probeMs = 200): TrackedRoute {
-  const failed = new Set<string>();
+  const args: TrackerArgs = { dev, destination, nextHops: [...nextHops], probeMs };
   const changes: { at: number; live: string[] }[] = [];
+  const child = spawnInNamespace(ns, [process.execPath, "-e", `require(${JSON.stringify(__filename)}).runTracker(${JSON.stringify(args)})`]);
+  createInterface({ input: child.stdout! }).on("line", (line) => changes.push(JSON.parse(line) as { at: number; live: string[] }));
+  // The first rewrite is made before this returns, so the route exists for the caller.
+  const deadline = Date.now() + 5_000;
+  while (!routeExists(ns, destination)) {
+    if (Date.now() > deadline) throw new Error(`the next-hop tracker in ${ns} did not write ${destination}`);
+    execFileSync("sleep", ["0.02"]);
+  }
+  return {
+    changes,
+    close() {
+      child.kill();
+      inNamespace(ns, ["ip", "-6", "route", "del", destination]);
+    },
+  };
+}
+
+const routeExists = (ns: string, destination: string) => inNamespace(ns, ["ip", "-6", "route", "show", destination]).trim() !== "";
+
+/** The tracker itself (in the router's namespace): prints each rewrite as a JSON line. */
+export function runTracker({ dev, destination, nextHops, probeMs }: TrackerArgs): void {
+  const failed = new Set<string>();
   const write = () => {
     const live = nextHops.filter((h) => !failed.has(h));
     // With every next hop failed the route keeps them all: nothing better to send to.
     const hops = live.length > 0 ? live : [...nextHops];
     const via = hops.length === 1 ? ["via", hops[0], "dev", dev] : hops.flatMap((h) => ["nexthop", "via", h, "dev", dev]);
-    inNamespace(ns, ["ip", "-6", "route", "replace", destination, ...via]);
-    changes.push({ at: Date.now(), live: hops });
+    execFileSync("ip", ["-6", "route", "replace", destination, ...via]);
+    process.stdout.write(`${JSON.stringify({ at: Date.now(), live: hops })}\n`);
   };
   write();
-  const monitor = spawnInNamespace(ns, ["ip", "-6", "monitor", "neigh", "dev", dev]);
-  createInterface({ input: monitor.stdout! }).on("line", (line) => {
+  const monitor = spawn("ip", ["-6", "monitor", "neigh", "dev", dev], { stdio: ["ignore", "pipe", "ignore"] });
+  createInterface({ input: monitor.stdout }).on("line", (line) => {
     // "fd00:10::41 lladdr 02:.. REACHABLE", "fd00:10::41  FAILED"; "Deleted ..." and "Miss ..." lines change nothing.
     const [address, ...rest] = line.trim().split(/\s+/);
     if (!nextHops.includes(address)) return;
@@ -42,18 +75,13 @@ export function trackNextHops6(ns: string, dev: string, destination: string, nex
       write();
     } else if (state !== undefined && ["REACHABLE", "STALE", "DELAY", "PROBE"].includes(state) && rest.includes("lladdr") && failed.delete(address)) write();
   });
-  const probe = setInterval(() => {
-    for (const h of failed) {
-      const ping = spawnInNamespace(ns, ["ping", "-6", "-c", "1", "-W", "1", "-I", dev, h]);
-      ping.on("error", () => undefined);
-    }
+  setInterval(() => {
+    for (const h of failed) spawn("ping", ["-6", "-c", "1", "-W", "1", "-I", dev, h], { stdio: "ignore" }).on("error", () => undefined);
   }, probeMs);
-  return {
-    changes,
-    close() {
-      clearInterval(probe);
-      monitor.kill();
-      inNamespace(ns, ["ip", "-6", "route", "del", destination]);
-    },
-  };
+  // The parent's end: stop with it.
+  process.stdin.on("close", () => process.exit(0));
+  process.on("SIGTERM", () => {
+    monitor.kill();
+    process.exit(0);
+  });
 }
