@@ -271,7 +271,8 @@ describe("deferred NAT with gre delivery", () => {
     const [b1, b2] = four().filter((b) => b.hypervisor === "hv1");
     const bucketOf = (b: LabBackend) => lb.outputs.bucketIds[`tcp:${VIP}:80`][`${b.address}:${inv.backendPort}#0`] as number;
     const seg = Number((await ssh.gw1.run(["ovs-vsctl", "get", "interface", "seg0", "ofport"])).stdout.trim());
-    const first = 40_000 + Math.floor(Math.random() * 10_000);
+    // Above the ephemeral range (32768-60999): a port the client's kernel gave another socket cannot be bound (EADDRINUSE).
+    const first = 61_000 + Math.floor(Math.random() * 3_800);
     const candidates = Array.from({ length: 600 }, (_, i) => first + i);
     const choose = async () =>
       traceBuckets(
