@@ -1,4 +1,4 @@
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { createInterface } from "node:readline";
 import { inNamespace, spawnInNamespace } from "./lab";
 
@@ -23,17 +23,44 @@ export interface TrackedRoute {
   close(): void;
 }
 
-interface TrackerArgs {
-  dev: string;
-  destination: string;
-  nextHops: string[];
-  probeMs: number;
-}
+/** The tracker itself, a program for node in the router's namespace (plain JavaScript: vitest's modules are TypeScript): prints each rewrite as a JSON line. */
+const TRACKER = String.raw`
+const { execFileSync, spawn } = require("node:child_process");
+const { createInterface } = require("node:readline");
+const { dev, destination, nextHops, probeMs } = JSON.parse(process.argv[1]);
+const failed = new Set();
+const write = () => {
+  const live = nextHops.filter((h) => !failed.has(h));
+  // With every next hop failed the route keeps them all: nothing better to send to.
+  const hops = live.length > 0 ? live : [...nextHops];
+  const via = hops.length === 1 ? ["via", hops[0], "dev", dev] : hops.flatMap((h) => ["nexthop", "via", h, "dev", dev]);
+  execFileSync("ip", ["-6", "route", "replace", destination, ...via]);
+  process.stdout.write(JSON.stringify({ at: Date.now(), live: hops }) + "\n");
+};
+write();
+const monitor = spawn("ip", ["-6", "monitor", "neigh", "dev", dev], { stdio: ["ignore", "pipe", "ignore"] });
+createInterface({ input: monitor.stdout }).on("line", (line) => {
+  // "fd00:10::41 lladdr 02:.. REACHABLE", "fd00:10::41  FAILED"; "Deleted ..." and "Miss ..." lines change nothing.
+  const [address, ...rest] = line.trim().split(/\s+/);
+  if (!nextHops.includes(address)) return;
+  const state = rest.at(-1);
+  if (state === "FAILED" && !failed.has(address)) {
+    failed.add(address);
+    write();
+  } else if (["REACHABLE", "STALE", "DELAY", "PROBE"].includes(state) && rest.includes("lladdr") && failed.delete(address)) write();
+});
+setInterval(() => {
+  for (const h of failed) spawn("ping", ["-6", "-c", "1", "-W", "1", "-I", dev, h], { stdio: "ignore" }).on("error", () => undefined);
+}, probeMs);
+const stop = () => { monitor.kill(); process.exit(0); };
+process.stdin.on("close", stop);
+process.on("SIGTERM", stop);
+`;
 
 export function trackNextHops6(ns: string, dev: string, destination: string, nextHops: readonly string[], probeMs = 200): TrackedRoute {
-  const args: TrackerArgs = { dev, destination, nextHops: [...nextHops], probeMs };
+  const args = { dev, destination, nextHops: [...nextHops], probeMs };
   const changes: { at: number; live: string[] }[] = [];
-  const child = spawnInNamespace(ns, [process.execPath, "-e", `require(${JSON.stringify(__filename)}).runTracker(${JSON.stringify(args)})`]);
+  const child = spawnInNamespace(ns, [process.execPath, "-e", TRACKER, JSON.stringify(args)]);
   createInterface({ input: child.stdout! }).on("line", (line) => changes.push(JSON.parse(line) as { at: number; live: string[] }));
   // The first rewrite is made before this returns, so the route exists for the caller.
   const deadline = Date.now() + 5_000;
@@ -51,37 +78,3 @@ export function trackNextHops6(ns: string, dev: string, destination: string, nex
 }
 
 const routeExists = (ns: string, destination: string) => inNamespace(ns, ["ip", "-6", "route", "show", destination]).trim() !== "";
-
-/** The tracker itself (in the router's namespace): prints each rewrite as a JSON line. */
-export function runTracker({ dev, destination, nextHops, probeMs }: TrackerArgs): void {
-  const failed = new Set<string>();
-  const write = () => {
-    const live = nextHops.filter((h) => !failed.has(h));
-    // With every next hop failed the route keeps them all: nothing better to send to.
-    const hops = live.length > 0 ? live : [...nextHops];
-    const via = hops.length === 1 ? ["via", hops[0], "dev", dev] : hops.flatMap((h) => ["nexthop", "via", h, "dev", dev]);
-    execFileSync("ip", ["-6", "route", "replace", destination, ...via]);
-    process.stdout.write(`${JSON.stringify({ at: Date.now(), live: hops })}\n`);
-  };
-  write();
-  const monitor = spawn("ip", ["-6", "monitor", "neigh", "dev", dev], { stdio: ["ignore", "pipe", "ignore"] });
-  createInterface({ input: monitor.stdout }).on("line", (line) => {
-    // "fd00:10::41 lladdr 02:.. REACHABLE", "fd00:10::41  FAILED"; "Deleted ..." and "Miss ..." lines change nothing.
-    const [address, ...rest] = line.trim().split(/\s+/);
-    if (!nextHops.includes(address)) return;
-    const state = rest.at(-1);
-    if (state === "FAILED" && !failed.has(address)) {
-      failed.add(address);
-      write();
-    } else if (state !== undefined && ["REACHABLE", "STALE", "DELAY", "PROBE"].includes(state) && rest.includes("lladdr") && failed.delete(address)) write();
-  });
-  setInterval(() => {
-    for (const h of failed) spawn("ping", ["-6", "-c", "1", "-W", "1", "-I", dev, h], { stdio: "ignore" }).on("error", () => undefined);
-  }, probeMs);
-  // The parent's end: stop with it.
-  process.stdin.on("close", () => process.exit(0));
-  process.on("SIGTERM", () => {
-    monitor.kill();
-    process.exit(0);
-  });
-}
