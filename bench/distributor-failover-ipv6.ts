@@ -40,6 +40,8 @@ interface Trial {
   backMs: number;
 }
 
+const neighbourState = (address: string) =>
+  execFileSync("ip", ["-n", loadInventory().edgeRouter!.namespace, "-6", "neigh", "show", address], { encoding: "utf8" });
 const setLink = (d: Device, up: boolean) => execFileSync("ip", ["link", "set", rootLinkOf("s", d), up ? "up" : "down"]);
 
 export const distributorFailoverIpv6Benchmark: Benchmark = {
@@ -112,6 +114,12 @@ export const distributorFailoverIpv6Benchmark: Benchmark = {
         live = await openLiveConnections(client, VIP, inv.backendPort, LIVE_CONNECTIONS);
         const results: Trial[] = [];
         for (let k = 0; k < trials; k++) {
+          // A trial starts with both next hops in use: a neighbour entry left failed by an earlier run is taken back first (the router probes it).
+          await waitUntil(() => route!.changes.at(-1)!.live.length === 2 && /REACHABLE|STALE|DELAY|PROBE/.test(neighbourState(NEXT_HOP.dist1)), {
+            what: "both next hops in use before the fault",
+            timeoutMs: 10_000,
+            intervalMs: 50,
+          });
           await live.round();
           const started = Date.now();
           setLink("dist1", false);
