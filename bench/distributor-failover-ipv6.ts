@@ -1,7 +1,7 @@
 import { execFileSync } from "node:child_process";
-import { derivedFrontendMac } from "../provider/resources/distributor-attachment/plan";
 import { rootLinkOf, type LabBackend } from "../test/lab/topology";
 import { ProviderDriver } from "../test/support/deferred-nat";
+import { deviceAttachment } from "../test/support/distributor";
 import { trackNextHops6, type TrackedRoute } from "../test/support/edge-router";
 import { amphoraVip, inNamespace, labSsh, loadInventory, sshTo } from "../test/support/lab";
 import { connectAndClose, openLiveConnections, times, type LiveConnections } from "../test/support/tcp-clients";
@@ -55,17 +55,7 @@ export const distributorFailoverIpv6Benchmark: Benchmark = {
     const device = { dist1: new ProviderDriver("DistributorDevice"), dist2: new ProviderDriver("DistributorDevice") };
     const attachment = { dist1: new ProviderDriver("DistributorAttachment"), dist2: new ProviderDriver("DistributorAttachment") };
     const hostOf = (d: Device) => ({ connection: sshTo(inv, d), ovsRundir: inv.hosts[d].ovsRundir });
-    const attachmentInputs = (d: Device) => ({
-      host: hostOf(d),
-      deviceId: d,
-      uplinkBridge: "br-seg",
-      attachmentId: LB,
-      loadBalancerId: LB,
-      nextHop: NEXT_HOP[d],
-      frontendMac: derivedFrontendMac(`${LB}/${NEXT_HOP[d]}`),
-      vip: VIP,
-      amphorae: amphorae.map((b, i) => ({ name: `amp-${i + 1}`, mac: b.mac, role: i < 2 ? "active" : "standby", ...(i < 2 ? { slot: i + 1 } : {}) })),
-    });
+    const attachmentInputs = (d: Device) => deviceAttachment(inv, d, { id: LB, vip: VIP, nextHop: NEXT_HOP }, amphorae, ["active", "active", "standby"]);
     let route: TrackedRoute | undefined;
     let live: LiveConnections | undefined;
     const client = inv.client.namespace;

@@ -2,15 +2,13 @@ import * as os from "node:os";
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { createInterface } from "node:readline";
-import { bucketMac, type Match } from "../provider/openflow";
 import { attachmentNames, derivedFrontendMac } from "../provider/resources/distributor-attachment/plan";
 import { runChecked } from "../provider/transport/exec";
-import { OpenFlowBridge } from "../provider/transport/openflow-bridge";
-import { traceBuckets } from "../provider/transport/openflow-trace";
 import type { SshSession } from "../provider/transport/ssh";
 import { isAlive, readPid, vswitchdCommand } from "../test/lab/lab";
 import { rootLinkOf, type LabBackend, type LabInventory } from "../test/lab/topology";
 import { ProviderDriver } from "../test/support/deferred-nat";
+import { deviceAttachment, frontendTuples, tracedAmphorae } from "../test/support/distributor";
 import { inNamespace, labSsh, loadInventory, restartVswitchd, spawnInNamespace, sshTo, amphoraVip } from "../test/support/lab";
 import { openLiveConnections, type LiveConnections } from "../test/support/tcp-clients";
 import { waitUntil } from "../test/support/wait";
@@ -302,20 +300,8 @@ const hostOf = (lab: Lab, d: Device) => ({ connection: sshTo(lab.inv, d), ovsRun
 const deviceInputs = (lab: Lab, d: Device) => ({ host: hostOf(lab, d), deviceId: d, uplinkBridge: "br-seg" });
 const frontendMac = (d: Device) => derivedFrontendMac(`${LB}/${NEXT_HOP[d]}`);
 
-function attachmentInputs(lab: Lab, d: Device) {
-  const roles = ["active", "active", "standby"] as const;
-  return {
-    host: hostOf(lab, d),
-    deviceId: d,
-    uplinkBridge: "br-seg",
-    attachmentId: LB,
-    loadBalancerId: LB,
-    nextHop: NEXT_HOP[d],
-    frontendMac: frontendMac(d),
-    vip: VIP,
-    amphorae: lab.amphorae.map((b, i) => ({ name: `amp-${i + 1}`, mac: b.mac, role: roles[i], ...(roles[i] === "standby" ? {} : { slot: i + 1 }) })),
-  };
-}
+const attachmentInputs = (lab: Lab, d: Device) =>
+  deviceAttachment(lab.inv, d, { id: LB, vip: VIP, nextHop: NEXT_HOP }, lab.amphorae, ["active", "active", "standby"]);
 
 const ARP_SYSCTLS = ["arp_ignore", "arp_announce"] as const;
 const rundir = (lab: Lab) => lab.inv.hosts[VICTIM].ovsRundir!;
@@ -406,30 +392,16 @@ async function leftBehind(lab: Lab): Promise<string[]> {
   return left;
 }
 
-/** 5-tuples from the client's side into an attachment's frontend port (as the HA test traces them). */
-function tracedPackets(count: number, mac: string, inv: LabInventory): Match[] {
-  return Array.from({ length: count }, (_, i) => ({
-    protocol: "tcp" as const,
-    in_port: 1,
-    dl_dst: mac,
-    nw_src: `10.0.${1 + Math.floor(i / 250)}.${(i % 250) + 1}`,
-    nw_dst: VIP,
-    tp_src: 10000 + ((i * 7919) % 50000),
-    tp_dst: inv.backendPort,
-  }));
-}
-
 /** The amphora MAC each traced tuple goes to on a device. */
-async function picks(lab: Lab, d: Device, count: number): Promise<(string | undefined)[]> {
-  const bridge = attachmentNames({ attachmentId: LB }).bridge;
-  const s = lab.ssh[d]!;
-  const group = await new OpenFlowBridge(s, `unix:${lab.inv.hosts[d].ovsRundir}/${bridge}.mgmt`).dumpGroup(lab.attachment[d].outputs.groupId);
-  const macs = new Map(group!.buckets.map((b) => [b.bucketId, bucketMac(b.actions)]));
-  const buckets = await traceBuckets(s, bridge, tracedPackets(count, lab.attachment[d].outputs.frontendMac, lab.inv), {
-    ovsRundir: lab.inv.hosts[d].ovsRundir,
-  });
-  return buckets.map((b) => (b === undefined ? undefined : macs.get(b)));
-}
+const picks = (lab: Lab, d: Device, count: number) =>
+  tracedAmphorae(
+    lab.ssh[d]!,
+    lab.inv,
+    d,
+    LB,
+    lab.attachment[d].outputs.groupId,
+    frontendTuples(count, lab.attachment[d].outputs.frontendMac, VIP, lab.inv.backendPort),
+  );
 
 // ---------------------------------------------------------------- a trial
 

@@ -1,5 +1,5 @@
 import { isIPv4, isIPv6 } from "node:net";
-import type { Match } from "./types";
+import type { HashField, Match } from "./types";
 
 /**
  * IP addresses in the text OVS prints. IPv4 is dotted quad. IPv6 is RFC 5952:
@@ -91,6 +91,14 @@ export function ipMatch(
 export function pathMtuErrorMatch(address: string): Pick<Match, "protocol" | "nw_dst" | "ipv6_dst" | "icmp_type" | "icmp_code"> {
   return { ...ipMatch("icmp", "dst", address), ...(address.includes(":") ? { icmp_type: 2, icmp_code: 0 } : { icmp_type: 3, icmp_code: 4 }) };
 }
+
+/**
+ * A select group's hash field of an address, in the family of `address`:
+ * OVS skips a field whose prerequisites a packet fails, so an IPv6 VIP's
+ * group hashes ipv6_src/ipv6_dst, never ip_src/ip_dst. Other fields as given.
+ */
+export const familyHashField = (field: HashField, address: string): HashField =>
+  ipFamily(address) === 6 && (field === "ip_src" || field === "ip_dst") ? (field === "ip_src" ? "ipv6_src" : "ipv6_dst") : field;
 
 /** The destination address of a match, whatever its family. */
 export const dstAddressOf = (m: Match) => m.nw_dst ?? m.ipv6_dst;

@@ -2,7 +2,7 @@ import { execFileSync } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import * as handlers from "../../provider/handlers";
 import { attachmentNames, derivedFrontendMac } from "../../provider/resources/distributor-attachment/plan";
-import { bucketMac, type Match } from "../../provider/openflow";
+import { bucketMac } from "../../provider/openflow";
 import { runChecked } from "../../provider/transport/exec";
 import { OpenFlowBridge } from "../../provider/transport/openflow-bridge";
 import { traceBuckets } from "../../provider/transport/openflow-trace";
@@ -11,6 +11,16 @@ import { rootLinkOf, type LabBackend, type LabInventory } from "../lab/topology"
 import { inNamespace, labSsh, loadInventory, lockLab, restartVswitchd, sshTo, amphoraVip } from "../support/lab";
 import { connectAndClose, openLiveConnections, times, type LiveConnections } from "../support/tcp-clients";
 import { waitUntil } from "../support/wait";
+import {
+  applied,
+  checkedInputs,
+  deviceAttachment,
+  frontendTuples,
+  tracedAmphorae,
+  vipPacketsForwarded,
+  type AmphoraRole,
+  type SharedLoadBalancer,
+} from "../support/distributor";
 
 /**
  * One active/active load balancer on two distributor devices (dist1, dist2)
@@ -37,62 +47,20 @@ let live: LiveConnections | undefined;
 
 const hostOf = (d: string) => ({ connection: sshTo(inv, d), ovsRundir: inv.hosts[d].ovsRundir });
 const ofctl = (d: string, bridge: string) => new OpenFlowBridge(ssh[d], `unix:${inv.hosts[d].ovsRundir}/${bridge}.mgmt`);
+const lb: SharedLoadBalancer = { id: LB, vip: VIP, nextHop: NEXT_HOP };
 
-function attachmentInputs(d: string, roles: ("active" | "standby" | "failed")[] = ["active", "active", "standby"], extra: Props = {}): Props {
-  return {
-    host: hostOf(d),
-    deviceId: d,
-    uplinkBridge: "br-seg",
-    attachmentId: LB,
-    loadBalancerId: LB,
-    nextHop: NEXT_HOP[d],
-    frontendMac: derivedFrontendMac(`${LB}/${NEXT_HOP[d]}`),
-    vip: VIP,
-    amphorae: amp.slice(0, 3).map((b, i) => ({ name: `amp-${i + 1}`, mac: b.mac, role: roles[i], ...(roles[i] === "standby" ? {} : { slot: i + 1 }) })),
-    ...extra,
-  };
+function attachmentInputs(d: string, roles: AmphoraRole[] = ["active", "active", "standby"], extra: Props = {}): Props {
+  return { ...deviceAttachment(inv, d, lb, amp.slice(0, 3), roles), ...extra };
 }
 
-async function checked(kind: string, news: Props): Promise<Props> {
-  const { inputs, failures } = await handlers.check(kind, {}, news);
-  expect(failures).toEqual([]);
-  return inputs;
-}
+const apply = async (d: string, news: Props) => void (attachment[d] = await applied("DistributorAttachment", attachment[d], news));
 
-async function apply(d: string, news: Props) {
-  const inputs = await checked("DistributorAttachment", news);
-  if (attachment[d])
-    attachment[d] = { id: attachment[d].id, outs: (await handlers.update("DistributorAttachment", attachment[d].id, attachment[d].outs, inputs)).outs };
-  else attachment[d] = await handlers.create("DistributorAttachment", inputs);
-}
-
-/** 5-tuples from the client's side into an attachment's frontend port. */
-function packets(count: number, frontendMac: string): Match[] {
-  return Array.from({ length: count }, (_, i) => ({
-    protocol: "tcp" as const,
-    in_port: 1,
-    dl_dst: frontendMac,
-    nw_src: `10.0.${1 + Math.floor(i / 250)}.${(i % 250) + 1}`,
-    nw_dst: VIP,
-    tp_src: 10000 + ((i * 7919) % 50000),
-    tp_dst: 8080,
-  }));
-}
+const packets = (count: number, frontendMac: string) => frontendTuples(count, frontendMac, VIP, 8080);
 
 /** The amphora MAC each tuple goes to on a device. */
-async function picks(d: string, count = 2000): Promise<(string | undefined)[]> {
-  const bridge = attachmentNames({ attachmentId: LB }).bridge;
-  const macs = new Map((await ofctl(d, bridge).dumpGroup(attachment[d].outs.groupId))!.buckets.map((b) => [b.bucketId, bucketMac(b.actions)]));
-  const buckets = await traceBuckets(ssh[d], bridge, packets(count, attachment[d].outs.frontendMac), { ovsRundir: inv.hosts[d].ovsRundir });
-  return buckets.map((b) => (b === undefined ? undefined : macs.get(b)));
-}
+const picks = (d: string, count = 2000) => tracedAmphorae(ssh[d], inv, d, LB, attachment[d].outs.groupId, packets(count, attachment[d].outs.frontendMac));
 
-/** Packets of the VIP a device's attachment has forwarded (its VIP flow's counter, after a revalidator pass): where the traffic really went. */
-async function forwarded(d: string): Promise<bigint> {
-  await runChecked(ssh[d], ["ovs-appctl", "revalidator/wait"]);
-  const flows = await ofctl(d, attachmentNames({ attachmentId: LB }).bridge).dumpFlows();
-  return flows.filter((f) => f.priority === 100 && f.match.nw_dst === VIP).reduce((n, f) => n + f.nPackets, 0n);
-}
+const forwarded = (d: string) => vipPacketsForwarded(ssh[d], inv, d, LB, VIP);
 
 const edge = () => inv.edgeRouter!.namespace;
 
@@ -109,7 +77,7 @@ beforeAll(async () => {
   inNamespace(edge(), ["ip", "route", "replace", `${VIP}/32`, ...DEVICES.flatMap((d) => ["nexthop", "via", NEXT_HOP[d], "dev", "eth0"])]);
   inNamespace(inv.client.namespace, ["ip", "route", "replace", `${VIP}/32`, "via", inv.edgeRouter!.address, "dev", "eth0"]);
   for (const d of DEVICES)
-    device[d] = await handlers.create("DistributorDevice", await checked("DistributorDevice", { host: hostOf(d), deviceId: d, uplinkBridge: "br-seg" }));
+    device[d] = await handlers.create("DistributorDevice", await checkedInputs("DistributorDevice", { host: hostOf(d), deviceId: d, uplinkBridge: "br-seg" }));
 });
 
 afterAll(async () => {
@@ -281,7 +249,7 @@ describe("one load balancer on two distributor devices", () => {
     amphoraVip(amp[3], VIP, true);
     try {
       for (const d of DEVICES) {
-        const inputs = await checked("DistributorAttachment", {
+        const inputs = await checkedInputs("DistributorAttachment", {
           host: hostOf(d),
           deviceId: d,
           uplinkBridge: "br-seg",

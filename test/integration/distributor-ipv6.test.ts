@@ -1,17 +1,24 @@
 import { execFileSync } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import * as handlers from "../../provider/handlers";
-import { attachmentNames, derivedFrontendMac } from "../../provider/resources/distributor-attachment/plan";
-import { bucketMac, type Match } from "../../provider/openflow";
+import { attachmentNames } from "../../provider/resources/distributor-attachment/plan";
 import { runChecked } from "../../provider/transport/exec";
-import { OpenFlowBridge } from "../../provider/transport/openflow-bridge";
-import { traceBuckets } from "../../provider/transport/openflow-trace";
 import type { SshSession } from "../../provider/transport/ssh";
 import { rootLinkOf, type LabBackend, type LabInventory } from "../lab/topology";
 import { amphoraVip, inNamespace, labSsh, loadInventory, lockLab, sshTo } from "../support/lab";
 import { trackNextHops6, type TrackedRoute } from "../support/edge-router";
 import { connectAndClose, openLiveConnections, times, type LiveConnections } from "../support/tcp-clients";
 import { waitUntil } from "../support/wait";
+import {
+  applied,
+  checkedInputs,
+  deviceAttachment,
+  frontendTuples,
+  tracedAmphorae,
+  vipPacketsForwarded,
+  type AmphoraRole,
+  type SharedLoadBalancer,
+} from "../support/distributor";
 
 /**
  * An IPv6 VIP on the distributor: one load balancer on dist1 and dist2, as
@@ -40,64 +47,20 @@ let live: LiveConnections | undefined;
 let route: TrackedRoute | undefined;
 
 const hostOf = (d: string) => ({ connection: sshTo(inv, d), ovsRundir: inv.hosts[d].ovsRundir });
-const ofctl = (d: string, bridge: string) => new OpenFlowBridge(ssh[d], `unix:${inv.hosts[d].ovsRundir}/${bridge}.mgmt`);
-const bridge = attachmentNames({ attachmentId: LB }).bridge;
 const edge = () => inv.edgeRouter!.namespace;
+const lb: SharedLoadBalancer = { id: LB, vip: VIP, nextHop: NEXT_HOP };
 
-function attachmentInputs(d: string, roles: ("active" | "standby" | "failed")[] = ["active", "active", "standby"], extra: Props = {}): Props {
-  return {
-    host: hostOf(d),
-    deviceId: d,
-    uplinkBridge: "br-seg",
-    attachmentId: LB,
-    loadBalancerId: LB,
-    nextHop: NEXT_HOP[d],
-    frontendMac: derivedFrontendMac(`${LB}/${d}`),
-    vip: VIP,
-    amphorae: amp.map((b, i) => ({ name: `amp-${i + 1}`, mac: b.mac, role: roles[i] ?? "active", ...(roles[i] === "standby" ? {} : { slot: i + 1 }) })),
-    ...extra,
-  };
+function attachmentInputs(d: string, roles: AmphoraRole[] = ["active", "active", "standby"]): Props {
+  return deviceAttachment(inv, d, lb, amp, roles);
 }
 
-async function checked(kind: string, news: Props): Promise<Props> {
-  const { inputs, failures } = await handlers.check(kind, {}, news);
-  expect(failures).toEqual([]);
-  return inputs;
-}
+const apply = async (d: string, news: Props) => void (attachment[d] = await applied("DistributorAttachment", attachment[d], news));
 
-async function apply(d: string, news: Props) {
-  const inputs = await checked("DistributorAttachment", news);
-  if (attachment[d])
-    attachment[d] = { id: attachment[d].id, outs: (await handlers.update("DistributorAttachment", attachment[d].id, attachment[d].outs, inputs)).outs };
-  else attachment[d] = await handlers.create("DistributorAttachment", inputs);
-}
+/** The amphora MAC each of `count` IPv6 tuples goes to on a device. */
+const picks = (d: string, count = 2000) =>
+  tracedAmphorae(ssh[d], inv, d, LB, attachment[d].outs.groupId, frontendTuples(count, attachment[d].outs.frontendMac, VIP, 8080));
 
-/** IPv6 5-tuples from the client's side into an attachment's frontend port. */
-function packets(count: number, frontendMac: string): Match[] {
-  return Array.from({ length: count }, (_, i) => ({
-    protocol: "tcp6" as const,
-    in_port: 1,
-    dl_dst: frontendMac,
-    ipv6_src: `fd00:30::${(Math.floor(i / 250) + 1).toString(16)}:${((i % 250) + 1).toString(16)}`,
-    ipv6_dst: VIP,
-    tp_src: 10000 + ((i * 7919) % 50000),
-    tp_dst: 8080,
-  }));
-}
-
-/** The amphora MAC each of 2,000 tuples goes to on a device. */
-async function picks(d: string, count = 2000): Promise<(string | undefined)[]> {
-  const macs = new Map((await ofctl(d, bridge).dumpGroup(attachment[d].outs.groupId))!.buckets.map((b) => [b.bucketId, bucketMac(b.actions)]));
-  const buckets = await traceBuckets(ssh[d], bridge, packets(count, attachment[d].outs.frontendMac), { ovsRundir: inv.hosts[d].ovsRundir });
-  return buckets.map((b) => (b === undefined ? undefined : macs.get(b)));
-}
-
-/** Packets of the VIP a device's attachment has forwarded (its VIP flow's counter). */
-async function forwarded(d: string): Promise<bigint> {
-  await runChecked(ssh[d], ["ovs-appctl", "revalidator/wait"]);
-  const flows = await ofctl(d, bridge).dumpFlows();
-  return flows.filter((f) => f.priority === 100 && f.match.ipv6_dst === VIP).reduce((n, f) => n + f.nPackets, 0n);
-}
+const forwarded = (d: string) => vipPacketsForwarded(ssh[d], inv, d, LB, VIP);
 
 /** The MAC a namespace's neighbour table holds for an IPv6 address, once it holds one. */
 const neighbourMac = (ns: string, address: string) => /lladdr ([0-9a-f:]{17})/.exec(inNamespace(ns, ["ip", "-6", "neigh", "show", address]))?.[1];
@@ -120,7 +83,7 @@ beforeAll(async () => {
   for (const d of DEVICES) ssh[d] = await labSsh(inv, d);
   for (const b of amp) amphoraVip(b, VIP, true);
   for (const d of DEVICES)
-    device[d] = await handlers.create("DistributorDevice", await checked("DistributorDevice", { host: hostOf(d), deviceId: d, uplinkBridge: "br-seg" }));
+    device[d] = await handlers.create("DistributorDevice", await checkedInputs("DistributorDevice", { host: hostOf(d), deviceId: d, uplinkBridge: "br-seg" }));
 });
 
 afterAll(async () => {
@@ -258,7 +221,7 @@ describe("an IPv6 VIP on two distributor devices", () => {
     await runChecked(ssh.dist1, ["ovs-vsctl", "--no-wait", "--may-exist", "add-br", "br-sys6", "--", "set", "bridge", "br-sys6", "datapath_type=system"]);
     try {
       const { loadBalancerId: _, ...own } = attachmentInputs("dist1");
-      const inputs = await checked("DistributorAttachment", { ...own, attachmentId: "lb-sys6", uplinkBridge: "br-sys6" });
+      const inputs = await checkedInputs("DistributorAttachment", { ...own, attachmentId: "lb-sys6", uplinkBridge: "br-sys6" });
       await expect(handlers.create("DistributorAttachment", inputs)).rejects.toThrow(
         /uplink bridge br-sys6 on device dist1 is on the system datapath.*nd_reserved and nd_options_type/,
       );

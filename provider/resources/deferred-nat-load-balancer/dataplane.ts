@@ -4,7 +4,7 @@ import { foreignGroupIds, planBridge, type BridgeIntent, type ObservedBridge } f
 import { bfdOfportRequest, interfaceName, tunnelOfportRequest } from "../../model/ids";
 import type { DeferredNatVip } from "../../model/inputs.generated";
 import type { Action, Flow, Group, HashField, Modification, SelectBucket } from "../../openflow";
-import { ipMatch, pathMtuErrorMatch } from "../../openflow";
+import { familyHashField, ipMatch, pathMtuErrorMatch } from "../../openflow";
 import {
   backendKey,
   BFD_DROP_PRIORITY,
@@ -30,20 +30,9 @@ import type { DeferredNatDefaulted } from "./check";
 
 type Inputs = DeferredNatDefaulted;
 
-/** The OVS hash fields for the selection fields of a VIP's protocol. */
+/** The OVS hash fields for the selection fields of a VIP's protocol and family. */
 export function hashFields(fields: readonly string[], protocol: DeferredNatVip["protocol"], address = ""): HashField[] {
-  // An IPv6 VIP's packets carry no ip_src/ip_dst (OVS skips a field whose prerequisites fail): hash ipv6_src/ipv6_dst.
-  const v6 = address.includes(":");
-  return fields.map(
-    (f) =>
-      (f === "tp_src"
-        ? `${protocol}_src`
-        : f === "tp_dst"
-          ? `${protocol}_dst`
-          : v6 && (f === "ip_src" || f === "ip_dst")
-            ? `ipv6_${f.slice(3)}`
-            : f) as HashField,
-  );
+  return fields.map((f) => familyHashField((f === "tp_src" ? `${protocol}_src` : f === "tp_dst" ? `${protocol}_dst` : f) as HashField, address));
 }
 
 export function tunnelOfport(gw: GatewayPort, hypervisor: string): number {

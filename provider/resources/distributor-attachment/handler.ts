@@ -62,7 +62,7 @@ async function readRows(db: OvsdbClient, i: DistributorAttachmentInputs) {
 }
 type DeviceRows = Awaited<ReturnType<typeof readRows>>;
 
-/** Refuses a device that is not registered as deviceId, and ids or names that someone else holds. */
+/** Refuses a device that is not registered as deviceId, an IPv6 VIP on an uplink the ND responder cannot work behind, and ids or names that someone else holds. */
 function refuseCollisions(i: DistributorAttachmentInputs, rows: DeviceRows, creating: boolean): void {
   const me = attachmentId(i);
   const registered = registeredDevice(rows.root);
@@ -72,9 +72,8 @@ function refuseCollisions(i: DistributorAttachmentInputs, rows: DeviceRows, crea
   if (!rows.uplink) throw new Error(`uplink bridge ${i.uplinkBridge} does not exist on device ${i.deviceId}`);
   const datapath = rows.uplink.datapath_type || "system";
   if (datapath !== "netdev" && [i.vip, i.nextHop].some((a) => a !== undefined && ipFamily(a) === 6)) {
-    // The attachment's bridge is netdev; a patch port joins only bridges of one datapath type.
     throw new Error(
-      `uplink bridge ${i.uplinkBridge} on device ${i.deviceId} is on the ${datapath} datapath: an IPv6 VIP's neighbour responder sets nd_reserved and nd_options_type, which only the userspace datapath (datapath_type netdev) can set, and the attachment's bridge, netdev, is patched to the uplink`,
+      `uplink bridge ${i.uplinkBridge} on device ${i.deviceId} is on the ${datapath} datapath: an IPv6 VIP's neighbour responder sets nd_reserved and nd_options_type, which only the userspace datapath (datapath_type netdev) can set`,
     );
   }
   const names = attachmentNames(i);

@@ -8,6 +8,7 @@ import type { BridgeIntent } from "../../engine/plan";
 import {
   bucketMac,
   dstAddressOf,
+  familyHashField,
   ipFamily,
   ipMatch,
   type Action,
@@ -33,9 +34,6 @@ export const BUCKET_WEIGHT = 100;
 
 const FIVE_TUPLE: readonly HashField[] = ["ip_src", "ip_dst", "nw_proto", "tcp_src", "tcp_dst", "udp_src", "udp_dst"];
 const SOURCE_IP: readonly HashField[] = ["ip_src"];
-// OVS skips a hash field whose prerequisites a packet fails: an IPv6 VIP's group hashes ipv6_src/ipv6_dst.
-const FIVE_TUPLE6: readonly HashField[] = ["ipv6_src", "ipv6_dst", "nw_proto", "tcp_src", "tcp_dst", "udp_src", "udp_dst"];
-const SOURCE_IP6: readonly HashField[] = ["ipv6_src"];
 /** The neighbour advertisement's flags (RFC 4861 4.4) in nd_reserved's top bits: Solicited (0x40000000) and Override (0x20000000). */
 const NA_SOLICITED_OVERRIDE = 0x60000000;
 /** ND option type 2: the target link-layer address (the solicitation's option 1, the source's, rewritten in place). */
@@ -303,7 +301,7 @@ export function desiredDataplane(d: AttachmentDefaulted, ids: DataplaneIds, slot
     groupId: ids.groupId,
     type: "select",
     selectionMethod: "hash",
-    fields: ipFamily(d.vip) === 6 ? (d.affinity === "source-ip" ? SOURCE_IP6 : FIVE_TUPLE6) : d.affinity === "source-ip" ? SOURCE_IP : FIVE_TUPLE,
+    fields: (d.affinity === "source-ip" ? SOURCE_IP : FIVE_TUPLE).map((f) => familyHashField(f, d.vip)),
     buckets,
   };
   return { flows, group };
@@ -360,7 +358,7 @@ export function actualInputs(
       amphorae.push({ name: `unknown-bucket-${b.bucketId}`, mac: bucketMac(b.actions) ?? "00:00:00:00:00:00", role: "active" });
     }
   }
-  const affinity = actual.group.fields.length === 1 && (actual.group.fields[0] === "ip_src" || actual.group.fields[0] === "ipv6_src") ? "source-ip" : "5-tuple";
+  const affinity = actual.group.fields.length === 1 && actual.group.fields[0] === familyHashField("ip_src", d.vip) ? "source-ip" : "5-tuple";
   // Each address the bridge answers for (ARP or ND), and the VIP among them.
   const answered = actual.flows.filter((f) => f.table === 0 && f.priority === 200).map((f) => f.match.arp_tpa ?? f.match.nd_target);
   const vipFlow = actual.flows.find((f) => f.priority === 100 && dstAddressOf(f.match) !== undefined);
