@@ -166,7 +166,7 @@ describe("an IPv6 VIP on two distributor devices", () => {
         timeoutMs: 10_000,
         intervalMs: 20,
       });
-      const dropped = route!.changes.find((c) => c.at >= started && !c.live.includes(canonicalNextHop.dist1));
+      const dropped = await route!.dropped(canonicalNextHop.dist1, started);
       console.log(
         `IPv6 link cut: next hop dropped ${dropped ? dropped.at - started : "never"} ms, new connections succeed ${Date.now() - started} ms after the fault`,
       );

@@ -20,6 +20,12 @@ import { inNamespace, spawnInNamespace } from "./lab";
 export interface TrackedRoute {
   /** Each rewrite of the route: when (the tracker's clock), and the next hops it then had. */
   readonly changes: readonly { at: number; live: readonly string[] }[];
+  /**
+   * The first rewrite since `since` that left `hop` out, once the tracker has
+   * reported it (its reports come through a pipe, read only when the caller's
+   * event loop is free); undefined if there is none within `timeoutMs`.
+   */
+  dropped(hop: string, since: number, timeoutMs?: number): Promise<{ at: number; live: readonly string[] } | undefined>;
   close(): void;
 }
 
@@ -70,6 +76,14 @@ export function trackNextHops6(ns: string, dev: string, destination: string, nex
   }
   return {
     changes,
+    async dropped(hop, since, timeoutMs = 2_000) {
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        const change = changes.find((c) => c.at >= since && !c.live.includes(hop));
+        if (change || Date.now() > deadline) return change;
+        await new Promise((r) => setTimeout(r, 10));
+      }
+    },
     close() {
       child.kill();
       inNamespace(ns, ["ip", "-6", "route", "del", destination]);
