@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { parseFlows, type DumpedFlow } from "../../provider/openflow";
+import { dstAddressOf, parseFlows, type DumpedFlow } from "../../provider/openflow";
 import { runChecked } from "../../provider/transport/exec";
 import type { SshSession } from "../../provider/transport/ssh";
 import { encapsulateVip, l3dsrCounters, type L3dsrTunnel } from "../lab/l3dsr";
-import type { LabBackend, LabInventory } from "../lab/topology";
+import { ipv6Twin, type LabBackend, type LabInventory } from "../lab/topology";
 import { ProviderDriver } from "../support/deferred-nat";
 import { inNamespace, labSsh, loadInventory, lockLab, sshTo } from "../support/lab";
 import { connectAndClose } from "../support/tcp-clients";
@@ -20,6 +20,7 @@ const VIP = "10.0.0.179";
 const VIP_TWO = "10.0.0.182"; // two servers on hv1: the inner frame names one by its MAC
 const VIP_DENIED = "10.0.0.180"; // declared, but tunnelled from a source that is not allowed
 const VIP_UNDECLARED = "10.0.0.181"; // tunnelled from the allowed source, but no VIP of the resource
+const VIP6 = "fd00:22::179"; // an IPv6 VIP, tunnelled over the same IPv4 underlay
 const KEY = 47;
 
 let inv: LabInventory;
@@ -43,6 +44,7 @@ function inputs(allowed: string[]) {
       { address: VIP, port: 80, protocol: "tcp", backends: [server(vm1)] },
       { address: VIP_DENIED, port: 80, protocol: "tcp", backends: [server(vm1)] },
       { address: VIP_TWO, port: 80, protocol: "tcp", backends: [server(vm1), server(vm2)] },
+      { address: VIP6, port: 80, protocol: "tcp", backends: [{ ...server(vm1), address: ipv6Twin(vm1.address) }] },
     ],
   };
 }
@@ -53,7 +55,7 @@ async function packets(which: (f: DumpedFlow) => boolean): Promise<number> {
   const flows = parseFlows(await runChecked(hv1, ["ovs-ofctl", "-O", "OpenFlow15", "--no-names", "dump-flows", "br-seg", `cookie=${dsr.outputs.cookie}/-1`]));
   return flows.filter(which).reduce((n, f) => n + Number(f.nPackets), 0);
 }
-const toVip = (vip: string) => (f: DumpedFlow) => f.match.nw_dst === vip;
+const toVip = (vip: string) => (f: DumpedFlow) => dstAddressOf(f.match) === vip;
 
 const connect = (vip: string, timeoutMs = 3000) => connectAndClose(inv.client.namespace, [{ host: vip, port: 80 }], { greetingTimeoutMs: timeoutMs })[0];
 
@@ -87,6 +89,19 @@ describe("DsrHypervisorFlows gre mode behind an external L3DSR load balancer", (
     expect(await packets(toVip(VIP))).toBeGreaterThan(0);
     expect(inNamespace(vm1.namespace, ["ip", "-o", "addr", "show"])).not.toContain(VIP);
     expect(inNamespace(vm1.namespace, ["ip", "-d", "-o", "link", "show"])).not.toMatch(/\b(gre|gretap|ipip)\b/);
+  });
+
+  it("an IPv6 VIP through the same IPv4 GRE tunnel: the server sees the client's IPv6 address on its own; the reply leaves from the VIP and bypasses the load balancer", async () => {
+    tunnels.push(encapsulateVip(inv, { vip: VIP6, hypervisor: "hv1", key: KEY, innerMac: "02:00:00:00:00:99" }));
+    const before = l3dsrCounters(inv);
+    const c = connect(VIP6);
+    const after = l3dsrCounters(inv);
+    expect(c.error).toBeUndefined();
+    expect(c.greeting.startsWith(`${vm1.name} ${ipv6Twin(inv.client.address)}:${c.localPort} ${ipv6Twin(vm1.address)}:${inv.backendPort}`)).toBe(true);
+    expect(c.remote).toBe(`${VIP6}:80`);
+    expect(after.forwarded6 - before.forwarded6).toBeGreaterThan(0);
+    expect(after.segment.tx.packets - before.segment.tx.packets).toBe(0); // nothing went back out toward the client
+    expect(await packets(toVip(VIP6))).toBeGreaterThan(0);
   });
 
   it("with two servers of one VIP on the hypervisor, the inner destination MAC picks the server", async () => {
@@ -129,7 +144,7 @@ describe("DsrHypervisorFlows gre mode behind an external L3DSR load balancer", (
       `cookie=${dsr.outputs.cookie}/-1,table=0,priority=1000,tcp,in_port=${(await hv1.run(["ovs-vsctl", "get", "interface", dsr.outputs.gre.port, "ofport"])).stdout.trim()},tun_src=${inv.l3dsr!.underlay.address},tun_id=0x2f,nw_dst=${VIP},tp_dst=80`,
     ]);
     const read = await dsr.read();
-    expect(read.inputs.vips.map((v: { address: string }) => v.address).sort()).toEqual([VIP_DENIED, VIP_TWO].sort());
+    expect(read.inputs.vips.map((v: { address: string }) => v.address).sort()).toEqual([VIP_DENIED, VIP_TWO, VIP6].sort());
     dsr.outputs = read.props;
     await dsr.update(inputs([inv.l3dsr!.underlay.address]));
     expect(dsr.outputs.lastApply).toMatchObject({ messages: 1, operations: { "add-flow": 1 } });

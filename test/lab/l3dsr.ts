@@ -1,5 +1,7 @@
 import { execFileSync, spawn } from "node:child_process";
 import { existsSync, mkdirSync, openSync, closeSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { isIPv6 } from "node:net";
 import { join } from "node:path";
 import { L3DSR_RUN_SUBDIR, isAlive, readPid } from "./lab";
 import type { LabInventory, LabL3dsr } from "./topology";
@@ -83,6 +85,8 @@ export interface L3dsrCounters {
   segment: { rx: { packets: number; bytes: number }; tx: { packets: number; bytes: number } };
   /** IP datagrams its kernel forwarded (/proc/net/snmp Ip ForwDatagrams). */
   forwarded: number;
+  /** IPv6 datagrams its kernel forwarded (/proc/net/snmp6 Ip6OutForwDatagrams). */
+  forwarded6: number;
   /** IP datagrams its kernel received (Ip InReceives). */
   received: number;
 }
@@ -106,6 +110,8 @@ function ip(ns: string, argv: string[]): string {
   }
 }
 
+const inNs = (ns: string, argv: string[]) => execFileSync("ip", ["netns", "exec", ns, ...argv], { stdio: ["ignore", "pipe", "pipe"] });
+
 const deviceExists = (ns: string, device: string) => {
   try {
     execFileSync("ip", ["-n", ns, "link", "show", "dev", device], { stdio: "ignore" });
@@ -115,13 +121,19 @@ const deviceExists = (ns: string, device: string) => {
   }
 };
 
-/** The tap device that carries `vip`: "l3g" and the VIP's 32 bits in hex (11 characters, under IFNAMSIZ). */
+/**
+ * The tap device that carries `vip`, under IFNAMSIZ: "l3g" and 8 hex digits,
+ * an IPv4 VIP's 32 bits or the first 32 bits of a SHA-256 of an IPv6 one.
+ */
 export function l3dsrDevice(vip: string): string {
-  if (!IPV4.test(vip)) throw new Error(`l3dsr: not an IPv4 address: ${vip}`);
-  return `l3g${vip
-    .split(".")
-    .map((o) => Number(o).toString(16).padStart(2, "0"))
-    .join("")}`;
+  if (IPV4.test(vip)) {
+    return `l3g${vip
+      .split(".")
+      .map((o) => Number(o).toString(16).padStart(2, "0"))
+      .join("")}`;
+  }
+  if (isIPv6(vip)) return `l3g${createHash("sha256").update(vip).digest("hex").slice(0, 8)}`;
+  throw new Error(`l3dsr: not an IP address: ${vip}`);
 }
 
 const runDir = (inv: LabInventory) => join(inv.labDir, L3DSR_RUN_SUBDIR);
@@ -176,9 +188,12 @@ export function encapsulateVip(inv: LabInventory, opts: L3dsrTunnelOptions): L3d
   try {
     waitFor(`the encapsulator made ${device}`, () => deviceExists(l3.namespace, device) || !isAlive(pid), 3000, logPath);
     if (!isAlive(pid)) throw new Error(`l3dsr: the encapsulator for ${opts.vip} exited: ${readFileSync(logPath, "utf8").trim()}`);
+    const v6 = isIPv6(opts.vip);
+    // IPv6 on the tap for an IPv6 VIP, with no address of its own: it sends nothing the encapsulator would tunnel.
+    if (v6) inNs(l3.namespace, ["sysctl", "-q", "-w", `net.ipv6.conf.${device}.addr_gen_mode=1`, `net.ipv6.conf.${device}.disable_ipv6=0`]);
     ip(l3.namespace, ["link", "set", device, "up"]);
     ip(l3.namespace, ["neigh", "replace", opts.vip, "lladdr", innerMac, "dev", device, "nud", "permanent"]);
-    ip(l3.namespace, ["route", "replace", `${opts.vip}/32`, "dev", device]);
+    ip(l3.namespace, ["route", "replace", `${opts.vip}/${v6 ? 128 : 32}`, "dev", device]);
   } catch (e) {
     removeVip(inv, opts.vip);
     throw e;
@@ -237,5 +252,7 @@ export function l3dsrCounters(inv: LabInventory): L3dsrCounters {
   const names = snmp[0].split(/\s+/);
   const values = snmp[1].split(/\s+/).map(Number);
   const field = (n: string) => values[names.indexOf(n)];
-  return { segment: linkStats(l3.namespace, l3.segment.port), forwarded: field("ForwDatagrams"), received: field("InReceives") };
+  const snmp6 = execFileSync("ip", ["netns", "exec", l3.namespace, "cat", "/proc/net/snmp6"], { encoding: "utf8" });
+  const forwarded6 = Number(/^Ip6OutForwDatagrams\s+(\d+)$/m.exec(snmp6)?.[1] ?? NaN);
+  return { segment: linkStats(l3.namespace, l3.segment.port), forwarded: field("ForwDatagrams"), forwarded6, received: field("InReceives") };
 }

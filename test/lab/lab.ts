@@ -289,6 +289,7 @@ export class Lab {
         segment: { ...L3DSR.segment },
         underlay: { ...L3DSR.underlay },
         vipRange: L3DSR.vipRange,
+        vipRange6: L3DSR.vipRange6,
       },
       hosts,
       backends,
@@ -586,8 +587,11 @@ export class Lab {
    * leg (the client's next hop for L3DSR.vipRange, pinned in the client's
    * neighbour table so no ARP refresh ever leaves it) and an underlay leg
    * routed by the router namespace, with a second, disallowed address.
-   * IPv6 is off so that nothing but forwarded traffic moves its counters.
-   * It forwards; test/lab/l3dsr.ts adds the per-VIP encapsulation.
+   * Nothing but forwarded traffic may move its counters: IPv6 is on only on
+   * the segment leg, with no link-local address (no router solicitation,
+   * no duplicate address detection) and the client's entry for it pinned,
+   * so it sends nothing of its own. It forwards both families;
+   * test/lab/l3dsr.ts adds the per-VIP encapsulation.
    */
   private makeL3dsr(hosts: Record<string, LabHost>) {
     const { namespace: ns, segment, underlay } = L3DSR;
@@ -596,6 +600,17 @@ export class Lab {
     this.plugIntoRootBridge(SEGMENT_BRIDGE, rootLinkOf("s", "l3dsr"), ns, segment.port);
     inNs(ns, ["ip", "link", "set", segment.port, "address", segment.mac]);
     inNs(ns, ["ip", "addr", "add", `${segment.address}/24`, "dev", segment.port]);
+    inNs(ns, [
+      "sysctl",
+      "-q",
+      "-w",
+      `net.ipv6.conf.${segment.port}.addr_gen_mode=1`,
+      `net.ipv6.conf.${segment.port}.accept_ra=0`,
+      `net.ipv6.conf.${segment.port}.router_solicitations=0`,
+      `net.ipv6.conf.${segment.port}.disable_ipv6=0`,
+      "net.ipv6.conf.all.forwarding=1",
+    ]);
+    inNs(ns, ["ip", "-6", "addr", "add", `${segment.address6}/64`, "dev", segment.port, "nodad"]);
     inNs(ns, ["ip", "link", "set", segment.port, "up"]);
     inNs(ns, ["ethtool", "-K", segment.port, "tx", "off"]);
 
@@ -611,6 +626,8 @@ export class Lab {
 
     inNs(CLIENT.namespace, ["ip", "neigh", "replace", segment.address, "lladdr", segment.mac, "dev", "eth0", "nud", "permanent"]);
     inNs(CLIENT.namespace, ["ip", "route", "add", L3DSR.vipRange, "via", segment.address, "dev", "eth0"]);
+    inNs(CLIENT.namespace, ["ip", "-6", "neigh", "replace", segment.address6, "lladdr", segment.mac, "dev", "eth0", "nud", "permanent"]);
+    inNs(CLIENT.namespace, ["ip", "-6", "route", "add", L3DSR.vipRange6, "via", segment.address6, "dev", "eth0"]);
     // Warm the router's and each hypervisor's neighbour entries on the underlay path.
     for (const h of Object.values(hosts).filter((x) => x.role === "hypervisor" && x.underlay)) {
       inNs(ns, ["ping", "-c1", "-W2", h.underlay!.address]);

@@ -120,10 +120,12 @@ export const FAR_CLIENT = {
 
 export const L3DSR = {
   namespace: `${LAB_PREFIX}l3dsr`,
-  segment: { port: "eth0", address: "10.0.0.4", mac: "02:00:0a:00:00:04" },
+  segment: { port: "eth0", address: "10.0.0.4", address6: "fd00:10::4", mac: "02:00:0a:00:00:04" },
   underlay: { port: "ul0", address: "172.16.41.2", router: "172.16.41.1", disallowedAddress: "172.16.41.3", mtu: 1600 },
   /** Outside the gateways' GATEWAY_VIP_RANGE. */
   vipRange: "10.0.0.176/28",
+  /** IPv6 VIPs the client routes to `segment.address6` (tunnelled over the IPv4 underlay all the same). */
+  vipRange6: "fd00:22::/64",
 } as const;
 /** The TCP port every backend VM's server listens on. */
 export const BACKEND_PORT = 8080;
@@ -211,12 +213,14 @@ export interface LabInventory {
 /** The external L3DSR load balancer: see L3DSR; test/lab/l3dsr.ts drives it. */
 export interface LabL3dsr {
   namespace: string;
-  /** Its leg on the segment: the client's next hop for vipRange. */
-  segment: { port: string; address: string; mac: string };
+  /** Its leg on the segment: the client's next hop for vipRange (and, by address6, vipRange6). */
+  segment: { port: string; address: string; address6?: string; mac: string };
   /** Its leg on the routed underlay: GRE leaves from `address` (allowed) or `disallowedAddress`. */
   underlay: { port: string; address: string; router: string; disallowedAddress: string; mtu: number };
   /** VIPs the client routes to `segment.address`. */
   vipRange: string;
+  /** IPv6 VIPs the client routes to `segment.address6` (absent in inventories written before it). */
+  vipRange6?: string;
 }
 
 export interface LabHost {

@@ -241,6 +241,25 @@ describe("TransparentDsr arguments", () => {
     expect(reveal(flowsOf("edge-hv2")!.vips).value[0].backends[0].address).toBe("10.0.0.111");
   });
 
+  it("an IPv6 VIP of IPv6 backends: each hypervisor's flows get it, its backends on that hypervisor", async () => {
+    const { TransparentDsr } = await import("../../index");
+    const args = tdsr();
+    args.vips = [
+      {
+        address: "fd00:22::c8",
+        port: 80,
+        protocol: "tcp",
+        backends: args.vips[0].backends.map((b, i) => ({ ...b, address: `fd00:10::${(101 + i).toString(16)}` })),
+      },
+    ];
+    new TransparentDsr("edge6", args);
+    await programDone();
+    expect(failures).toEqual([]);
+    expect(flowsOf("edge6-hv1")!.vips[0].address).toBe("fd00:22::c8");
+    expect(flowsOf("edge6-hv1")!.vips[0].backends.map((b: any) => b.address)).toEqual(["fd00:10::65", "fd00:10::66"]);
+    expect(flowsOf("edge6-hv2")!.vips[0].backends.map((b: any) => b.address)).toEqual(["fd00:10::67"]);
+  });
+
   it("refuses an unknown property and an unknown hypervisor at construction; Output-fed rules once resolved", async () => {
     const { TransparentDsr } = await import("../../index");
     const extra = Object.assign(tdsr(), { vipz: [] });
