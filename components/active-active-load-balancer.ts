@@ -1,4 +1,5 @@
 import * as pulumi from "@pulumi/pulumi";
+import { canonicalAddress } from "../provider/model/addresses";
 import type { DistributorAmphora } from "../provider/model/inputs.generated";
 import type { CheckFailure } from "../provider/model/validate";
 import { DistributorAttachment, type DistributorAttachmentArgs } from "../provider/resources/distributor-attachment/resource";
@@ -121,8 +122,9 @@ export function deviceViolations(args: Pick<ActiveActiveLoadBalancerArgs, "devic
   args.devices.forEach((d, i) => {
     const hop = mustBePlain(d.nextHop, `devices[${i}].nextHop`, "it names the device's DistributorAttachment");
     if (hop.length > 0) problems.push(...hop);
-    else if (hops.has(d.nextHop)) problems.push({ property: `devices[${i}].nextHop`, reason: `is also devices[${hops.get(d.nextHop)}]'s` });
-    else hops.set(d.nextHop, i);
+    else if (hops.has(canonicalAddress(d.nextHop)))
+      problems.push({ property: `devices[${i}].nextHop`, reason: `is also devices[${hops.get(canonicalAddress(d.nextHop))}]'s` });
+    else hops.set(canonicalAddress(d.nextHop), i);
     // A host known now is compared; one from an Output is the devices' own to check.
     const host = (d.device.hostArgs as { connection?: { host?: unknown } }).connection?.host;
     if (typeof host === "string") {
@@ -177,14 +179,16 @@ export class ActiveActiveLoadBalancer extends pulumi.ComponentResource {
       );
     this.attachments = args.device
       ? [attach(`${name}-attachment`, args.device)]
-      : args.devices!.map((d) =>
-          attach(`${name}-attachment-${d.nextHop}`, d.device, {
+      : args.devices!.map((d) => {
+          // An IPv6 next hop in RFC 5952 form, so two spellings are one device's; in the resource name with "-" for ":" (no "::" in a URN).
+          const hop = canonicalAddress(d.nextHop);
+          return attach(`${name}-attachment-${hop.replace(/:/g, "-")}`, d.device, {
             loadBalancerId: args.loadBalancerId,
-            nextHop: d.nextHop,
+            nextHop: hop,
             // One frontend MAC per device: the segment must see each next hop at its own MAC.
-            frontendMac: derive(args.loadBalancerId, (id) => derivedFrontendMac(`${id}/${d.nextHop}`)),
-          }),
-        );
+            frontendMac: derive(args.loadBalancerId, (id) => derivedFrontendMac(`${id}/${hop}`)),
+          });
+        });
     this.attachment = this.attachments[0];
     this.frontendMac = this.attachment.frontendMac;
     this.groupId = this.attachment.groupId;

@@ -9,6 +9,7 @@ import {
   attachmentIntent,
   attachmentNames,
   checkRules,
+  derivedFrontendMac,
   desiredDataplane,
   planIds,
   withDefaults,
@@ -394,5 +395,41 @@ describe("distributor device and component rules", () => {
     // The same load balancer id gives the same bucket ids on both devices, whatever the attachment's identity.
     const ids = attachments.map((a) => planIds(a.inputs as never, [1, 2], undefined));
     expect([...ids[0].bucketIds]).toEqual([...ids[1].bucketIds]);
+  });
+
+  it("an IPv6 VIP on several devices: next hops in RFC 5952 form (two spellings of one are refused as one), resource names without '::'", async () => {
+    const registered = await mockResources();
+    const { ActiveActiveLoadBalancer, DistributorDevice } = await import("../../index");
+    const d1 = new DistributorDevice("d1", { host, deviceId: "d1", uplinkBridge: "br-seg" });
+    const d2 = new DistributorDevice("d2", {
+      host: { ...host, connection: { ...host.connection, host: "172.30.0.32" } },
+      deviceId: "d2",
+      uplinkBridge: "br-seg",
+    });
+    const amphorae = [
+      { name: "a", mac: "02:00:00:00:00:01", role: "active" as const, hypervisor: "hv1" },
+      { name: "s", mac: "02:00:00:00:00:02", role: "standby" as const, hypervisor: "hv2" },
+    ];
+    const lb = (name: string, hops: [string, string]) =>
+      new ActiveActiveLoadBalancer(name, {
+        devices: [
+          { device: d1, nextHop: hops[0] },
+          { device: d2, nextHop: hops[1] },
+        ],
+        loadBalancerId: "lb-6",
+        vip: "fd00:21::7",
+        amphorae,
+      });
+    expect(() => lb("same-hop6", ["FD00:10::41", "fd00:10:0::41"])).toThrow(
+      'ActiveActiveLoadBalancer "same-hop6": args.devices[1].nextHop: is also devices[0]\'s',
+    );
+    lb("ha6", ["FD00:10:0::41", "fd00:10::42"]);
+    await pulumi.runtime.disconnect();
+    const attachments = registered.filter((r) => r.type.endsWith("DistributorAttachment"));
+    expect(attachments.map((a) => [a.name, a.inputs.nextHop, a.inputs.vip])).toEqual([
+      ["ha6-attachment-fd00-10--41", "fd00:10::41", "fd00:21::7"],
+      ["ha6-attachment-fd00-10--42", "fd00:10::42", "fd00:21::7"],
+    ]);
+    expect(attachments[0].inputs.frontendMac).toBe(derivedFrontendMac("lb-6/fd00:10::41"));
   });
 });
