@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { handle } from "../../provider/handlers";
 import { SshSession } from "../../provider/transport/ssh";
-import { sshdCommand } from "../lab/lab";
+import { isAlive, sshdCommand } from "../lab/lab";
 import type { LabInventory } from "../lab/topology";
 import { inNamespace, labSsh, loadInventory, sshTo } from "../support/lab";
 
@@ -56,7 +56,7 @@ function stopSshd() {
     }
   }
   for (const p of tree)
-    for (let i = 0; i < 100 && existsSync(`/proc/${p}`) && !readFileSync(`/proc/${p}/stat`, "utf8").includes(") Z "); i++) execFileSync("sleep", ["0.05"]);
+    for (let i = 0; i < 100 && isAlive(p); i++) execFileSync("sleep", ["0.05"]);
   rmSync(pidFile, { force: true });
 }
 

@@ -816,19 +816,32 @@ export function readPid(pidFile: string): number | undefined {
   }
 }
 
-/** Whether a process runs (a zombie waiting to be reaped counts as gone). */
+/**
+ * Whether a process runs. A zombie waiting to be reaped counts as gone, but
+ * only once every thread has exited: a multi-threaded daemon's main thread
+ * shows as a zombie while its other threads, and its open files and locks
+ * (ovs-vswitchd's pidfile lock among them), are still being torn down, and a
+ * new daemon started then aborts as "already running".
+ */
 export function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
   } catch {
     return false;
   }
-  // A zombie waiting to be reaped counts as gone.
+  let tasks: string[];
   try {
-    return !/^State:\s+Z/m.test(readFileSync(`/proc/${pid}/status`, "utf8"));
+    tasks = readdirSync(`/proc/${pid}/task`);
   } catch {
     return false;
   }
+  return tasks.some((tid) => {
+    try {
+      return !/^State:\s+Z/m.test(readFileSync(`/proc/${pid}/task/${tid}/status`, "utf8"));
+    } catch {
+      return false; // exited since the listing
+    }
+  });
 }
 
 function pidAlive(pidFile: string): boolean {

@@ -1,7 +1,7 @@
 import { execFileSync, spawn } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { sshdCommand, sshdConfig, vswitchdCommand } from "../lab/lab";
+import { isAlive, sshdCommand, sshdConfig, vswitchdCommand } from "../lab/lab";
 import type { LabInventory } from "../lab/topology";
 import type { OvsHost } from "../../provider/model/inputs.generated";
 import type { SshConnection } from "../../provider/transport/ssh";
@@ -246,7 +246,7 @@ export class FaultHost {
       signal(pid, "SIGCONT");
       signal(pid, "SIGKILL");
     }
-    await waitUntil(() => !pids.some(alive), { what: `${daemon} (${pids.join(", ")}) to exit` });
+    await waitUntil(() => !pids.some(isAlive), { what: `${daemon} (${pids.join(", ")}) to exit` });
   }
 
   /**
@@ -318,13 +318,6 @@ function signal(pid: number, sig: NodeJS.Signals): void {
   }
 }
 
-function alive(pid: number): boolean {
-  try {
-    return !readFileSync(`/proc/${pid}/stat`, "utf8").includes(") Z ");
-  } catch {
-    return false;
-  }
-}
 
 /** The sockets this Node process holds open (an fd leak check: the count before and after must match). */
 export function openSockets(): number {

@@ -1,7 +1,8 @@
 import { readFileSync, existsSync } from "node:fs";
 import { join } from "node:path";
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
-import { DEFAULT_LAB_DIR, vswitchdCommand } from "../lab/lab";
+import { DEFAULT_LAB_DIR, isAlive, vswitchdCommand } from "../lab/lab";
+import { waitUntil } from "./wait";
 import type { LabHost, LabInventory } from "../lab/topology";
 import { SshSession, type SshConnection } from "../../provider/transport/ssh";
 
@@ -58,8 +59,8 @@ export async function restartVswitchd(host: LabHost): Promise<void> {
   const rundir = host.ovsRundir!;
   const pid = Number(readFileSync(join(rundir, "ovs-vswitchd.pid"), "utf8").trim());
   process.kill(pid, "SIGKILL");
-  for (let i = 0; i < 200 && existsSync(`/proc/${pid}`) && !readFileSync(`/proc/${pid}/stat`, "utf8").includes(") Z "); i++)
-    await new Promise((r) => setTimeout(r, 10));
+  // Gone means every thread gone: until then it holds the pidfile's lock and a new ovs-vswitchd aborts.
+  await waitUntil(() => !isAlive(pid), { what: `ovs-vswitchd ${pid} on ${host.name} gone after SIGKILL`, timeoutMs: 10_000, intervalMs: 10 });
   execFileSync("ip", ["netns", "exec", host.namespace, ...vswitchdCommand(rundir)], {
     env: { ...process.env, OVS_RUNDIR: rundir, OVS_DBDIR: rundir, OVS_LOGDIR: rundir },
   });
