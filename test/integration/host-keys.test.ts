@@ -55,8 +55,7 @@ function stopSshd() {
       /* already gone */
     }
   }
-  for (const p of tree)
-    for (let i = 0; i < 100 && isAlive(p); i++) execFileSync("sleep", ["0.05"]);
+  for (const p of tree) for (let i = 0; i < 100 && isAlive(p); i++) execFileSync("sleep", ["0.05"]);
   rmSync(pidFile, { force: true });
 }
 

@@ -318,7 +318,6 @@ function signal(pid: number, sig: NodeJS.Signals): void {
   }
 }
 
-
 /** The sockets this Node process holds open (an fd leak check: the count before and after must match). */
 export function openSockets(): number {
   return readdirSync("/proc/self/fd").filter((fd) => {
