@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { defineConfig } from "vitest/config";
 
 /**
- * Three projects:
+ * Five projects:
  * - unit: test/unit, pure logic. No root, no lab, no dist/; files run in parallel.
  *   `npm run test:unit` runs it alone (CI runs it as an unprivileged user).
  * - integration: test/integration files that use the lab's shared hosts
@@ -12,8 +12,11 @@ import { defineConfig } from "vitest/config";
  *   one after another.
  * - integration-own-hosts: files that bring up hosts of their own (fault
  *   hosts, sandboxes) and only read the lab's: one after another too, but
- *   beside the other lane (tools/test.mjs runs the two lanes at once).
- * Both integration projects bring the lab up in their global setup. A new
+ *   beside the other lanes (tools/test.mjs runs the lanes at once).
+ * - integration-b: files of the shared hosts that run on the second lab ("b").
+ * - integration-newer: an engine-level subset run again, on the lab of the
+ *   newer versions ("c"; NEWER below), by `npm run test:newer`.
+ * The integration projects bring their lab up in their global setup. A new
  * file joins the shared lane unless it is listed in OWN_HOSTS.
  */
 const OWN_HOSTS = [
@@ -56,6 +59,24 @@ const LAB_B = [
   // Balanced by the lanes' times (npm test on 2 cores: the main lane 537 s, this one 401 s before these two moved).
   "distributor",
   "distributor-ipv6",
+].map((name) => `test/integration/${name}.test.ts`);
+
+/**
+ * The engine-level subset that runs again on the lab of the newer versions
+ * ("c": its hosts run Debian 13's Open vSwitch 3.5 and OVN 25.03 from the root
+ * tools/trixie-root.sh builds): apply, selection, traffic, DSR, BFD, OVN
+ * health checks, the distributor and the drift loop. `npm run test:newer`.
+ */
+const NEWER = [
+  "deferred-nat-apply",
+  "deferred-nat-selection",
+  "deferred-nat-traffic",
+  "dsr-hypervisor-flows",
+  "dsr-gre-l3dsr",
+  "deferred-nat-bfd",
+  "deferred-nat-health-ovn",
+  "distributor",
+  "drift-loop",
 ].map((name) => `test/integration/${name}.test.ts`);
 
 /**
@@ -121,6 +142,15 @@ export default defineConfig({
           name: "integration-b",
           include: LAB_B,
           env: { OVSLB_LAB_INSTANCE: "b" },
+          ...LAB_LANE,
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: "integration-newer",
+          include: NEWER,
+          env: { OVSLB_LAB_INSTANCE: "c" },
           ...LAB_LANE,
         },
       },

@@ -20,6 +20,9 @@ export const LANES = [
   { name: "own-hosts", projects: ["integration-own-hosts"], lab: "" },
 ];
 
+/** The engine-level subset again, on the lab of the newer versions (Debian 13's Open vSwitch and OVN): `npm run test:newer`. */
+export const NEWER_LANE = { name: "newer", projects: ["integration-newer"], lab: "c" };
+
 /** Brings the lanes' labs up (idempotent) before the lanes start, so their global setups find them up rather than race to build them. */
 export function labUp(lanes = LANES) {
   for (const instance of new Set(lanes.map((l) => l.lab))) {

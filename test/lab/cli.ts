@@ -10,6 +10,8 @@ function main(argv: string[]): number {
       const wasUp = lab.status().up;
       const inventory = lab.up();
       console.log(wasUp ? `lab already up; inventory: ${lab.inventoryPath}` : `lab up in ${inventory.upSeconds.toFixed(2)} s; inventory: ${lab.inventoryPath}`);
+      const sw = inventory.software;
+      if (sw) console.log(`its hosts run Open vSwitch ${sw.ovs} and OVN ${sw.ovn}${sw.root ? ` from ${sw.root}` : ""}`);
       const written = writeLabStackConfigs(inventory);
       console.log(`the lab's stack config (stack "${LAB_STACK}"): ${written.length} Pulumi.${LAB_STACK}.yaml files, for the root project and the examples`);
       return 0;
@@ -24,7 +26,9 @@ function main(argv: string[]): number {
       return up ? 0 : 1;
     }
     default:
-      console.error(`usage: npm run lab -- up|down|status   (OVSLB_LAB_DIR overrides ${DEFAULT_LAB_DIR}; OVSLB_LAB_INSTANCE=b is the second lab)`);
+      console.error(
+        `usage: npm run lab -- up|down|status   (OVSLB_LAB_DIR overrides ${DEFAULT_LAB_DIR}; OVSLB_LAB_INSTANCE=b is the second lab, c the lab of the newer versions)`,
+      );
       return 2;
   }
 }

@@ -34,13 +34,16 @@ import {
   underlayRouterOf,
   underlayRouter6Of,
   UNDERLAY6_CIDR,
+  LAB_ROOT,
 } from "./topology";
+import { type HostRoot, inHostArgv, mountRoot } from "./root";
 
 /**
  * Brings the lab up and down on this machine: one network namespace per
  * emulated host, each with its own ovsdb-server, ovs-vswitchd (userspace
- * datapath) and sshd. Everything made is recorded in state.json as it is
- * made, so `down` removes exactly that and nothing else.
+ * datapath) and sshd, this machine's or (lab "c") a Debian root's.
+ * Everything made is recorded in state.json as it is made, so `down`
+ * removes exactly that and nothing else.
  */
 
 export { DEFAULT_LAB_DIR } from "./topology";
@@ -167,6 +170,8 @@ export function sshdCommand(configPath: string, logPath: string): string[] {
 export class Lab {
   readonly dir: string;
   protected state: LabState = { namespaces: [], rootLinks: [], pidFiles: [] };
+  /** Each host's root, by namespace, when its daemons run from a Debian root (LAB_ROOT). */
+  private readonly roots = new Map<string, HostRoot>();
 
   constructor(dir = process.env.OVSLB_LAB_DIR ?? DEFAULT_LAB_DIR) {
     this.dir = resolve(dir);
@@ -271,6 +276,7 @@ export class Lab {
       version: 1,
       labDir: this.dir,
       upSeconds: Number(process.hrtime.bigint() - started) / 1e9,
+      software: this.software(hosts),
       clientKeyPath,
       clientPublicKey,
       knownHostsPath,
@@ -361,6 +367,12 @@ export class Lab {
     mkdirSync(rundir, { recursive: true });
     this.makeNamespace(ns);
     inNs(ns, ["sysctl", "-q", "-w", "net.ipv4.conf.all.arp_ignore=1"]);
+    if (LAB_ROOT) {
+      const root = { path: LAB_ROOT, holderPidFile: join(hostDir, "mounts.pid") };
+      this.record("pidFiles", root.holderPidFile);
+      mountRoot(ns, root, this.dir);
+      this.roots.set(ns, root);
+    }
     const address = mgmtAddressOf(plan);
     this.plugIntoRootBridge(MGMT_BRIDGE, rootLinkOf("m", plan.name), ns, "mgmt0");
     inNs(ns, ["ip", "addr", "add", `${address}/24`, "dev", "mgmt0"]);
@@ -374,6 +386,7 @@ export class Lab {
       sshPort: 22,
       user: SSH_USER,
       hostKey: "",
+      root: this.roots.get(ns),
     };
     if (plan.role === "ovn-central") {
       host.ovn = this.startOvnCentral(ns, address, rundir);
@@ -388,12 +401,30 @@ export class Lab {
     return { ...process.env, OVS_RUNDIR: rundir, OVS_DBDIR: rundir, OVS_LOGDIR: rundir, OVN_RUNDIR: rundir };
   }
 
+  /** Runs a host's own program (its Open vSwitch, OVN or sshd): in its namespace, from its root when it has one. */
+  private onHost(ns: string, argv: string[], rundir?: string): string {
+    return run(inHostArgv(ns, this.roots.get(ns), argv), rundir ? { env: this.daemonEnv(rundir) } : {});
+  }
+
+  /** What the hosts run: read from the first OVS host and the OVN central host. */
+  private software(hosts: Record<string, LabHost>): NonNullable<LabInventory["software"]> {
+    const all = Object.values(hosts);
+    const ovsHost = all.find((h) => h.ovsRundir)!;
+    const ovnHost = all.find((h) => h.ovn)!;
+    const version = (ns: string, argv: string[]) => / (\d+\.\d+\.\d+)/.exec(this.onHost(ns, argv).split("\n")[0])?.[1] ?? "unknown";
+    return {
+      ovs: version(ovsHost.namespace, ["ovs-vswitchd", "--version"]),
+      ovn: version(ovnHost.namespace, ["ovn-northd", "--version"]),
+      ...(LAB_ROOT ? { root: LAB_ROOT } : {}),
+    };
+  }
+
   private startOvs(plan: HostPlan, ns: string, rundir: string, networks: HostNetworks): Partial<LabHost> {
     const dbSock = join(rundir, "db.sock");
-    const env = this.daemonEnv(rundir);
-    const nsRun = (argv: string[]) => run(["ip", "netns", "exec", ns, ...argv], { env });
+    const nsRun = (argv: string[]) => this.onHost(ns, argv, rundir);
     const db = join(rundir, "conf.db");
-    run(["ovsdb-tool", "create", db, "/usr/share/openvswitch/vswitch.ovsschema"]);
+    // The schema of the Open vSwitch that serves it.
+    nsRun(["ovsdb-tool", "create", db, "/usr/share/openvswitch/vswitch.ovsschema"]);
     this.record("pidFiles", join(rundir, "ovsdb-server.pid"));
     nsRun([
       "ovsdb-server",
@@ -507,8 +538,7 @@ export class Lab {
   }
 
   private startOvnCentral(ns: string, address: string, rundir: string): NonNullable<LabHost["ovn"]> {
-    const env = this.daemonEnv(rundir);
-    const nsRun = (argv: string[]) => run(["ip", "netns", "exec", ns, ...argv], { env });
+    const nsRun = (argv: string[]) => this.onHost(ns, argv, rundir);
     const socks: Record<string, string> = {};
     for (const [db, schema, port] of [
       ["nb", "ovn-nb", 6641],
@@ -517,7 +547,7 @@ export class Lab {
       const file = join(rundir, `ovn${db}_db.db`);
       const sock = join(rundir, `ovn${db}_db.sock`);
       const pid = join(rundir, `ovn${db}_db.pid`);
-      run(["ovsdb-tool", "create", file, `/usr/share/ovn/${schema}.ovsschema`]);
+      nsRun(["ovsdb-tool", "create", file, `/usr/share/ovn/${schema}.ovsschema`]);
       this.record("pidFiles", pid);
       nsRun([
         "ovsdb-server",
@@ -564,7 +594,9 @@ export class Lab {
     const configPath = join(hostDir, "sshd_config");
     writeFileSync(configPath, config);
     this.record("pidFiles", pidFile);
-    inNs(ns, sshdCommand(configPath, join(hostDir, "sshd.log")));
+    // A root's own sshd: its login shell's ~/.bashrc is the root's (Debian's default), which sshdCommand need not hide.
+    if (this.roots.has(ns)) this.onHost(ns, ["/usr/sbin/sshd", "-f", configPath, "-E", join(hostDir, "sshd.log")]);
+    else inNs(ns, sshdCommand(configPath, join(hostDir, "sshd.log")));
     const pub = readFileSync(`${hostKey}.pub`, "utf8").trim().split(" ");
     return `${pub[0]} ${pub[1]}`;
   }
@@ -703,9 +735,7 @@ export class Lab {
     this.makeNamespace(ns);
     run(["ip", "link", "add", "client2", "netns", dist.namespace, "type", "veth", "peer", "name", "eth0", "netns", ns]);
     inNs(dist.namespace, ["ip", "link", "set", "client2", "up"]);
-    run(["ip", "netns", "exec", dist.namespace, "ovs-vsctl", "--may-exist", "add-port", "br-seg", "client2", `tag=${vlan}`], {
-      env: this.daemonEnv(dist.ovsRundir!),
-    });
+    this.onHost(dist.namespace, ["ovs-vsctl", "--may-exist", "add-port", "br-seg", "client2", `tag=${vlan}`], dist.ovsRundir);
     this.configureGuestNic(ns, address, mac);
   }
 
@@ -716,7 +746,7 @@ export class Lab {
     run(["ip", "link", "add", vm.port, "netns", hvNs, "type", "veth", "peer", "name", "eth0", "netns", ns]);
     inNs(hvNs, ["ip", "link", "set", vm.port, "up"]);
     const rundir = join(this.dir, "hosts", vm.hypervisor, "run");
-    run(["ip", "netns", "exec", hvNs, "ovs-vsctl", "--may-exist", "add-port", "br-seg", vm.port], { env: this.daemonEnv(rundir) });
+    this.onHost(hvNs, ["ovs-vsctl", "--may-exist", "add-port", "br-seg", vm.port], rundir);
     this.configureGuestNic(ns, vm.address, vm.mac);
     inNs(ns, ["ip", "route", "add", FAR_CLIENT.network, "via", EDGE_ROUTER.address, "dev", "eth0"]);
     inNs(ns, ["ip", "-6", "route", "add", FAR_CLIENT.network6, "via", EDGE_ROUTER.address6, "dev", "eth0"]);

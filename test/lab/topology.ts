@@ -1,15 +1,19 @@
+import { type HostRoot, trixieRoot } from "./root";
+
 /**
  * The lab's topology as pure data: which emulated hosts exist, their
  * namespaces, addresses and MACs. lab.ts builds it; tests read the inventory.
  *
- * Two labs of this topology can stand side by side (two test lanes, one on
- * each): OVSLB_LAB_INSTANCE="" (or unset) is the main lab, "b" the second.
+ * Labs of this topology can stand side by side (test lanes, one on each):
+ * OVSLB_LAB_INSTANCE="" (or unset) is the main lab, "b" the second, and "c"
+ * the lab of the newer versions, whose hosts run their daemons and sshd from
+ * the Debian 13 root (Open vSwitch 3.5, OVN 25.03; test/lab/root.ts).
  * They differ only in what the root namespace sees: namespace and root link
  * names, the management network and the lab directory; inside their
- * namespaces the two are identical, so every test runs on either.
+ * namespaces they are identical, so every test runs on any of them.
  *
  * Networks (lab-only ranges; this machine's own interface is in 192.0.2.0/24):
- * - management 172.30.0.0/24 (lab "b": 172.30.1.0/24): a Linux bridge in the root namespace; each
+ * - management 172.30.0.0/24 (lab "b": 172.30.1.0/24, "c": 172.30.2.0/24): a Linux bridge in the root namespace; each
  *   host's sshd listens here, and so does OVN NB/SB over TCP.
  * - segment 10.0.0.0/24: one L2 segment (Linux bridge) joining gateways,
  *   hypervisors, the distributor and the client; each OVS host has it on
@@ -42,10 +46,13 @@ export interface VmPlan {
 /** Which lab this process builds or uses (see above). */
 export const LAB_INSTANCE = labInstance(process.env.OVSLB_LAB_INSTANCE);
 
-function labInstance(value: string | undefined): "" | "b" {
-  if (value === undefined || value === "" || value === "b") return value ?? "";
-  throw new Error(`OVSLB_LAB_INSTANCE=${JSON.stringify(value)}: the labs are "" (the main one) and "b"`);
+function labInstance(value: string | undefined): "" | "b" | "c" {
+  if (value === undefined || value === "" || value === "b" || value === "c") return value ?? "";
+  throw new Error(`OVSLB_LAB_INSTANCE=${JSON.stringify(value)}: the labs are "" (the main one), "b" and "c" (the newer versions)`);
 }
+
+/** The Debian root this lab's hosts run from (lab "c"), or undefined for this machine's own Open vSwitch. */
+export const LAB_ROOT: string | undefined = LAB_INSTANCE === "c" ? trixieRoot() : undefined;
 
 export const LAB_PREFIX = `ovslb${LAB_INSTANCE}-`;
 /** A namespace's leg on the management ("m") or segment ("s") bridge, as the root namespace names its peer: the cable a test cuts. */
@@ -53,7 +60,7 @@ export const rootLinkOf = (network: "m" | "s", name: string) => `${LAB_INSTANCE}
 export const MGMT_BRIDGE = `${LAB_PREFIX}mgmt`;
 export const SEGMENT_BRIDGE = `${LAB_PREFIX}seg`;
 export const ROUTER_NS = `${LAB_PREFIX}rtr`;
-const MGMT_NET = LAB_INSTANCE === "" ? "172.30.0" : "172.30.1";
+const MGMT_NET = `172.30.${["", "b", "c"].indexOf(LAB_INSTANCE)}`;
 export const MGMT_CIDR = `${MGMT_NET}.0/24`;
 export const MGMT_GATEWAY = `${MGMT_NET}.1`;
 /** An address on the management network that no host has (a connection to it times out). */
@@ -178,6 +185,8 @@ export interface LabInventory {
   labDir: string;
   /** Seconds `up` took to build the lab. */
   upSeconds: number;
+  /** The Open vSwitch and OVN the hosts run, and the Debian root they run from if not this machine's (absent in inventories written before lab "c"). */
+  software?: { ovs: string; ovn: string; root?: string };
   clientKeyPath: string;
   clientPublicKey: string;
   knownHostsPath: string;
@@ -238,6 +247,8 @@ export interface LabHost {
   segment?: { bridge: string; port: string; address: string; mac: string };
   underlay?: { bridge: string; port: string; address: string; router: string; address6?: string; router6?: string };
   ovn?: { nbSock: string; sbSock: string; nbTcp: string; sbTcp: string; rundir: string };
+  /** Set when the host's daemons run from another Debian root (lab "c"): a local command on the host runs through it (test/lab/root.ts). */
+  root?: HostRoot;
 }
 
 export interface LabBackend {

@@ -1,7 +1,8 @@
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { isAlive, sshdCommand, sshdConfig, vswitchdCommand } from "../lab/lab";
+import { type HostRoot, inHostArgv, mountRoot } from "../lab/root";
 import type { LabInventory } from "../lab/topology";
 import type { OvsHost } from "../../provider/model/inputs.generated";
 import type { SshConnection } from "../../provider/transport/ssh";
@@ -15,12 +16,8 @@ import { waitUntil } from "./wait";
  * The sshd presents gw1's host key (pinned as the lab pins it).
  *
  * With `root` (a Debian root such as tools/trixie-root.sh builds), its
- * daemons, its sshd and every command run in it are that root's, chrooted:
- * another Open vSwitch than this machine's. /proc, /sys and /dev are mounted
- * in it, tmpfs on /run and /tmp, and the lab's directory at its own path (so
- * the run directory, keys and configs have one path inside and out), all in
- * a mount namespace of the host's own that a holder process keeps: the
- * cached root itself never sees a mount or a write.
+ * daemons, its sshd and every command run in it are that root's, chrooted
+ * (test/lab/root.ts): another Open vSwitch than this machine's.
  */
 export class FaultHost {
   readonly namespace: string;
@@ -65,15 +62,12 @@ export class FaultHost {
     return join(this.dir, "mounts.pid");
   }
 
-  /** argv as run in the host: in its namespace, and chrooted into its root when it has one. */
-  private inHost(argv: string[]): string[] {
-    if (!this.opts.root) return ["ip", "netns", "exec", this.namespace, ...argv];
-    const holder = readFileSync(this.holderPidFile, "utf8").trim();
-    return ["nsenter", "-t", holder, "-m", "-n", "--", "chroot", this.opts.root, ...argv];
+  private get hostRoot(): HostRoot | undefined {
+    return this.opts.root ? { path: this.opts.root, holderPidFile: this.holderPidFile } : undefined;
   }
 
   private ns(argv: string[], input?: string): string {
-    const [cmd, ...args] = this.inHost(argv);
+    const [cmd, ...args] = inHostArgv(this.namespace, this.hostRoot, argv);
     return execFileSync(cmd, args, {
       encoding: "utf8",
       input,
@@ -102,7 +96,7 @@ export class FaultHost {
     this.down();
     mkdirSync(this.rundir, { recursive: true });
     execFileSync("ip", ["netns", "add", this.namespace]);
-    if (this.opts.root) await this.mountRoot(this.opts.root);
+    if (this.hostRoot) mountRoot(this.namespace, this.hostRoot, this.inv.labDir);
     execFileSync("ip", ["link", "add", this.veth, "type", "veth", "peer", "name", "mgmt0", "netns", this.namespace]);
     execFileSync("ip", ["addr", "add", `172.31.${this.subnet}.1/30`, "dev", this.veth]);
     execFileSync("ip", ["link", "set", this.veth, "up"]);
@@ -134,36 +128,6 @@ export class FaultHost {
     );
     this.startSshd();
     return this;
-  }
-
-  /** The holder of the host's mount namespace, with the root's mounts (see the class's comment). */
-  private async mountRoot(root: string): Promise<void> {
-    if (!existsSync(join(root, "usr", "sbin", "ovs-vswitchd"))) throw new Error(`${root} has no Open vSwitch: build it with tools/trixie-root.sh`);
-    const child = spawn(
-      "ip",
-      [
-        "netns",
-        "exec",
-        this.namespace,
-        "unshare",
-        "--mount",
-        "--propagation",
-        "private",
-        "sh",
-        "-c",
-        MOUNT_ROOT,
-        "sh",
-        root,
-        this.inv.labDir,
-        this.holderPidFile,
-      ],
-      { detached: true, stdio: "ignore" },
-    );
-    child.unref();
-    await waitUntil(() => existsSync(this.holderPidFile) && readFileSync(this.holderPidFile, "utf8").endsWith("\n"), {
-      what: `the mounts of ${this.tag}'s root`,
-      timeoutMs: 10_000,
-    });
   }
 
   /** `ovs-vswitchd --version`'s version: this machine's, or its root's. */
@@ -288,22 +252,6 @@ export class FaultHost {
     rmSync(this.dir, { recursive: true, force: true });
   }
 }
-
-/**
- * The mounts of a host's root, in the mount namespace its holder (this
- * shell, then `sleep`) keeps: $1 the root, $2 the lab's directory, $3 the
- * holder's pid file, written last.
- */
-const MOUNT_ROOT = `set -e
-mount -t proc proc "$1/proc"
-mount --rbind /sys "$1/sys"
-mount --rbind /dev "$1/dev"
-mount -t tmpfs -o mode=0755 tmpfs "$1/run"
-mount -t tmpfs -o mode=1777 tmpfs "$1/tmp"
-mkdir -p "$1/run/sshd" "$1$2"
-mount --bind "$2" "$1$2"
-echo $$ > "$3.new" && mv "$3.new" "$3"
-exec sleep infinity`;
 
 function readlinkSafe(path: string, stat = false): string {
   if (stat) return `net:[${execFileSync("stat", ["-L", "-c", "%i", path], { encoding: "utf8" }).trim()}]`;

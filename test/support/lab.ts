@@ -2,6 +2,7 @@ import { readFileSync, existsSync } from "node:fs";
 import { join } from "node:path";
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { DEFAULT_LAB_DIR, isAlive, vswitchdCommand } from "../lab/lab";
+import { inHostArgv } from "../lab/root";
 import { waitUntil } from "./wait";
 import type { LabHost, LabInventory } from "../lab/topology";
 import { SshSession, type SshConnection } from "../../provider/transport/ssh";
@@ -61,7 +62,8 @@ export async function restartVswitchd(host: LabHost): Promise<void> {
   process.kill(pid, "SIGKILL");
   // Gone means every thread gone: until then it holds the pidfile's lock and a new ovs-vswitchd aborts.
   await waitUntil(() => !isAlive(pid), { what: `ovs-vswitchd ${pid} on ${host.name} gone after SIGKILL`, timeoutMs: 10_000, intervalMs: 10 });
-  execFileSync("ip", ["netns", "exec", host.namespace, ...vswitchdCommand(rundir)], {
+  const [cmd, ...args] = inHostArgv(host.namespace, host.root, vswitchdCommand(rundir));
+  execFileSync(cmd, args, {
     env: { ...process.env, OVS_RUNDIR: rundir, OVS_DBDIR: rundir, OVS_LOGDIR: rundir },
   });
 }
