@@ -66,6 +66,8 @@ const REQUIRED_PACKAGES: Record<string, string> = {
 
 /** Where test/lab/l3dsr.ts keeps its encapsulators' pid files and logs, under the lab directory. */
 export const L3DSR_RUN_SUBDIR = "l3dsr";
+/** Where test/lab/ovn-chassis.ts records what it adds to the lab (its own state.json: pid files, namespaces), under the lab directory. */
+export const OVN_RUN_SUBDIR = "ovn";
 
 /** Which of the lab's networks a host joins: all of them, or the management network only (ExtraHosts). */
 type HostNetworks = "lab" | "management";
@@ -318,7 +320,12 @@ export class Lab {
           .filter((f) => f.endsWith(".pid"))
           .map((f) => join(encapDir, f))
       : [];
-    const pids = [...this.state.pidFiles, ...encapPidFiles].map(readPid).filter((p): p is number => p !== undefined);
+    // The OVN chassis layer (test/lab/ovn-chassis.ts), when it was added, records its own processes and namespaces.
+    const ovnStatePath = join(this.dir, OVN_RUN_SUBDIR, "state.json");
+    const ovn: Pick<LabState, "pidFiles" | "namespaces"> = existsSync(ovnStatePath)
+      ? JSON.parse(readFileSync(ovnStatePath, "utf8"))
+      : { pidFiles: [], namespaces: [] };
+    const pids = [...this.state.pidFiles, ...encapPidFiles, ...ovn.pidFiles].map(readPid).filter((p): p is number => p !== undefined);
     for (const pid of pids) signal(pid, "SIGTERM");
     waitGone(pids, 5000);
     for (const pid of pids) signal(pid, "SIGKILL");
@@ -326,7 +333,7 @@ export class Lab {
     for (const link of this.state.rootLinks) {
       if (existsSync(`/sys/class/net/${link}`)) run(["ip", "link", "del", link]);
     }
-    for (const ns of [...this.state.namespaces].reverse()) {
+    for (const ns of [...ovn.namespaces, ...[...this.state.namespaces].reverse()]) {
       if (existsSync(`/run/netns/${ns}`)) run(["ip", "netns", "del", ns]);
     }
     rmSync(this.dir, { recursive: true, force: true });
