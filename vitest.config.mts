@@ -59,6 +59,8 @@ const LAB_B = [
   // Balanced by the lanes' times (npm test on 2 cores: the main lane 537 s, this one 401 s before these two moved).
   "distributor",
   "distributor-ipv6",
+  // The OVN chassis (test/lab/ovn-chassis.ts), brought up by the tests themselves.
+  "ovn-chassis",
 ].map((name) => `test/integration/${name}.test.ts`);
 
 /**

@@ -212,14 +212,18 @@ export interface DeferredNatBackend {
   state?: "active" | "draining";
 }
 /**
- * also write the OVN northbound Load_Balancer row and attach it to a logical router
+ * also write the OVN northbound Load_Balancer rows (options:deferred-nat=true, the health checks and ip_port_mappings), attached to router only with attach
  */
 export interface DeferredNatOvn {
   northbound: OvnNorthbound;
   /**
-   * an OVN name: 1-64 letters, digits and . _ - :
+   * the logical router the rows are for: it must exist; they are attached to it only with attach
    */
   router: string;
+  /**
+   * attach the rows to router (its load_balancer column). Default false: no OVN release (23.03 to 26.03) has the deferred-NAT series, and a stock OVN ignores options:deferred-nat and implements an attached row as its own stateful load balancer on the router (ct_lb_mark DNAT to the backends), beside ovslb's stateless gateways. Unattached, the rows still carry OVN's health checks: northd makes the Service_Monitor rows of every Load_Balancer and the backends' chassis probe them. Set true only for an OVN that implements options:deferred-nat, or to have OVN balance the VIP statefully on purpose
+   */
+  attach?: boolean;
   /**
    * the source address of OVN's probes of IPv4 backends (ip_port_mappings BACKEND_IP -> LSP:SOURCE_IP)
    */

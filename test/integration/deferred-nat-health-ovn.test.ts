@@ -56,6 +56,8 @@ function inputs() {
       ovn: {
         northbound: { connection: sshTo(inv, "central"), socket: inv.hosts.central.ovn!.nbSock },
         router: ROUTER,
+        // Attached: the test reads northd's router flows for the VIPs.
+        attach: true,
         healthCheckSourceIp: SRC_IP,
       },
       healthCheck: {

@@ -66,6 +66,8 @@ describe("deferred-NAT load balancer, OVN mode", () => {
         ovn: {
           northbound: { connection: sshTo(inv, "central"), socket: inv.hosts.central.ovn!.nbSock },
           router: ROUTER,
+          // Attached, as an OVN with the deferred-NAT series would want it (what a stock OVN does with it: deferred-nat-ovn-stock.test.ts).
+          attach: true,
           healthCheckSourceIp: "10.0.0.254",
         },
       },

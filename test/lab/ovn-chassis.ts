@@ -169,6 +169,11 @@ export class OvnChassis {
     return h;
   }
 
+  /** A command on a lab host by name (ovs-vsctl, ovs-ofctl, ovs-appctl, ovn-appctl), with its run directory in the environment. */
+  onLabHost(name: string, argv: string[]): string {
+    return this.onHost(this.host(name), argv);
+  }
+
   nbctl(...args: string[]): string {
     const c = this.host("central");
     return this.onHost(c, ["ovn-nbctl", `--db=unix:${c.ovn!.nbSock}`, ...args]).trim();

@@ -23,8 +23,12 @@ import { lbId } from "./plan";
 /**
  * The optional OVN side: one northbound Load_Balancer row per protocol
  * (OVN keeps one protocol per row), with deferred NAT asked for in its
- * options, written and attached to the logical router in ONE transaction,
- * and owned through external_ids. With healthCheck.probe, each VIP of a row
+ * options, written (and, with ovn.attach, attached to the logical router) in
+ * ONE transaction, and owned through external_ids. Unattached by default: a
+ * stock OVN (no release has the deferred-NAT series) ignores the option and
+ * would balance an attached row's VIPs statefully itself, behind the
+ * gateways' back; an unattached row still carries the health checks (northd
+ * monitors every Load_Balancer's backends, attached or not). With healthCheck.probe, each VIP of a row
  * has its own Load_Balancer_Health_Check (non-root: it lives as long as the
  * row's health_check references it), written in that same transaction.
  */
@@ -215,7 +219,7 @@ export async function applyNorthbound(inputs: Inputs, db: OvsdbClient): Promise<
     }
   }
   const stale = existing.filter((e) => !want.some((w) => w.name === e.name));
-  // Detach everything ovslb owns from every router, then attach what is wanted to the one router.
+  // Detach everything ovslb owns from every router, then attach what is wanted to the one router (with ovn.attach only).
   if (existing.length > 0)
     t.mutate(
       "Logical_Router",
@@ -228,7 +232,7 @@ export async function applyNorthbound(inputs: Inputs, db: OvsdbClient): Promise<
         ),
       ],
     );
-  if (refs.length > 0) t.mutate("Logical_Router", [where("name", "==", ovn.router)], [mutation("load_balancer", "insert", refs)]);
+  if (ovn.attach && refs.length > 0) t.mutate("Logical_Router", [where("name", "==", ovn.router)], [mutation("load_balancer", "insert", refs)]);
   for (const row of stale) t.deleteOwned("Load_Balancer", { _uuid: row._uuid });
   await db.run(t);
 }
@@ -267,7 +271,9 @@ export async function readNorthbound(inputs: Inputs, db: OvsdbClient): Promise<{
       if ((own.get(hc.vip) === hc && w.healthChecks[hc.vip]) || others.includes(hc)) continue;
       columnDiffers(w.name, `health check of VIP ${hc.vip} not declared${ownerOf(hc) === lbId(inputs) ? "" : ` (${describeOwner(hc)})`}`);
     }
-    if (!attached.has(row._uuid.id)) rowDiffers(w.name, `not attached to router ${inputs.ovn!.router}`);
+    if (inputs.ovn!.attach && !attached.has(row._uuid.id)) rowDiffers(w.name, `not attached to router ${inputs.ovn!.router}`);
+    if (!inputs.ovn!.attach && attached.has(row._uuid.id))
+      rowDiffers(w.name, `attached to router ${inputs.ovn!.router} while ovn.attach is not true (a stock OVN balances an attached row's VIPs itself)`);
   }
   for (const r of rows) if (!want.some((w) => w.name === r.name)) rowDiffers(r.name, "not declared");
   return { present: rows.length > 0, findings };
