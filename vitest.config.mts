@@ -65,8 +65,9 @@ const LAB_B = [
 
 /**
  * The engine-level subset that runs again on the lab of the newer versions
- * ("c": its hosts run Debian 13's Open vSwitch 3.5 and OVN 25.03 from the root
- * tools/trixie-root.sh builds): apply, selection, traffic, DSR, BFD, OVN
+ * ("c": its hosts run Debian 13's Open vSwitch 3.5 and OVN 25.03, or with
+ * OVSLB_LAB_RELEASE=noble Ubuntu 24.04's 3.3 and 24.03, from the roots
+ * tools/distro-root.sh builds): apply, selection, traffic, DSR, BFD, OVN
  * health checks, the distributor and the drift loop. `npm run test:newer`.
  */
 const NEWER = [

@@ -226,6 +226,8 @@ export class Lab {
     for (const ns of this.state.namespaces) {
       if (!existsSync(`/run/netns/${ns}`)) problems.push(`missing namespace ${ns}`);
     }
+    const builtFrom = (JSON.parse(readFileSync(this.inventoryPath, "utf8")) as LabInventory).software?.root;
+    if (builtFrom !== LAB_ROOT) problems.push(`its hosts run from ${builtFrom ?? "this machine"}, not ${LAB_ROOT ?? "this machine"}`);
     return { up: problems.length === 0, problems };
   }
 

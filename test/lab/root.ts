@@ -1,11 +1,11 @@
 import { execFileSync, spawn } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 
 /**
- * Hosts whose daemons run from another Debian root than this machine's (the
- * Debian 13 root tools/trixie-root.sh builds: Open vSwitch 3.5, OVN 25.03,
- * OpenSSH 10): its ovsdb-server, ovs-vswitchd, OVN daemons, sshd and every
+ * Hosts whose daemons run from another distribution's root than this
+ * machine's (the roots tools/distro-root.sh builds: Debian 13's Open vSwitch
+ * 3.5 and OVN 25.03, Ubuntu 24.04's 3.3 and 24.03): its ovsdb-server, ovs-vswitchd, OVN daemons, sshd and every
  * command a login runs are that root's, chrooted. /proc, /sys and /dev are
  * mounted in it, tmpfs on /run and /tmp, and the lab's directory at its own
  * path (so run directories, keys and configs have one path inside and out),
@@ -13,9 +13,13 @@ import { join } from "node:path";
  * the cached root itself never sees a mount or a write.
  */
 
-/** Where tools/trixie-root.sh builds the Debian 13 root (OVSLB_CACHE_DIR overrides /var/cache/ovslb). */
-export function trixieRoot(): string {
-  return join(process.env.OVSLB_CACHE_DIR ?? "/var/cache/ovslb", "roots", "trixie");
+/** The releases tools/distro-root.sh builds a root of: Debian 13 and Ubuntu 24.04 LTS. */
+export const RELEASES = ["trixie", "noble"] as const;
+export type Release = (typeof RELEASES)[number];
+
+/** Where tools/distro-root.sh builds a release's root (OVSLB_CACHE_DIR overrides /var/cache/ovslb). */
+export function distroRoot(release: Release): string {
+  return join(process.env.OVSLB_CACHE_DIR ?? "/var/cache/ovslb", "roots", release);
 }
 
 /** A host's root: the Debian root and the holder of the mount namespace it is mounted in. */
@@ -31,7 +35,8 @@ export interface HostRoot {
  * daemons that run in its mount namespace) ends the mounts.
  */
 export function mountRoot(namespace: string, root: HostRoot, labDir: string, timeoutMs = 10_000): void {
-  if (!existsSync(join(root.path, "usr", "sbin", "ovs-vswitchd"))) throw new Error(`${root.path} has no Open vSwitch: build it with tools/trixie-root.sh`);
+  if (!existsSync(join(root.path, "usr", "sbin", "ovs-vswitchd")))
+    throw new Error(`${root.path} has no Open vSwitch: build it with tools/distro-root.sh ${basename(root.path)}`);
   const child = spawn(
     "ip",
     ["netns", "exec", namespace, "unshare", "--mount", "--propagation", "private", "sh", "-c", MOUNT_ROOT, "sh", root.path, labDir, root.holderPidFile],

@@ -1,4 +1,4 @@
-import { type HostRoot, trixieRoot } from "./root";
+import { distroRoot, type HostRoot, type Release, RELEASES } from "./root";
 
 /**
  * The lab's topology as pure data: which emulated hosts exist, their
@@ -7,7 +7,8 @@ import { type HostRoot, trixieRoot } from "./root";
  * Labs of this topology can stand side by side (test lanes, one on each):
  * OVSLB_LAB_INSTANCE="" (or unset) is the main lab, "b" the second, and "c"
  * the lab of the newer versions, whose hosts run their daemons and sshd from
- * the Debian 13 root (Open vSwitch 3.5, OVN 25.03; test/lab/root.ts).
+ * the Debian 13 root (Open vSwitch 3.5, OVN 25.03; test/lab/root.ts), or
+ * with OVSLB_LAB_RELEASE=noble from Ubuntu 24.04's (3.3, the OVS LTS; 24.03).
  * They differ only in what the root namespace sees: namespace and root link
  * names, the management network and the lab directory; inside their
  * namespaces they are identical, so every test runs on any of them.
@@ -51,8 +52,14 @@ function labInstance(value: string | undefined): "" | "b" | "c" {
   throw new Error(`OVSLB_LAB_INSTANCE=${JSON.stringify(value)}: the labs are "" (the main one), "b" and "c" (the newer versions)`);
 }
 
-/** The Debian root this lab's hosts run from (lab "c"), or undefined for this machine's own Open vSwitch. */
-export const LAB_ROOT: string | undefined = LAB_INSTANCE === "c" ? trixieRoot() : undefined;
+/** The root this lab's hosts run from (lab "c": Debian 13's, or OVSLB_LAB_RELEASE's), or undefined for this machine's own Open vSwitch. */
+export const LAB_ROOT: string | undefined = LAB_INSTANCE === "c" ? distroRoot(labRelease(process.env.OVSLB_LAB_RELEASE)) : undefined;
+
+function labRelease(value: string | undefined): Release {
+  if (value === undefined || value === "") return "trixie";
+  if ((RELEASES as readonly string[]).includes(value)) return value as Release;
+  throw new Error(`OVSLB_LAB_RELEASE=${JSON.stringify(value)}: lab "c" runs one of ${RELEASES.join(", ")} (tools/distro-root.sh)`);
+}
 
 export const LAB_PREFIX = `ovslb${LAB_INSTANCE}-`;
 /** A namespace's leg on the management ("m") or segment ("s") bridge, as the root namespace names its peer: the cable a test cuts. */

@@ -15,7 +15,7 @@ import { waitUntil } from "./wait";
  * or restart any of its daemons without touching the lab's shared hosts.
  * The sshd presents gw1's host key (pinned as the lab pins it).
  *
- * With `root` (a Debian root such as tools/trixie-root.sh builds), its
+ * With `root` (a root such as tools/distro-root.sh builds), its
  * daemons, its sshd and every command run in it are that root's, chrooted
  * (test/lab/root.ts): another Open vSwitch than this machine's.
  */

@@ -1,45 +1,65 @@
-import { join } from "node:path";
 import type { DeferredNatBackend, DeferredNatLoadBalancerInputs, DeferredNatVip } from "../../provider/model/inputs.generated";
 import { chosenBucket, slotChoice } from "../../provider/openflow/trace";
 import { traceFlow } from "../../provider/openflow/trace";
 import type { Match } from "../../provider/openflow/types";
 import { SshSession } from "../../provider/transport/ssh";
 import { connectVswitchd } from "../../provider/transport/unixctl";
+import { distroRoot, type Release } from "../lab/root";
 import type { LabInventory } from "../lab/topology";
 import { ProviderDriver } from "./deferred-nat";
 import { FaultHost } from "./fault-host";
 
 /**
- * A fleet mid-upgrade (issue 19): two gateways, one on this machine's Open
- * vSwitch (Debian 12's 3.1.0), one on the Debian 13 root's (3.5.0), each a
- * host of its own (FaultHost, the newer one chrooted into the root), given
- * the same DeferredNatLoadBalancer through the provider's handlers. Every
- * tuple is traced on both (ofproto/trace over each ovs-vswitchd's unixctl
- * socket) and the backend each chose is compared, for each way ovslb
+ * A fleet mid-upgrade (issue 19): gateways on the Open vSwitch releases users
+ * run, each a host of its own (FaultHost; the others chrooted into the roots
+ * tools/distro-root.sh builds): this machine's (Debian 12, 3.1.0), Ubuntu
+ * 24.04 LTS's (3.3, the OVS LTS) and Debian 13's (3.5.0), given the same
+ * DeferredNatLoadBalancer through the provider's handlers. Every tuple is
+ * traced on each (ofproto/trace over each ovs-vswitchd's unixctl socket) and
+ * the backend each chose is compared with the first's, for each way ovslb
  * selects: a select group (selection_method=hash, its fields) and
  * secondChance's multipath (modulo_n over the field set of the selection
  * fields).
  */
 
-/** Where tools/trixie-root.sh builds the Debian 13 root. */
-export const TRIXIE_ROOT = join(process.env.OVSLB_CACHE_DIR ?? "/var/cache/ovslb", "roots", "trixie");
-
-export interface GatewayPair {
-  older: FaultHost;
-  newer: FaultHost;
+/** One gateway of the fleet: its distribution, the Open vSwitch it must run and its host. */
+export interface VersionedGateway {
+  /** The gateway's name in the load balancer (e.g. "gw-debian-12"). */
+  name: string;
+  /** e.g. "Debian 12". */
+  distribution: string;
+  /** The Open vSwitch branch it runs (e.g. "3.1"): what the tests expect it to report. */
+  branch: string;
+  /** The root it runs from; undefined for this machine's. */
+  release?: Release;
+  host: FaultHost;
 }
 
-/** Brings up both gateways (subnets `subnet` and `subnet + 1` of 172.31.N.0/30). */
-export async function gatewayPair(inv: LabInventory, tag: string, subnet: number): Promise<GatewayPair> {
-  const older = await new FaultHost(inv, `${tag}o`, subnet).up();
-  const newer = await new FaultHost(inv, `${tag}n`, subnet + 1, { root: TRIXIE_ROOT }).up().catch((e: unknown) => {
-    older.down();
+const FLEET: readonly Omit<VersionedGateway, "host">[] = [
+  { name: "gw-debian-12", distribution: "Debian 12", branch: "3.1" },
+  { name: "gw-ubuntu-2404", distribution: "Ubuntu 24.04", branch: "3.3", release: "noble" },
+  { name: "gw-debian-13", distribution: "Debian 13", branch: "3.5", release: "trixie" },
+];
+
+/** The fleet's gateways, this machine's first (the one every other is compared with). */
+export type MixedFleet = VersionedGateway[];
+
+/** Brings up every gateway of the fleet (subnets `subnet`, `subnet + 1`, ... of 172.31.N.0/30). */
+export async function mixedFleet(inv: LabInventory, tag: string, subnet: number): Promise<MixedFleet> {
+  const fleet: MixedFleet = [];
+  try {
+    for (const [i, g] of FLEET.entries()) {
+      const host = await new FaultHost(inv, `${tag}${i}`, subnet + i, g.release ? { root: distroRoot(g.release) } : {}).up();
+      fleet.push({ ...g, host });
+    }
+  } catch (e) {
+    for (const g of fleet) g.host.down();
     throw e;
-  });
-  return { older, newer };
+  }
+  return fleet;
 }
 
-/** One load balancer the pair is given, and what it exercises. */
+/** One load balancer the fleet is given, and what it exercises. */
 export interface SelectionCase {
   key: string;
   /** The method in OVS's words, as the gateways run it. */
@@ -118,25 +138,19 @@ export const SELECTION_CASES: readonly SelectionCase[] = [
   },
 ];
 
-/** The load balancer of a case on both gateways of the pair. */
-export function caseInputs(pair: GatewayPair, c: SelectionCase): DeferredNatLoadBalancerInputs {
+/** The load balancer of a case on every gateway of the fleet. */
+export function caseInputs(fleet: MixedFleet, c: SelectionCase): DeferredNatLoadBalancerInputs {
   const gre = c.extra.delivery === "gre";
   return {
     name: `mixed-${c.key}`,
-    gateways: [
-      ["gw-older", pair.older, 1],
-      ["gw-newer", pair.newer, 2],
-    ].map(([name, h, i]) => {
-      const host = h as FaultHost;
-      return {
-        name: name as string,
-        host: host.ovsHost,
-        bridge: host.bridge,
-        segmentPort: host.segmentPort,
-        mac: `02:00:1e:ff:00:0${i as number}`,
-        ...(gre ? { tunnelAddress: tunnelAddressOf(i as number) } : {}),
-      };
-    }),
+    gateways: fleet.map(({ name, host }, i) => ({
+      name,
+      host: host.ovsHost,
+      bridge: host.bridge,
+      segmentPort: host.segmentPort,
+      mac: `02:00:1e:ff:00:0${i + 1}`,
+      ...(gre ? { tunnelAddress: tunnelAddressOf(i + 1) } : {}),
+    })),
     hypervisors: HYPERVISORS.map((name) => ({ name })),
     vips: c.vips,
     ...c.extra,
@@ -194,44 +208,52 @@ export async function traceChoices(host: FaultHost, tuples: readonly Match[]): P
   }
 }
 
-/** One VIP's comparison: how many tuples chose the same on both, and how many chose no backend at all (a broken trace). */
+/** One VIP's comparison: how many tuples chose the same on every gateway, and how many chose no backend at all (a broken trace). */
 export interface VipAgreement {
   vip: string;
   tuples: number;
+  /** Tuples whose choice was the same on every gateway. */
   same: number;
-  /** Tuples for which either gateway chose no backend MAC. */
+  /** Tuples for which some gateway chose no backend MAC. */
   unchosen: number;
-  /** Distinct backends the older gateway chose: a selection that spreads. */
+  /** Distinct backends the first gateway chose: a selection that spreads. */
   backendsUsed: number;
-  /** The first tuples that differed (tuple index, each gateway's choice). */
-  firstDifferences: { index: number; older: Choice; newer: Choice }[];
+  /** The first tuples that differed (tuple index, each gateway's choice in the fleet's order). */
+  firstDifferences: { index: number; choices: Choice[] }[];
 }
 
-/** A case's result: each VIP's agreement, and each gateway's Open vSwitch version as the provider's read reports it (ovsVersions). */
+/** A case's result: each VIP's agreement, and each gateway's Open vSwitch version (by gateway name) as the provider's read reports it (ovsVersions). */
 export interface CaseResult {
-  versions: { older?: string; newer?: string };
+  versions: Record<string, string | undefined>;
   vips: VipAgreement[];
 }
 
-/** Applies a case to the pair, traces every VIP's tuples on both, deletes it again. */
-export async function measureCase(pair: GatewayPair, c: SelectionCase, tuples: number): Promise<CaseResult> {
+/** Each tuple traced on every gateway of the fleet: choices[gateway][tuple]. */
+export const traceFleet = (fleet: MixedFleet, tuples: readonly Match[]) => Promise.all(fleet.map((g) => traceChoices(g.host, tuples)));
+
+/** The tuples (by index) whose choice differs between some gateway and the first. */
+export const differingTuples = (choices: Choice[][]) =>
+  choices[0].map((_, i) => i).filter((i) => choices.some((perGateway) => !sameChoice(perGateway[i], choices[0][i])));
+
+/** Applies a case to the fleet, traces every VIP's tuples on each gateway, deletes it again. */
+export async function measureCase(fleet: MixedFleet, c: SelectionCase, tuples: number): Promise<CaseResult> {
   const lb = new ProviderDriver("DeferredNatLoadBalancer");
-  await lb.create(caseInputs(pair, c));
+  await lb.create(caseInputs(fleet, c));
   try {
     const seen = ((await lb.read()).props.ovsVersions ?? {}) as Record<string, { version?: string }>;
-    const versions = { older: seen[pair.older.address]?.version, newer: seen[pair.newer.address]?.version };
+    const versions = Object.fromEntries(fleet.map((g) => [g.name, seen[g.host.address]?.version]));
     const out: VipAgreement[] = [];
     for (const v of c.vips) {
       const ts = tuplesFor(v, tuples);
-      const [older, newer] = await Promise.all([traceChoices(pair.older, ts), traceChoices(pair.newer, ts)]);
-      const differences = ts.map((_, i) => i).filter((i) => !sameChoice(older[i], newer[i]));
+      const choices = await traceFleet(fleet, ts);
+      const differences = differingTuples(choices);
       out.push({
         vip: `${v.protocol} ${v.address.includes(":") ? `[${v.address}]` : v.address}:${v.port}${v.backends.some((b) => b.weight && b.weight > 1) ? " (weighted)" : ""}`,
         tuples: ts.length,
         same: ts.length - differences.length,
-        unchosen: ts.filter((_, i) => older[i].mac === undefined || newer[i].mac === undefined).length,
-        backendsUsed: new Set(older.map((o) => o.mac)).size,
-        firstDifferences: differences.slice(0, 3).map((index) => ({ index, older: older[index], newer: newer[index] })),
+        unchosen: ts.filter((_, i) => choices.some((perGateway) => perGateway[i].mac === undefined)).length,
+        backendsUsed: new Set(choices[0].map((o) => o.mac)).size,
+        firstDifferences: differences.slice(0, 3).map((index) => ({ index, choices: choices.map((perGateway) => perGateway[index]) })),
       });
     }
     return { versions, vips: out };
