@@ -61,6 +61,7 @@ const LAB_B = [
   "distributor-ipv6",
   // The OVN chassis (test/lab/ovn-chassis.ts), brought up by the tests themselves.
   "ovn-chassis",
+  "deferred-nat-ovn-stock",
 ].map((name) => `test/integration/${name}.test.ts`);
 
 /**

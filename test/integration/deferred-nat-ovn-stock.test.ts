@@ -1,0 +1,199 @@
+import { describe, it, expect, beforeAll, afterAll } from "vitest";
+import type { LabInventory } from "../lab/topology";
+import { OvnChassis, type OvnInventory } from "../lab/ovn-chassis";
+import { ProviderDriver, labLoadBalancer } from "../support/deferred-nat";
+import { loadInventory, lockLab, sshTo } from "../support/lab";
+import { connectAndClose, times } from "../support/tcp-clients";
+import { waitUntil } from "../support/wait";
+
+/**
+ * What a stock OVN (this lab: ovn-central and ovn-host 23.03, with real
+ * ovn-controllers on every gateway and hypervisor: test/lab/ovn-chassis.ts)
+ * does with the northbound rows DeferredNatLoadBalancer's `ovn` writes. No
+ * OVN release has the deferred-NAT series: options:deferred-nat is read by
+ * nothing, so a row attached to a router is OVN's own stateful load
+ * balancer there, beside ovslb's gateways. The default (ovn.attach unset)
+ * writes the rows unattached: OVN then neither balances the VIP nor drops its
+ * health checks.
+ *
+ * The load balancer's backends are the OVN VMs (logical ports bound on hv1
+ * and hv2); the OVN client reaches the VIP through the gateway router on gw1.
+ */
+
+const VIP = "10.0.0.226";
+const NAME = "ovnstock";
+const ROW = `ovslb-${NAME}-tcp`;
+/** The probes' source: an unused address of the VMs' switch. */
+const SRC_IP = "10.10.0.254";
+
+let inv: LabInventory;
+let chassis: OvnChassis;
+let ovn: OvnInventory;
+let unlock: (() => void) | undefined;
+const lb = new ProviderDriver("DeferredNatLoadBalancer");
+
+function inputs(attach: boolean | undefined) {
+  return labLoadBalancer(
+    inv,
+    NAME,
+    [
+      {
+        address: VIP,
+        port: 80,
+        protocol: "tcp",
+        backends: ovn.vms.map((vm) => ({ address: vm.address, port: ovn.backendPort, mac: vm.mac, hypervisor: vm.hypervisor, logicalPort: vm.name })),
+      },
+    ],
+    {
+      ovn: {
+        northbound: { connection: sshTo(inv, "central"), socket: inv.hosts.central.ovn!.nbSock },
+        router: ovn.router,
+        healthCheckSourceIp: SRC_IP,
+        ...(attach === undefined ? {} : { attach }),
+      },
+      healthCheck: { probe: { interval: 1 } },
+    },
+  );
+}
+
+const nbctl = (...args: string[]) => chassis.nbctl(...args);
+const sbctl = (...args: string[]) => chassis.sbctl(...args);
+/** Every chassis has caught up with the northbound as it is now (hv_cfg). */
+const syncedToChassis = () => nbctl("--wait=hv", "--timeout=30", "sync");
+const routerLbs = () => nbctl("get", "logical_router", ovn.router, "load_balancer");
+const rowUuid = () => nbctl("--bare", "--columns=_uuid", "find", "load_balancer", `name=${ROW}`);
+/** northd's logical flows of the router that match the VIP. */
+const vipLflows = () =>
+  sbctl("lflow-list", ovn.router)
+    .split("\n")
+    .filter((l) => l.includes(`ip4.dst == ${VIP}`));
+/** What gw1's ovn-controller put on its br-int for the VIP: flows matching it and groups translating to the backends. */
+const gwOpenFlow = () => ({
+  flows: chassis
+    .onLabHost(ovn.gatewayChassis, ["ovs-ofctl", "-O", "OpenFlow15", "--no-stats", "dump-flows", "br-int"])
+    .split("\n")
+    .filter((l) => l.includes(`nw_dst=${VIP}`)),
+  groups: chassis
+    .onLabHost(ovn.gatewayChassis, ["ovs-ofctl", "-O", "OpenFlow15", "dump-groups", "br-int"])
+    .split("\n")
+    .filter((l) => ovn.vms.some((vm) => l.includes(`nat(dst=${vm.address}:${ovn.backendPort})`))),
+});
+/** gw1's conntrack entries of connections to the VIP. */
+const gwConntrack = () =>
+  chassis
+    .onLabHost(ovn.gatewayChassis, ["ovs-appctl", "dpctl/dump-conntrack"])
+    .split("\n")
+    .filter((l) => l.includes(`dst=${VIP},`));
+const gwSegFlows = () => chassis.onLabHost("gw1", ["ovs-ofctl", "-O", "OpenFlow15", "--no-stats", "dump-flows", "br-seg"]);
+
+beforeAll(async () => {
+  inv = loadInventory();
+  unlock = await lockLab("ovn-central");
+  chassis = new OvnChassis(inv);
+  ovn = chassis.up();
+  await lb.purge(inputs(true)).catch(() => undefined);
+  chassis.onLabHost(ovn.gatewayChassis, ["ovs-appctl", "dpctl/flush-conntrack"]);
+});
+
+afterAll(async () => {
+  if (lb.id) await lb.delete().catch(() => undefined);
+  unlock?.();
+});
+
+describe("the ovn rows on a stock OVN with real chassis (23.03 here)", () => {
+  it("by default the rows are written but attached to no router: OVN makes no flow for the VIP and traffic to it through the OVN router gets nowhere", async () => {
+    await lb.create(inputs(undefined));
+    expect(nbctl("get", "load_balancer", ROW, "options")).toBe('{deferred-nat="true"}');
+    expect(routerLbs()).toBe("[]");
+    syncedToChassis();
+    expect(vipLflows()).toEqual([]);
+    // 23.03's northd writes a southbound Load_Balancer only for a row on a logical switch.
+    expect(sbctl("--bare", "--columns=name", "find", "load_balancer", `name=${ROW}`)).toBe("");
+    expect(gwOpenFlow()).toEqual({ flows: [], groups: [] });
+    const conns = connectAndClose(ovn.client.namespace, times(VIP, 80, 4), { greetingTimeoutMs: 2000 });
+    expect(conns.map((c) => c.backend)).toEqual(["", "", "", ""]);
+    expect(conns.every((c) => c.error !== undefined)).toBe(true);
+    expect(gwConntrack()).toEqual([]);
+  });
+
+  it("unattached, the rows still carry OVN's health checks: the real ovn-controllers of hv1 and hv2 probe each backend and report it online", async () => {
+    const monitors = () =>
+      sbctl("--format=csv", "--data=bare", "--no-headings", "--columns=logical_port,status", "list", "service_monitor")
+        .split("\n")
+        .filter((l) => ovn.vms.some((vm) => l.startsWith(`${vm.name},`)))
+        .sort();
+    await waitUntil(() => monitors().length === ovn.vms.length && monitors().every((l) => l.endsWith(",online")), {
+      what: "every backend's Service_Monitor online, written by its chassis",
+      timeoutMs: 20_000,
+    });
+    expect(monitors()).toEqual(ovn.vms.map((vm) => `${vm.name},online`).sort());
+  });
+
+  it("with attach: true (before ovn.attach existed, always), a stock OVN ignores options:deferred-nat and balances the VIP itself, statefully, on the gateway router", async () => {
+    await lb.update(inputs(true));
+    expect(routerLbs()).toBe(`[${rowUuid()}]`);
+    syncedToChassis();
+    // northd: ct_lb_mark DNAT to the backends in the router's lr_in_dnat, for new connections.
+    const dnat = vipLflows().filter((l) => l.includes("lr_in_dnat") && l.includes("ct.new"));
+    expect(dnat.length).toBe(1);
+    expect(dnat[0]).toMatch(/ct_lb(_mark)?\(backends=/);
+    for (const vm of ovn.vms) expect(dnat[0]).toContain(`${vm.address}:${ovn.backendPort}`);
+    // The option goes nowhere: 23.03's northd writes a southbound Load_Balancer (options copied) only for a row on a logical switch, and
+    // nothing in northd, lib or controller of any release (23.03 to 26.03) reads deferred-nat.
+    expect(sbctl("--bare", "--columns=name", "find", "load_balancer", `name=${ROW}`)).toBe("");
+    expect(vipLflows().some((l) => l.includes("deferred"))).toBe(false);
+    // gw1's ovn-controller turned it into OpenFlow: flows for the VIP and a select group of conntrack NAT buckets.
+    const of = gwOpenFlow();
+    expect(of.flows.length).toBeGreaterThan(0);
+    expect(of.groups.length).toBe(1);
+    for (const vm of ovn.vms) expect(of.groups[0]).toContain(`nat(dst=${vm.address}:${ovn.backendPort})`);
+
+    // Real traffic: every connection to the VIP is answered by an OVN VM that sees its own address as the
+    // destination (OVN translated it: not ovslb's DSR, where a backend answers as the VIP) ...
+    const conns = connectAndClose(ovn.client.namespace, times(VIP, 80, 12));
+    expect(conns.map((c) => c.error)).toEqual(conns.map(() => undefined));
+    const served = new Set<string>();
+    for (const c of conns) {
+      const [name, peer, local] = c.greeting.split(" ");
+      const vm = ovn.vms.find((v) => v.name === name);
+      expect(vm, c.greeting).toBeDefined();
+      expect([peer.split(":")[0], local]).toEqual([ovn.client.address, `${vm!.address}:${ovn.backendPort}`]);
+      expect(c.remote).toBe(`${VIP}:80`);
+      served.add(name);
+    }
+    expect(served.size).toBeGreaterThan(1);
+    // ... and the state of it lives in gw1's conntrack: OVN's stateful load balancer, behind the gateways' back.
+    expect(gwConntrack().length).toBeGreaterThanOrEqual(conns.length);
+  });
+
+  it("a stack recorded before ovn.attach (its inputs have none) on a row it attached: refresh reports it, update detaches it, the gateways' flows are untouched and OVN stops balancing the VIP", async () => {
+    const read = await lb.read();
+    // The outputs as if recorded by the ovslb that attached it: the same inputs, without attach.
+    lb.outputs = { ...read.props, ovn: inputs(undefined).ovn };
+    const again = await lb.read();
+    expect(again.props.drift).toEqual([
+      `OVN Load_Balancer ${ROW} attached to router ${ovn.router} while ovn.attach is not true (a stock OVN balances an attached row's VIPs itself)`,
+    ]);
+    expect((await lb.diff(inputs(undefined), again.props)).changes).toBe(true);
+    lb.outputs = again.props;
+    const segBefore = gwSegFlows();
+    await lb.update(inputs(undefined));
+    expect(routerLbs()).toBe("[]");
+    expect((await lb.read()).props.drift).toEqual([]);
+    expect(gwSegFlows()).toBe(segBefore);
+    syncedToChassis();
+    expect(vipLflows()).toEqual([]);
+    expect(gwOpenFlow()).toEqual({ flows: [], groups: [] });
+    chassis.onLabHost(ovn.gatewayChassis, ["ovs-appctl", "dpctl/flush-conntrack"]);
+    const conns = connectAndClose(ovn.client.namespace, times(VIP, 80, 4), { greetingTimeoutMs: 2000 });
+    expect(conns.map((c) => c.backend)).toEqual(["", "", "", ""]);
+  });
+
+  it("delete removes the rows and northd the monitors", async () => {
+    await lb.delete();
+    lb.id = "";
+    expect(rowUuid()).toBe("");
+    syncedToChassis();
+    expect(sbctl("--bare", "--columns=logical_port", "find", "service_monitor", `ip=${ovn.vms[0].address}`)).toBe("");
+  });
+});
