@@ -62,6 +62,7 @@ const LAB_B = [
   // The OVN chassis (test/lab/ovn-chassis.ts), brought up by the tests themselves.
   "ovn-chassis",
   "deferred-nat-ovn-stock",
+  "ovn-incident",
 ].map((name) => `test/integration/${name}.test.ts`);
 
 /**

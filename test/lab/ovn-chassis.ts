@@ -280,7 +280,6 @@ export class OvnChassis {
 
   /** A chassis: br-int (netdev), the Open_vSwitch external_ids ovn-controller reads, and ovn-controller itself. */
   private startChassis(h: LabHost) {
-    const rundir = h.ovsRundir!;
     const ids = [
       `external_ids:system-id=${h.name}`,
       `external_ids:hostname=${h.name}`,
@@ -297,8 +296,20 @@ export class OvnChassis {
       argv.push("--", "--may-exist", "add-br", EXT_BRIDGE, "--", "set", "bridge", EXT_BRIDGE, "datapath_type=netdev");
     }
     this.onHost(h, argv);
-    const pidFile = join(rundir, "ovn-controller.pid");
-    this.record("pidFiles", pidFile);
+    this.record("pidFiles", this.controllerPidFile(h.name));
+    this.startController(h.name);
+  }
+
+  /** Where a chassis's ovn-controller writes its pid. */
+  controllerPidFile(name: string): string {
+    return join(this.host(name).ovsRundir!, "ovn-controller.pid");
+  }
+
+  /** Starts a chassis's ovn-controller (again, after a test killed it), as ovnUp() does. */
+  startController(name: string) {
+    const h = this.host(name);
+    const rundir = h.ovsRundir!;
+    const pidFile = this.controllerPidFile(name);
     this.onHost(h, [
       "ovn-controller",
       `unix:${join(rundir, "db.sock")}`,

@@ -4,8 +4,9 @@ import type { LabInventory } from "../lab/topology";
 /**
  * The lab's OVN central as tests drive it: ovn-nbctl and ovn-sbctl against
  * its NB and SB sockets over one SSH session. The lab runs no
- * ovn-controller, so tests fake what a chassis would write in the SB
- * (Chassis rows, bindings, `up`, probe results) with these.
+ * ovn-controller unless a test adds the chassis (test/lab/ovn-chassis.ts),
+ * so tests fake what a chassis would write in the SB (Chassis rows,
+ * bindings, `up`, probe results) with these.
  */
 export class OvnCentral {
   constructor(

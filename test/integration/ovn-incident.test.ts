@@ -1,0 +1,204 @@
+import { describe, it, expect, beforeAll, afterAll } from "vitest";
+import { execFileSync } from "node:child_process";
+import { join } from "node:path";
+import { ROUTER_NS, rootLinkOf, type LabInventory } from "../lab/topology";
+import { isAlive, readPid, vswitchdCommand } from "../lab/lab";
+import { inHostArgv } from "../lab/root";
+import { OvnChassis, type OvnInventory } from "../lab/ovn-chassis";
+import { inNamespace, loadInventory, lockLab } from "../support/lab";
+import { connectAndClose, times } from "../support/tcp-clients";
+import { waitUntil } from "../support/wait";
+
+/**
+ * The stale-monitor incident, with real chassis (test/lab/ovn-chassis.ts):
+ * OVN's own load balancer with OVN's own health check, on backends of hv1
+ * and hv2. Only the chassis a backend's port is bound to probes it and
+ * writes its Service_Monitor status. hv1 dies abruptly (its ovn-controller
+ * and ovs-vswitchd SIGKILLed, its management, segment and underlay links
+ * cut): nobody is left to write hv1's backend offline, so OVN keeps it
+ * online and in the load balancer, and the connections OVN sends it fail,
+ * while hv2's chassis goes on probing its own backend.
+ */
+
+const VIP = "10.0.0.228";
+const LB = "lab-incident";
+const SRC_IP = "10.10.0.254";
+const DEAD = "hv1";
+/** Three times what a live chassis needs to find a dead backend (probe interval + timeout: 1 s each). */
+const WINDOW_MS = 3 * (1 + 1) * 1000;
+
+let inv: LabInventory;
+let chassis: OvnChassis;
+let ovn: OvnInventory;
+let unlock: (() => void) | undefined;
+let killed = false;
+
+const nbctl = (...args: string[]) => chassis.nbctl(...args);
+const sbctl = (...args: string[]) => chassis.sbctl(...args);
+/** The backends: the first OVN VM of hv1 (it dies with hv1) and of hv2. */
+const backends = () => [ovn.vms.find((v) => v.hypervisor === DEAD)!, ovn.vms.find((v) => v.hypervisor === "hv2")!];
+const endpoint = (address: string) => `${address}:${ovn.backendPort}`;
+
+/** Each backend's Service_Monitor status, by logical port. */
+function monitors(): Record<string, string> {
+  const rows = sbctl("--format=csv", "--data=bare", "--no-headings", "--columns=logical_port,status", "list", "service_monitor").split("\n");
+  return Object.fromEntries(
+    rows
+      .map((l) => l.split(","))
+      .filter(([port]) => backends().some((b) => b.name === port))
+      .sort(),
+  );
+}
+
+/** Packets to the service monitor MAC that hv2's br-int handed to its ovn-controller: its backend's probe replies (measured: about 5 a second with interval 1). */
+function hv2ProbeReplies(): number {
+  const mac = JSON.parse(nbctl("get", "nb_global", ".", "options:svc_monitor_mac")) as string;
+  const flows = chassis.onLabHost("hv2", ["ovs-ofctl", "-O", "OpenFlow15", "dump-flows", "br-int", `dl_dst=${mac}`]);
+  return flows
+    .split("\n")
+    .filter((l) => l.includes("controller"))
+    .reduce((sum, l) => sum + Number(/n_packets=(\d+)/.exec(l)?.[1] ?? 0), 0);
+}
+
+/** The dead host's links: its management and segment legs (root namespace) and its underlay (router namespace). */
+function setLinks(up: boolean) {
+  const state = up ? "up" : "down";
+  for (const network of ["m", "s"] as const) execFileSync("ip", ["link", "set", rootLinkOf(network, DEAD), state]);
+  inNamespace(ROUTER_NS, ["ip", "link", "set", `u-${DEAD}`, state]);
+}
+
+async function kill(pidFile: string, what: string) {
+  const pid = readPid(pidFile);
+  if (pid === undefined || !isAlive(pid)) throw new Error(`${what} is not running (${pidFile})`);
+  process.kill(pid, "SIGKILL");
+  await waitUntil(() => !isAlive(pid), { what: `${what} (${pid}) gone after SIGKILL`, timeoutMs: 10_000, intervalMs: 10 });
+}
+
+/** hv1 back: links up, ovs-vswitchd started as the lab starts it, its ovn-controller as ovnUp() does; then the layer healthy again. */
+async function revive() {
+  const h = inv.hosts[DEAD];
+  setLinks(true);
+  const rundir = h.ovsRundir!;
+  if (!isAlive(readPid(join(rundir, "ovs-vswitchd.pid")) ?? 0)) {
+    const [cmd, ...args] = inHostArgv(h.namespace, h.root, vswitchdCommand(rundir));
+    execFileSync(cmd, args, { env: { ...process.env, OVS_RUNDIR: rundir, OVS_DBDIR: rundir, OVS_LOGDIR: rundir } });
+  }
+  if (!isAlive(readPid(chassis.controllerPidFile(DEAD)) ?? 0)) chassis.startController(DEAD);
+  await waitUntil(() => chassis.status().up, { what: "the OVN layer up again with hv1 back", timeoutMs: 30_000 });
+}
+
+beforeAll(async () => {
+  inv = loadInventory();
+  unlock = await lockLab("ovn-central");
+  chassis = new OvnChassis(inv);
+  ovn = chassis.up();
+  nbctl("--if-exists", "lb-del", LB);
+  const [b1, b2] = backends();
+  // OVN's own load balancer on the gateway router, with a health check probing every second.
+  nbctl(
+    "lb-add",
+    LB,
+    `${VIP}:80`,
+    `${endpoint(b1.address)},${endpoint(b2.address)}`,
+    "tcp",
+    "--",
+    "set",
+    "load_balancer",
+    LB,
+    `ip_port_mappings:"${b1.address}"="${b1.name}:${SRC_IP}"`,
+    `ip_port_mappings:"${b2.address}"="${b2.name}:${SRC_IP}"`,
+    "--",
+    "--id=@hc",
+    "create",
+    "load_balancer_health_check",
+    `vip="${VIP}:80"`,
+    "options:interval=1",
+    "options:timeout=1",
+    "options:success_count=1",
+    "options:failure_count=1",
+    "--",
+    "add",
+    "load_balancer",
+    LB,
+    "health_check",
+    "@hc",
+    "--",
+    "lr-lb-add",
+    ovn.router,
+    LB,
+  );
+});
+
+afterAll(async () => {
+  try {
+    if (killed) await revive();
+  } finally {
+    if (chassis) nbctl("--if-exists", "lb-del", LB);
+    unlock?.();
+  }
+});
+
+describe("the stale-monitor incident with real chassis: hv1 dies abruptly", () => {
+  it("before: both backends probed online by their own chassis, and OVN spreads connections over both", async () => {
+    const [b1, b2] = backends();
+    await waitUntil(() => JSON.stringify(monitors()) === JSON.stringify({ [b1.name]: "online", [b2.name]: "online" }), {
+      what: "both Service_Monitors online",
+      timeoutMs: 20_000,
+    });
+    const served = connectAndClose(ovn.client.namespace, times(VIP, 80, 16)).map((c) => c.error ?? c.backend);
+    expect(new Set(served)).toEqual(new Set([b1.name, b2.name]));
+  });
+
+  it("control: while hv1's chassis lives, its backend that stops answering is found offline within the window used below, and online again once it answers", async () => {
+    const [b1] = backends();
+    const cut = Date.now();
+    inNamespace(b1.namespace, ["ip", "link", "set", "eth0", "down"]);
+    try {
+      await waitUntil(() => monitors()[b1.name] === "offline", { what: `${b1.name}'s monitor offline`, timeoutMs: WINDOW_MS });
+      expect(Date.now() - cut).toBeLessThan(WINDOW_MS);
+    } finally {
+      inNamespace(b1.namespace, ["ip", "link", "set", "eth0", "up"]);
+      inNamespace(b1.namespace, ["ip", "route", "replace", "default", "via", ovn.internalPort.address, "dev", "eth0"]);
+    }
+    await waitUntil(() => monitors()[b1.name] === "online", { what: `${b1.name}'s monitor online again`, timeoutMs: 20_000 });
+  });
+
+  it("after: hv1's monitor stays online and in OVN's load balancer while hv2's chassis keeps probing, and the connections OVN sends to hv1's backend fail", async () => {
+    const [b1, b2] = backends();
+    const h = inv.hosts[DEAD];
+    killed = true;
+    await kill(chassis.controllerPidFile(DEAD), `${DEAD}'s ovn-controller`);
+    await kill(join(h.ovsRundir!, "ovs-vswitchd.pid"), `${DEAD}'s ovs-vswitchd`);
+    setLinks(false);
+    const diedAt = Date.now();
+    const repliesAtDeath = hv2ProbeReplies();
+
+    // "Stays online" is over time: the window in which a live chassis found its backend dead (the control above),
+    // during which hv2's chassis goes on probing its own backend (its probe replies keep arriving).
+    await waitUntil(() => Date.now() - diedAt >= WINDOW_MS && hv2ProbeReplies() > repliesAtDeath + 5, {
+      what: "three detection times since hv1 died, with hv2's probes still answered",
+      timeoutMs: 30_000,
+      intervalMs: 200,
+    });
+    expect(monitors()).toEqual({ [b1.name]: "online", [b2.name]: "online" });
+    // The port is still bound to the dead chassis, and marked up: nothing in the southbound says hv1 is gone.
+    const bound = sbctl("--bare", "--columns=chassis", "find", "port_binding", `logical_port=${b1.name}`);
+    expect(sbctl("--bare", "--columns=name", "list", "chassis", bound)).toBe(DEAD);
+    expect(sbctl("--bare", "--columns=up", "find", "port_binding", `logical_port=${b1.name}`)).toBe("true");
+    // northd keeps the dead backend in the router's load-balancing flow.
+    const dnat = sbctl("lflow-list", ovn.router)
+      .split("\n")
+      .filter((l) => l.includes("lr_in_dnat") && l.includes("ct.new") && l.includes(`ip4.dst == ${VIP}`));
+    expect(dnat.length).toBe(1);
+    expect(dnat[0]).toContain(endpoint(b1.address));
+    expect(dnat[0]).toContain(endpoint(b2.address));
+
+    // Real connections: OVN still sends some to hv1's backend, and those fail; the rest are hv2's.
+    const conns = connectAndClose(ovn.client.namespace, times(VIP, 80, 16), { greetingTimeoutMs: 2000 });
+    const served = conns.map((c) => c.backend || "failed");
+    expect(served.filter((s) => s === "failed").length).toBeGreaterThan(0);
+    expect(served.filter((s) => s !== "failed").every((s) => s === b2.name)).toBe(true);
+    // Still online after all that.
+    expect(monitors()[b1.name]).toBe("online");
+  });
+});
