@@ -257,7 +257,9 @@ describe("BFD liveness of the backends' hypervisors (healthCheck.bfd)", () => {
       SWITCH,
       ...pool.flatMap((b) => ["--", "lsp-add", SWITCH, lspOf(b), "--", "lsp-set-addresses", lspOf(b), `${b.mac} ${b.address}`]),
     );
-    for (const hv of ["hv1", "hv2", "hv3"]) await ovn.sbctl("chassis-add", chassisOf(hv), "geneve", underlay(hv));
+    // Their encaps on loopback addresses: the SB allows one Encap per (type, ip), and when the lab's real chassis are up
+    // (test/lab/ovn-chassis.ts) hv1..hv3 hold geneve on their underlay addresses. ovslb reads no encap.
+    for (const hv of ["hv1", "hv2", "hv3"]) await ovn.sbctl("chassis-add", chassisOf(hv), "geneve", `127.0.1.${hv.slice(2)}`);
     for (const b of pool) await ovn.sbctl("lsp-bind", lspOf(b), chassisOf(b.hypervisor), "--", "set", "port_binding", lspOf(b), "up=true");
     await lb.update(lbInputs(pool, true));
     const monitors = () => ovn.monitors(pool.map(lspOf));
