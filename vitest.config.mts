@@ -63,6 +63,7 @@ const LAB_B = [
   "ovn-chassis",
   "deferred-nat-ovn-stock",
   "ovn-incident",
+  "ovn-incident-ovslb",
 ].map((name) => `test/integration/${name}.test.ts`);
 
 /**

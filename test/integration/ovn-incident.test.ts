@@ -1,11 +1,8 @@
 import { describe, it, expect, beforeAll, afterAll } from "vitest";
-import { execFileSync } from "node:child_process";
-import { join } from "node:path";
-import { ROUTER_NS, rootLinkOf, type LabInventory } from "../lab/topology";
-import { isAlive, readPid, vswitchdCommand } from "../lab/lab";
-import { inHostArgv } from "../lab/root";
+import type { LabInventory } from "../lab/topology";
 import { OvnChassis, type OvnInventory } from "../lab/ovn-chassis";
 import { inNamespace, loadInventory, lockLab } from "../support/lab";
+import { killChassis, monitorStatus, reviveChassis, routerLbBackends } from "../support/ovn-incident";
 import { connectAndClose, times } from "../support/tcp-clients";
 import { waitUntil } from "../support/wait";
 
@@ -40,15 +37,11 @@ const backends = () => [ovn.vms.find((v) => v.hypervisor === DEAD)!, ovn.vms.fin
 const endpoint = (address: string) => `${address}:${ovn.backendPort}`;
 
 /** Each backend's Service_Monitor status, by logical port. */
-function monitors(): Record<string, string> {
-  const rows = sbctl("--format=csv", "--data=bare", "--no-headings", "--columns=logical_port,status", "list", "service_monitor").split("\n");
-  return Object.fromEntries(
-    rows
-      .map((l) => l.split(","))
-      .filter(([port]) => backends().some((b) => b.name === port))
-      .sort(),
+const monitors = () =>
+  monitorStatus(
+    chassis,
+    backends().map((b) => b.name),
   );
-}
 
 /** Packets to the service monitor MAC that hv2's br-int handed to its ovn-controller: its backend's probe replies (measured: about 5 a second with interval 1). */
 function hv2ProbeReplies(): number {
@@ -58,33 +51,6 @@ function hv2ProbeReplies(): number {
     .split("\n")
     .filter((l) => l.includes("controller"))
     .reduce((sum, l) => sum + Number(/n_packets=(\d+)/.exec(l)?.[1] ?? 0), 0);
-}
-
-/** The dead host's links: its management and segment legs (root namespace) and its underlay (router namespace). */
-function setLinks(up: boolean) {
-  const state = up ? "up" : "down";
-  for (const network of ["m", "s"] as const) execFileSync("ip", ["link", "set", rootLinkOf(network, DEAD), state]);
-  inNamespace(ROUTER_NS, ["ip", "link", "set", `u-${DEAD}`, state]);
-}
-
-async function kill(pidFile: string, what: string) {
-  const pid = readPid(pidFile);
-  if (pid === undefined || !isAlive(pid)) throw new Error(`${what} is not running (${pidFile})`);
-  process.kill(pid, "SIGKILL");
-  await waitUntil(() => !isAlive(pid), { what: `${what} (${pid}) gone after SIGKILL`, timeoutMs: 10_000, intervalMs: 10 });
-}
-
-/** hv1 back: links up, ovs-vswitchd started as the lab starts it, its ovn-controller as ovnUp() does; then the layer healthy again. */
-async function revive() {
-  const h = inv.hosts[DEAD];
-  setLinks(true);
-  const rundir = h.ovsRundir!;
-  if (!isAlive(readPid(join(rundir, "ovs-vswitchd.pid")) ?? 0)) {
-    const [cmd, ...args] = inHostArgv(h.namespace, h.root, vswitchdCommand(rundir));
-    execFileSync(cmd, args, { env: { ...process.env, OVS_RUNDIR: rundir, OVS_DBDIR: rundir, OVS_LOGDIR: rundir } });
-  }
-  if (!isAlive(readPid(chassis.controllerPidFile(DEAD)) ?? 0)) chassis.startController(DEAD);
-  await waitUntil(() => chassis.status().up, { what: "the OVN layer up again with hv1 back", timeoutMs: 30_000 });
 }
 
 beforeAll(async () => {
@@ -131,7 +97,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   try {
-    if (killed) await revive();
+    if (killed) await reviveChassis(inv, chassis, DEAD);
   } finally {
     if (chassis) nbctl("--if-exists", "lb-del", LB);
     unlock?.();
@@ -165,11 +131,8 @@ describe("the stale-monitor incident with real chassis: hv1 dies abruptly", () =
 
   it("after: hv1's monitor stays online and in OVN's load balancer while hv2's chassis keeps probing, and the connections OVN sends to hv1's backend fail", async () => {
     const [b1, b2] = backends();
-    const h = inv.hosts[DEAD];
     killed = true;
-    await kill(chassis.controllerPidFile(DEAD), `${DEAD}'s ovn-controller`);
-    await kill(join(h.ovsRundir!, "ovs-vswitchd.pid"), `${DEAD}'s ovs-vswitchd`);
-    setLinks(false);
+    await killChassis(inv, chassis, DEAD);
     const diedAt = Date.now();
     const repliesAtDeath = hv2ProbeReplies();
 
@@ -186,12 +149,7 @@ describe("the stale-monitor incident with real chassis: hv1 dies abruptly", () =
     expect(sbctl("--bare", "--columns=name", "list", "chassis", bound)).toBe(DEAD);
     expect(sbctl("--bare", "--columns=up", "find", "port_binding", `logical_port=${b1.name}`)).toBe("true");
     // northd keeps the dead backend in the router's load-balancing flow.
-    const dnat = sbctl("lflow-list", ovn.router)
-      .split("\n")
-      .filter((l) => l.includes("lr_in_dnat") && l.includes("ct.new") && l.includes(`ip4.dst == ${VIP}`));
-    expect(dnat.length).toBe(1);
-    expect(dnat[0]).toContain(endpoint(b1.address));
-    expect(dnat[0]).toContain(endpoint(b2.address));
+    expect(routerLbBackends(chassis, ovn.router, VIP, 80)).toEqual([endpoint(b1.address), endpoint(b2.address)].sort());
 
     // Real connections: OVN still sends some to hv1's backend, and those fail; the rest are hv2's.
     const conns = connectAndClose(ovn.client.namespace, times(VIP, 80, 16), { greetingTimeoutMs: 2000 });

@@ -1,0 +1,68 @@
+import { execFileSync } from "node:child_process";
+import { join } from "node:path";
+import { isAlive, readPid, vswitchdCommand } from "../lab/lab";
+import { inHostArgv } from "../lab/root";
+import { ROUTER_NS, rootLinkOf, type LabInventory } from "../lab/topology";
+import type { OvnChassis } from "../lab/ovn-chassis";
+import { inNamespace } from "./lab";
+import { waitUntil } from "./wait";
+
+/**
+ * A chassis of the lab's OVN layer (test/lab/ovn-chassis.ts) dying abruptly,
+ * and brought back: the stale-monitor incident's tests.
+ */
+
+/** Each logical port's Service_Monitor status (of the ports given). */
+export function monitorStatus(chassis: OvnChassis, ports: readonly string[]): Record<string, string> {
+  const rows = chassis.sbctl("--format=csv", "--data=bare", "--no-headings", "--columns=logical_port,status", "list", "service_monitor").split("\n");
+  return Object.fromEntries(
+    rows
+      .map((l) => l.split(","))
+      .filter(([port]) => ports.includes(port))
+      .sort(),
+  );
+}
+
+/** The backends of northd's new-connection flow for a VIP on a router (lr_in_dnat), sorted; undefined while there is none. */
+export function routerLbBackends(chassis: OvnChassis, router: string, vip: string, port: number): string[] | undefined {
+  const lines = chassis
+    .sbctl("lflow-list", router)
+    .split("\n")
+    .filter((l) => l.includes("lr_in_dnat") && l.includes("ct.new") && l.includes(`ip4.dst == ${vip} && tcp && tcp.dst == ${port})`));
+  if (lines.length !== 1) return undefined;
+  return /ct_lb(?:_mark)?\(backends=([^;)]*)/.exec(lines[0])?.[1].split(",").sort();
+}
+
+/** A host's links: its management and segment legs (root namespace) and its underlay (router namespace). */
+export function setHostLinks(host: string, up: boolean) {
+  const state = up ? "up" : "down";
+  for (const network of ["m", "s"] as const) execFileSync("ip", ["link", "set", rootLinkOf(network, host), state]);
+  inNamespace(ROUTER_NS, ["ip", "link", "set", `u-${host}`, state]);
+}
+
+async function kill(pidFile: string, what: string) {
+  const pid = readPid(pidFile);
+  if (pid === undefined || !isAlive(pid)) throw new Error(`${what} is not running (${pidFile})`);
+  process.kill(pid, "SIGKILL");
+  await waitUntil(() => !isAlive(pid), { what: `${what} (${pid}) gone after SIGKILL`, timeoutMs: 10_000, intervalMs: 10 });
+}
+
+/** The chassis dies abruptly: its ovn-controller and ovs-vswitchd SIGKILLed, its links cut. Returns when all three are done. */
+export async function killChassis(inv: LabInventory, chassis: OvnChassis, host: string): Promise<void> {
+  await kill(chassis.controllerPidFile(host), `${host}'s ovn-controller`);
+  await kill(join(inv.hosts[host].ovsRundir!, "ovs-vswitchd.pid"), `${host}'s ovs-vswitchd`);
+  setHostLinks(host, false);
+}
+
+/** The chassis back: links up, ovs-vswitchd started as the lab starts it, ovn-controller as ovnUp() does; then the layer healthy again. */
+export async function reviveChassis(inv: LabInventory, chassis: OvnChassis, host: string): Promise<void> {
+  const h = inv.hosts[host];
+  setHostLinks(host, true);
+  const rundir = h.ovsRundir!;
+  if (!isAlive(readPid(join(rundir, "ovs-vswitchd.pid")) ?? 0)) {
+    const [cmd, ...args] = inHostArgv(h.namespace, h.root, vswitchdCommand(rundir));
+    execFileSync(cmd, args, { env: { ...process.env, OVS_RUNDIR: rundir, OVS_DBDIR: rundir, OVS_LOGDIR: rundir } });
+  }
+  if (!isAlive(readPid(chassis.controllerPidFile(host)) ?? 0)) chassis.startController(host);
+  await waitUntil(() => chassis.status().up, { what: `the OVN layer up again with ${host} back`, timeoutMs: 30_000 });
+}
