@@ -31,7 +31,7 @@ cache=${OVSLB_CACHE_DIR:-/var/cache/ovslb}
 roots=$cache/roots
 root=$roots/$release
 # ovn-central brings ovn-common (ovn-nbctl, ovn-northd) and openvswitch-common (ovsdb-tool, ovs-ofctl, ovs-appctl).
-packages=openvswitch-switch,ovn-central,openssh-server,iproute2
+packages=openvswitch-switch,ovn-central,ovn-host,openssh-server,iproute2
 case $release in
   trixie)
     mirror=${OVSLB_DEBIAN_MIRROR:-http://deb.debian.org/debian}
@@ -54,7 +54,7 @@ esac
 stamp="$release $packages${options[*]:+ ${options[*]}}${updates:+ $updates}"
 
 versions() {
-  chroot "$root" dpkg-query -W -f='${Package} ${Version}\n' openvswitch-switch openvswitch-common ovn-central ovn-common openssh-server iproute2
+  chroot "$root" dpkg-query -W -f='${Package} ${Version}\n' openvswitch-switch openvswitch-common ovn-central ovn-common ovn-host openssh-server iproute2
 }
 
 if [ "${1:-}" = versions ]; then
@@ -88,11 +88,19 @@ if [ "${#missing[@]}" -gt 0 ]; then
   fi
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+# Hosts mount in namespaces of their own, which findmnt here does not see: a process chrooted into the root is the sign.
 for dir in "$root" "$root.partial"; do
-  if [ -d "$dir" ] && findmnt -rn -o TARGET | grep -q "^$dir/"; then
-    echo "distro-root: $dir has mounts under it (a host still running from it?); not removing it" >&2
+  [ -d "$dir" ] || continue
+  if findmnt -rn -o TARGET | grep -q "^$dir/"; then
+    echo "distro-root: $dir has mounts under it; not removing it" >&2
     exit 1
   fi
+  for p in /proc/[0-9]*; do
+    if [ "$(readlink "$p/root" 2>/dev/null)" = "$dir" ]; then
+      echo "distro-root: process ${p#/proc/} runs chrooted into $dir (a lab host? take it down first); not removing it" >&2
+      exit 1
+    fi
+  done
 done
 t0=$(date +%s)
 rm -rf --one-file-system "$root.partial"
