@@ -1,13 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { execFileSync, spawnSync } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import type { DoctorCheck } from "../../provider/doctor/checks";
 import { asLists, handle } from "../../provider/handlers";
 import { closeIdleSshConnections } from "../../provider/transport/ssh";
 import { repoRoot } from "../lab/stack-config";
 import type { LabInventory } from "../lab/topology";
-import { debian12Units, debian13Units, type DistroUnits } from "../support/distro-units";
+import { ARCHIVES, cacheDir, debian12Units, debian13Units, ubuntu2204Units, ubuntu2404Units, verifiedRelease, type DistroUnits } from "../support/distro-units";
 import { loadInventory } from "../support/lab";
 import { SystemdHost } from "../support/systemd-host";
 
@@ -15,8 +15,9 @@ import { SystemdHost } from "../support/systemd-host";
  * docs/hosts.md, for real: the drop-ins of docs/hosts/ merged by a real
  * systemd (252, this machine's, PID 1 of a namespace of its own: see
  * test/support/systemd-host.ts) with the ovsdb-server.service and
- * ovs-vswitchd.service Debian 12 and Debian 13 ship, which start the real
- * daemons through ovs-ctl; Debian's ssh.service with Debian's default
+ * ovs-vswitchd.service Debian 12, Debian 13 and Ubuntu 24.04 ship (Ubuntu's
+ * from noble's newest openvswitch-switch, its archive's signatures checked:
+ * test/support/distro-units.ts), which start the real daemons through ovs-ctl; Debian's ssh.service with Debian's default
  * sshd_config and the page's sshd drop-in. After a start and after each kind
  * of restart the run directory is root:ovslb-ovs 2770 and every socket
  * srwxrwx--- root:ovslb-ovs; without the drop-ins it is root:root 0755 and
@@ -122,9 +123,11 @@ async function checked(kind: string, inputs: Record<string, unknown>) {
   return asLists(kind, r.inputs);
 }
 
-const distributions: [string, () => DistroUnits, number][] = [
-  ["d12", debian12Units, 241],
-  ["d13", debian13Units, 242],
+/** Tag, units, and the subnets of the hosts with and without the drop-ins. */
+const distributions: [string, () => DistroUnits, number, number][] = [
+  ["d12", debian12Units, 241, 243],
+  ["d13", debian13Units, 242, 244],
+  ["u2404", ubuntu2404Units, 251, 252],
 ];
 
 describe.each(distributions)("docs/hosts.md on %s's units", (tag, units, subnet) => {
@@ -251,11 +254,11 @@ describe.each(distributions)("docs/hosts.md on %s's units", (tag, units, subnet)
   });
 });
 
-describe.each(distributions)("%s's units without the drop-ins", (tag, units, subnet) => {
+describe.each(distributions)("%s's units without the drop-ins", (tag, units, _subnet, subnet) => {
   let host: SystemdHost;
 
   beforeAll(async () => {
-    host = hostFor(`${tag}x`, subnet + 2, units(), false);
+    host = hostFor(`${tag}x`, subnet, units(), false);
     await host.up();
   });
 
@@ -274,5 +277,36 @@ describe.each(distributions)("%s's units without the drop-ins", (tag, units, sub
     const channel = d.checks.find((c) => c.check === "ovsdb channel");
     expect(channel?.status).toBe("FAIL");
     expect(channel?.detail).toMatch(new RegExp(`${USER} \\(groups: [^)]*${GROUP}[^)]*\\) may not write ${RUNDIR}/db\\.sock \\(root:root 750\\)`));
+  });
+});
+
+describe("Ubuntu's archive", () => {
+  it("an InRelease whose signed text was changed, or another suite's, is refused", () => {
+    ubuntu2404Units();
+    const archive = ARCHIVES.ubuntu2404;
+    const file = join(cacheDir(archive), "noble-updates.InRelease");
+    expect(readdirSync(cacheDir(archive)), `${file} cached with the package`).toContain("noble-updates.InRelease");
+    const signed = readFileSync(file, "utf8");
+    expect(verifiedRelease(Buffer.from(signed), archive, "noble-updates")).toMatch(/^Suite: noble-updates$/m);
+    // One digit of the first SHA256 line changed: the signature no longer covers the text.
+    const line = /^SHA256:\n ([0-9a-f])/m.exec(signed)!;
+    const at = line.index + line[0].length - 1;
+    const tampered = signed.slice(0, at) + (line[1] === "0" ? "1" : "0") + signed.slice(at + 1);
+    expect(() => verifiedRelease(Buffer.from(tampered), archive, "noble-updates")).toThrow(
+      /noble-updates InRelease does not verify against .*ubuntu-archive-keyring\.gpg/,
+    );
+    expect(() => verifiedRelease(Buffer.from(signed), archive, "noble-security")).toThrow(/is signed but names suite noble-updates .*not noble-security/);
+  });
+
+  it("Ubuntu 22.04's units differ from 24.04's only in After= and OOMScoreAdjust, none of which the drop-ins touch", () => {
+    const [jammy, noble] = [ubuntu2204Units(), ubuntu2404Units()];
+    const lines = (u: DistroUnits, unit: string) => readFileSync(join(u.dir, unit), "utf8").split("\n");
+    const only = (a: string[], b: string[]) => a.filter((l) => !b.includes(l));
+    const diff = (unit: string) => ({ noble: only(lines(noble, unit), lines(jammy, unit)), jammy: only(lines(jammy, unit), lines(noble, unit)) });
+    expect(diff("ovsdb-server.service")).toEqual({
+      noble: ["After=systemd-journald.socket network-pre.target dpdk.service local-fs.target", "OOMScoreAdjust=-900"],
+      jammy: ["After=syslog.target network-pre.target dpdk.service local-fs.target"],
+    });
+    expect(diff("ovs-vswitchd.service")).toEqual({ noble: ["OOMScoreAdjust=-900"], jammy: [] });
   });
 });
