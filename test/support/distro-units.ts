@@ -38,7 +38,10 @@ export interface Archive {
 
 const PACKAGE = "openvswitch-switch";
 const UBUNTU_MIRROR = process.env.OVSLB_UBUNTU_MIRROR ?? "http://archive.ubuntu.com/ubuntu";
-const UBUNTU_KEYRING = { keyring: "/usr/share/keyrings/ubuntu-archive-keyring.gpg", keyringPackage: "ubuntu-keyring" };
+const UBUNTU_KEYRING = {
+  keyring: "/usr/share/keyrings/ubuntu-archive-keyring.gpg",
+  keyringPackage: "ubuntu-keyring; Debian 12 has it in bookworm-backports, which tools/distro-root.sh noble sets up",
+};
 
 export const ARCHIVES = {
   debian13: {
