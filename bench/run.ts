@@ -9,6 +9,7 @@ import { dsrGreBenchmark } from "./dsr-gre";
 import { fleetPreviewBenchmark } from "./fleet-preview";
 import { livenessBenchmark } from "./liveness";
 import { mixedVersionsBenchmark } from "./mixed-versions";
+import { ovnIncidentBenchmark } from "./ovn-incident";
 import { peerCommandBenchmark } from "./peer-command";
 import { previewCostBenchmark } from "./preview-cost";
 import { realNetworksBenchmark } from "./real-networks";
@@ -47,6 +48,7 @@ const BENCHMARKS: readonly Benchmark[] = [
   fleetPreviewBenchmark,
   realNetworksBenchmark,
   mixedVersionsBenchmark,
+  ovnIncidentBenchmark,
 ];
 
 /** Compiled to dist/bench/run.js: the tracked results sit next to the sources. */

@@ -21,8 +21,12 @@ const VIP = "10.0.0.228";
 const LB = "lab-incident";
 const SRC_IP = "10.10.0.254";
 const DEAD = "hv1";
-/** Three times what a live chassis needs to find a dead backend (probe interval + timeout: 1 s each). */
-const WINDOW_MS = 3 * (1 + 1) * 1000;
+/**
+ * How long "stays online" is watched: three times the slowest a live chassis can be with these settings (interval 1 s,
+ * timeout 1 s): interval + timeout + interval = 3 s (controller/pinctrl.c writes the status a pass after the timeout;
+ * the ovn-incident benchmark measures 3.0 s). The control test checks that a live chassis does find it within the window.
+ */
+const WINDOW_MS = 9_000;
 
 let inv: LabInventory;
 let chassis: OvnChassis;
