@@ -10,6 +10,7 @@ import { fleetPreviewBenchmark } from "./fleet-preview";
 import { livenessBenchmark } from "./liveness";
 import { mixedVersionsBenchmark } from "./mixed-versions";
 import { ovnIncidentBenchmark } from "./ovn-incident";
+import { ovnPeerBenchmark } from "./ovn-peer";
 import { peerCommandBenchmark } from "./peer-command";
 import { previewCostBenchmark } from "./preview-cost";
 import { realNetworksBenchmark } from "./real-networks";
@@ -49,6 +50,7 @@ const BENCHMARKS: readonly Benchmark[] = [
   realNetworksBenchmark,
   mixedVersionsBenchmark,
   ovnIncidentBenchmark,
+  ovnPeerBenchmark,
 ];
 
 /** Compiled to dist/bench/run.js: the tracked results sit next to the sources. */
