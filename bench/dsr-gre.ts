@@ -74,7 +74,7 @@ export const SMOKE: Sizes = { rounds: 1, seconds: 2, warmupSeconds: 1, connectio
 /** A request that waits this long counts as a timeout (autocannon resets its connection). */
 const TIMEOUT_S = 5;
 /** At most this share of requests may end in an error or a timeout; no answer may be other than a 200. */
-const MAX_ERROR_SHARE = 0.001;
+export const MAX_ERROR_SHARE = 0.001;
 
 /**
  * The servers' ports, one per path (the lab's own backend servers hold
@@ -111,20 +111,20 @@ const SHORT: Record<PathKey, string> = {
 
 /** A tiny HTTP server (bench/programs/http-server.ts): answers 200 with its name; counts what it saw; "report" prints and resets the counts. */
 
-interface ServerCounts {
+export interface ServerCounts {
   requests: number;
   badPeer: number;
   badLocal: number;
   samples: string[];
 }
 
-class Server {
+export class Server {
   private readonly lines: string[] = [];
   private waiter?: (line: string | undefined) => void;
   private closed = false;
 
   private constructor(
-    readonly backend: LabBackend,
+    readonly backend: Pick<LabBackend, "name" | "namespace" | "address">,
     private readonly child: ChildProcess,
   ) {
     createInterface({ input: child.stdout! }).on("line", (l) => {
@@ -141,18 +141,15 @@ class Server {
     });
   }
 
-  static async start(inv: LabInventory, b: LabBackend): Promise<Server> {
-    const ports = b.name === soleOf(inv).name ? [PORTS.gre, PORTS.mac, PORTS.direct] : [PORTS.gre, PORTS.mac];
-    const child = spawnInNamespace(b.namespace, [
-      process.execPath,
-      benchProgram("http-server.ts"),
-      b.name,
-      ports.join(","),
-      b.address,
-      inv.client.address,
-      ipv6Twin(b.address),
-      ipv6Twin(inv.client.address),
-    ]);
+  /**
+   * A lab backend's server on this benchmark's ports; with `other`, a server
+   * of another namespace (another benchmark's VM) on other ports, IPv4 only,
+   * that counts peers other than `other.client`.
+   */
+  static async start(inv: LabInventory, b: Pick<LabBackend, "name" | "namespace" | "address">, other?: { ports: number[]; client: string }): Promise<Server> {
+    const ports = other?.ports ?? (b.name === soleOf(inv).name ? [PORTS.gre, PORTS.mac, PORTS.direct] : [PORTS.gre, PORTS.mac]);
+    const addresses = other ? [b.address, other.client] : [b.address, inv.client.address, ipv6Twin(b.address), ipv6Twin(inv.client.address)];
+    const child = spawnInNamespace(b.namespace, [process.execPath, benchProgram("http-server.ts"), b.name, ports.join(","), ...addresses]);
     let stderr = "";
     child.stderr!.on("data", (d) => (stderr += String(d)));
     const s = new Server(b, child);
@@ -200,7 +197,7 @@ class Server {
 
 /** The load: autocannon in the client namespace (bench/programs/load-driver.ts), a warm-up, then the measured run. */
 
-interface RunTotals {
+export interface RunTotals {
   ok: number;
   non2xx: number;
   errors: number;
@@ -210,15 +207,16 @@ interface RunTotals {
   duration: number;
   statusCodeStats: Record<string, { count: number }>;
 }
-interface Load {
+export interface Load {
   warmup: RunTotals;
   run: RunTotals & { autocannonLatency: { p50: number; p99: number; max: number }; requestsAverage: number };
   latencies: number[];
 }
 
-function loadOf(inv: LabInventory, url: string, sizes: Sizes): Load {
+/** autocannon against `url` from the lab's client, or from `namespace`. */
+export function loadOf(inv: LabInventory, url: string, sizes: Sizes, namespace = inv.client.namespace): Load {
   const cfg: LoadConfig = { url, connections: sizes.connections, seconds: sizes.seconds, warmup: sizes.warmupSeconds, timeout: TIMEOUT_S };
-  const out = inNamespace(inv.client.namespace, [process.execPath, benchProgram("load-driver.ts"), JSON.stringify(cfg)]);
+  const out = inNamespace(namespace, [process.execPath, benchProgram("load-driver.ts"), JSON.stringify(cfg)]);
   const parsed = JSON.parse(out.trim().split("\n").pop()!) as Load & { error?: string };
   if (parsed.error) throw new Error(`autocannon: ${parsed.error}`);
   return parsed;
@@ -324,9 +322,9 @@ type Delta = ReturnType<typeof delta>;
 const backendOf = (port: number) => (b: LabBackend) => ({ address: b.address, port, mac: b.mac, hypervisor: b.hypervisor });
 
 /** The 4 servers behind the gateways' VIPs: 2 on hv1, 2 on hv2. */
-const poolOf = (inv: LabInventory) => ["hv1", "hv2"].flatMap((h) => inv.backends.filter((b) => b.hypervisor === h).slice(0, 2));
+export const poolOf = (inv: LabInventory) => ["hv1", "hv2"].flatMap((h) => inv.backends.filter((b) => b.hypervisor === h).slice(0, 2));
 /** The one server of the direct and external-L3DSR paths. */
-const soleOf = (inv: LabInventory) => inv.backends.find((b) => b.hypervisor === "hv1")!;
+export const soleOf = (inv: LabInventory) => inv.backends.find((b) => b.hypervisor === "hv1")!;
 
 export function lbInputs(inv: LabInventory, delivery: "mac" | "gre"): DeferredNatLoadBalancerInputs {
   const vip = delivery === "mac" ? VIPS.mac : VIPS.gre;
