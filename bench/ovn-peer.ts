@@ -1,9 +1,14 @@
 import { OvnChassis, type OvnVm } from "../test/lab/ovn-chassis";
 import { labSsh, loadInventory, lockLab } from "../test/support/lab";
+import type { OvnInventory } from "../test/lab/ovn-chassis";
 import { routerLbBackends } from "../test/support/ovn-incident";
 import { connectAndClose, openLiveConnections, times, type LiveConnection } from "../test/support/tcp-clients";
 import { waitUntil } from "../test/support/wait";
-import { machineNote, type Benchmark, type BenchContext, type BenchReport, type Invariant } from "./common";
+import { benchProgram, machineNote, type Benchmark, type BenchContext, type BenchReport, type Invariant } from "./common";
+import { percentile } from "./dsr-gre";
+import type { LoadConfig } from "./programs/load-driver";
+import { inNamespace, spawnInNamespace } from "../test/support/lab";
+import { createInterface } from "node:readline";
 
 /**
  * issue 23, OVN's own load balancer as the measured peer: what adding and
@@ -18,6 +23,65 @@ import { machineNote, type Benchmark, type BenchContext, type BenchReport, type 
 
 const VIP = "10.0.0.232";
 const LB = "bench-ovn-peer";
+const HTTP_VIP = "10.0.0.234";
+const HTTP_LB = "bench-ovn-http";
+const HTTP_PORT = 9080;
+
+interface HttpPath {
+  path: string;
+  url: string;
+  requestsPerSecond: number;
+  p50: number;
+  p99: number;
+  ok: number;
+  errors: number;
+  /** Requests each server counted on this path. */
+  served: Record<string, number>;
+  /** Requests the servers saw from a peer other than the client, or to a local address other than their own (OVN translates the VIP). */
+  misaddressed: number;
+}
+
+/** A backend's HTTP server (bench/programs/http-server.ts) in an OVN VM: its own address and the OVN client's are what a request must show. */
+async function startServer(vm: OvnVm, ovn: OvnInventory) {
+  const child = spawnInNamespace(vm.namespace, [process.execPath, benchProgram("http-server.ts"), vm.name, String(HTTP_PORT), vm.address, ovn.client.address]);
+  const lines = createInterface({ input: child.stdout! });
+  const queue: string[] = [];
+  let waiter: ((l: string | undefined) => void) | undefined;
+  lines.on("line", (l) => (waiter ? (waiter(l), (waiter = undefined)) : queue.push(l)));
+  child.on("exit", () => waiter?.(undefined));
+  const next = () =>
+    queue.length > 0
+      ? Promise.resolve(queue.shift())
+      : new Promise<string | undefined>((resolve) => {
+          const t = setTimeout(() => resolve(undefined), 5000);
+          waiter = (l) => {
+            clearTimeout(t);
+            resolve(l);
+          };
+        });
+  const first = await next();
+  if (!first?.includes("listening")) throw new Error(`http server in ${vm.namespace}: ${first ?? "no answer"}`);
+  return {
+    async report(): Promise<{ requests: number; badPeer: number; badLocal: number }> {
+      child.stdin!.write("report\n");
+      return JSON.parse((await next()) ?? "{}");
+    },
+    stop: () => child.stdin!.end(),
+  };
+}
+
+/** autocannon from the OVN client (bench/programs/load-driver.ts, as dsr-gre runs it). */
+function load(ovn: OvnInventory, url: string, smoke: boolean) {
+  const cfg: LoadConfig = smoke ? { url, connections: 8, seconds: 2, warmup: 1, timeout: 5 } : { url, connections: 16, seconds: 5, warmup: 1, timeout: 5 };
+  const out = inNamespace(ovn.client.namespace, [process.execPath, benchProgram("load-driver.ts"), JSON.stringify(cfg)]);
+  const parsed = JSON.parse(out.trim().split("\n").pop()!) as {
+    error?: string;
+    run: { "2xx"?: number; ok?: number; errors: number; timeouts: number; requestsAverage: number };
+    latencies: number[];
+  };
+  if (parsed.error) throw new Error(`autocannon: ${parsed.error}`);
+  return { ...parsed, cfg };
+}
 
 interface Step {
   change: string;
@@ -89,14 +153,62 @@ export const ovnPeerBenchmark: Benchmark = {
         conns.close();
         chassis.nbctl("--if-exists", "lb-del", LB);
       }
+      // HTTP through OVN's load balancer, beside a path through the same router without one.
+      const http: HttpPath[] = [];
+      const servers = await Promise.all([a, b].map((vm) => startServer(vm, ovn)));
+      try {
+        chassis.nbctl("--if-exists", "lb-del", HTTP_LB);
+        chassis.nbctl(
+          "lb-add",
+          HTTP_LB,
+          `${HTTP_VIP}:${HTTP_PORT}`,
+          [a, b].map((vm) => `${vm.address}:${HTTP_PORT}`).join(","),
+          "tcp",
+          "--",
+          "lr-lb-add",
+          ovn.router,
+          HTTP_LB,
+        );
+        chassis.nbctl("--wait=hv", "--timeout=30", "sync");
+        const paths: [string, string][] = [
+          [`direct to ${a.name} through the OVN router (no load balancer)`, `http://${a.address}:${HTTP_PORT}/`],
+          [`the VIP through OVN's load balancer (${a.name}, ${b.name})`, `http://${HTTP_VIP}:${HTTP_PORT}/`],
+        ];
+        for (const [path, url] of paths) {
+          for (const srv of servers) await srv.report();
+          const r = load(ovn, url, ctx.smoke);
+          const reports = await Promise.all(servers.map((srv) => srv.report()));
+          const sorted = [...r.latencies].sort((x, y) => x - y);
+          http.push({
+            path,
+            url,
+            requestsPerSecond: r.run.requestsAverage,
+            p50: percentile(sorted, 50),
+            p99: percentile(sorted, 99),
+            ok: r.run.ok ?? 0,
+            errors: r.run.errors + r.run.timeouts,
+            served: Object.fromEntries([a, b].map((vm, i) => [vm.name, reports[i].requests])),
+            misaddressed: reports.reduce((n, x) => n + x.badPeer + x.badLocal, 0),
+          });
+          ctx.log(`http, ${path}: ${Math.round(r.run.requestsAverage)} req/s, p99 ${http.at(-1)!.p99} ms`);
+        }
+      } finally {
+        for (const srv of servers) srv.stop();
+        chassis.nbctl("--if-exists", "lb-del", HTTP_LB);
+      }
+      invariants.push({
+        name: "HTTP: no request failed on either path; through the load balancer both backends served, each seeing the client's own address and its own (OVN translated the VIP, no SNAT)",
+        ok: http.length === 2 && http.every((h) => h.errors === 0 && h.ok > 0 && h.misaddressed === 0) && Object.values(http[1].served).every((n) => n > 0),
+        detail: http.map((h) => `${h.ok} ok, ${h.errors} failed, ${h.misaddressed} misaddressed, served ${JSON.stringify(h.served)}`).join("; "),
+      });
       invariants.push({
         name: "after each change every new connection is served, by a backend the VIP lists",
         ok: steps.length === 3 && steps.every((s) => s.newServedBy.every((n) => s.backends.includes(n))),
         detail: steps.map((s) => s.newServedBy.join("+")).join("; "),
       });
       invariants.push({
-        name: "nothing of the run is left (its load balancer deleted)",
-        ok: chassis.nbctl("--bare", "--columns=name", "find", "load_balancer", `name=${LB}`) === "",
+        name: "nothing of the run is left (its load balancers deleted)",
+        ok: [LB, HTTP_LB].every((name) => chassis.nbctl("--bare", "--columns=name", "find", "load_balancer", `name=${name}`) === ""),
       });
       const markdown = [
         "### OVN's stateful load balancer: established connections across backend changes",
@@ -105,11 +217,19 @@ export const ovnPeerBenchmark: Benchmark = {
         "| --- | --- | --- | --- | --- | --- |",
         ...steps.map((s) => `| ${s.change} | ${s.backends.length} | ${s.live} | **${s.broken}** | ${s.brokenOnRemoved} | ${s.newServedBy.join(", ")} |`),
         "",
+        "### HTTP through OVN's stateful load balancer",
+        "",
+        "| Path (from the OVN client) | Requests/s | p50 | p99 | Requests ok | Failed |",
+        "| --- | --- | --- | --- | --- | --- |",
+        ...http.map((h) => `| ${h.path} | **${Math.round(h.requestsPerSecond)}** | ${h.p50.toFixed(2)} ms | ${h.p99.toFixed(2)} ms | ${h.ok} | ${h.errors} |`),
+        "",
+        `HTTP: bench/programs/http-server.ts in the OVN VMs on port ${HTTP_PORT}, autocannon from the OVN client (bench/programs/load-driver.ts, as dsr-gre runs it: ${ctx.smoke ? "8 connections, 2 s" : "16 connections, 5 s"} after a 1 s warm-up, one round per path); both paths cross gw1's gateway router and Geneve to the VM's hypervisor, the second also OVN's load balancer (conntrack DNAT on gw1, replies back through it). ovslb's DSR paths are measured by the dsr-gre benchmark, in its own run.`,
+        "",
         `Real ovn-controllers (OVN ${inv.software?.ovn ?? "23.03"}); OVN's Load_Balancer on the gateway router on gw1 (no selection_fields: OVN's default dp_hash group, positional bucket ids), VIP ${VIP}:80, backends OVN VMs on hv1 and hv2; ${count} connections opened one after another from the OVN client, each exchanging a line after every change (a missed or wrong answer within 2 s is broken). A connection lives in the gateway chassis's conntrack (ct_lb_mark): its packets follow the entry, not the group, so no change re-selects it; a removed backend that still runs keeps serving its established connections (nothing flushes their entries: 23.03's options:ct_flush is read by ovn-controller from the southbound Load_Balancer, which a router-only load balancer does not get). ovslb's stateless gateways, for comparison: the second-chance benchmark.`,
         "",
         `Machine: ${machine.cpu}, ${machine.memory}, ${machine.kernel}, ${machine.ovs} (userspace datapath), Node ${machine.node}; load average ${machine.load} as the run started; ${machine.date}.`,
       ].join("\n");
-      return { name: "ovn-peer", markdown, data: { machine, count, steps }, invariants };
+      return { name: "ovn-peer", markdown, data: { machine, count, steps, http }, invariants };
     } finally {
       unlock();
     }
