@@ -9,13 +9,19 @@ import { percentile } from "./dsr-gre";
 import type { LoadConfig } from "./programs/load-driver";
 import { inNamespace, spawnInNamespace } from "../test/support/lab";
 import { createInterface } from "node:readline";
+import { FULL as HTTP_FULL, SMOKE as HTTP_SMOKE } from "./dsr-gre";
+import { DETECT_LB, detection, stats, type DetectionSetting } from "./ovn-peer-detection";
+import { OVSLB_VIP, OvslbHttp, backendChanges, type ChangeStep, type HttpFigures } from "./ovn-peer-ovslb";
 
 /**
  * issue 23, OVN's own load balancer as the measured peer: what adding and
  * removing a backend does to established connections through OVN's
  * stateful load balancer (real ovn-controllers: ovn-controller's select
  * group with positional bucket ids, conntrack on the gateway chassis),
- * beside the second-chance benchmark's stateless figures for ovslb.
+ * beside ovslb's stateless gateways through the same changes, HTTP through
+ * OVN's load balancer beside ovslb's DSR path (dsr-gre's), and OVN's health
+ * check finding a killed server (bench/ovn-peer-ovslb.ts and
+ * bench/ovn-peer-detection.ts), all in one run.
  * Live connections from the OVN client through the gateway router on gw1 to
  * a VIP of three OVN VMs; each change is one write of the Load_Balancer's
  * vips; every connection exchanges a line after each change.
@@ -83,6 +89,21 @@ function load(ovn: OvnInventory, url: string, smoke: boolean) {
   return { ...parsed, cfg };
 }
 
+const ms = (x: number) => `${Math.round(x)} ms`;
+const medWorst = (xs: readonly number[], f = ms) => `${f(stats(xs).median)} / ${f(stats(xs).worst)}`;
+
+function detectionRow(s: DetectionSetting): string {
+  return `| ${s.label} | ${s.configured} | **${medWorst(s.offline)}** | **${medWorst(s.stopped)}** | ${medWorst(s.dropped)} | ${medWorst(s.failedConnections, String)} | ${s.offline.length} |`;
+}
+
+function changeTable(steps: readonly ChangeStep[]): string {
+  return [
+    "| Change (one update of the resources) | Backends after | Live connections before | Broken by the change | of which to the removed backend | New connections served by |",
+    "| --- | --- | --- | --- | --- | --- |",
+    ...steps.map((s) => `| ${s.change} | ${s.backends.length} | ${s.live} | **${s.broken}** | ${s.brokenOnRemoved} | ${s.newServedBy.join(", ")} |`),
+  ].join("\n");
+}
+
 interface Step {
   change: string;
   backends: string[];
@@ -94,10 +115,16 @@ interface Step {
 
 export const ovnPeerBenchmark: Benchmark = {
   name: "ovn-peer",
-  description: "issue 23: OVN's own (stateful) load balancer with real ovn-controllers: established connections broken by adding and removing a backend",
+  description:
+    "issue 23: OVN's own (stateful) load balancer with real ovn-controllers beside ovslb, in one run: established connections broken by adding and removing a backend, HTTP req/s and p99, OVN health-check detection of a killed server (defaults, tuned)",
   async run(ctx: BenchContext): Promise<BenchReport> {
     const inv = loadInventory();
-    const unlock = await lockLab("ovn-central");
+    // hv1-gre (ovslb's side: the second-chance and dsr-gre benchmarks' VIPs) before ovn-central, the order the tests take them in.
+    const unlockOvslb = await lockLab("hv1-gre");
+    const unlock = await lockLab("ovn-central").catch((e: unknown) => {
+      unlockOvslb();
+      throw e;
+    });
     const invariants: Invariant[] = [];
     const chassis = new OvnChassis(inv);
     try {
@@ -196,6 +223,26 @@ export const ovnPeerBenchmark: Benchmark = {
         for (const srv of servers) srv.stop();
         chassis.nbctl("--if-exists", "lb-del", HTTP_LB);
       }
+      // ovslb in the same run: the same three changes through its stateless gateways, and HTTP through its DSR path (dsr-gre's resources).
+      const ovslbChanges = await backendChanges(inv, count, ctx.log);
+      invariants.push(...ovslbChanges.invariants);
+      const ovslbHttp: HttpFigures[] = [];
+      const ovslb = new OvslbHttp(inv);
+      try {
+        await ovslb.setUp();
+        for (const path of ["direct", "gre"] as const) {
+          const m = await ovslb.measure(path, ctx.smoke ? HTTP_SMOKE : HTTP_FULL);
+          ovslbHttp.push(m.figures);
+          invariants.push(m.invariant);
+          ctx.log(`http, ${m.figures.path}: ${Math.round(m.figures.requestsPerSecond)} req/s, p99 ${m.figures.p99} ms`);
+        }
+      } finally {
+        const failed = await ovslb.tearDown();
+        if (failed.length > 0) ctx.log(`ovslb teardown: ${failed.join("; ")}`);
+      }
+      // OVN's health check finding a killed server, defaults and tuned.
+      const detect = await detection(inv, chassis, ovn, ctx.smoke ? 1 : 10, ctx.log);
+      invariants.push(...detect.invariants);
       invariants.push({
         name: "HTTP: no request failed on either path; through the load balancer both backends served, each seeing the client's own address and its own (OVN translated the VIP, no SNAT)",
         ok: http.length === 2 && http.every((h) => h.errors === 0 && h.ok > 0 && h.misaddressed === 0) && Object.values(http[1].served).every((n) => n > 0),
@@ -208,7 +255,7 @@ export const ovnPeerBenchmark: Benchmark = {
       });
       invariants.push({
         name: "nothing of the run is left (its load balancers deleted)",
-        ok: [LB, HTTP_LB].every((name) => chassis.nbctl("--bare", "--columns=name", "find", "load_balancer", `name=${name}`) === ""),
+        ok: [LB, HTTP_LB, DETECT_LB].every((name) => chassis.nbctl("--bare", "--columns=name", "find", "load_balancer", `name=${name}`) === ""),
       });
       const markdown = [
         "### OVN's stateful load balancer: established connections across backend changes",
@@ -217,21 +264,48 @@ export const ovnPeerBenchmark: Benchmark = {
         "| --- | --- | --- | --- | --- | --- |",
         ...steps.map((s) => `| ${s.change} | ${s.backends.length} | ${s.live} | **${s.broken}** | ${s.brokenOnRemoved} | ${s.newServedBy.join(", ")} |`),
         "",
-        "### HTTP through OVN's stateful load balancer",
+        `Real ovn-controllers (OVN ${inv.software?.ovn ?? "23.03"}); OVN's Load_Balancer on the gateway router on gw1 (no selection_fields: OVN's default dp_hash group, positional bucket ids), VIP ${VIP}:80, backends OVN VMs on hv1 and hv2; ${count} connections opened one after another from the OVN client, each exchanging a line after every change (a missed or wrong answer within 2 s is broken). A connection lives in the gateway chassis's conntrack (ct_lb_mark): its packets follow the entry, not the group, so no change re-selects it; a removed backend that still runs keeps serving its established connections (nothing flushes their entries: 23.03's options:ct_flush is read by ovn-controller from the southbound Load_Balancer, which a router-only load balancer does not get).`,
         "",
-        "| Path (from the OVN client) | Requests/s | p50 | p99 | Requests ok | Failed |",
+        "ovslb's stateless gateways in the same run, the same three changes (lab VMs, two on hv1 and two on hv2, from the lab's client):",
+        "",
+        changeTable(ovslbChanges.steps),
+        "",
+        `ovslb: a DeferredNatLoadBalancer without secondChance (mac delivery, gw1 and gw2: one select group of stable bucket ids per gateway, one insert/remove_bucket per change; nothing kept per connection on the gateways) and DsrHypervisorFlows on hv1 and hv2, VIP ${OVSLB_VIP}:80, updated through the provider's handlers (hypervisors first when a backend comes, gateways first when one goes). A connection whose hash slot moves to a backend on another hypervisor breaks (it reaches a host with no conntrack entry for it); one moved between two backends of one hypervisor keeps going (that hypervisor's conntrack entry still translates it). OVN keeps every connection, at the price of a conntrack entry per connection on the gateway chassis, through which every reply passes.`,
+        "",
+        "### HTTP through OVN's stateful load balancer, and ovslb's DSR path",
+        "",
+        "| Path | Requests/s | p50 | p99 | Requests ok | Failed |",
         "| --- | --- | --- | --- | --- | --- |",
-        ...http.map((h) => `| ${h.path} | **${Math.round(h.requestsPerSecond)}** | ${h.p50.toFixed(2)} ms | ${h.p99.toFixed(2)} ms | ${h.ok} | ${h.errors} |`),
+        ...http.map(
+          (h) => `| OVN client: ${h.path} | **${Math.round(h.requestsPerSecond)}** | ${h.p50.toFixed(2)} ms | ${h.p99.toFixed(2)} ms | ${h.ok} | ${h.errors} |`,
+        ),
+        ...ovslbHttp.map(
+          (h) => `| lab client: ${h.path} | **${Math.round(h.requestsPerSecond)}** | ${h.p50.toFixed(2)} ms | ${h.p99.toFixed(2)} ms | ${h.ok} | ${h.failed} |`,
+        ),
         "",
-        `HTTP: bench/programs/http-server.ts in the OVN VMs on port ${HTTP_PORT}, autocannon from the OVN client (bench/programs/load-driver.ts, as dsr-gre runs it: ${ctx.smoke ? "8 connections, 2 s" : "16 connections, 5 s"} after a 1 s warm-up, one round per path); both paths cross gw1's gateway router and Geneve to the VM's hypervisor, the second also OVN's load balancer (conntrack DNAT on gw1, replies back through it). ovslb's DSR paths are measured by the dsr-gre benchmark, in its own run.`,
+        "ovslb's rows: the dsr-gre benchmark's gre-delivery resources and servers (its lbInputs, hvInputs and HTTP server on 4 lab VMs, its autocannon driver and sizes), created and measured in this run; requests/s there are answered requests over the measured seconds. Each path crosses its own network (OVN's: br-ext, the gateway router and Geneve; ovslb's: br-seg and GRE), all on the userspace datapath of one machine.",
         "",
-        `Real ovn-controllers (OVN ${inv.software?.ovn ?? "23.03"}); OVN's Load_Balancer on the gateway router on gw1 (no selection_fields: OVN's default dp_hash group, positional bucket ids), VIP ${VIP}:80, backends OVN VMs on hv1 and hv2; ${count} connections opened one after another from the OVN client, each exchanging a line after every change (a missed or wrong answer within 2 s is broken). A connection lives in the gateway chassis's conntrack (ct_lb_mark): its packets follow the entry, not the group, so no change re-selects it; a removed backend that still runs keeps serving its established connections (nothing flushes their entries: 23.03's options:ct_flush is read by ovn-controller from the southbound Load_Balancer, which a router-only load balancer does not get). ovslb's stateless gateways, for comparison: the second-chance benchmark.`,
+        `HTTP: bench/programs/http-server.ts in the OVN VMs on port ${HTTP_PORT}, autocannon from the OVN client (bench/programs/load-driver.ts, as dsr-gre runs it: ${ctx.smoke ? "8 connections, 2 s" : "16 connections, 5 s"} after a 1 s warm-up, one round per path); both OVN paths cross gw1's gateway router and Geneve to the VM's hypervisor, the second also OVN's load balancer (conntrack DNAT on gw1, replies back through it).`,
+        "",
+        "### OVN's health check finding a killed backend server",
+        "",
+        "| OVN health check | Configured | Kill → Service_Monitor offline: median / worst | Kill → last new connection sent to it: median / worst | Kill → dropped from northd's flow: median / worst | Connections failed per trial: median / worst | Trials |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+        ...detect.settings.map(detectionRow),
+        "",
+        "The backend's server is SIGKILLed (its port then answers SYNs with RST); new connections from the OVN client go to the VIP in batches of 8, back to back, the southbound and northd's flow read between batches, so the times are within one batch period of the event (its mean is in the .json). A probe answered with RST sets the monitor offline at once (controller/pinctrl.c, pinctrl_handle_tcp_svc_check), so the kill is found by the next probe, within one interval, the timeout playing no part; a backend that goes silent instead takes interval + timeout + interval (the ovn-incident benchmark). Until then OVN sends new connections to the dead backend, and they fail.",
         "",
         `Machine: ${machine.cpu}, ${machine.memory}, ${machine.kernel}, ${machine.ovs} (userspace datapath), Node ${machine.node}; load average ${machine.load} as the run started; ${machine.date}.`,
       ].join("\n");
-      return { name: "ovn-peer", markdown, data: { machine, count, steps, http }, invariants };
+      return {
+        name: "ovn-peer",
+        markdown,
+        data: { machine, count, steps, http, ovslbChanges: ovslbChanges.steps, ovslbHttp, detection: detect.settings },
+        invariants,
+      };
     } finally {
       unlock();
+      unlockOvslb();
     }
   },
 };
