@@ -10,6 +10,7 @@ import type { LoadConfig } from "./programs/load-driver";
 import { inNamespace, spawnInNamespace } from "../test/support/lab";
 import { createInterface } from "node:readline";
 import { FULL as HTTP_FULL, SMOKE as HTTP_SMOKE } from "./dsr-gre";
+import { ovnSelectGroup, type OvnSelectGroup } from "../test/support/ovn-groups";
 import { DETECT_LB, detection, stats, type DetectionSetting } from "./ovn-peer-detection";
 import { OVSLB_VIP, OvslbHttp, backendChanges, type ChangeStep, type HttpFigures } from "./ovn-peer-ovslb";
 
@@ -142,10 +143,14 @@ export const ovnPeerBenchmark: Benchmark = {
         });
       };
       const steps: Step[] = [];
+      // ovn-controller's group on gw1 after each write: the backends it was given, and the group it installed.
+      const groups: { backends: string[]; group?: OvnSelectGroup }[] = [];
+      const readGroup = (vms: OvnVm[]) => groups.push({ backends: vms.map(ep), group: ovnSelectGroup(chassis, ovn.gatewayChassis, vms.map(ep)) });
       chassis.nbctl("--if-exists", "lb-del", LB);
       chassis.nbctl("lb-add", LB, `${VIP}:80`, [a, b, c].map(ep).join(","), "tcp", "--", "lr-lb-add", ovn.router, LB);
       await setVip([a, b, c]);
       chassis.nbctl("--wait=hv", "--timeout=30", "sync");
+      readGroup([a, b, c]);
       const conns = await openLiveConnections(ovn.client.namespace, VIP, 80, count);
       try {
         const initial = conns.initial;
@@ -159,6 +164,7 @@ export const ovnPeerBenchmark: Benchmark = {
           await setVip(vms);
           // OVN's flows are on the gateway chassis once every chassis has caught up.
           chassis.nbctl("--wait=hv", "--timeout=30", "sync");
+          readGroup(vms);
           const after = await conns.round();
           const newlyBroken = after.filter((x, i) => x.broken && !before[i].broken);
           const fresh = connectAndClose(ovn.client.namespace, times(VIP, 80, 12));
@@ -249,6 +255,20 @@ export const ovnPeerBenchmark: Benchmark = {
         detail: http.map((h) => `${h.ok} ok, ${h.errors} failed, ${h.misaddressed} misaddressed, served ${JSON.stringify(h.served)}`).join("; "),
       });
       invariants.push({
+        name: "OVN's group on gw1 after each write (checked with dump-groups on its br-int): select, dp_hash, positional bucket ids: bucket i translates to the VIP's i-th backend as written",
+        ok:
+          groups.length === 4 &&
+          groups.every(
+            (g) =>
+              g.group?.selectionMethod === "dp_hash" &&
+              g.group.buckets.length === g.backends.length &&
+              g.group.buckets.every((bk, i) => bk.id === i && bk.dst === g.backends[i]),
+          ),
+        detail: groups
+          .map((g) => (g.group ? `group ${g.group.groupId}: ${g.group.buckets.map((bk) => `${bk.id}=${bk.dst}`).join(" ")}` : "no group"))
+          .join("; "),
+      });
+      invariants.push({
         name: "after each change every new connection is served, by a backend the VIP lists",
         ok: steps.length === 3 && steps.every((s) => s.newServedBy.every((n) => s.backends.includes(n))),
         detail: steps.map((s) => s.newServedBy.join("+")).join("; "),
@@ -300,7 +320,7 @@ export const ovnPeerBenchmark: Benchmark = {
       return {
         name: "ovn-peer",
         markdown,
-        data: { machine, count, steps, http, ovslbChanges: ovslbChanges.steps, ovslbHttp, detection: detect.settings },
+        data: { machine, count, steps, groups, http, ovslbChanges: ovslbChanges.steps, ovslbHttp, detection: detect.settings },
         invariants,
       };
     } finally {
