@@ -71,7 +71,8 @@ const LAB_B = [
  * ("c": its hosts run Debian 13's Open vSwitch 3.5 and OVN 25.03, or with
  * OVSLB_LAB_RELEASE=noble Ubuntu 24.04's 3.3 and 24.03, from the roots
  * tools/distro-root.sh builds): apply, selection, traffic, DSR, BFD, OVN
- * health checks, the distributor and the drift loop. `npm run test:newer`.
+ * health checks, the distributor, the drift loop, and what a stock OVN of that
+ * release does with the ovn rows (its own chassis). `npm run test:newer`.
  */
 const NEWER = [
   "deferred-nat-apply",
@@ -83,6 +84,9 @@ const NEWER = [
   "deferred-nat-health-ovn",
   "distributor",
   "drift-loop",
+  // What a stock OVN of that release does with the ovn rows, with its own ovn-controllers (lab c's roots carry ovn-host).
+  "ovn-chassis",
+  "deferred-nat-ovn-stock",
 ].map((name) => `test/integration/${name}.test.ts`);
 
 /**
