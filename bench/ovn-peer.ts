@@ -11,7 +11,7 @@ import { inNamespace, spawnInNamespace } from "../test/support/lab";
 import { createInterface } from "node:readline";
 import { FULL as HTTP_FULL, SMOKE as HTTP_SMOKE } from "./dsr-gre";
 import { ovnSelectGroup, type OvnSelectGroup } from "../test/support/ovn-groups";
-import { DETECT_LB, detection, stats, type DetectionSetting } from "./ovn-peer-detection";
+import { DETECT_LB, detection, stats, withinOneInterval, type DetectionSetting } from "./ovn-peer-detection";
 import { OVSLB_VIP, OvslbHttp, backendChanges, type ChangeStep, type HttpFigures } from "./ovn-peer-ovslb";
 
 /**
@@ -313,7 +313,7 @@ export const ovnPeerBenchmark: Benchmark = {
         "| --- | --- | --- | --- | --- | --- | --- |",
         ...detect.settings.map(detectionRow),
         "",
-        "The backend's server is SIGKILLed (its port then answers SYNs with RST); new connections from the OVN client go to the VIP in batches of 8, back to back, the southbound and northd's flow read between batches, so the times are within one batch period of the event (its mean is in the .json). A probe answered with RST sets the monitor offline at once (controller/pinctrl.c, pinctrl_handle_tcp_svc_check), so the kill is found by the next probe, within one interval, the timeout playing no part; a backend that goes silent instead takes interval + timeout + interval (the ovn-incident benchmark). Until then OVN sends new connections to the dead backend, and they fail.",
+        `Each trial kills the backend's server (SIGKILL: its port then answers SYNs with RST) as soon as its monitor reads online again, i.e. just after a probe was answered, so each figure is close to OVN's slowest phase: the next probe, one interval later. A probe answered with RST sets the monitor offline at once (controller/pinctrl.c, pinctrl_handle_tcp_svc_check), the timeout playing no part: ${detect.settings.map((s) => `${s.label}: ${withinOneInterval(s)} of ${s.offline.length} trials within one interval`).join("; ")}; a probe whose answer does not come back waits out the timeout and the status is written on a later pass (interval + timeout + interval, as for a backend that goes silent: the ovn-incident benchmark). Until the gateway chassis has the new flow OVN sends new connections to the dead backend, and they fail: new connections from the OVN client go to the VIP in batches of 8, back to back, the southbound and northd's flow read between batches, so the times are within one batch period of the event (its mean is in the .json).`,
         "",
         `Machine: ${machine.cpu}, ${machine.memory}, ${machine.kernel}, ${machine.ovs} (userspace datapath), Node ${machine.node}; load average ${machine.load} as the run started; ${machine.date}.`,
       ].join("\n");
