@@ -108,6 +108,11 @@ export async function backendChanges(
       ok: steps.length === 3 && steps.every((s) => s.newServedBy.every((n) => s.backends.includes(n))),
       detail: steps.map((s) => s.newServedBy.join("+")).join("; "),
     });
+    invariants.push({
+      name: "ovslb: a removal broke only connections of the removed backend (those of the backends that stayed kept going)",
+      ok: steps.filter((s) => s.change.startsWith("remove")).every((s) => s.broken === s.brokenOnRemoved),
+      detail: steps.map((s) => `${s.change}: ${s.broken} broken, ${s.brokenOnRemoved} of them on the removed backend`).join("; "),
+    });
     return { steps, initial, invariants };
   } finally {
     conns?.close();
