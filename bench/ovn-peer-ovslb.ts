@@ -1,6 +1,7 @@
 import type { LabBackend, LabInventory } from "../test/lab/topology";
 import { ProviderDriver, labBackend, labHypervisorFlows, labLoadBalancer } from "../test/support/deferred-nat";
 import { connectAndClose, openLiveConnections, times, type LiveConnection } from "../test/support/tcp-clients";
+import { inNamespace } from "../test/support/lab";
 import type { Invariant } from "./common";
 import { MAX_ERROR_SHARE, PORTS, Server, VIPS, hvInputs, lbInputs, loadOf, percentile, poolOf, soleOf, type Sizes } from "./dsr-gre";
 
@@ -58,7 +59,7 @@ export async function backendChanges(
   inv: LabInventory,
   count: number,
   log: (line: string) => void,
-): Promise<{ steps: ChangeStep[]; initial: LiveConnection[]; invariants: Invariant[] }> {
+): Promise<{ steps: ChangeStep[]; initial: LiveConnection[]; invariants: Invariant[]; cookies: string[] }> {
   const vm = (name: string) => inv.backends.find((b) => b.name === name)!;
   const [a, b, c, d] = ["hv1-vm1", "hv2-vm1", "hv1-vm2", "hv2-vm2"].map(vm);
   const lb = new ProviderDriver("DeferredNatLoadBalancer");
@@ -66,12 +67,14 @@ export async function backendChanges(
   const first = inputs(inv, [a, b, c]);
   const steps: ChangeStep[] = [];
   const invariants: Invariant[] = [];
+  const cookies: string[] = [];
   await lb.purge(first.lb).catch(() => undefined);
   for (const h of Object.keys(hv)) await hv[h].purge(first.hv[h]).catch(() => undefined);
   let conns: Awaited<ReturnType<typeof openLiveConnections>> | undefined;
   try {
     for (const h of Object.keys(hv)) await hv[h].create(first.hv[h]);
     await lb.create(first.lb);
+    cookies.push(...cookiesOf(lb, ...Object.values(hv)));
     conns = await openLiveConnections(inv.client.namespace, OVSLB_VIP, 80, count);
     const initial = conns.initial;
     invariants.push({
@@ -113,12 +116,44 @@ export async function backendChanges(
       ok: steps.filter((s) => s.change.startsWith("remove")).every((s) => s.broken === s.brokenOnRemoved),
       detail: steps.map((s) => `${s.change}: ${s.broken} broken, ${s.brokenOnRemoved} of them on the removed backend`).join("; "),
     });
-    return { steps, initial, invariants };
+    return { steps, initial, invariants, cookies };
   } finally {
     conns?.close();
     if (lb.id) await lb.delete();
     for (const d2 of Object.values(hv)) if (d2.id) await d2.delete();
   }
+}
+
+/** The resources' flow cookies (0x...), for leftovers() once they are deleted. */
+function cookiesOf(...drivers: ProviderDriver[]): string[] {
+  return drivers.map((d) => {
+    const c = d.outputs.cookie as string | bigint | number;
+    return typeof c === "string" ? c : `0x${c.toString(16)}`;
+  });
+}
+
+/**
+ * What ovslb's side left on the lab once its resources were deleted: flows
+ * with their cookies on br-seg of gw1, gw2, hv1 and hv2, ports whose
+ * external_ids name them, and servers still listening on dsr-gre's ports.
+ * `run` runs a command on a lab host (OvnChassis.onLabHost).
+ */
+export function leftovers(inv: LabInventory, run: (host: string, argv: string[]) => string, cookies: readonly string[]): string[] {
+  const left: string[] = [];
+  for (const h of ["gw1", "gw2", "hv1", "hv2"]) {
+    for (const c of cookies) {
+      const n = run(h, ["ovs-ofctl", "-O", "OpenFlow15", "dump-flows", "br-seg", `cookie=${c}/-1`])
+        .split("\n")
+        .filter((l) => l.includes("cookie=")).length;
+      if (n > 0) left.push(`${h}: ${n} flows with cookie ${c}`);
+    }
+    const ports = run(h, ["ovs-vsctl", "--columns=name,external_ids", "list", "Port"]);
+    if (ports.includes(NAME) || ports.includes("bench-dsr-gre")) left.push(`${h}: a port of this run's resources`);
+  }
+  for (const b of poolOf(inv))
+    for (const port of Object.values(PORTS))
+      if (inNamespace(b.namespace, ["ss", "-Htln", `sport = :${port}`]).trim() !== "") left.push(`${b.name}: something listens on ${port}`);
+  return left;
 }
 
 export interface HttpFigures {
@@ -183,6 +218,8 @@ export class OvslbHttp {
   private readonly lb = new ProviderDriver("DeferredNatLoadBalancer");
   private readonly hv = { hv1: new ProviderDriver("DsrHypervisorFlows"), hv2: new ProviderDriver("DsrHypervisorFlows") };
   private servers: Server[] = [];
+  /** Its resources' flow cookies, once created. */
+  cookies: string[] = [];
 
   constructor(private readonly inv: LabInventory) {}
 
@@ -198,6 +235,7 @@ export class OvslbHttp {
     for (const b of poolOf(this.inv)) this.servers.push(await Server.start(this.inv, b));
     for (const h of ["hv1", "hv2"] as const) await this.hv[h].create(hvInputs(this.inv, h, "gre"));
     await this.lb.create(l);
+    this.cookies = cookiesOf(this.lb, this.hv.hv1, this.hv.hv2);
   }
 
   async measure(path: keyof typeof OvslbHttp.PATHS, sizes: Sizes): Promise<{ figures: HttpFigures; invariant: Invariant }> {

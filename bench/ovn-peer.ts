@@ -12,7 +12,7 @@ import { createInterface } from "node:readline";
 import { FULL as HTTP_FULL, SMOKE as HTTP_SMOKE } from "./dsr-gre";
 import { ovnSelectGroup, type OvnSelectGroup } from "../test/support/ovn-groups";
 import { DETECT_LB, detection, stats, withinOneInterval, type DetectionSetting } from "./ovn-peer-detection";
-import { OVSLB_VIP, OvslbHttp, backendChanges, type ChangeStep, type HttpFigures } from "./ovn-peer-ovslb";
+import { OVSLB_VIP, OvslbHttp, backendChanges, leftovers, type ChangeStep, type HttpFigures } from "./ovn-peer-ovslb";
 
 /**
  * issue 23, OVN's own load balancer as the measured peer: what adding and
@@ -246,6 +246,12 @@ export const ovnPeerBenchmark: Benchmark = {
         const failed = await ovslb.tearDown();
         if (failed.length > 0) ctx.log(`ovslb teardown: ${failed.join("; ")}`);
       }
+      const ovslbLeft = leftovers(inv, (h, argv) => chassis.onLabHost(h, argv), [...ovslbChanges.cookies, ...ovslb.cookies]);
+      invariants.push({
+        name: "nothing of ovslb's side is left: no flow with its resources' cookies on gw1, gw2, hv1 or hv2, no port of theirs, no server of this run listening",
+        ok: ovslbChanges.cookies.length === 3 && ovslb.cookies.length === 3 && ovslbLeft.length === 0,
+        detail: ovslbLeft.join("; ") || `${ovslbChanges.cookies.length + ovslb.cookies.length} cookies checked`,
+      });
       // OVN's health check finding a killed server, defaults and tuned.
       const detect = await detection(inv, chassis, ovn, ctx.smoke ? 1 : 10, ctx.log);
       invariants.push(...detect.invariants);
