@@ -18,7 +18,7 @@ import { MAX_ERROR_SHARE, PORTS, Server, VIPS, hvInputs, lbInputs, loadOf, perce
  *   on hv2), from the lab's client;
  * - OvslbHttp: the dsr-gre benchmark's gre-delivery resources and servers
  *   (its lbInputs, hvInputs and Server), for HTTP beside OVN's load balancer,
- *   and its direct baseline.
+ *   and its direct baseline; measureHttp() measures any targets in rounds.
  *
  * Everything goes through the provider's handlers and is deleted again by
  * each function (also on failure).
@@ -160,6 +160,8 @@ export interface HttpFigures {
   path: string;
   url: string;
   requestsPerSecond: number;
+  /** Each round's answered requests per second. */
+  perRound: number[];
   p50: number;
   p99: number;
   ok: number;
@@ -171,34 +173,77 @@ export interface HttpFigures {
   misaddressed: number;
 }
 
-/**
- * autocannon against `url` from `namespace` (dsr-gre's loadOf), with what
- * the servers counted meanwhile; dsr-gre's sizes.
- */
-export async function measureHttp(
-  inv: LabInventory,
-  namespace: string,
-  path: string,
-  url: string,
-  servers: readonly Server[],
-  sizes: Sizes,
-): Promise<HttpFigures> {
-  for (const s of servers) await s.report();
-  const load = loadOf(inv, url, sizes, namespace);
-  const reports = await Promise.all(servers.map((s) => s.report()));
-  const sorted = [...load.latencies].sort((x, y) => x - y);
+/** A path to measure HTTP on: where the load comes from, where it goes, whose servers count it, and which must serve. */
+export interface HttpTarget {
+  path: string;
+  namespace: string;
+  url: string;
+  servers: readonly Server[];
+  /** A server of each group must have served. */
+  mustServe: string[][];
+}
+
+/** One measurement of a target: autocannon (dsr-gre's loadOf, its sizes) with what the servers counted meanwhile. */
+interface HttpRun {
+  ok: number;
+  failed: number;
+  seconds: number;
+  latencies: number[];
+  served: Record<string, number>;
+  misaddressed: number;
+}
+
+async function runHttp(inv: LabInventory, t: HttpTarget, sizes: Sizes): Promise<HttpRun> {
+  for (const s of t.servers) await s.report();
+  const load = loadOf(inv, t.url, sizes, t.namespace);
+  const reports = await Promise.all(t.servers.map((s) => s.report()));
   const r = load.run;
   return {
-    path,
-    url,
-    requestsPerSecond: r.ok / (r.duration || sizes.seconds),
-    p50: percentile(sorted, 50),
-    p99: percentile(sorted, 99),
     ok: r.ok,
     failed: r.errors + r.timeouts + r.non2xx + load.warmup.non2xx,
-    served: Object.fromEntries(servers.map((s, i) => [s.backend.name, reports[i].requests])),
+    seconds: r.duration || sizes.seconds,
+    latencies: load.latencies,
+    served: Object.fromEntries(t.servers.map((s, i) => [s.backend.name, reports[i].requests])),
     misaddressed: reports.reduce((n, x) => n + x.badPeer + x.badLocal, 0),
   };
+}
+
+/**
+ * Every target measured in `sizes.rounds` rounds, the second in reverse
+ * order (as dsr-gre does, so a change of the machine's load weighs on every
+ * path alike); per target the rounds pooled: answered requests over the
+ * measured seconds, p50/p99 of every answer's latency.
+ */
+export async function measureHttp(inv: LabInventory, targets: readonly HttpTarget[], sizes: Sizes, log: (line: string) => void): Promise<HttpFigures[]> {
+  const runs: HttpRun[][] = targets.map(() => []);
+  for (let round = 0; round < sizes.rounds; round++) {
+    const order = targets.map((_, i) => i);
+    if (round % 2 === 1) order.reverse();
+    for (const i of order) {
+      const r = await runHttp(inv, targets[i], sizes);
+      runs[i].push(r);
+      log(`http, round ${round + 1}, ${targets[i].path}: ${Math.round(r.ok / r.seconds)} req/s`);
+    }
+  }
+  return targets.map((t, i) => {
+    const rs = runs[i];
+    const sorted = rs.flatMap((r) => r.latencies).sort((x, y) => x - y);
+    const ok = rs.reduce((n, r) => n + r.ok, 0);
+    const served: Record<string, number> = {};
+    for (const r of rs) for (const [n, c] of Object.entries(r.served)) served[n] = (served[n] ?? 0) + c;
+    return {
+      path: t.path,
+      url: t.url,
+      requestsPerSecond: ok / rs.reduce((n, r) => n + r.seconds, 0),
+      perRound: rs.map((r) => r.ok / r.seconds),
+      p50: percentile(sorted, 50),
+      p99: percentile(sorted, 99),
+      ok,
+      failed: rs.reduce((n, r) => n + r.failed, 0),
+      served,
+      misaddressed: rs.reduce((n, r) => n + r.misaddressed, 0),
+    };
+  });
 }
 
 /** What every HTTP path must show: answers, few failures, servers that saw the client's own address on their own, and a server of each group serving. */
@@ -238,14 +283,28 @@ export class OvslbHttp {
     this.cookies = cookiesOf(this.lb, this.hv.hv1, this.hv.hv2);
   }
 
-  async measure(path: keyof typeof OvslbHttp.PATHS, sizes: Sizes): Promise<{ figures: HttpFigures; invariant: Invariant }> {
-    const url = path === "direct" ? `http://${soleOf(this.inv).address}:${PORTS.direct}/` : `http://${VIPS.gre}:80/`;
-    const figures = await measureHttp(this.inv, this.inv.client.namespace, OvslbHttp.PATHS[path], url, this.servers, sizes);
+  /** The two paths as targets (after setUp). */
+  targets(): HttpTarget[] {
     const onHv = (h: string) =>
       poolOf(this.inv)
         .filter((b) => b.hypervisor === h)
         .map((b) => b.name);
-    return { figures, invariant: httpInvariant(figures, path === "direct" ? [[soleOf(this.inv).name]] : [onHv("hv1"), onHv("hv2")]) };
+    return [
+      {
+        path: OvslbHttp.PATHS.direct,
+        namespace: this.inv.client.namespace,
+        url: `http://${soleOf(this.inv).address}:${PORTS.direct}/`,
+        servers: this.servers,
+        mustServe: [[soleOf(this.inv).name]],
+      },
+      {
+        path: OvslbHttp.PATHS.gre,
+        namespace: this.inv.client.namespace,
+        url: `http://${VIPS.gre}:80/`,
+        servers: this.servers,
+        mustServe: [onHv("hv1"), onHv("hv2")],
+      },
+    ];
   }
 
   /** Deletes the resources and stops the servers; returns what it could not undo. */

@@ -7,7 +7,17 @@ import { machineNote, type Benchmark, type BenchContext, type BenchReport, type 
 import { FULL as HTTP_FULL, SMOKE as HTTP_SMOKE, Server } from "./dsr-gre";
 import { ovnSelectGroup, type OvnSelectGroup } from "../test/support/ovn-groups";
 import { DETECT_LB, detection, stats, withinOneInterval, type DetectionSetting } from "./ovn-peer-detection";
-import { OVSLB_VIP, OvslbHttp, backendChanges, httpInvariant, leftovers, measureHttp, type ChangeStep, type HttpFigures } from "./ovn-peer-ovslb";
+import {
+  OVSLB_VIP,
+  OvslbHttp,
+  backendChanges,
+  httpInvariant,
+  leftovers,
+  measureHttp,
+  type ChangeStep,
+  type HttpFigures,
+  type HttpTarget,
+} from "./ovn-peer-ovslb";
 
 /**
  * issue 23, OVN's own load balancer as the measured peer: what adding and
@@ -125,10 +135,14 @@ export const ovnPeerBenchmark: Benchmark = {
         conns.close();
         chassis.nbctl("--if-exists", "lb-del", LB);
       }
-      // HTTP through OVN's load balancer, beside a path through the same router without one.
-      const http: HttpFigures[] = [];
+      // ovslb in the same run: the same three changes through its stateless gateways.
+      const ovslbChanges = await backendChanges(inv, count, ctx.log);
+      invariants.push(...ovslbChanges.invariants);
+      // HTTP: through OVN's load balancer and the same router without one, through ovslb's gre DSR path (dsr-gre's resources) and its direct baseline; rounds interleaved.
+      let http: HttpFigures[] = [];
       const httpSizes = ctx.smoke ? HTTP_SMOKE : HTTP_FULL;
       const servers: Server[] = [];
+      const ovslb = new OvslbHttp(inv);
       try {
         for (const vm of [a, b]) servers.push(await Server.start(inv, vm, { ports: [HTTP_PORT], client: ovn.client.address }));
         chassis.nbctl("--if-exists", "lb-del", HTTP_LB);
@@ -144,34 +158,30 @@ export const ovnPeerBenchmark: Benchmark = {
           HTTP_LB,
         );
         chassis.nbctl("--wait=hv", "--timeout=30", "sync");
-        const paths: [string, string, string[][]][] = [
-          [`direct to ${a.name} through the OVN router (no load balancer)`, `http://${a.address}:${HTTP_PORT}/`, [[a.name]]],
-          [`the VIP through OVN's load balancer (${a.name}, ${b.name})`, `http://${HTTP_VIP}:${HTTP_PORT}/`, [[a.name], [b.name]]],
+        await ovslb.setUp();
+        const ns = ovn.client.namespace;
+        const targets: HttpTarget[] = [
+          {
+            path: `OVN client: direct to ${a.name} through the OVN router (no load balancer)`,
+            namespace: ns,
+            url: `http://${a.address}:${HTTP_PORT}/`,
+            servers,
+            mustServe: [[a.name]],
+          },
+          {
+            path: `OVN client: the VIP through OVN's load balancer (${a.name}, ${b.name})`,
+            namespace: ns,
+            url: `http://${HTTP_VIP}:${HTTP_PORT}/`,
+            servers,
+            mustServe: [[a.name], [b.name]],
+          },
+          ...ovslb.targets().map((t) => ({ ...t, path: `lab client: ${t.path}` })),
         ];
-        for (const [path, url, mustServe] of paths) {
-          const h = await measureHttp(inv, ovn.client.namespace, path, url, servers, httpSizes);
-          http.push(h);
-          invariants.push(httpInvariant(h, mustServe));
-          ctx.log(`http, ${path}: ${Math.round(h.requestsPerSecond)} req/s, p99 ${h.p99} ms`);
-        }
+        http = await measureHttp(inv, targets, httpSizes, ctx.log);
+        http.forEach((h, i) => invariants.push(httpInvariant(h, targets[i].mustServe)));
       } finally {
         for (const srv of servers) await srv.stop();
         chassis.nbctl("--if-exists", "lb-del", HTTP_LB);
-      }
-      // ovslb in the same run: the same three changes through its stateless gateways, and HTTP through its DSR path (dsr-gre's resources).
-      const ovslbChanges = await backendChanges(inv, count, ctx.log);
-      invariants.push(...ovslbChanges.invariants);
-      const ovslbHttp: HttpFigures[] = [];
-      const ovslb = new OvslbHttp(inv);
-      try {
-        await ovslb.setUp();
-        for (const path of ["direct", "gre"] as const) {
-          const m = await ovslb.measure(path, httpSizes);
-          ovslbHttp.push(m.figures);
-          invariants.push(m.invariant);
-          ctx.log(`http, ${m.figures.path}: ${Math.round(m.figures.requestsPerSecond)} req/s, p99 ${m.figures.p99} ms`);
-        }
-      } finally {
         const failed = await ovslb.tearDown();
         if (failed.length > 0) ctx.log(`ovslb teardown: ${failed.join("; ")}`);
       }
@@ -227,15 +237,13 @@ export const ovnPeerBenchmark: Benchmark = {
         "| Path | Requests/s | p50 | p99 | Requests ok | Failed |",
         "| --- | --- | --- | --- | --- | --- |",
         ...http.map(
-          (h) => `| OVN client: ${h.path} | **${Math.round(h.requestsPerSecond)}** | ${h.p50.toFixed(2)} ms | ${h.p99.toFixed(2)} ms | ${h.ok} | ${h.failed} |`,
-        ),
-        ...ovslbHttp.map(
-          (h) => `| lab client: ${h.path} | **${Math.round(h.requestsPerSecond)}** | ${h.p50.toFixed(2)} ms | ${h.p99.toFixed(2)} ms | ${h.ok} | ${h.failed} |`,
+          (h) =>
+            `| ${h.path} | **${Math.round(h.requestsPerSecond)}**${h.perRound.length > 1 ? ` (rounds: ${h.perRound.map((x) => Math.round(x)).join(", ")})` : ""} | ${h.p50.toFixed(2)} ms | ${h.p99.toFixed(2)} ms | ${h.ok} | ${h.failed} |`,
         ),
         "",
-        "ovslb's rows: the dsr-gre benchmark's gre-delivery resources and servers (its lbInputs, hvInputs and HTTP server on 4 lab VMs, its autocannon driver and sizes), created and measured in this run. Every row's requests/s are answered requests over the measured seconds, as dsr-gre counts them; every row's invariant checks that no request failed beyond 0.1%, none was answered other than 200, and each server saw the client's own address on its own (no SNAT). Each path crosses its own network (OVN's: br-ext, the gateway router and Geneve; ovslb's: br-seg and GRE), all on the userspace datapath of one machine.",
+        "ovslb's rows: the dsr-gre benchmark's gre-delivery resources and servers (its lbInputs, hvInputs and HTTP server on 4 lab VMs, its autocannon driver and sizes), created in this run; all four paths exist at once. Every row's requests/s are answered requests over the measured seconds, as dsr-gre counts them; every row's invariant checks that no request failed beyond 0.1%, none was answered other than 200, and each server saw the client's own address on its own (no SNAT). Each path crosses its own network (OVN's: br-ext, the gateway router and Geneve; ovslb's: br-seg and GRE), all on the userspace datapath of one machine.",
         "",
-        `HTTP: dsr-gre's server (bench/programs/http-server.ts) in the OVN VMs on port ${HTTP_PORT}, autocannon from the OVN client (dsr-gre's driver, bench/programs/load-driver.ts, and sizes: ${ctx.smoke ? "8 connections, 2 s" : "16 connections, 5 s"} after a 1 s warm-up, one round per path); both OVN paths cross gw1's gateway router and Geneve to the VM's hypervisor, the second also OVN's load balancer (conntrack DNAT on gw1, replies back through it).`,
+        `HTTP: dsr-gre's server (bench/programs/http-server.ts) in the OVN VMs on port ${HTTP_PORT}, autocannon from the OVN client (dsr-gre's driver, bench/programs/load-driver.ts, and sizes: ${httpSizes.connections} connections, ${httpSizes.seconds} s after a ${httpSizes.warmupSeconds} s warm-up, per path and round; ${httpSizes.rounds} round(s), ${httpSizes.rounds > 1 ? "the second in reverse order so a change of the machine's load weighs on every path alike, the figures pooled over the rounds" : "one"}); both OVN paths cross gw1's gateway router and Geneve to the VM's hypervisor, the second also OVN's load balancer (conntrack DNAT on gw1, replies back through it).`,
         "",
         "### OVN's health check finding a killed backend server",
         "",
@@ -250,7 +258,7 @@ export const ovnPeerBenchmark: Benchmark = {
       return {
         name: "ovn-peer",
         markdown,
-        data: { machine, count, steps, groups, http, ovslbChanges: ovslbChanges.steps, ovslbHttp, detection: detect.settings },
+        data: { machine, count, steps, groups, http, ovslbChanges: ovslbChanges.steps, detection: detect.settings },
         invariants,
       };
     } finally {
