@@ -318,20 +318,40 @@ async function ovsChecks(h: DoctorHost, plan: DoctorPlan, ssh: SshSession): Prom
   // Bridges: named ones, or every bridge of the host.
   if (db) {
     try {
-      const txn = new Transaction(OPEN_VSWITCH);
-      const sel = txn.select("Bridge", [], ["name", "datapath_type", "protocols"]);
-      const found = (await db.run(txn)).rows(sel);
+      const readBridges = async () => {
+        const txn = new Transaction(OPEN_VSWITCH);
+        const sel = txn.select("Bridge", [], ["name", "datapath_type", "protocols"]);
+        return (await db.run(txn)).rows(sel);
+      };
+      let found = await readBridges();
       const known = found.map((b) => b.name).sort();
       const wanted = [...new Set([...plan.bridges, ...h.bridges])];
+      const listening = async (br: string) => {
+        const speaks = /^[A-Za-z0-9_.-]+$/.test(br) ? await new OpenFlowBridge(ssh, bridgeSocket(h.host, br)).speaksOpenFlow15().catch(() => false) : false;
+        return { speaks, socket: speaks ? undefined : await socketFacts(ssh, `${rundir}/${br}.mgmt`) };
+      };
       for (const br of wanted.length > 0 ? wanted : known) {
-        const row = found.find((b) => b.name === br);
+        let row = found.find((b) => b.name === br);
         if (!row) {
           rows.push(...bridgeChecks(name, { name: br, exists: false }, known));
           continue;
         }
+        let { speaks, socket } = await listening(br);
+        // A bridge another client is adding (or deleting) right now has no socket until ovs-vswitchd applies the database
+        // (a client need not wait for it): give it up to a second to appear, or the row to go.
+        for (let waited = 0; socket && !socket.exists && waited < 1000; waited += 100) {
+          await new Promise((r) => setTimeout(r, 100));
+          found = await readBridges();
+          row = found.find((b) => b.name === br);
+          if (!row) break;
+          ({ speaks, socket } = await listening(br));
+        }
+        if (!row) {
+          // Deleted meanwhile: a bridge the config names is missing; any other is not the host's any more.
+          if (wanted.length > 0) rows.push(...bridgeChecks(name, { name: br, exists: false }, known));
+          continue;
+        }
         const protocols = [...row.protocols];
-        const speaks = /^[A-Za-z0-9_.-]+$/.test(br) ? await new OpenFlowBridge(ssh, bridgeSocket(h.host, br)).speaksOpenFlow15().catch(() => false) : false;
-        const socket = speaks ? undefined : await socketFacts(ssh, `${rundir}/${br}.mgmt`);
         rows.push(
           ...bridgeChecks(
             name,
