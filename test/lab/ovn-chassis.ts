@@ -381,6 +381,11 @@ export class OvnChassis {
     for (const name of OVN_CHASSIS) {
       const h = this.inv.hosts[name];
       if (!h || !existsSync(`/run/netns/${h.namespace}`)) continue;
+      // The connections OVN tracked (its gateway router's load balancers, SNAT) share the host's one userspace datapath with
+      // every other bridge: flush OVN's zones (ovn-controller records them in br-int's ct-zone-* external_ids), or they outlive
+      // the layer in the gateways' conntrack, where other tests expect none.
+      const zones = this.onHost(h, ["ovs-vsctl", "--if-exists", "get", "bridge", "br-int", "external_ids"]).matchAll(/"?ct-zone-[^=]+"?="?(\d+)"?/g);
+      for (const zone of new Set([...zones].map((m) => m[1]))) this.onHost(h, ["ovs-appctl", "dpctl/flush-conntrack", `zone=${zone}`]);
       this.onHost(h, [
         "ovs-vsctl",
         "--if-exists",
