@@ -23,9 +23,18 @@ function digest(parts: readonly string[]): Buffer {
   return hash("sha256", text, "buffer");
 }
 
+/** Cookies derived so far, one per resource the process serves: a one-change update asks for its cookie several times, each a sha256 without this. */
+const cookies = new Map<string, bigint>();
+
 /** The cookie that names the owning resource on all of its flows: tag + 48 bits of its identity. */
 export function ownerCookie(kind: string, resourceId: string): bigint {
-  return (COOKIE_TAG << 48n) | (digest([kind, resourceId]).readBigUInt64BE(0) & 0xffff_ffff_ffffn);
+  const key = `${kind.length}:${kind}${resourceId}`;
+  let cookie = cookies.get(key);
+  if (cookie === undefined) {
+    cookie = (COOKIE_TAG << 48n) | (digest([kind, resourceId]).readBigUInt64BE(0) & 0xffff_ffff_ffffn);
+    cookies.set(key, cookie);
+  }
+  return cookie;
 }
 
 /**

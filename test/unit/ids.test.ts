@@ -11,6 +11,13 @@ describe("deterministic ids", () => {
     expect(ownerCookie("DsrHypervisorFlows", "web")).not.toBe(a);
   });
 
+  it("derives the cookies recorded in state as before (state is a contract: remembering them must not change them)", () => {
+    expect(ownerCookie("DeferredNatLoadBalancer", "web")).toBe(0xb5e32a94745fa9cn);
+    expect(ownerCookie("DsrHypervisorFlows", "web")).toBe(0xb5e57b8dcffcd6fn);
+    // Kind and id are told apart by the kind's length, as the derivation does: "ab"+"c" is not "a"+"bc".
+    expect(ownerCookie("ab", "c")).not.toBe(ownerCookie("a", "bc"));
+  });
+
   it("derives the same id from the same parts and probes past taken ids deterministically", () => {
     const first = derivedId(["10.0.0.5:80"], MAX_BUCKET_ID);
     expect(first).toBeGreaterThan(0);
