@@ -98,7 +98,13 @@ beforeAll(async () => {
 
 afterAll(async () => {
   if (lb.id) await lb.delete().catch(() => undefined);
-  unlock?.();
+  // The layer goes with the file: with OVN's chassis up on the same hosts, second chance's drain test
+  // (deferred-nat-second-chance.test.ts) kept one drained connection ESTABLISHED in hv1's zone (cause not yet found).
+  try {
+    chassis?.down();
+  } finally {
+    unlock?.();
+  }
 });
 
 /** The central's OVN release ("23.03", "24.03", "25.03"), as its ovn-northd reports it. */

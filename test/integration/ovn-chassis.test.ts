@@ -3,6 +3,7 @@ import type { LabInventory } from "../lab/topology";
 import { OvnChassis, OVN_CHASSIS, type OvnInventory } from "../lab/ovn-chassis";
 import { loadInventory, lockLab } from "../support/lab";
 import { connectAndClose } from "../support/tcp-clients";
+import { waitUntil } from "../support/wait";
 
 /**
  * The lab's OVN chassis (test/lab/ovn-chassis.ts, `npm run lab -- ovn-up`):
@@ -25,7 +26,15 @@ beforeAll(async () => {
   ovn = chassis.up();
 });
 
-afterAll(() => unlock?.());
+afterAll(() => {
+  // The layer goes with the file: with OVN's chassis up on the same hosts, second chance's drain test
+  // (deferred-nat-second-chance.test.ts) kept one drained connection ESTABLISHED in hv1's zone (cause not yet found).
+  try {
+    chassis?.down();
+  } finally {
+    unlock?.();
+  }
+});
 
 /** The Geneve port on `from`'s br-int toward `to`'s underlay address, whatever ovn-controller named it. */
 const tunnelPort = (from: string, to: string) =>
@@ -64,7 +73,7 @@ describe("OVN chassis in the lab", () => {
     }
   });
 
-  it("TCP from the OVN client reaches every VM through the gateway router, over Geneve from gw1, with no NAT", () => {
+  it("TCP from the OVN client reaches every VM through the gateway router, over Geneve from gw1, with no NAT", async () => {
     const ports = Object.fromEntries(ovn.vms.map((vm) => [vm.hypervisor, tunnelPort(vm.hypervisor, ovn.gatewayChassis)]));
     const before = Object.fromEntries(Object.entries(ports).map(([hv, port]) => [hv, tunnelPackets(hv, port)]));
     const conns = connectAndClose(
@@ -77,8 +86,13 @@ describe("OVN chassis in the lab", () => {
       const [name, peer, local] = c.greeting.split(" ");
       expect([name, peer.split(":")[0], local]).toEqual([ovn.vms[i].name, ovn.client.address, `${ovn.vms[i].address}:${ovn.backendPort}`]);
     });
-    // The packets reached each hypervisor through its Geneve port from the gateway chassis.
-    for (const [hv, port] of Object.entries(ports)) expect(tunnelPackets(hv, port), hv).toBeGreaterThan(before[hv]);
+    // The packets reached each hypervisor through its Geneve port from the gateway chassis. A flow's counters move when
+    // ovs-vswitchd's revalidators next pull the datapath's statistics (every 500 ms at most), not at once.
+    await waitUntil(() => Object.entries(ports).every(([hv, port]) => tunnelPackets(hv, port) > before[hv]), {
+      what: "packets counted on each hypervisor's Geneve port from the gateway chassis",
+      timeoutMs: 5_000,
+      intervalMs: 100,
+    });
   });
 
   it("ovn-up is idempotent: called again it finds the layer up and leaves it as it is", () => {

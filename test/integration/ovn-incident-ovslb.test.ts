@@ -126,6 +126,9 @@ afterAll(async () => {
   } finally {
     if (lb.id) await lb.delete().catch(() => undefined);
     for (const d of Object.values(hvFlows)) if (d.id) await d.delete().catch(() => undefined);
+    // The layer goes with the file: with OVN's chassis up on the same hosts, second chance's drain test
+    // (deferred-nat-second-chance.test.ts) kept one drained connection ESTABLISHED in hv1's zone (cause not yet found).
+    chassis?.down();
     unlock?.();
   }
 });
