@@ -37,7 +37,9 @@ import type { LabInventory } from "../test/lab/topology";
  * 2. through the handler against a real lab gateway (gw2, a bridge of its
  *    own): create (plan and apply from scratch), then one backend added and
  *    removed by update, scoped, and again with the recorded port numbers
- *    stripped from the state, which makes update take the full path.
+ *    stripped from the state, which makes update take the full path;
+ * 3. the same change as the engine makes it, through provider/handlers.ts
+ *    (check, diff, update), in a process warmed the same way.
  *
  * Every measurement runs in a fresh child process (node, this file, --child):
  * wall and CPU time (process.cpuUsage) around the operation only, peak
