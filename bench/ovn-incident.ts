@@ -3,7 +3,7 @@ import type { LabInventory } from "../test/lab/topology";
 import { bfdKeyOf, greKeyOf, tunnelPorts, withDefaults as lbDefaults } from "../provider/resources/deferred-nat-load-balancer/plan";
 import { ProviderDriver, labLoadBalancer } from "../test/support/deferred-nat";
 import { inNamespace, labSsh, loadInventory, lockLab, sshTo } from "../test/support/lab";
-import { killChassis, monitorStatus, reviveChassis, routerLbBackends } from "../test/support/ovn-incident";
+import { killChassis, monitorStatus, reviveChassis, routerLbBackends, routerLbWithHealthCheck } from "../test/support/ovn-incident";
 import { connectAndClose, times } from "../test/support/tcp-clients";
 import { waitUntil } from "../test/support/wait";
 import { machineNote, median, type Benchmark, type BenchContext, type BenchReport, type Invariant } from "./common";
@@ -64,36 +64,14 @@ interface DetectionSetting {
 /** OVN's health check while the chassis lives: the backend's NIC down until its monitor is offline and northd drops it, then up until online again. */
 async function detection(c: Ctx, ctx: BenchContext, trials: number, invariants: Invariant[]): Promise<DetectionSetting[]> {
   const [b1, b2] = backends(c);
-  c.chassis.nbctl("--if-exists", "lb-del", DETECT_LB);
-  c.chassis.nbctl(
-    "lb-add",
-    DETECT_LB,
-    `${DETECT_VIP}:80`,
-    `${endpoint(c, b1)},${endpoint(c, b2)}`,
-    "tcp",
-    "--",
-    "set",
-    "load_balancer",
-    DETECT_LB,
-    `ip_port_mappings:"${b1.address}"="${b1.name}:${SRC_IP}"`,
-    `ip_port_mappings:"${b2.address}"="${b2.name}:${SRC_IP}"`,
-    "--",
-    "--id=@hc",
-    "create",
-    "load_balancer_health_check",
-    `vip="${DETECT_VIP}:80"`,
-    "--",
-    "add",
-    "load_balancer",
-    DETECT_LB,
-    "health_check",
-    "@hc",
-    "--",
-    "lr-lb-add",
-    c.ovn.router,
-    DETECT_LB,
-  );
-  const hc = c.chassis.nbctl("get", "load_balancer", DETECT_LB, "health_check").replace(/[[\]]/g, "").trim();
+  const hc = routerLbWithHealthCheck(c.chassis, {
+    router: c.ovn.router,
+    name: DETECT_LB,
+    vip: DETECT_VIP,
+    port: c.ovn.backendPort,
+    backends: [b1, b2],
+    sourceIp: SRC_IP,
+  });
   const both = [endpoint(c, b1), endpoint(c, b2)].sort();
   const settings: DetectionSetting[] = [
     { label: "OVN's defaults", configured: "interval 5 s, timeout 3 s, success_count 1, failure_count 1", options: {}, offline: [], dropped: [], online: [] },

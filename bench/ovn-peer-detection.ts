@@ -1,6 +1,6 @@
 import type { OvnChassis, OvnInventory, OvnVm } from "../test/lab/ovn-chassis";
 import type { LabInventory } from "../test/lab/topology";
-import { monitorStatus, routerLbBackends } from "../test/support/ovn-incident";
+import { monitorStatus, routerLbBackends, routerLbWithHealthCheck } from "../test/support/ovn-incident";
 import { killVmServer, startVmServer } from "../test/support/ovn-vm-server";
 import { connectAndClose, times } from "../test/support/tcp-clients";
 import { waitUntil } from "../test/support/wait";
@@ -110,37 +110,15 @@ export async function detection(
     `options={${Object.entries(s.options)
       .map(([k, v]) => `${k}=${v}`)
       .join(",")}}`;
-  chassis.nbctl("--if-exists", "lb-del", DETECT_LB);
-  chassis.nbctl(
-    "lb-add",
-    DETECT_LB,
-    `${DETECT_VIP}:80`,
-    both.join(","),
-    "tcp",
-    "--",
-    "set",
-    "load_balancer",
-    DETECT_LB,
-    `ip_port_mappings:"${victim.address}"="${victim.name}:${SRC_IP}"`,
-    `ip_port_mappings:"${survivor.address}"="${survivor.name}:${SRC_IP}"`,
-    "--",
-    "--id=@hc",
-    "create",
-    "load_balancer_health_check",
-    `vip="${DETECT_VIP}:80"`,
-    optionsOf(settings[0]),
-    "--",
-    "add",
-    "load_balancer",
-    DETECT_LB,
-    "health_check",
-    "@hc",
-    "--",
-    "lr-lb-add",
-    ovn.router,
-    DETECT_LB,
-  );
-  const hc = chassis.nbctl("get", "load_balancer", DETECT_LB, "health_check").replace(/[[\]]/g, "").trim();
+  const hc = routerLbWithHealthCheck(chassis, {
+    router: ovn.router,
+    name: DETECT_LB,
+    vip: DETECT_VIP,
+    port: ovn.backendPort,
+    backends: [victim, survivor],
+    sourceIp: SRC_IP,
+    options: settings[0].options,
+  });
   try {
     for (const [k, s] of settings.entries()) {
       if (k > 0) {

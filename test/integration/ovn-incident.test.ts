@@ -2,7 +2,7 @@ import { describe, it, expect, beforeAll, afterAll } from "vitest";
 import type { LabInventory } from "../lab/topology";
 import { OvnChassis, type OvnInventory } from "../lab/ovn-chassis";
 import { inNamespace, loadInventory, lockLab } from "../support/lab";
-import { killChassis, monitorStatus, reviveChassis, routerLbBackends } from "../support/ovn-incident";
+import { killChassis, monitorStatus, reviveChassis, routerLbBackends, routerLbWithHealthCheck } from "../support/ovn-incident";
 import { connectAndClose, times } from "../support/tcp-clients";
 import { waitUntil } from "../support/wait";
 
@@ -62,41 +62,16 @@ beforeAll(async () => {
   unlock = await lockLab("ovn-central");
   chassis = new OvnChassis(inv);
   ovn = chassis.up();
-  nbctl("--if-exists", "lb-del", LB);
-  const [b1, b2] = backends();
   // OVN's own load balancer on the gateway router, with a health check probing every second.
-  nbctl(
-    "lb-add",
-    LB,
-    `${VIP}:80`,
-    `${endpoint(b1.address)},${endpoint(b2.address)}`,
-    "tcp",
-    "--",
-    "set",
-    "load_balancer",
-    LB,
-    `ip_port_mappings:"${b1.address}"="${b1.name}:${SRC_IP}"`,
-    `ip_port_mappings:"${b2.address}"="${b2.name}:${SRC_IP}"`,
-    "--",
-    "--id=@hc",
-    "create",
-    "load_balancer_health_check",
-    `vip="${VIP}:80"`,
-    "options:interval=1",
-    "options:timeout=1",
-    "options:success_count=1",
-    "options:failure_count=1",
-    "--",
-    "add",
-    "load_balancer",
-    LB,
-    "health_check",
-    "@hc",
-    "--",
-    "lr-lb-add",
-    ovn.router,
-    LB,
-  );
+  routerLbWithHealthCheck(chassis, {
+    router: ovn.router,
+    name: LB,
+    vip: VIP,
+    port: ovn.backendPort,
+    backends: backends(),
+    sourceIp: SRC_IP,
+    options: { interval: 1, timeout: 1, success_count: 1, failure_count: 1 },
+  });
 });
 
 afterAll(async () => {

@@ -66,3 +66,53 @@ export async function reviveChassis(inv: LabInventory, chassis: OvnChassis, host
   if (!isAlive(readPid(chassis.controllerPidFile(host)) ?? 0)) chassis.startController(host);
   await waitUntil(() => chassis.status().up, { what: `the OVN layer up again with ${host} back`, timeoutMs: 30_000 });
 }
+
+/**
+ * OVN's own load balancer with OVN's own health check, attached to the gateway router: `name` (replaced if it exists)
+ * with `vip`:80 to each backend at `port`, each backend's ip_port_mappings from `sourceIp`, and the health check with
+ * `options` (none: ovn-controller's defaults). Returns the health check's uuid.
+ */
+export function routerLbWithHealthCheck(
+  chassis: OvnChassis,
+  o: {
+    router: string;
+    name: string;
+    vip: string;
+    port: number;
+    backends: readonly { name: string; address: string }[];
+    sourceIp: string;
+    options?: Record<string, string | number>;
+  },
+): string {
+  const host = (address: string) => (address.includes(":") ? `[${address}]` : address);
+  chassis.nbctl("--if-exists", "lb-del", o.name);
+  chassis.nbctl(
+    "lb-add",
+    o.name,
+    `${host(o.vip)}:80`,
+    o.backends.map((b) => `${host(b.address)}:${o.port}`).join(","),
+    "tcp",
+    "--",
+    "set",
+    "load_balancer",
+    o.name,
+    ...o.backends.map((b) => `ip_port_mappings:"${b.address}"="${b.name}:${host(o.sourceIp)}"`),
+    "--",
+    "--id=@hc",
+    "create",
+    "load_balancer_health_check",
+    `vip="${host(o.vip)}:80"`,
+    ...Object.entries(o.options ?? {}).map(([k, v]) => `options:${k}=${v}`),
+    "--",
+    "add",
+    "load_balancer",
+    o.name,
+    "health_check",
+    "@hc",
+    "--",
+    "lr-lb-add",
+    o.router,
+    o.name,
+  );
+  return chassis.nbctl("get", "load_balancer", o.name, "health_check").replace(/[[\]]/g, "").trim();
+}
