@@ -3,19 +3,18 @@ import { execFileSync, spawnSync } from "node:child_process";
 import { chmodSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { DoctorCheck } from "../../provider/doctor/checks";
-import { labStackConfig, repoRoot, type StackConfig } from "../lab/stack-config";
+import { type StackConfig } from "../lab/stack-config";
 import type { LabInventory } from "../lab/topology";
 import { asLists, handle } from "../../provider/handlers";
 import { closeIdleSshConnections } from "../../provider/transport/ssh";
 import { FaultHost } from "../support/fault-host";
-import { loadInventory, lockLab } from "../support/lab";
+import { cliJson, doctor, DOCTOR_BIN, row, type Doctor } from "../support/doctor";
+import { loadInventory } from "../support/lab";
 
 /**
  * `ovslb doctor` (issue 19) as a user runs it: the package's bin, the stack
  * config piped in the form `pulumi config --json --show-secrets` prints.
- * On the healthy lab every check is green and it exits 0; on hosts of this
- * test's own, each with one fault (sshd refusing forwarding, sockets the
+ * (doctor-lab.test.ts runs it on the healthy lab.) On hosts of this test's own, each with one fault (sshd refusing forwarding, sockets the
  * login user cannot use, a bridge without OpenFlow 1.5, a 1500-byte
  * underlay under gre, a host key not pinned or not the pinned one, a key
  * whose authorized_keys line says `restrict`), it names
@@ -24,7 +23,6 @@ import { loadInventory, lockLab } from "../support/lab";
  */
 
 const USER = "ovslb-dr";
-const BIN = join(repoRoot(), "bin", "ovslb.js");
 
 /** sshd as hardened hosts have it: no forwarding of any kind. */
 class NoForwardingHost extends FaultHost {
@@ -52,39 +50,6 @@ let restrictedKey: FaultHost;
 
 const run = (argv: string[]) => execFileSync(argv[0], argv.slice(1), { encoding: "utf8" });
 const userExists = () => spawnSync("id", [USER]).status === 0;
-
-/** A config value as `pulumi config --json --show-secrets` prints it. */
-function cliJson(config: StackConfig, secret: string[] = ["ovslb:ssh"]): string {
-  return JSON.stringify(
-    Object.fromEntries(
-      Object.entries(config).map(([k, v]) => [
-        k,
-        typeof v === "string" ? { value: v, secret: secret.includes(k) } : { value: JSON.stringify(v), objectValue: v, secret: secret.includes(k) },
-      ]),
-    ),
-  );
-}
-
-interface Doctor {
-  status: number | null;
-  stdout: string;
-  stderr: string;
-  checks: DoctorCheck[];
-}
-
-/** Runs the bin with the config on stdin (and --json, whose rows it returns), as `pulumi config ... | npx ovslb doctor` does. */
-function doctor(stdin: string | undefined, args: string[] = []): Doctor {
-  const r = spawnSync(process.execPath, [BIN, "doctor", "--json", ...args], { input: stdin ?? "", encoding: "utf8", timeout: 90_000 });
-  let checks: DoctorCheck[] = [];
-  try {
-    checks = (JSON.parse(r.stdout) as { checks: DoctorCheck[] }).checks;
-  } catch {
-    /* the test asserting on it says what came */
-  }
-  return { status: r.status, stdout: r.stdout, stderr: r.stderr, checks };
-}
-
-const row = (d: Doctor, host: string, check: string) => d.checks.find((c) => c.host === host && c.check === check);
 
 const faultConfig = (hosts: Record<string, unknown>, extra: StackConfig = {}): StackConfig => ({
   "ovslb:ssh": { user: "root", privateKeyPath: inv.clientKeyPath, connectTimeoutMs: 5000 },
@@ -124,59 +89,6 @@ afterAll(() => {
   for (const h of [noForwarding, unprivileged, oldOpenFlow, smallUnderlay, restrictedKey]) h?.down();
   if (userExists()) run(["userdel", USER]);
   rmSync(scratch, { recursive: true, force: true });
-});
-
-describe("ovslb doctor on the healthy lab", () => {
-  it("reports every check green and exits 0, the stack config piped in as the Pulumi CLI prints it", async () => {
-    // The lanes that change the shared hosts (conntrack floods, MTUs, distributor restarts) hold these.
-    const unlock = [await lockLab("hv1-gre"), await lockLab("distributor")];
-    let d: Doctor;
-    try {
-      d = doctor(cliJson(labStackConfig(inv, ".")));
-    } finally {
-      unlock.forEach((u) => u());
-    }
-    expect(d.stderr).toBe("");
-    expect(d.checks.filter((c) => c.status !== "ok" && c.status !== "skip")).toEqual([]);
-    expect(d.status).toBe(0);
-    const hosts = Object.values(inv.hosts).filter((h) => h.ovsRundir);
-    for (const h of hosts) {
-      for (const check of [
-        "reachable",
-        "host key",
-        "login",
-        "ovsdb channel",
-        "socket ovs-vswitchd",
-        "ovs version",
-        "bridge br-seg",
-        "socket br-seg.mgmt",
-        "datapath br-seg",
-        "conntrack",
-      ]) {
-        expect(row(d, h.name, check)?.status, `${h.name} ${check}`).toBe("ok");
-      }
-    }
-    // gre delivery's hosts (the config's tunnelAddress) have the lab's 1600-byte underlay; the rest use none.
-    expect(row(d, "gw1", "underlay mtu")?.detail).toBe("br-phy (172.16.11.2) MTU 1600 >= 1542 (segment 1500 + 42)");
-    expect(row(d, "dist1", "underlay mtu")?.status).toBe("skip");
-    expect(row(d, "hv1", "ovs version")?.detail).toMatch(/^Open vSwitch 3\.1\.0; known defects: dp-hash-buckets/);
-  });
-
-  it("the table is one line per check with a summary, and fails when OVS is too old for a feature in use (dp_hash on 3.1.0)", () => {
-    const gw1 = inv.hosts.gw1;
-    const r = spawnSync(
-      process.execPath,
-      [BIN, "doctor", "--host", `root@${gw1.address}`, "--host-key", gw1.hostKey, "--key", inv.clientKeyPath, "--rundir", gw1.ovsRundir!, "--uses", "dp_hash"],
-      { encoding: "utf8", timeout: 60_000 },
-    );
-    expect(r.status).toBe(1);
-    const lines = r.stdout.trim().split("\n");
-    expect(lines[0]).toMatch(/^HOST\s+CHECK\s+STATUS\s+DETAIL$/);
-    const version = lines.find((l) => / ovs version /.test(l))!;
-    expect(version).toMatch(/FAIL\s+Open vSwitch 3\.1\.0: inserting or removing buckets of a dp_hash select group corrupts/);
-    expect(version).toContain("-- fix: upgrade to a release with the fix (3.2.6, 3.3.5, 3.4.3, 3.5.1, 3.6.0), or use selectionMethod hash");
-    expect(lines.at(-1)).toMatch(/^\d+ checks: \d+ ok, 1 FAIL, 0 warn, 1 skipped$/);
-  });
 });
 
 describe("ovslb doctor on faulty hosts: each fault named with its fix, exit 1", () => {
@@ -343,7 +255,7 @@ describe("ovslb doctor never prints a secret", () => {
     (config["ovslb:ssh"] as Record<string, unknown>) = { user: "root", privateKey: keyText, passphrase, connectTimeoutMs: 5000 };
     const secrets = [passphrase, "wrong-passphrase-s3cret", ...[keyText, encryptedText].flatMap((k) => k.split("\n").filter((l) => l.length > 20))];
     for (const json of [true, false]) {
-      const r = spawnSync(process.execPath, [BIN, "doctor", ...(json ? ["--json"] : [])], { input: cliJson(config), encoding: "utf8", timeout: 60_000 });
+      const r = spawnSync(process.execPath, [DOCTOR_BIN, "doctor", ...(json ? ["--json"] : [])], { input: cliJson(config), encoding: "utf8", timeout: 60_000 });
       const out = `${r.stdout}${r.stderr}`;
       expect(out).toMatch(/inline\s+login|"check": "login"/);
       for (const s of secrets) expect(out).not.toContain(s);

@@ -106,21 +106,63 @@ export function spawnInNamespace(ns: string, argv: string[]): ChildProcess {
  * releases it at once. Resolves with the release.
  */
 export async function lockLab(name: string, timeoutMs = 300_000): Promise<() => void> {
+  const unlock = await takeLabLock(name, timeoutMs);
+  if (!unlock) throw new Error(`lab lock ${name}: not taken`);
+  return unlock;
+}
+
+/** lockLab's lock, or (timeoutMs 0) undefined at once when another holds it. */
+async function takeLabLock(name: string, timeoutMs: number): Promise<(() => void) | undefined> {
   if (!/^[a-z0-9-]+$/.test(name)) throw new Error(`lab lock name ${JSON.stringify(name)} is not [a-z0-9-]+`);
   const path = join(process.env.OVSLB_LAB_DIR ?? DEFAULT_LAB_DIR, `${name}.lock`);
-  const holder = spawn("flock", ["-x", "-w", String(Math.ceil(timeoutMs / 1000)), path, "sh", "-c", "echo locked; exec cat >/dev/null"], {
+  const wait = timeoutMs > 0 ? ["-w", String(Math.ceil(timeoutMs / 1000))] : ["-n"];
+  const holder = spawn("flock", ["-x", ...wait, path, "sh", "-c", "echo locked; exec cat >/dev/null"], {
     stdio: ["pipe", "pipe", "pipe"],
   });
   holder.stdin.on("error", () => undefined);
   let stderr = "";
   holder.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-  await new Promise<void>((resolve, reject) => {
-    holder.stdout.once("data", () => resolve());
-    holder.once("exit", (code) => reject(new Error(`lab lock ${name}: not taken within ${timeoutMs} ms (flock exited ${code}) ${stderr.trim()}`)));
+  const taken = await new Promise<boolean>((resolve, reject) => {
+    holder.stdout.once("data", () => resolve(true));
+    holder.once("exit", (code) => {
+      // flock -n exits 1 when the lock is held elsewhere.
+      if (timeoutMs === 0 && code === 1) resolve(false);
+      else reject(new Error(`lab lock ${name}: not taken within ${timeoutMs} ms (flock exited ${code}) ${stderr.trim()}`));
+    });
     holder.once("error", reject);
   });
+  if (!taken) return undefined;
   // The holder must not keep this process alive, nor outlive it.
   holder.unref();
   for (const stream of [holder.stdin, holder.stdout, holder.stderr]) (stream as unknown as { unref?: () => void }).unref?.();
   return () => void holder.stdin.end();
+}
+
+/**
+ * Several of lockLab's locks at once. It never holds one while it waits for
+ * another: it waits for one, tries the rest without waiting, and when one is
+ * held elsewhere lets all go and waits for that one first. Holding one while
+ * waiting would keep that share from every other lane for as long as the
+ * other share stays busy.
+ */
+export async function lockLabAll(names: readonly string[], timeoutMs = 600_000): Promise<() => void> {
+  const deadline = Date.now() + timeoutMs;
+  let first = names[0];
+  for (;;) {
+    const left = deadline - Date.now();
+    if (left <= 0) throw new Error(`lab locks ${names.join(", ")}: not all taken within ${timeoutMs} ms`);
+    const held = [await lockLab(first, left)];
+    let busy: string | undefined;
+    for (const name of names.filter((n) => n !== first)) {
+      const unlock = await takeLabLock(name, 0);
+      if (!unlock) {
+        busy = name;
+        break;
+      }
+      held.push(unlock);
+    }
+    if (!busy) return () => held.forEach((u) => u());
+    held.forEach((u) => u());
+    first = busy;
+  }
 }
