@@ -111,6 +111,7 @@ const LAB_LANE = {
   fileParallelism: false,
   pool: "forks",
   globalSetup: ["test/global-setup.ts"],
+  setupFiles: ["test/lab-file-setup.ts"],
   // The slowest lab test takes about 20 s here; a test that hangs still ends, in 2 minutes.
   testTimeout: 120_000,
 } as const;

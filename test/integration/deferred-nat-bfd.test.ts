@@ -251,6 +251,8 @@ describe("BFD liveness of the backends' hypervisors (healthCheck.bfd)", () => {
   });
   it("with OVN probes too: a BFD flap seen by one gateway of two is no majority and nothing is stale; when both see the hypervisor down, its online monitors are stale and enforce sets them offline", async () => {
     // What a controller would have made: the backends' ports bound on their hypervisors' chassis, up, probed online.
+    // Faked, though the lab can run real chassis: these backends are the gateways' (BFD-watched) deferred-NAT backends,
+    // which no chassis binds or probes; the point is ovslb's majority rule across gateways, read against those rows.
     await ovn.nbctl("lr-add", ROUTER, "--", "set", "logical_router", ROUTER, "options:chassis=gw1");
     await ovn.nbctl(
       "ls-add",

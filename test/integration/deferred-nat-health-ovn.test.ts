@@ -13,6 +13,13 @@ import { waitUntil } from "../support/wait";
  * backends in each VIP's flow. Chassis, bindings and probe results are faked
  * in the SB, as a controller would write them, to show read's stale report and
  * enforce.
+ *
+ * Why faked, with real chassis in the lab (test/lab/ovn-chassis.ts): the
+ * backends here are the deferred-NAT backends of the gateways' select groups,
+ * which no chassis binds, and the cases need a port unbound while its monitor
+ * reads online beside bound ones, and a backend missing from the NB, in one
+ * load balancer. With an ovn-controller that really dies, the stale ->
+ * enforce path is ovn-incident-ovslb.test.ts.
  */
 
 const VIP1 = "10.0.0.204";

@@ -17,6 +17,14 @@ import { waitUntil } from "../support/wait";
  * bindings and probe results are faked in the SB, as a controller would
  * write them. The gateways' flows and groups stay byte-identical and no
  * bundle is sent throughout.
+ *
+ * Why faked, with real chassis in the lab (test/lab/ovn-chassis.ts): these
+ * are the HealthCheck resource's own rows and its reading of every state a
+ * monitor can be in, each set exactly and at once (bound and online, unbound
+ * yet online, offline) for both address families on the same ports; the
+ * lab's chassis bind OVN's own VMs, not the deferred-NAT backends used here.
+ * The same stale -> enforce path with an ovn-controller that really dies is
+ * ovn-incident-ovslb.test.ts.
  */
 
 const VIP = "10.0.0.206";

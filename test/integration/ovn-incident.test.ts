@@ -79,8 +79,8 @@ afterAll(async () => {
     if (killed) await reviveChassis(inv, chassis, DEAD);
   } finally {
     if (chassis) nbctl("--if-exists", "lb-del", LB);
-    // The layer goes with the file: with OVN's chassis up on the same hosts, second chance's drain test
-    // (deferred-nat-second-chance.test.ts) kept one drained connection ESTABLISHED in hv1's zone (cause not yet found).
+    // The layer goes with the file (its ovn-controllers, br-ints and OVN's conntrack zones): the next file finds the hosts
+    // as the lab made them.
     chassis?.down();
     unlock?.();
   }

@@ -1,4 +1,4 @@
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { OVN_RUN_SUBDIR, isAlive, readPid } from "./lab";
@@ -16,6 +16,9 @@ import { BACKEND_PORT, LAB_PREFIX, type LabHost, type LabInventory, namespaceOf 
  *   ovn client (10.11.0.2) --- lab-ext (localnet "ext" on gw1's br-ext)
  *     --- lab-lr (gateway router on gw1: 10.11.0.1, 10.10.0.1)
  *     --- lab-ls (10.10.0.0/24) --- VMs hv1-ovn1/2 (10.10.0.11/12, bound on hv1), hv2-ovn1/2 (10.10.0.21/22, on hv2)
+ *
+ * Dual stack: each IPv4 address a.b.c.d has its IPv6 twin fd00:ab::d
+ * (ovnTwin6: lab-ls fd00:1010::/64, lab-ext fd00:1011::/64).
  *
  * The OVN VMs are namespaces of their own on their hypervisor's br-int
  * (external_ids:iface-id = their logical port), each running the lab's
@@ -36,6 +39,12 @@ export const OVN_GATEWAY_CHASSIS = "gw1";
 /** The physical network name of the external logical switch's localnet port (ovn-bridge-mappings on the gateway chassis). */
 const PHYSNET = "ext";
 const EXT_BRIDGE = "br-ext";
+
+/** An OVN address's IPv6 twin: 10.10.0.11 -> fd00:1010::11 (the /24's first two octets name the /64). */
+export const ovnTwin6 = (address: string) => {
+  const [a, b, , d] = address.split(".");
+  return `fd00:${a}${b}::${d}`;
+};
 
 export const OVN_TOPOLOGY = {
   router: "lab-lr",
@@ -59,6 +68,8 @@ export interface OvnVm {
   /** Its port on the hypervisor's br-int. */
   port: string;
   address: string;
+  /** Its IPv6 address (ovnTwin6 of address). */
+  address6: string;
   mac: string;
 }
 
@@ -72,7 +83,7 @@ export interface OvnInventory {
   gatewayChassis: string;
   internalPort: (typeof OVN_TOPOLOGY)["internalPort"];
   externalPort: (typeof OVN_TOPOLOGY)["externalPort"];
-  client: { namespace: string; address: string; mac: string };
+  client: { namespace: string; address: string; address6: string; mac: string };
   vms: OvnVm[];
   backendPort: number;
   /** Seconds the last build took (0 when ovnUp() found the layer up). */
@@ -127,7 +138,7 @@ export function ovnVms(): OvnVm[] {
     Array.from({ length: count }, (_, i) => {
       const name = `${hv}-ovn${i + 1}`;
       const address = `10.10.0.${Number(hv.slice(2)) * 10 + i + 1}`;
-      return { name, namespace: namespaceOf(name), hypervisor: hv, port: `ovn${i + 1}`, address, mac: macOf(address) };
+      return { name, namespace: namespaceOf(name), hypervisor: hv, port: `ovn${i + 1}`, address, address6: ovnTwin6(address), mac: macOf(address) };
     }),
   );
 }
@@ -199,6 +210,8 @@ export class OvnChassis {
     }
     for (const ns of this.state.namespaces) if (!existsSync(`/run/netns/${ns}`)) problems.push(`missing namespace ${ns}`);
     if (problems.length > 0) return { up: false, problems };
+    const built = JSON.parse(readFileSync(this.inventoryPath, "utf8")) as Partial<OvnInventory>;
+    if (built.client?.address6 === undefined) return { up: false, problems: ["built before the layer was dual-stack"] };
     try {
       const chassis = new Set(this.sbctl("--bare", "--columns=name", "list", "chassis").split(/\s+/));
       for (const c of OVN_CHASSIS) if (!chassis.has(c)) problems.push(`chassis ${c} not in the southbound`);
@@ -234,9 +247,9 @@ export class OvnChassis {
     });
     for (const vm of vms) waitFor(`logical port ${vm.name} up`, () => this.nbctl("get", "logical_switch_port", vm.name, "up") === "true");
     // The whole path works (and ARP is warm): the client reaches every VM through the router, over Geneve.
-    for (const vm of vms) {
-      waitFor(`${vm.name} (${vm.address}) answering ping from the OVN client`, () => {
-        inNs(OVN_TOPOLOGY.client.namespace, ["ping", "-c1", "-W1", vm.address]);
+    for (const address of vms.flatMap((vm) => [vm.address, vm.address6])) {
+      waitFor(`${address} answering ping from the OVN client`, () => {
+        inNs(OVN_TOPOLOGY.client.namespace, ["ping", "-c1", "-W1", address]);
         return true;
       });
     }
@@ -249,7 +262,12 @@ export class OvnChassis {
       gatewayChassis: OVN_GATEWAY_CHASSIS,
       internalPort: OVN_TOPOLOGY.internalPort,
       externalPort: OVN_TOPOLOGY.externalPort,
-      client: { namespace: OVN_TOPOLOGY.client.namespace, address: OVN_TOPOLOGY.client.address, mac: OVN_TOPOLOGY.client.mac },
+      client: {
+        namespace: OVN_TOPOLOGY.client.namespace,
+        address: OVN_TOPOLOGY.client.address,
+        address6: ovnTwin6(OVN_TOPOLOGY.client.address),
+        mac: OVN_TOPOLOGY.client.mac,
+      },
       vms,
       backendPort: BACKEND_PORT,
       upSeconds: Number(process.hrtime.bigint() - started) / 1e9,
@@ -267,14 +285,14 @@ export class OvnChassis {
       [t.external, t.externalPort],
     ] as const) {
       const peer = `${sw}-lr`;
-      args.push("--", "ls-add", sw, "--", "lrp-add", t.router, port.name, port.mac, `${port.address}/24`);
+      args.push("--", "ls-add", sw, "--", "lrp-add", t.router, port.name, port.mac, `${port.address}/24`, `${ovnTwin6(port.address)}/64`);
       args.push("--", "lsp-add", sw, peer, "--", "lsp-set-type", peer, "router", "--", "lsp-set-addresses", peer, "router");
       args.push("--", "lsp-set-options", peer, `router-port=${port.name}`);
     }
     const localnet = `${t.external}-localnet`;
     args.push("--", "lsp-add", t.external, localnet, "--", "lsp-set-type", localnet, "localnet", "--", "lsp-set-addresses", localnet, "unknown");
     args.push("--", "lsp-set-options", localnet, `network_name=${PHYSNET}`);
-    for (const vm of vms) args.push("--", "lsp-add", t.switch, vm.name, "--", "lsp-set-addresses", vm.name, `${vm.mac} ${vm.address}`);
+    for (const vm of vms) args.push("--", "lsp-add", t.switch, vm.name, "--", "lsp-set-addresses", vm.name, `${vm.mac} ${vm.address} ${vm.address6}`);
     this.nbctl(...args);
   }
 
@@ -327,13 +345,19 @@ export class OvnChassis {
     inNs(ns, ["ip", "link", "set", "lo", "up"]);
   }
 
-  /** A guest NIC: fixed MAC and address, a default route, no tx checksum offload (TCP into the userspace datapath needs it off). */
+  /**
+   * A guest NIC: fixed MAC, its address and IPv6 twin (no duplicate address detection: the lab owns the prefixes), a default
+   * route of each family, no tx checksum offload (TCP into the userspace datapath needs it off).
+   */
   private guestNic(ns: string, address: string, mac: string, gateway: string) {
+    inNs(ns, ["sysctl", "-q", "-w", "net.ipv6.conf.eth0.accept_ra=0", "net.ipv6.conf.eth0.disable_ipv6=0"]);
     inNs(ns, ["ip", "link", "set", "eth0", "address", mac]);
     inNs(ns, ["ip", "addr", "add", `${address}/24`, "dev", "eth0"]);
+    inNs(ns, ["ip", "-6", "addr", "add", `${ovnTwin6(address)}/64`, "dev", "eth0", "nodad"]);
     inNs(ns, ["ip", "link", "set", "eth0", "up"]);
     inNs(ns, ["ethtool", "-K", "eth0", "tx", "off"]);
     inNs(ns, ["ip", "route", "add", "default", "via", gateway, "dev", "eth0"]);
+    inNs(ns, ["ip", "-6", "route", "add", "default", "via", ovnTwin6(gateway), "dev", "eth0"]);
   }
 
   private makeVm(vm: OvnVm) {
@@ -377,6 +401,14 @@ export class OvnChassis {
     const deadline = Date.now() + 5000;
     while (pids.some(isAlive) && Date.now() < deadline) sleep(0.05);
     for (const pid of pids) signal(pid, "SIGKILL");
+    // The links the layer plugged into the hosts (the VMs' and the client's veths) go first, by name: a veth whose far end is
+    // in a deleted namespace goes only when the kernel gets to clean that namespace up, after `ip netns del` has returned,
+    // and an ovn-up right after would find the name taken.
+    const plugged = [...ovnVms().map((vm) => [vm.hypervisor, vm.port]), [OVN_GATEWAY_CHASSIS, OVN_TOPOLOGY.client.gatewayPort]];
+    for (const [host, link] of plugged) {
+      const ns = this.inv.hosts[host]?.namespace;
+      if (ns && existsSync(`/run/netns/${ns}`)) spawnSync("ip", ["-n", ns, "link", "del", link], { stdio: "ignore" });
+    }
     for (const ns of this.state.namespaces) if (existsSync(`/run/netns/${ns}`)) run(["ip", "netns", "del", ns]);
     for (const name of OVN_CHASSIS) {
       const h = this.inv.hosts[name];
@@ -409,7 +441,6 @@ export class OvnChassis {
         "ovn-bridge-datapath-type",
         "ovn-bridge-mappings",
       ]);
-      // Links the layer plugged into the host (the VMs' and the client's veths) went with their namespaces' peers.
     }
     if (existsSync(`/run/netns/${this.host("central").namespace}`)) {
       const t = OVN_TOPOLOGY;
