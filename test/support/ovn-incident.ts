@@ -12,6 +12,18 @@ import { waitUntil } from "./wait";
  * and brought back: the stale-monitor incident's tests.
  */
 
+/** Each Service_Monitor of these logical ports, by "port address" (one per family a port's backend has), and its status. */
+export function monitorStatusByAddress(chassis: OvnChassis, ports: readonly string[]): Record<string, string> {
+  const rows = chassis.sbctl("--format=csv", "--data=bare", "--no-headings", "--columns=logical_port,ip,status", "list", "service_monitor").split("\n");
+  return Object.fromEntries(
+    rows
+      .map((l) => l.split(","))
+      .filter(([port]) => ports.includes(port))
+      .map(([port, ip, status]) => [`${port} ${ip}`, status])
+      .sort(),
+  );
+}
+
 /** Each logical port's Service_Monitor status (of the ports given). */
 export function monitorStatus(chassis: OvnChassis, ports: readonly string[]): Record<string, string> {
   const rows = chassis.sbctl("--format=csv", "--data=bare", "--no-headings", "--columns=logical_port,status", "list", "service_monitor").split("\n");
@@ -23,12 +35,16 @@ export function monitorStatus(chassis: OvnChassis, ports: readonly string[]): Re
   );
 }
 
-/** The backends of northd's new-connection flow for a VIP on a router (lr_in_dnat), sorted; undefined while there is none. */
+/**
+ * The backends of northd's new-connection flow for a VIP (IPv4 or IPv6) on a router (lr_in_dnat), sorted, as northd writes
+ * them ("10.10.0.11:8080", "[fd00:1010::11]:8080"); undefined while there is none.
+ */
 export function routerLbBackends(chassis: OvnChassis, router: string, vip: string, port: number): string[] | undefined {
+  const match = `${vip.includes(":") ? "ip6" : "ip4"}.dst == ${vip} && tcp && tcp.dst == ${port})`;
   const lines = chassis
     .sbctl("lflow-list", router)
     .split("\n")
-    .filter((l) => l.includes("lr_in_dnat") && l.includes("ct.new") && l.includes(`ip4.dst == ${vip} && tcp && tcp.dst == ${port})`));
+    .filter((l) => l.includes("lr_in_dnat") && l.includes("ct.new") && l.includes(match));
   if (lines.length !== 1) return undefined;
   return /ct_lb(?:_mark)?\(backends=([^;)]*)/.exec(lines[0])?.[1].split(",").sort();
 }
