@@ -1,8 +1,8 @@
 import { describe, it, expect, beforeAll, afterAll } from "vitest";
-import type { LabInventory } from "../lab/topology";
-import { OvnChassis, type OvnInventory } from "../lab/ovn-chassis";
+import { ipv6Twin, type LabInventory } from "../lab/topology";
+import { OvnChassis, ovnTwin6, type OvnInventory, type OvnVm } from "../lab/ovn-chassis";
 import { inNamespace, loadInventory, lockLab } from "../support/lab";
-import { killChassis, monitorStatus, reviveChassis, routerLbBackends, routerLbWithHealthCheck } from "../support/ovn-incident";
+import { killChassis, monitorStatusByAddress, reviveChassis, routerLbBackends, routerLbWithHealthCheck } from "../support/ovn-incident";
 import { connectAndClose, times } from "../support/tcp-clients";
 import { waitUntil } from "../support/wait";
 
@@ -14,12 +14,24 @@ import { waitUntil } from "../support/wait";
  * and ovs-vswitchd SIGKILLed, its management, segment and underlay links
  * cut): nobody is left to write hv1's backend offline, so OVN keeps it
  * online and in the load balancer, and the connections OVN sends it fail,
- * while hv2's chassis goes on probing its own backend.
+ * while hv2's chassis goes on probing its own backend. The same for an IPv4
+ * VIP and an IPv6 VIP (a load balancer each) of the same VMs.
  */
 
 const VIP = "10.0.0.228";
 const LB = "lab-incident";
 const SRC_IP = "10.10.0.254";
+/** Each family's load balancer: its VIP, its backends' addresses and the probes' source. */
+const FAMILIES = [
+  { lb: LB, vip: VIP, address: (vm: OvnVm) => vm.address, sourceIp: SRC_IP, endpoint: (a: string, port: number) => `${a}:${port}` },
+  {
+    lb: `${LB}6`,
+    vip: ipv6Twin(VIP),
+    address: (vm: OvnVm) => vm.address6,
+    sourceIp: ovnTwin6(SRC_IP),
+    endpoint: (a: string, port: number) => `[${a}]:${port}`,
+  },
+] as const;
 const DEAD = "hv1";
 /**
  * How long "stays online" is watched: three times the slowest a live chassis can be with these settings (interval 1 s,
@@ -38,14 +50,22 @@ const nbctl = (...args: string[]) => chassis.nbctl(...args);
 const sbctl = (...args: string[]) => chassis.sbctl(...args);
 /** The backends: the first OVN VM of hv1 (it dies with hv1) and of hv2. */
 const backends = () => [ovn.vms.find((v) => v.hypervisor === DEAD)!, ovn.vms.find((v) => v.hypervisor === "hv2")!];
-const endpoint = (address: string) => `${address}:${ovn.backendPort}`;
 
-/** Each backend's Service_Monitor status, by logical port. */
+/** Every backend's Service_Monitor of each family, by "port address". */
 const monitors = () =>
-  monitorStatus(
+  monitorStatusByAddress(
     chassis,
     backends().map((b) => b.name),
   );
+/** What every monitor of the backends should read, given each backend's status. */
+const monitorsOf = (status: Record<string, string>) =>
+  Object.fromEntries(
+    backends()
+      .flatMap((vm) => FAMILIES.map((f) => [`${vm.name} ${f.address(vm)}`, status[vm.name]]))
+      .sort(),
+  );
+/** Whether every monitor of this backend (both families) reads status. */
+const allOf = (vm: OvnVm, status: string) => FAMILIES.every((f) => monitors()[`${vm.name} ${f.address(vm)}`] === status);
 
 /** Packets to the service monitor MAC that hv2's br-int handed to its ovn-controller: its backend's probe replies (measured: about 5 a second with interval 1). */
 function hv2ProbeReplies(): number {
@@ -62,23 +82,25 @@ beforeAll(async () => {
   unlock = await lockLab("ovn-central");
   chassis = new OvnChassis(inv);
   ovn = chassis.up();
-  // OVN's own load balancer on the gateway router, with a health check probing every second.
-  routerLbWithHealthCheck(chassis, {
-    router: ovn.router,
-    name: LB,
-    vip: VIP,
-    port: ovn.backendPort,
-    backends: backends(),
-    sourceIp: SRC_IP,
-    options: { interval: 1, timeout: 1, success_count: 1, failure_count: 1 },
-  });
+  // OVN's own load balancer on the gateway router, one per family, with a health check probing every second.
+  for (const f of FAMILIES) {
+    routerLbWithHealthCheck(chassis, {
+      router: ovn.router,
+      name: f.lb,
+      vip: f.vip,
+      port: ovn.backendPort,
+      backends: backends().map((vm) => ({ name: vm.name, address: f.address(vm) })),
+      sourceIp: f.sourceIp,
+      options: { interval: 1, timeout: 1, success_count: 1, failure_count: 1 },
+    });
+  }
 });
 
 afterAll(async () => {
   try {
     if (killed) await reviveChassis(inv, chassis, DEAD);
   } finally {
-    if (chassis) nbctl("--if-exists", "lb-del", LB);
+    if (chassis) for (const f of FAMILIES) nbctl("--if-exists", "lb-del", f.lb);
     // The layer goes with the file (its ovn-controllers, br-ints and OVN's conntrack zones): the next file finds the hosts
     // as the lab made them.
     chassis?.down();
@@ -89,12 +111,14 @@ afterAll(async () => {
 describe("the stale-monitor incident with real chassis: hv1 dies abruptly", () => {
   it("before: both backends probed online by their own chassis, and OVN spreads connections over both", async () => {
     const [b1, b2] = backends();
-    await waitUntil(() => JSON.stringify(monitors()) === JSON.stringify({ [b1.name]: "online", [b2.name]: "online" }), {
-      what: "both Service_Monitors online",
+    await waitUntil(() => JSON.stringify(monitors()) === JSON.stringify(monitorsOf({ [b1.name]: "online", [b2.name]: "online" })), {
+      what: "every Service_Monitor of both families online",
       timeoutMs: 20_000,
     });
-    const served = connectAndClose(ovn.client.namespace, times(VIP, 80, 16)).map((c) => c.error ?? c.backend);
-    expect(new Set(served)).toEqual(new Set([b1.name, b2.name]));
+    for (const f of FAMILIES) {
+      const served = connectAndClose(ovn.client.namespace, times(f.vip, 80, 16)).map((c) => c.error ?? c.backend);
+      expect(new Set(served), f.vip).toEqual(new Set([b1.name, b2.name]));
+    }
   });
 
   it("control: while hv1's chassis lives, its backend that stops answering is found offline within the window used below, and online again once it answers", async () => {
@@ -102,13 +126,14 @@ describe("the stale-monitor incident with real chassis: hv1 dies abruptly", () =
     const cut = Date.now();
     inNamespace(b1.namespace, ["ip", "link", "set", "eth0", "down"]);
     try {
-      await waitUntil(() => monitors()[b1.name] === "offline", { what: `${b1.name}'s monitor offline`, timeoutMs: WINDOW_MS });
+      await waitUntil(() => allOf(b1, "offline"), { what: `${b1.name}'s monitors offline`, timeoutMs: WINDOW_MS });
       expect(Date.now() - cut).toBeLessThan(WINDOW_MS);
     } finally {
       inNamespace(b1.namespace, ["ip", "link", "set", "eth0", "up"]);
       inNamespace(b1.namespace, ["ip", "route", "replace", "default", "via", ovn.internalPort.address, "dev", "eth0"]);
+      inNamespace(b1.namespace, ["ip", "-6", "route", "replace", "default", "via", ovnTwin6(ovn.internalPort.address), "dev", "eth0"]);
     }
-    await waitUntil(() => monitors()[b1.name] === "online", { what: `${b1.name}'s monitor online again`, timeoutMs: 20_000 });
+    await waitUntil(() => allOf(b1, "online"), { what: `${b1.name}'s monitors online again`, timeoutMs: 20_000 });
   });
 
   it("after: hv1's monitor stays online and in OVN's load balancer while hv2's chassis keeps probing, and the connections OVN sends to hv1's backend fail", async () => {
@@ -125,20 +150,23 @@ describe("the stale-monitor incident with real chassis: hv1 dies abruptly", () =
       timeoutMs: 30_000,
       intervalMs: 200,
     });
-    expect(monitors()).toEqual({ [b1.name]: "online", [b2.name]: "online" });
+    expect(monitors()).toEqual(monitorsOf({ [b1.name]: "online", [b2.name]: "online" }));
     // The port is still bound to the dead chassis, and marked up: nothing in the southbound says hv1 is gone.
     const bound = sbctl("--bare", "--columns=chassis", "find", "port_binding", `logical_port=${b1.name}`);
     expect(sbctl("--bare", "--columns=name", "list", "chassis", bound)).toBe(DEAD);
     expect(sbctl("--bare", "--columns=up", "find", "port_binding", `logical_port=${b1.name}`)).toBe("true");
-    // northd keeps the dead backend in the router's load-balancing flow.
-    expect(routerLbBackends(chassis, ovn.router, VIP, 80)).toEqual([endpoint(b1.address), endpoint(b2.address)].sort());
+    for (const f of FAMILIES) {
+      // northd keeps the dead backend in the router's load-balancing flow.
+      const both = [b1, b2].map((vm) => f.endpoint(f.address(vm), ovn.backendPort)).sort();
+      expect(routerLbBackends(chassis, ovn.router, f.vip, 80), f.vip).toEqual(both);
 
-    // Real connections: OVN still sends some to hv1's backend, and those fail; the rest are hv2's.
-    const conns = connectAndClose(ovn.client.namespace, times(VIP, 80, 16), { greetingTimeoutMs: 2000 });
-    const served = conns.map((c) => c.backend || "failed");
-    expect(served.filter((s) => s === "failed").length).toBeGreaterThan(0);
-    expect(served.filter((s) => s !== "failed").every((s) => s === b2.name)).toBe(true);
+      // Real connections: OVN still sends some to hv1's backend, and those fail; the rest are hv2's.
+      const conns = connectAndClose(ovn.client.namespace, times(f.vip, 80, 16), { greetingTimeoutMs: 2000 });
+      const served = conns.map((c) => c.backend || "failed");
+      expect(served.filter((s) => s === "failed").length, f.vip).toBeGreaterThan(0);
+      expect(served.filter((s) => s !== "failed").every((s) => s === b2.name)).toBe(true);
+    }
     // Still online after all that.
-    expect(monitors()[b1.name]).toBe("online");
+    expect(allOf(b1, "online")).toBe(true);
   });
 });

@@ -350,7 +350,8 @@ export class OvnChassis {
    * route of each family, no tx checksum offload (TCP into the userspace datapath needs it off).
    */
   private guestNic(ns: string, address: string, mac: string, gateway: string) {
-    inNs(ns, ["sysctl", "-q", "-w", "net.ipv6.conf.eth0.accept_ra=0", "net.ipv6.conf.eth0.disable_ipv6=0"]);
+    // keep_addr_on_down: a test that takes the NIC down and up again finds its IPv6 address as it does its IPv4 one.
+    inNs(ns, ["sysctl", "-q", "-w", "net.ipv6.conf.eth0.accept_ra=0", "net.ipv6.conf.eth0.disable_ipv6=0", "net.ipv6.conf.eth0.keep_addr_on_down=1"]);
     inNs(ns, ["ip", "link", "set", "eth0", "address", mac]);
     inNs(ns, ["ip", "addr", "add", `${address}/24`, "dev", "eth0"]);
     inNs(ns, ["ip", "-6", "addr", "add", `${ovnTwin6(address)}/64`, "dev", "eth0", "nodad"]);

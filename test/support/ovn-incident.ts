@@ -112,7 +112,7 @@ export function routerLbWithHealthCheck(
     "set",
     "load_balancer",
     o.name,
-    ...o.backends.map((b) => `ip_port_mappings:"${b.address}"="${b.name}:${host(o.sourceIp)}"`),
+    ...o.backends.map((b) => `ip_port_mappings:"${host(b.address)}"="${b.name}:${host(o.sourceIp)}"`),
     "--",
     "--id=@hc",
     "create",
