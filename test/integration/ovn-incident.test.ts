@@ -1,8 +1,8 @@
 import { describe, it, expect, beforeAll, afterAll } from "vitest";
 import { ipv6Twin, type LabInventory } from "../lab/topology";
 import { OvnChassis, ovnTwin6, type OvnInventory, type OvnVm } from "../lab/ovn-chassis";
-import { inNamespace, loadInventory, lockLab } from "../support/lab";
-import { killChassis, monitorStatusByAddress, reviveChassis, routerLbBackends, routerLbWithHealthCheck } from "../support/ovn-incident";
+import { loadInventory, lockLab } from "../support/lab";
+import { killChassis, monitorStatusByAddress, reviveChassis, routerLbBackends, routerLbWithHealthCheck, setVmNic } from "../support/ovn-incident";
 import { connectAndClose, times } from "../support/tcp-clients";
 import { waitUntil } from "../support/wait";
 
@@ -124,14 +124,12 @@ describe("the stale-monitor incident with real chassis: hv1 dies abruptly", () =
   it("control: while hv1's chassis lives, its backend that stops answering is found offline within the window used below, and online again once it answers", async () => {
     const [b1] = backends();
     const cut = Date.now();
-    inNamespace(b1.namespace, ["ip", "link", "set", "eth0", "down"]);
+    setVmNic(ovn, b1, false);
     try {
       await waitUntil(() => allOf(b1, "offline"), { what: `${b1.name}'s monitors offline`, timeoutMs: WINDOW_MS });
       expect(Date.now() - cut).toBeLessThan(WINDOW_MS);
     } finally {
-      inNamespace(b1.namespace, ["ip", "link", "set", "eth0", "up"]);
-      inNamespace(b1.namespace, ["ip", "route", "replace", "default", "via", ovn.internalPort.address, "dev", "eth0"]);
-      inNamespace(b1.namespace, ["ip", "-6", "route", "replace", "default", "via", ovnTwin6(ovn.internalPort.address), "dev", "eth0"]);
+      setVmNic(ovn, b1, true);
     }
     await waitUntil(() => allOf(b1, "online"), { what: `${b1.name}'s monitors online again`, timeoutMs: 20_000 });
   });

@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { isAlive, readPid, vswitchdCommand } from "../lab/lab";
 import { inHostArgv } from "../lab/root";
 import { ROUTER_NS, rootLinkOf, type LabInventory } from "../lab/topology";
-import type { OvnChassis } from "../lab/ovn-chassis";
+import { ovnTwin6, type OvnChassis, type OvnInventory, type OvnVm } from "../lab/ovn-chassis";
 import { inNamespace } from "./lab";
 import { waitUntil } from "./wait";
 
@@ -12,27 +12,35 @@ import { waitUntil } from "./wait";
  * and brought back: the stale-monitor incident's tests.
  */
 
-/** Each Service_Monitor of these logical ports, by "port address" (one per family a port's backend has), and its status. */
-export function monitorStatusByAddress(chassis: OvnChassis, ports: readonly string[]): Record<string, string> {
-  const rows = chassis.sbctl("--format=csv", "--data=bare", "--no-headings", "--columns=logical_port,ip,status", "list", "service_monitor").split("\n");
-  return Object.fromEntries(
-    rows
-      .map((l) => l.split(","))
-      .filter(([port]) => ports.includes(port))
-      .map(([port, ip, status]) => [`${port} ${ip}`, status])
-      .sort(),
-  );
+/**
+ * An OVN VM's NIC down (its backend stops answering, its chassis alive), or up again with the default route of each
+ * family, which the kernel removed with the link.
+ */
+export function setVmNic(ovn: Pick<OvnInventory, "internalPort">, vm: Pick<OvnVm, "namespace">, up: boolean): void {
+  inNamespace(vm.namespace, ["ip", "link", "set", "eth0", up ? "up" : "down"]);
+  if (!up) return;
+  inNamespace(vm.namespace, ["ip", "route", "replace", "default", "via", ovn.internalPort.address, "dev", "eth0"]);
+  inNamespace(vm.namespace, ["ip", "-6", "route", "replace", "default", "via", ovnTwin6(ovn.internalPort.address), "dev", "eth0"]);
 }
 
-/** Each logical port's Service_Monitor status (of the ports given). */
+/** The Service_Monitor rows of these logical ports: [port, ip, status] each, sorted. */
+function monitorRows(chassis: OvnChassis, ports: readonly string[]): [string, string, string][] {
+  return chassis
+    .sbctl("--format=csv", "--data=bare", "--no-headings", "--columns=logical_port,ip,status", "list", "service_monitor")
+    .split("\n")
+    .map((l) => l.split(",") as [string, string, string])
+    .filter(([port]) => ports.includes(port))
+    .sort();
+}
+
+/** Each Service_Monitor of these logical ports, by "port address" (one per family a port's backend has), and its status. */
+export function monitorStatusByAddress(chassis: OvnChassis, ports: readonly string[]): Record<string, string> {
+  return Object.fromEntries(monitorRows(chassis, ports).map(([port, ip, status]) => [`${port} ${ip}`, status]));
+}
+
+/** Each logical port's Service_Monitor status (of the ports given; ports with one family's backends). */
 export function monitorStatus(chassis: OvnChassis, ports: readonly string[]): Record<string, string> {
-  const rows = chassis.sbctl("--format=csv", "--data=bare", "--no-headings", "--columns=logical_port,status", "list", "service_monitor").split("\n");
-  return Object.fromEntries(
-    rows
-      .map((l) => l.split(","))
-      .filter(([port]) => ports.includes(port))
-      .sort(),
-  );
+  return Object.fromEntries(monitorRows(chassis, ports).map(([port, , status]) => [port, status]));
 }
 
 /**
