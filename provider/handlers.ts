@@ -49,8 +49,9 @@ function withoutProvider(props: Props): Props {
 
 function containsUnknown(v: unknown): boolean {
   if (v === UNKNOWN) return true;
-  if (Array.isArray(v)) return v.some(containsUnknown);
-  if (v && typeof v === "object") return Object.values(v).some(containsUnknown);
+  if (v === null || typeof v !== "object") return false;
+  // for...in, not Object.values: no array per object of a load balancer's 100,000 backends.
+  for (const k in v) if (Object.hasOwn(v, k) && containsUnknown((v as Props)[k])) return true;
   return false;
 }
 
@@ -76,8 +77,8 @@ function splitOutputs(handler: ResourceHandler<object, object>, outs: Props): { 
   return { inputs: listedInputs(handler.schema, restoreCredentials(inputs, outs[CREDENTIALS_OUTPUT] as Credentials | undefined)), state };
 }
 
-function joinOutputs(inputs: Props, state: object): Props {
-  const { value, credentials } = liftCredentials(inputs);
+function joinOutputs(handler: ResourceHandler<object, object>, inputs: Props, state: object): Props {
+  const { value, credentials } = liftCredentials(inputs, handler.schema);
   return { ...value, ...state, [CREDENTIALS_OUTPUT]: credentials };
 }
 
@@ -98,14 +99,14 @@ function redacted(e: unknown, inputs: Props | undefined): Error {
  * the outputs to record with it (Pulumi's partial state), so the next run
  * updates from what is really on the hosts.
  */
-function failure(e: unknown, inputs: Props, provider: unknown): Error {
+function failure(handler: ResourceHandler<object, object>, e: unknown, inputs: Props, provider: unknown): Error {
   const err = redacted(e, inputs);
   if (!(e instanceof PartialApplyError)) return err;
   const partial = e as PartialApplyError<object>;
   const recorded = (partial.inputs ?? inputs) as Props;
   return Object.assign(new Error(err.message), {
     id: partial.id,
-    properties: { ...joinOutputs(recorded, partial.state), [PROVIDER_KEY]: provider },
+    properties: { ...joinOutputs(handler, recorded, partial.state), [PROVIDER_KEY]: provider },
     reasons: [err.message],
   });
 }
@@ -179,9 +180,9 @@ export async function create(kind: string, inputs: Props) {
   await refuseUnchecked(kind, handler, clean, true);
   try {
     const { id, state } = await handler.create(handler.withDefaults(clean));
-    return { id, outs: joinOutputs(clean, state) };
+    return { id, outs: joinOutputs(handler, clean, state) };
   } catch (e) {
-    throw failure(e, clean, inputs[PROVIDER_KEY]);
+    throw failure(handler, e, clean, inputs[PROVIDER_KEY]);
   }
 }
 
@@ -193,8 +194,8 @@ export async function read(kind: string, id: string, props: Props): Promise<{ id
     const actual = await handler.read(id, handler.withDefaults(inputs), state);
     // An empty id tells the engine the resource is gone.
     if (!actual) return { id: "", props: {}, inputs: {} };
-    const outs = joinOutputs(actual.inputs as Props, actual.state);
-    return { id, props: outs, inputs: keyedInputs(handler.schema, liftCredentials(actual.inputs as Props).value) };
+    const outs = joinOutputs(handler, actual.inputs as Props, actual.state);
+    return { id, props: outs, inputs: keyedInputs(handler.schema, liftCredentials(actual.inputs as Props, handler.schema).value) };
   } catch (e) {
     throw redacted(e, inputs);
   }
@@ -245,13 +246,13 @@ export async function update(kind: string, id: string, olds: Props, news: Props)
   const identical = () => sameInputs(handler.schema, old.inputs, clean);
   if (!drifted && reachOnly() && !identical()) {
     await verifyReach(kind, id, handler, clean);
-    return { outs: joinOutputs(clean, old.state) };
+    return { outs: joinOutputs(handler, clean, old.state) };
   }
   try {
     const state = await handler.update(id, { inputs: handler.withDefaults(old.inputs), state: old.state }, handler.withDefaults(clean));
-    return { outs: joinOutputs(clean, state) };
+    return { outs: joinOutputs(handler, clean, state) };
   } catch (e) {
-    throw failure(e, clean, news[PROVIDER_KEY]);
+    throw failure(handler, e, clean, news[PROVIDER_KEY]);
   }
 }
 

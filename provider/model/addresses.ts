@@ -15,11 +15,16 @@ export function canonicalAddress(address: string): string {
   return canonical === undefined || isIpv4Mapped(canonical) ? address : canonical;
 }
 
-/** The family of a plain address, with the failure naming `property` when it is not one (a prefix, a scoped or IPv4-mapped address). */
-export function addressFamily(address: string, property: string, failures: CheckFailure[]): IpFamily | undefined {
+/**
+ * The family of a plain address, with the failure naming `property` when it
+ * is not one (a prefix, a scoped or IPv4-mapped address). `property` may be
+ * a function, called only on a failure (a load balancer checks 100,000 backends' addresses).
+ */
+export function addressFamily(address: string, property: string | (() => string), failures: CheckFailure[]): IpFamily | undefined {
   const parsed = canonicalPrefix(address);
-  if ("reason" in parsed) failures.push({ property, reason: `${JSON.stringify(address)}: ${parsed.reason}` });
-  else if (parsed.text.includes("/")) failures.push({ property, reason: `${JSON.stringify(address)}: a prefix where an address is needed` });
+  const named = () => (typeof property === "string" ? property : property());
+  if ("reason" in parsed) failures.push({ property: named(), reason: `${JSON.stringify(address)}: ${parsed.reason}` });
+  else if (parsed.text.includes("/")) failures.push({ property: named(), reason: `${JSON.stringify(address)}: a prefix where an address is needed` });
   else return parsed.family;
   return undefined;
 }
@@ -33,7 +38,7 @@ export function checkFamilies(vips: readonly { address: string; backends: readon
   vips.forEach((vip, v) => {
     const family = addressFamily(vip.address, `vips[${v}].address`, failures);
     vip.backends.forEach((b, i) => {
-      const own = addressFamily(b.address, `vips[${v}].backends[${i}].address`, failures);
+      const own = addressFamily(b.address, () => `vips[${v}].backends[${i}].address`, failures);
       if (family !== undefined && own !== undefined && own !== family) {
         failures.push({
           property: `vips[${v}].backends[${i}].address`,

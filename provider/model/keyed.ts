@@ -1,4 +1,4 @@
-import { KEY, childSchema, markedUnder, reachesUnder, resolveRef, type SchemaNode } from "./validate";
+import { KEY, childSchema, markedUnder, reachesUnder, resolvedNode, type SchemaNode } from "./validate";
 
 /**
  * Set-like lists keyed by identity, for the engine's eyes only.
@@ -54,28 +54,39 @@ function keyFunction(text: string): KeyOf {
   }
   literals.push(text.slice(at));
   const bracket = fields.length > 1;
-  known = (item) => {
-    if (!isRecord(item)) return undefined;
-    let key = literals[0];
-    for (let i = 0; i < fields.length; i++) {
-      const v = item[fields[i].field] ?? fields[i].fallback;
-      const part = typeof v === "number" ? String(v) : v;
-      if (typeof part !== "string" || part === UNKNOWN) return undefined;
-      key += (bracket && part.includes(":") ? `[${part}]` : part) + literals[i + 1];
-    }
-    return key;
+  const partOf = (item: Record_, i: number): string | undefined => {
+    const v = item[fields[i].field] ?? fields[i].fallback;
+    const part = typeof v === "number" ? String(v) : v;
+    if (typeof part !== "string" || part === UNKNOWN) return undefined;
+    return bracket && part.includes(":") ? `[${part}]` : part;
   };
+  // "{address}:{port}", the key of 100,000 backends, without the general loop.
+  if (fields.length === 2 && literals[0] === "" && literals[2] === "") {
+    const middle = literals[1];
+    known = (item) => {
+      if (!isRecord(item)) return undefined;
+      const a = partOf(item, 0);
+      const b = a === undefined ? undefined : partOf(item, 1);
+      return b === undefined ? undefined : a + middle + b;
+    };
+  } else {
+    known = (item) => {
+      if (!isRecord(item)) return undefined;
+      let key = literals[0];
+      for (let i = 0; i < fields.length; i++) {
+        const part = partOf(item, i);
+        if (part === undefined) return undefined;
+        key += part + literals[i + 1];
+      }
+      return key;
+    };
+  }
   TEMPLATES.set(text, known);
   return known;
 }
 
 /** Whether a keyed list ("x-key") can be at or under a schema node. */
 const keysUnder = markedUnder((node) => typeof node[KEY] === "string");
-
-function resolved(node: SchemaNode | undefined, doc: object): { node: SchemaNode | undefined; doc: object } {
-  while (node?.$ref) ({ node, doc } = resolveRef(node.$ref, doc));
-  return { node, doc };
-}
 
 /** The key function of a list that is keyed: "x-key" and no connection under its elements. */
 function keyedTemplate(node: SchemaNode, doc: object): KeyOf | undefined {
@@ -85,7 +96,7 @@ function keyedTemplate(node: SchemaNode, doc: object): KeyOf | undefined {
 
 function keyedAt(schemaNode: SchemaNode | undefined, schemaDoc: object, value: unknown, depth: number): unknown {
   if (depth > 64) throw new Error("schema: $ref nesting too deep");
-  const { node, doc } = resolved(schemaNode, schemaDoc);
+  const { node, doc } = resolvedNode(schemaNode, schemaDoc);
   if (!keysUnder(node, doc)) return value;
   if (Array.isArray(value)) {
     // Elements with no keyed list under them are taken as they are (a load balancer's 100,000 backends).
@@ -110,7 +121,7 @@ function keyedAt(schemaNode: SchemaNode | undefined, schemaDoc: object, value: u
 
 function listedAt(schemaNode: SchemaNode | undefined, schemaDoc: object, value: unknown, like: unknown, depth: number): unknown {
   if (depth > 64) throw new Error("schema: $ref nesting too deep");
-  const { node, doc } = resolved(schemaNode, schemaDoc);
+  const { node, doc } = resolvedNode(schemaNode, schemaDoc);
   if (!keysUnder(node, doc)) return value;
   const deeper = keysUnder(node?.items, doc);
   if (Array.isArray(value)) return deeper ? value.map((v) => listedAt(node?.items, doc, v, undefined, depth + 1)) : value;

@@ -265,19 +265,52 @@ export function sameInputs(schema: object, a: unknown, b: unknown, opts: { reach
   return sameAt(schema, schema, a, b, 0, opts.reach);
 }
 
+/** A schema node with its "$ref"s followed. */
+export function resolvedNode(node: SchemaNode | undefined, doc: object): { node: SchemaNode | undefined; doc: object } {
+  while (node?.$ref) ({ node, doc } = resolveRef(node.$ref, doc));
+  return { node, doc };
+}
+
+/** Whether a set ("x-unordered") or a connection ("x-reach") can be at or under a schema node: below none, values compare as plain JSON. */
+const comparedUnder = markedUnder((node) => node[UNORDERED] === true || node[REACH] === true);
+
+/** Plain JSON equality, object key order and undefined properties aside: the compare of a part with no set or connection under it (a backend). */
+function plainEqual(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (a === null || b === null || typeof a !== "object" || typeof b !== "object") return false;
+  if (Array.isArray(a) || Array.isArray(b)) {
+    if (!Array.isArray(a) || !Array.isArray(b) || a.length !== b.length) return false;
+    for (let i = 0; i < a.length; i++) if (!plainEqual(a[i], b[i])) return false;
+    return true;
+  }
+  const [ra, rb] = [a as Record<string, unknown>, b as Record<string, unknown>];
+  let defined = 0;
+  for (const k in ra) {
+    if (!Object.hasOwn(ra, k) || ra[k] === undefined) continue;
+    if (!Object.hasOwn(rb, k) || !plainEqual(ra[k], rb[k])) return false;
+    defined++;
+  }
+  for (const k in rb) if (Object.hasOwn(rb, k) && rb[k] !== undefined) defined--;
+  return defined === 0;
+}
+
 function sameAt(node: SchemaNode | undefined, doc: object, a: unknown, b: unknown, depth: number, reach: Reach | undefined): boolean {
   if (depth > 64) throw new Error("schema: $ref nesting too deep");
   if (a === b) return true;
   while (node?.$ref) ({ node, doc } = resolveRef(node.$ref, doc));
+  if (!comparedUnder(node, doc)) return plainEqual(a, b);
   const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v);
   if (reach && node?.[REACH] === true && isObject(a) && isObject(b)) return stableText(reach(a)) === stableText(reach(b));
   if (Array.isArray(a) || Array.isArray(b)) {
     if (!Array.isArray(a) || !Array.isArray(b) || a.length !== b.length) return false;
     const unordered = node?.[UNORDERED] === true;
+    // Elements with nothing marked under them (a VIP's backends) compare plainly, the schema not looked up for each.
+    const items = resolvedNode(node?.items, doc);
+    const plain = !comparedUnder(items.node, items.doc);
     // Elements equal in place pair up (as sets too: taking one equal element from each side keeps them equal or not).
     const differ: number[] = [];
     for (let i = 0; i < a.length; i++) {
-      if (sameAt(node?.items, doc, a[i], b[i], depth + 1, reach)) continue;
+      if (plain ? plainEqual(a[i], b[i]) : sameAt(items.node, items.doc, a[i], b[i], depth + 1, reach)) continue;
       if (!unordered) return false;
       differ.push(i);
     }

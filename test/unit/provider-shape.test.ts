@@ -1,6 +1,7 @@
 import { describe, it, expect } from "vitest";
 import { check, diff } from "../../provider/handlers";
 import { liftCredentials, restoreCredentials } from "../../provider/secrets";
+import deferredNatSchema from "../../schema/deferred-nat-load-balancer.json";
 import { validateAgainstSchema } from "../../provider/model/validate";
 import bridgeSchema from "../../schema/ovs-bridge.json";
 
@@ -88,5 +89,35 @@ describe("credentials", () => {
     expect(JSON.stringify(value)).not.toMatch(/k1|"p"/);
     expect(credentials).toEqual({ "gateways[0].connection": { privateKey: "k1" }, "gateways[0].connection.jumpHost": { passphrase: "p" } });
     expect(restoreCredentials(value, credentials)).toEqual(v);
+  });
+
+  it("with the resource's schema, lift walks only where a connection can be and shares the rest; restore copies only the paths", () => {
+    const connection = {
+      host: "172.30.0.11",
+      user: "root",
+      hostKey: "k",
+      privateKey: "KEY-1",
+      jumpHost: { host: "j", user: "u", hostKey: "k", passphrase: "PW" },
+    };
+    const backends = [{ address: "10.1.0.1", port: 80, mac: "02:00:00:00:00:01", hypervisor: "hv1", privateKey: "not-a-credential-here" }];
+    const lb = {
+      name: "web",
+      gateways: [{ name: "gw1", host: { connection }, bridge: "br", segmentPort: "p", mac: "02:00:0a:00:00:0b" }],
+      hypervisors: [{ name: "hv1" }],
+      vips: [{ address: "10.0.0.1", port: 80, protocol: "tcp", backends }],
+    };
+    const { value, credentials } = liftCredentials(lb, deferredNatSchema);
+    expect(credentials).toEqual({ "gateways[0].host.connection": { privateKey: "KEY-1" }, "gateways[0].host.connection.jumpHost": { passphrase: "PW" } });
+    expect(JSON.stringify(value)).not.toMatch(/KEY-1|PW/);
+    // No connection under the VIPs: they are shared, not copied (nor walked: a field there is not a connection's).
+    expect(value.vips).toBe(lb.vips);
+    // The same lift as the schema-free walk wherever a connection can be.
+    expect(value.gateways).toEqual(liftCredentials({ gateways: lb.gateways }).value.gateways);
+    const before = JSON.stringify(value);
+    const restored = restoreCredentials(value, credentials);
+    expect(restored).toEqual(lb);
+    expect(JSON.stringify(value)).toBe(before);
+    expect(restored.vips).toBe(value.vips);
+    expect(restoreCredentials(value, { "gateways[5].host.connection": { privateKey: "x" }, "nowhere.at.all": { passphrase: "y" } })).toEqual(value);
   });
 });

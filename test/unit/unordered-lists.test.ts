@@ -215,6 +215,22 @@ describe("sameInputs", () => {
     expect(same({ ...inputs, extra: [3, 1, 2] }, { ...inputs, extra: [3, 1, 2] })).toBe(true);
   });
 
+  it("compares a backend (nothing marked under it) as plain JSON: key order and undefined keys aside, types and values count", () => {
+    const inputs = lb();
+    const vip = inputs.vips[0] as Props;
+    const withFirst = (b: Props) => ({ ...inputs, vips: [{ ...vip, backends: [b, ...vip.backends.slice(1)] }, ...inputs.vips.slice(1)] });
+    const first = vip.backends[0] as Props;
+    expect(same(inputs, withFirst(Object.fromEntries(Object.entries(first).reverse())))).toBe(true);
+    expect(same(inputs, withFirst({ ...first, weight: undefined }))).toBe(true);
+    expect(same(inputs, withFirst({ ...first, port: String(first.port) }))).toBe(false);
+    expect(same(inputs, withFirst({ ...first, weight: 1 }))).toBe(false);
+    const { hypervisor: _h, ...missing } = first;
+    expect(same(inputs, withFirst({ ...missing, hv: first.hypervisor }))).toBe(false);
+    expect(same(withFirst({ ...first, extra: { a: [1, 2] } }), withFirst({ ...first, extra: { a: [1, 2] } }))).toBe(true);
+    expect(same(withFirst({ ...first, extra: { a: [1, 2] } }), withFirst({ ...first, extra: { a: [2, 1] } }))).toBe(false);
+    expect(same(withFirst({ ...first, extra: null }), withFirst({ ...first, extra: {} }))).toBe(false);
+  });
+
   it("with reach, counts each connection as what reach makes of it", () => {
     const inputs = lb();
     const rotated = {
