@@ -1,7 +1,7 @@
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import * as os from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import type { Benchmark, BenchContext, Invariant } from "./common";
 import { childResult, fmtInt, fmtMs, labRun, machineNote, median, teardownSteps } from "./common";
 import { profiled, type CpuSplit } from "./cpu-split";
@@ -313,6 +313,13 @@ async function engineScenario(name: string, size: { vips: number; backends: numb
   ) as unknown as DeferredNatState;
   writeFileSync(file, JSON.stringify({ id: saved.id, inputs: withDefaults(after()), state }));
   const calls = (c: typeof check | typeof diff) => ({ wallMs: c.wallMs, split: c.split });
+  const plumbing = sdkPlumbing({
+    keyedBefore: provider.asKeyed(KIND, withDefaults(before()) as unknown as Props),
+    news,
+    checked: check.value.inputs,
+    outputsBefore: diffArgs,
+    outputsAfter: update.value.outs,
+  });
   return {
     wallMs: update.wallMs,
     cpuMs: update.split.sampledMs,
@@ -326,7 +333,52 @@ async function engineScenario(name: string, size: { vips: number; backends: numb
       changes: diff.value.changes,
       check: calls(check),
       diff: calls(diff),
+      plumbing,
     },
+  };
+}
+
+/** The google-protobuf Struct codec @pulumi/pulumi's dynamic-provider plugin passes every call's properties through (its own dependency). */
+interface StructCodec {
+  Struct: {
+    fromJavaScript(v: unknown): { serializeBinary(): Uint8Array };
+    deserializeBinary(b: Uint8Array): { toJavaScript(): unknown };
+  };
+}
+const structCodec = (): StructCodec => {
+  const sdk = dirname(require.resolve("@pulumi/pulumi/package.json"));
+  return require(require.resolve("google-protobuf/google/protobuf/struct_pb.js", { paths: [sdk] })) as StructCodec;
+};
+
+/** CPU of `fn` (process.cpuUsage), ms. */
+function cpuOf(fn: () => void): number {
+  const c0 = process.cpuUsage();
+  fn();
+  const c = process.cpuUsage(c0);
+  return (c.user + c.system) / 1000;
+}
+
+/**
+ * What the SDK's dynamic-provider plugin itself spends per engine call, before and after the provider's code: each
+ * request's olds and news decoded (deserializeBinary, toJavaScript), check's inputs and update's outputs encoded
+ * (fromJavaScript, serializeBinary), on the objects of this very change. Check's olds are the recorded inputs (keyed).
+ */
+function sdkPlumbing(objects: { keyedBefore: unknown; news: unknown; checked: unknown; outputsBefore: unknown; outputsAfter: unknown }) {
+  const { Struct } = structCodec();
+  const encoded = new Map<unknown, Uint8Array>();
+  const encodeMs = (v: unknown) => cpuOf(() => encoded.set(v, Struct.fromJavaScript(v).serializeBinary()));
+  const decodeMs = (v: unknown) => {
+    if (!encoded.has(v)) encoded.set(v, Struct.fromJavaScript(v).serializeBinary());
+    return cpuOf(() => Struct.deserializeBinary(encoded.get(v)!).toJavaScript());
+  };
+  const { keyedBefore, news, checked, outputsBefore, outputsAfter } = objects;
+  const [decKeyedBefore, decNews, decOutputs, decChecked] = [decodeMs(keyedBefore), decodeMs(news), decodeMs(outputsBefore), decodeMs(checked)];
+  const [encChecked, encOutputs] = [encodeMs(checked), encodeMs(outputsAfter)];
+  return {
+    checkMs: decKeyedBefore + decNews + encChecked,
+    diffMs: decOutputs + decChecked,
+    updateMs: decOutputs + decChecked + encOutputs,
+    wireBytes: { checkedInputs: encoded.get(checked)!.length, outputs: encoded.get(outputsAfter)!.length },
   };
 }
 
@@ -372,6 +424,13 @@ const engineRow = (what: string, runs: Figures[]) => {
   const part = (k: "check" | "diff" | "update", p: keyof CpuSplit) => fmtMs(median(splits(k).map((x) => x[p])));
   const each = (p: keyof CpuSplit) => `${part("check", p)} / ${part("diff", p)} / ${part("update", p)}`;
   return `| ${what} | scoped, through the provider's entry point (provider/handlers.ts), the provider's own CPU (profiled: samples outside SSH) of check / diff / update | ${fmtMs(med(runs, "wallMs"))} (update) | ${each("providerMs")} | ${med(runs, "peakRssMiB").toFixed(0)} MiB | of ${each("sampledMs")} sampled; GC ${each("gcMs")}; update's SSH ${part("update", "sshMs")}; ${opsText(runs[0].detail.operations)} |`;
+};
+/** The SDK plugin's decode and encode around the same calls (sdkPlumbing). */
+const plumbingRow = (what: string, runs: Figures[]) => {
+  type Plumbing = ReturnType<typeof sdkPlumbing>;
+  const of = (k: "checkMs" | "diffMs" | "updateMs") => fmtMs(median(runs.map((r) => (r.detail.plumbing as Plumbing)[k])));
+  const wire = (runs[0].detail.plumbing as Plumbing).wireBytes;
+  return `| ${what} | @pulumi/pulumi's dynamic-provider plugin: each request's properties decoded, check's and update's results encoded (protobuf Structs), CPU of check / diff / update | — | ${of("checkMs")} / ${of("diffMs")} / ${of("updateMs")} | — | on the wire: check's inputs ${fmtInt(wire.checkedInputs)} B, the outputs ${fmtInt(wire.outputs)} B |`;
 };
 const opsText = (ops: unknown) =>
   Object.entries((ops ?? {}) as Record<string, number>)
@@ -574,12 +633,15 @@ export const scalePlanningBenchmark: Benchmark = {
         splitRow(`update, warm process: that backend removed`, "its inputs made after the warm-up", lab.scopedWarmProfiled.remove),
         engineRow(`the engine's calls, warm process: one backend added`, lab.engineWarmProfiled.add),
         engineRow(`the engine's calls, warm process: that backend removed`, lab.engineWarmProfiled.remove),
+        plumbingRow(`the SDK's own part of the same calls: one backend added`, lab.engineWarmProfiled.add),
+        plumbingRow(`the SDK's own part of the same calls: that backend removed`, lab.engineWarmProfiled.remove),
         `| delete | — | ${fmtMs(del.wallMs)} | ${fmtMs(del.cpuMs)} | ${mib(del)} | |`,
         "",
         "An update's figures include opening its SSH connection (key exchange), the OVSDB reads of the gateway's ports and tunnels, the read, the plan and the one bundle. " +
           "A fresh process pays for compiling the code it runs the first time (the SSH client alone is about 30 ms of CPU on its first connection, 8 ms after). \"Warm\" is a process that has already served two one-backend updates of the same resource, of another VIP (a backend added, then removed, each read, planned and sent), as a provider plugin is once it has served updates of this kind (a stack with many such load balancers); a provider's first update of a `pulumi up` is the fresh-process figure. The measured call's inputs (the recorded ones parsed, the desired ones built and defaulted) are made after the warm-up, as a provider decodes each call's inputs in that call; \"made before the warm-up\" is how this bench made them until issue 21's third round, objects that lived through the warm-up.",
         "The provider's own CPU (SSH excluded) is from another warm scoped update of each kind, run under V8's sampling profiler (every 200 µs, in the process; bench/cpu-split.ts): each sample goes to whoever's frame is nearest the top of its stack: the provider (provider/, its transport aside), SSH (ssh2 and provider/transport: key exchange, channels, packet crypto, the OVSDB client's JSON), node's socket I/O and events when neither, or garbage collection. Profiling slows the process, so these are at most what an unprofiled run spends.",
         "The engine's calls: the same change (warmed the same way) as the engine makes it, through provider/handlers.ts, the entry point the serialized provider calls: check of the desired inputs (schema, defaults, rules, keyed sets), diff and update against the recorded outputs (sets listed again, the recorded and new inputs validated, compared, defaulted; the handler's update; the outputs joined with the credentials lifted), each call under the profiler, its objects decoded before it (the gRPC decode is not in these figures).",
+        "The SDK's own part: what @pulumi/pulumi's dynamic-provider plugin spends around the provider's code in each of those calls, on the same objects: the request's olds and news decoded from protobuf Structs (google-protobuf's deserializeBinary and toJavaScript), check's inputs and update's outputs encoded (fromJavaScript and serializeBinary), unprofiled CPU. A dynamic provider cannot avoid it: the properties of a resource cross gRPC whole in every call.",
         "The scoped read is `dump-groups BR GROUP` and `dump-flows BR table=0,MATCH` for the one VIP (4 channels at most at once); the full read is `dump-groups BR` and `dump-flows` of tables 0 and 20, parsed as they stream in.",
       ].join("\n");
       return {
