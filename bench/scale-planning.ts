@@ -188,6 +188,8 @@ interface LabOptions {
   inputsBeforeWarmup: boolean;
   /** Through the provider's entry point (engineScenario), not the handler alone. */
   engine: boolean;
+  /** With engine: the SDK's own part of the same calls too (sdkPlumbing). */
+  plumbing?: boolean;
 }
 
 /** How long a warm process idles after its warm-up, before the measured update. */
@@ -281,7 +283,7 @@ async function profiledCall<T>(fn: () => Promise<T>): Promise<{ value: T; wallMs
  * is warmed as labScenario's "changes" (VIP 0's backend added and removed, each sent), through the same calls. Each
  * call's objects are decoded before the calls (the engine's gRPC decode is not in the figures).
  */
-async function engineScenario(name: string, size: { vips: number; backends: number }, file: string): Promise<Figures> {
+async function engineScenario(name: string, size: { vips: number; backends: number }, file: string, plumbingToo: boolean): Promise<Figures> {
   const inv = loadInventory();
   const saved = JSON.parse(readFileSync(file, "utf8")) as Saved;
   // What the engine recorded: the inputs (listed, defaulted) beside the state.
@@ -313,7 +315,8 @@ async function engineScenario(name: string, size: { vips: number; backends: numb
   ) as unknown as DeferredNatState;
   writeFileSync(file, JSON.stringify({ id: saved.id, inputs: withDefaults(after()), state }));
   const calls = (c: typeof check | typeof diff) => ({ wallMs: c.wallMs, split: c.split });
-  const plumbing = sdkPlumbing({
+  // Measured once per kind of change (about a minute at the full size), not in every run.
+  const plumbing = plumbingToo && sdkPlumbing({
     keyedBefore: provider.asKeyed(KIND, withDefaults(before()) as unknown as Props),
     news,
     checked: check.value.inputs,
@@ -333,7 +336,7 @@ async function engineScenario(name: string, size: { vips: number; backends: numb
       changes: diff.value.changes,
       check: calls(check),
       diff: calls(diff),
-      plumbing,
+      ...(plumbing ? { plumbing } : {}),
     },
   };
 }
@@ -384,8 +387,8 @@ function sdkPlumbing(objects: { keyedBefore: unknown; news: unknown; checked: un
 
 /** Runs one scenario in a fresh node process and returns its figures. */
 function child(ctx: BenchContext, scenario: string, size: { vips: number; backends: number }, file = "", opts: Partial<LabOptions> = {}): Figures {
-  const { full = false, warm = false, profile = false, inputsBeforeWarmup = false, engine = false } = opts;
-  const r = spawnSync(process.execPath, [__filename, "--child", JSON.stringify({ scenario, size, file, full, warm, profile, inputsBeforeWarmup, engine })], {
+  const { full = false, warm = false, profile = false, inputsBeforeWarmup = false, engine = false, plumbing = false } = opts;
+  const r = spawnSync(process.execPath, [__filename, "--child", JSON.stringify({ scenario, size, file, full, warm, profile, inputsBeforeWarmup, engine, plumbing })], {
     encoding: "utf8",
     maxBuffer: 1 << 24,
   });
@@ -402,7 +405,7 @@ if (process.argv[2] === "--child") {
   const run = !scenario.startsWith("lab-")
     ? pureScenario(scenario, size)
     : opts.engine
-      ? engineScenario(scenario, size, file)
+      ? engineScenario(scenario, size, file, opts.plumbing === true)
       : labScenario(scenario, size, file, opts as LabOptions);
   childResult(run);
 }
@@ -428,8 +431,9 @@ const engineRow = (what: string, runs: Figures[]) => {
 /** The SDK plugin's decode and encode around the same calls (sdkPlumbing). */
 const plumbingRow = (what: string, runs: Figures[]) => {
   type Plumbing = ReturnType<typeof sdkPlumbing>;
-  const of = (k: "checkMs" | "diffMs" | "updateMs") => fmtMs(median(runs.map((r) => (r.detail.plumbing as Plumbing)[k])));
-  const wire = (runs[0].detail.plumbing as Plumbing).wireBytes;
+  const measured = runs.flatMap((r) => (r.detail.plumbing ? [r.detail.plumbing as Plumbing] : []));
+  const of = (k: "checkMs" | "diffMs" | "updateMs") => fmtMs(median(measured.map((p) => p[k])));
+  const wire = measured[0].wireBytes;
   return `| ${what} | @pulumi/pulumi's dynamic-provider plugin: each request's properties decoded, check's and update's results encoded (protobuf Structs), CPU of check / diff / update | — | ${of("checkMs")} / ${of("diffMs")} / ${of("updateMs")} | — | on the wire: check's inputs ${fmtInt(wire.checkedInputs)} B, the outputs ${fmtInt(wire.outputs)} B |`;
 };
 const opsText = (ops: unknown) =>
@@ -519,6 +523,7 @@ export const scalePlanningBenchmark: Benchmark = {
         for (const path of ["scoped", "full", "scopedWarm", "fullWarm", "scopedWarmProfiled", "scopedEarlyWarmProfiled", "engineWarmProfiled"] as const) {
           const opts: LabOptions = {
             engine: path.startsWith("engine"),
+            plumbing: r === 0,
             full: path.startsWith("full"),
             warm: path.includes("Warm") ? "changes" : false,
             profile: path.endsWith("Profiled"),
@@ -641,7 +646,7 @@ export const scalePlanningBenchmark: Benchmark = {
           "A fresh process pays for compiling the code it runs the first time (the SSH client alone is about 30 ms of CPU on its first connection, 8 ms after). \"Warm\" is a process that has already served two one-backend updates of the same resource, of another VIP (a backend added, then removed, each read, planned and sent), as a provider plugin is once it has served updates of this kind (a stack with many such load balancers); a provider's first update of a `pulumi up` is the fresh-process figure. The measured call's inputs (the recorded ones parsed, the desired ones built and defaulted) are made after the warm-up, as a provider decodes each call's inputs in that call; \"made before the warm-up\" is how this bench made them until issue 21's third round, objects that lived through the warm-up.",
         "The provider's own CPU (SSH excluded) is from another warm scoped update of each kind, run under V8's sampling profiler (every 200 µs, in the process; bench/cpu-split.ts): each sample goes to whoever's frame is nearest the top of its stack: the provider (provider/, its transport aside), SSH (ssh2 and provider/transport: key exchange, channels, packet crypto, the OVSDB client's JSON), node's socket I/O and events when neither, or garbage collection. Profiling slows the process, so these are at most what an unprofiled run spends.",
         "The engine's calls: the same change (warmed the same way) as the engine makes it, through provider/handlers.ts, the entry point the serialized provider calls: check of the desired inputs (schema, defaults, rules, keyed sets), diff and update against the recorded outputs (sets listed again, the recorded and new inputs validated, compared, defaulted; the handler's update; the outputs joined with the credentials lifted), each call under the profiler, its objects decoded before it (the gRPC decode is not in these figures).",
-        "The SDK's own part: what @pulumi/pulumi's dynamic-provider plugin spends around the provider's code in each of those calls, on the same objects: the request's olds and news decoded from protobuf Structs (google-protobuf's deserializeBinary and toJavaScript), check's inputs and update's outputs encoded (fromJavaScript and serializeBinary), unprofiled CPU. A dynamic provider cannot avoid it: the properties of a resource cross gRPC whole in every call.",
+        "The SDK's own part: what @pulumi/pulumi's dynamic-provider plugin spends around the provider's code in each of those calls, on the same objects: the request's olds and news decoded from protobuf Structs (google-protobuf's deserializeBinary and toJavaScript), check's inputs and update's outputs encoded (fromJavaScript and serializeBinary), unprofiled CPU, in the first run of each kind of change. A dynamic provider cannot avoid it: the properties of a resource cross gRPC whole in every call.",
         "The scoped read is `dump-groups BR GROUP` and `dump-flows BR table=0,MATCH` for the one VIP (4 channels at most at once); the full read is `dump-groups BR` and `dump-flows` of tables 0 and 20, parsed as they stream in.",
       ].join("\n");
       return {

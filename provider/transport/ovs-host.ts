@@ -15,9 +15,9 @@ import {
 import { runChecked } from "./exec";
 import { OvsdbClient } from "./ovsdb-client";
 import { SshSession, mapBounded, withSessions } from "./ssh";
+import { DEFAULT_OVS_RUNDIR, connectVswitchd, type UnixctlClient } from "./unixctl";
 
-/** Where a host's OVS sockets live unless its OvsHost says otherwise. */
-export const DEFAULT_OVS_RUNDIR = "/var/run/openvswitch";
+export { DEFAULT_OVS_RUNDIR };
 
 export const ovsRundirOf = (host: OvsHost) => host.ovsRundir ?? DEFAULT_OVS_RUNDIR;
 
@@ -30,6 +30,8 @@ const FLUSH_ROUNDS = 4;
 /** One SSH session to an OVS host, and its Open_vSwitch database over the same connection. */
 export class OvsHostSession {
   private db: OvsdbClient | undefined;
+  /** ovs-vswitchd's control socket (appctl), once asked for: its client, or "exec" where it cannot be opened. */
+  private control: Promise<UnixctlClient | "exec"> | undefined;
   /** Locks this session holds (claim). */
   private readonly claimed: string[] = [];
 
@@ -42,9 +44,35 @@ export class OvsHostSession {
     return this.ssh.hostName;
   }
 
-  /** ovs-appctl against this host's ovs-vswitchd, found through its run directory (no shell: `env` sets it). */
-  appctl(args: readonly string[]): Promise<string> {
-    return runChecked(this.ssh, ["env", `OVS_RUNDIR=${ovsRundirOf(this.host)}`, "ovs-appctl", ...args]);
+  /**
+   * ovs-appctl's command against this host's ovs-vswitchd: over its control
+   * socket (unixctl, what ovs-appctl speaks), one stream-local channel kept
+   * for the session's commands, so a command costs no process and no exec
+   * round trip (an update that flushes conntrack runs ten of them). Where
+   * that channel cannot be opened, `ovs-appctl` itself runs (no shell: `env`
+   * sets its run directory). A channel the daemon closed (it restarted) is
+   * opened again for the next command.
+   */
+  async appctl(args: readonly string[]): Promise<string> {
+    const control = await this.vswitchdControl();
+    if (control === "exec") return runChecked(this.ssh, ["env", `OVS_RUNDIR=${ovsRundirOf(this.host)}`, "ovs-appctl", ...args]);
+    return control.call(args[0], args.slice(1));
+  }
+
+  /** Opens the control channel appctl uses now, beside an operation's reads, for an apply that will send it commands. */
+  prepareAppctl(): void {
+    void this.vswitchdControl();
+  }
+
+  private vswitchdControl(): Promise<UnixctlClient | "exec"> {
+    const connect = () =>
+      connectVswitchd(this.ssh, ovsRundirOf(this.host), { requestTimeoutMs: this.ssh.connection.commandTimeoutMs }).then(
+        (c): UnixctlClient | "exec" => c,
+        (): "exec" => "exec",
+      );
+    // Chained, so commands asked for at once share one connect (and one reconnect).
+    this.control = (this.control ?? connect()).then((c) => (c !== "exec" && c.closed ? connect() : c));
+    return this.control;
   }
 
   /** What the running ovs-vswitchd says of its version (`ovs-appctl version`), as it prints it. */
@@ -141,6 +169,8 @@ export class OvsHostSession {
     const db = this.db;
     if (db) await Promise.allSettled(this.claimed.splice(0).map((name) => db.unlock(name)));
     db?.close();
+    const control = await this.control;
+    if (control && control !== "exec") control.close();
     this.ssh.close();
   }
 }

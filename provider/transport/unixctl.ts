@@ -1,7 +1,6 @@
 import type { Duplex } from "node:stream";
 import { type CommandRunner, runChecked } from "./exec";
 import { JsonStreamParser } from "./json-stream";
-import { DEFAULT_OVS_RUNDIR } from "./ovs-host";
 
 /**
  * A client of an OVS daemon's unixctl socket: the JSON-RPC that ovs-appctl
@@ -83,6 +82,11 @@ export class UnixctlClient {
     this.stream.end();
   }
 
+  /** Whether the connection has ended (closed, or failed): no command can be sent on it any more. */
+  get closed(): boolean {
+    return this.failure !== undefined;
+  }
+
   private onData(chunk: Buffer): void {
     let messages: unknown[];
     try {
@@ -116,6 +120,9 @@ export class UnixctlClient {
     this.stream.destroy();
   }
 }
+
+/** Where a host's OVS sockets live unless its OvsHost says otherwise. */
+export const DEFAULT_OVS_RUNDIR = "/var/run/openvswitch";
 
 const RUNDIR = /^\/[A-Za-z0-9_./-]+$/;
 

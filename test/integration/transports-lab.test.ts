@@ -130,3 +130,51 @@ describe("OVSDB over an SSH stream-local channel", () => {
     expect(vsctl.stdout.trim()).toBe("{}");
   });
 });
+
+describe("ovs-appctl's commands over the control socket", () => {
+  /** A session whose exec commands are recorded, on gw2. */
+  async function recorded(ovsRundir: string) {
+    const inv = loadInventory();
+    const ssh = await SshSession.connect(sshTo(inv, inv.hosts.gw2));
+    const commands: string[] = [];
+    const run = ssh.run.bind(ssh);
+    ssh.run = (argv, opts) => (commands.push(argv.join(" ")), run(argv, opts));
+    return { session: new OvsHostSession({ connection: sshTo(inv, inv.hosts.gw2), ovsRundir }, ssh), commands };
+  }
+
+  it("answers as ovs-appctl does, every command of a session on one channel: no process per command", async () => {
+    const { session, commands } = await recorded(ovsRundirOf(host.host));
+    try {
+      const asAppctl = (await own.run(["ovs-appctl", "version"])).stdout;
+      const [version, limits, dump] = await Promise.all([
+        session.appctl(["version"]),
+        session.zoneLimit(64999),
+        session.dumpConntrack(64999),
+        session.appctl(["dpctl/ct-get-maxconns"]),
+      ]);
+      expect(version).toBe(asAppctl);
+      expect(limits).toMatchObject({ zone: 64999, own: false });
+      expect(dump).toEqual([]);
+      await session.flushConntrack({ zone: 64999 });
+      // The pid file read once to find the socket; no ovs-appctl ran.
+      expect(commands).toEqual([`cat ${ovsRundirOf(host.host)}/ovs-vswitchd.pid`]);
+      // A command the daemon refuses fails naming the host, the daemon and the command, as ovs-appctl's error would.
+      await expect(session.appctl(["no-such-command"])).rejects.toThrow(/^root@[^:]+:\d+: ovs-vswitchd: no-such-command: "no-such-command" is not a valid command/);
+      // The channel stays usable after a refusal.
+      expect(await session.appctl(["version"])).toBe(asAppctl);
+    } finally {
+      await session.close();
+    }
+  });
+
+  it("runs ovs-appctl itself where the control socket cannot be reached, and fails as it does", async () => {
+    // No pid file in this run directory: the socket cannot be found, so ovs-appctl runs (and cannot find it either).
+    const { session, commands } = await recorded("/tmp/ovslb-no-such-rundir");
+    try {
+      await expect(session.appctl(["version"])).rejects.toThrow(/ovs-appctl/);
+      expect(commands).toEqual(["cat /tmp/ovslb-no-such-rundir/ovs-vswitchd.pid", "env OVS_RUNDIR=/tmp/ovslb-no-such-rundir ovs-appctl version"]);
+    } finally {
+      await session.close();
+    }
+  });
+});

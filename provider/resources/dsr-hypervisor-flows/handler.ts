@@ -71,6 +71,8 @@ function change(id: string, inputs: Inputs, recordedZone: number | undefined, af
   return convergeOn(id, inputs.host, {
     async plan(s, where) {
       const ref: BridgeRef = { session: s, bridge: inputs.bridge };
+      // The apply's conntrack flushes and zone limit, and finish's reads, go to ovs-vswitchd's control socket.
+      s.prepareAppctl();
       if (inputs.mode === "gre") await ensureTunnelPorts(s, id, inputs.bridge, [grePort(id, inputs.gre!.port, greTypeOf(inputs))], s.hostName);
       const bfd = bfdPorts(id, inputs);
       await ensureTunnelPorts(s, id, inputs.bridge, bfd, s.hostName);
@@ -124,6 +126,7 @@ function remove(id: string, inputs: Inputs) {
   return convergeOn(id, inputs.host, {
     async plan(s) {
       const ref: BridgeRef = { session: s, bridge: inputs.bridge };
+      s.prepareAppctl();
       const cookie = cookieOf(id);
       const observed = await observeBridge(ref, "owned", cookie);
       const owned = observed ? ownedFlows(observed, cookie) : [];
