@@ -316,13 +316,15 @@ async function engineScenario(name: string, size: { vips: number; backends: numb
   writeFileSync(file, JSON.stringify({ id: saved.id, inputs: withDefaults(after()), state }));
   const calls = (c: typeof check | typeof diff) => ({ wallMs: c.wallMs, split: c.split });
   // Measured once per kind of change (about a minute at the full size), not in every run.
-  const plumbing = plumbingToo && sdkPlumbing({
-    keyedBefore: provider.asKeyed(KIND, withDefaults(before()) as unknown as Props),
-    news,
-    checked: check.value.inputs,
-    outputsBefore: diffArgs,
-    outputsAfter: update.value.outs,
-  });
+  const plumbing =
+    plumbingToo &&
+    sdkPlumbing({
+      keyedBefore: provider.asKeyed(KIND, withDefaults(before()) as unknown as Props),
+      news,
+      checked: check.value.inputs,
+      outputsBefore: diffArgs,
+      outputsAfter: update.value.outs,
+    });
   return {
     wallMs: update.wallMs,
     cpuMs: update.split.sampledMs,
@@ -388,10 +390,14 @@ function sdkPlumbing(objects: { keyedBefore: unknown; news: unknown; checked: un
 /** Runs one scenario in a fresh node process and returns its figures. */
 function child(ctx: BenchContext, scenario: string, size: { vips: number; backends: number }, file = "", opts: Partial<LabOptions> = {}): Figures {
   const { full = false, warm = false, profile = false, inputsBeforeWarmup = false, engine = false, plumbing = false } = opts;
-  const r = spawnSync(process.execPath, [__filename, "--child", JSON.stringify({ scenario, size, file, full, warm, profile, inputsBeforeWarmup, engine, plumbing })], {
-    encoding: "utf8",
-    maxBuffer: 1 << 24,
-  });
+  const r = spawnSync(
+    process.execPath,
+    [__filename, "--child", JSON.stringify({ scenario, size, file, full, warm, profile, inputsBeforeWarmup, engine, plumbing })],
+    {
+      encoding: "utf8",
+      maxBuffer: 1 << 24,
+    },
+  );
   if (r.status !== 0) throw new Error(`scale-planning child ${scenario} failed (exit ${r.status}): ${r.stderr.slice(-2000)}`);
   const figures = JSON.parse(r.stdout.trim().split("\n").at(-1)!) as Figures;
   ctx.log(

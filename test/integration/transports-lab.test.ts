@@ -159,7 +159,9 @@ describe("ovs-appctl's commands over the control socket", () => {
       // The pid file read once to find the socket; no ovs-appctl ran.
       expect(commands).toEqual([`cat ${ovsRundirOf(host.host)}/ovs-vswitchd.pid`]);
       // A command the daemon refuses fails naming the host, the daemon and the command, as ovs-appctl's error would.
-      await expect(session.appctl(["no-such-command"])).rejects.toThrow(/^root@[^:]+:\d+: ovs-vswitchd: no-such-command: "no-such-command" is not a valid command/);
+      await expect(session.appctl(["no-such-command"])).rejects.toThrow(
+        /^root@[^:]+:\d+: ovs-vswitchd: no-such-command: "no-such-command" is not a valid command/,
+      );
       // The channel stays usable after a refusal.
       expect(await session.appctl(["version"])).toBe(asAppctl);
     } finally {
