@@ -446,6 +446,11 @@ export class Lab {
       `--log-file=${join(rundir, "ovsdb-server.log")}`,
     ]);
     nsRun(["ovs-vsctl", "--no-wait", "init"]);
+    // As a distribution's start-up does (ovs-ctl's set_system_ids): the root row names the Open vSwitch that runs, so
+    // ovslb reads its version from the database. The hosts tests build themselves (fault hosts, sandboxes) leave it
+    // empty, as a hand-started ovs-vswitchd does, and cover the other way: asking ovs-vswitchd.
+    const ovsVersion = /Open vSwitch\) (\S+)/.exec(nsRun(["ovs-vswitchd", "--version"]))?.[1];
+    if (ovsVersion) nsRun(["ovs-vsctl", "--no-wait", "set", "Open_vSwitch", ".", `ovs_version=${ovsVersion}`]);
     this.record("pidFiles", join(rundir, "ovs-vswitchd.pid"));
     nsRun(vswitchdCommand(rundir));
     if (networks === "management") {
