@@ -297,7 +297,7 @@ function plainEqual(a: unknown, b: unknown): boolean {
 function sameAt(node: SchemaNode | undefined, doc: object, a: unknown, b: unknown, depth: number, reach: Reach | undefined): boolean {
   if (depth > 64) throw new Error("schema: $ref nesting too deep");
   if (a === b) return true;
-  while (node?.$ref) ({ node, doc } = resolveRef(node.$ref, doc));
+  ({ node, doc } = resolvedNode(node, doc));
   if (!comparedUnder(node, doc)) return plainEqual(a, b);
   const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v);
   if (reach && node?.[REACH] === true && isObject(a) && isObject(b)) return stableText(reach(a)) === stableText(reach(b));
