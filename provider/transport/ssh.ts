@@ -133,6 +133,18 @@ class SharedConnection {
     client.on("close", () => this.forget());
   }
 
+  /**
+   * Whether a new channel can be opened on it: not gone, and its socket as
+   * ssh2 requires before any channel (writable, the host's end not read;
+   * ssh2's own check, lib/utils.js isWritable, throws "Not connected"
+   * otherwise). A host that ended the connection while it sat idle can have
+   * its end read before the client's "end" event says so.
+   */
+  get usable(): boolean {
+    const state = (this.sock as Duplex & { _readableState?: { ended?: boolean } })._readableState;
+    return !this.gone && this.sock.writable && state?.ended !== true;
+  }
+
   attach(): void {
     this.sessions++;
     clearTimeout(this.idle);
@@ -161,7 +173,7 @@ class SharedConnection {
   }
 
   /** Never handed out again: a connection that failed, closed or was given up on is not reused, nor its jump host's. */
-  private forget(): void {
+  forget(): void {
     if (this.gone) return;
     this.gone = true;
     clearTimeout(this.idle);
@@ -190,7 +202,8 @@ class SshConnectionPool {
     // connection already ended is not handed out (one immediate can run before the next poll).
     for (let turn = 0; turn < 2; turn++) await new Promise((resolve) => setImmediate(resolve));
     for (;;) {
-      const free = this.open.get(key)?.find((s) => !s.gone && s.sessions < SESSIONS_PER_CONNECTION);
+      for (const ended of this.open.get(key)?.filter((s) => !s.gone && !s.usable) ?? []) ended.forget();
+      const free = this.open.get(key)?.find((s) => s.usable && s.sessions < SESSIONS_PER_CONNECTION);
       if (free) {
         free.attach();
         return free;
@@ -340,10 +353,14 @@ async function login(c: SshConnection): Promise<LoggedIn> {
 export class SshSession implements CommandRunner {
   readonly hostName: string;
   private released = false;
+  /** Settles once the connection for the session's first channel is known (ready). */
+  private readying: Promise<void> | undefined;
 
   private constructor(
-    private readonly shared: SharedConnection,
+    private shared: SharedConnection,
     readonly connection: SshConnection,
+    /** From the process's pool (connect), not a login of its own (fresh). */
+    private readonly pooled: boolean,
   ) {
     this.hostName = describeHost(connection);
   }
@@ -351,14 +368,35 @@ export class SshSession implements CommandRunner {
   /** A session on the shared connection for `declared` with the stack's `ovslb:ssh` settings (or the profile it names) under it (provider/stack-ssh.ts); logs in if there is none. */
   static async connect(declared: SshConnection): Promise<SshSession> {
     const c = withStackSsh(declared);
-    return new SshSession(await pool.attach(c), c);
+    return new SshSession(await pool.attach(c), c, true);
   }
 
   /** A session on a connection of its own, logged in now and out when it closes (`c` already carries the stack's settings, its jump host too). */
   static async fresh(c: SshConnection): Promise<SshSession> {
     const shared = new SharedConnection(await login(c), 0);
     shared.attach();
-    return new SshSession(shared, c);
+    return new SshSession(shared, c, false);
+  }
+
+  /**
+   * Before the session's first channel: a pooled connection the host ended
+   * after it was handed out (its sshd restarted while it sat idle) is left
+   * for a new one, once, through the pool: nothing was sent on it. Later,
+   * a connection lost is the operation's to report.
+   */
+  private ready(): Promise<void> {
+    this.readying ??= this.replaceIfEnded();
+    return this.readying;
+  }
+
+  private async replaceIfEnded(): Promise<void> {
+    if (!this.pooled || this.released || this.shared.usable) return;
+    // Detached from the ended one first: a login that fails now leaves the session closed, not attached twice.
+    this.released = true;
+    this.shared.forget();
+    this.shared.detach();
+    this.shared = await pool.attach(this.connection);
+    this.released = false;
   }
 
   private get client(): Client {
@@ -379,11 +417,12 @@ export class SshSession implements CommandRunner {
   }
 
   /** Runs argv on the host; every element reaches the program as one word. */
-  run(argv: readonly string[], opts: RunOptions = {}): Promise<CommandResult> {
+  async run(argv: readonly string[], opts: RunOptions = {}): Promise<CommandResult> {
     const command = quoteArgv(argv);
     const timeoutMs = opts.timeoutMs ?? this.commandTimeoutMs;
+    await this.ready();
     return new Promise((resolve, reject) => {
-      if (this.closed) return reject(new SshError(this.hostName, "connection is closed"));
+      if (this.closed || !this.shared.usable) return reject(new SshError(this.hostName, "connection is closed"));
       let channel: ClientChannel | undefined;
       // The bound covers opening the channel too: a host that stops answering before it opens would hold the caller forever.
       const timer = setTimeout(() => {
@@ -473,14 +512,15 @@ export class SshSession implements CommandRunner {
   }
 
   /** Opens a channel within commandTimeoutMs; a host that does not answer in time loses the whole connection. */
-  private openChannel(
+  private async openChannel(
     what: string,
     open: (done: (err: Error | undefined, channel: ClientChannel) => void) => void,
     failure: (err: Error) => string,
   ): Promise<ClientChannel> {
     const timeoutMs = this.commandTimeoutMs;
+    await this.ready();
     return new Promise((resolve, reject) => {
-      if (this.closed) return reject(new SshError(this.hostName, "connection is closed"));
+      if (this.closed || !this.shared.usable) return reject(new SshError(this.hostName, "connection is closed"));
       const timer = setTimeout(() => {
         this.abandon();
         reject(new SshError(this.hostName, `${what} timed out after ${timeoutMs} ms (commandTimeoutMs); abandoned`));
