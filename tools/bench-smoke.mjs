@@ -4,13 +4,13 @@
 // test's lanes are: the main lab runs the benchmarks SECOND_LAB does not
 // list, the second lab ("b") runs those. Most of a smoke's time is spent
 // waiting (liveness timers, drains, traffic), so the two overlap well on
-// two cores. Each line is prefixed with its lab; exits non-zero if either
-// run failed, naming it.
-import { spawn, spawnSync } from "node:child_process";
-import { createInterface } from "node:readline";
+// two cores. Each line is prefixed with its lab (runTagged, as the lanes'
+// are); exits non-zero if either run failed, naming it.
+import { spawnSync } from "node:child_process";
+import { runTagged } from "./lanes.mjs";
 
 /** The second lab's share: about half of the smoke's time, the OVN layer's benchmarks among them (lab b's tests run OVN too). */
-export const SECOND_LAB = [
+const SECOND_LAB = [
   "dsr-gre",
   "distributor-failover",
   "distributor-failover-ipv6",
@@ -38,18 +38,11 @@ const runs = [
 ];
 const started = Date.now();
 const results = await Promise.all(
-  runs.map(
-    ({ lab, names }) =>
-      new Promise((resolve) => {
-        const child = spawn(process.execPath, [RUN, "--smoke", ...names], {
-          stdio: ["ignore", "pipe", "pipe"],
-          env: { ...process.env, OVSLB_LAB_INSTANCE: lab },
-        });
-        const tag = `[bench${lab ? `-${lab}` : ""}] `;
-        createInterface({ input: child.stdout }).on("line", (line) => process.stdout.write(`${tag}${line}\n`));
-        createInterface({ input: child.stderr }).on("line", (line) => process.stderr.write(`${tag}${line}\n`));
-        child.on("close", (code, signal) => resolve({ lab: lab || "main", status: code ?? (signal ? 128 : 1) }));
-      }),
+  runs.map(({ lab, names }) =>
+    runTagged(`bench${lab ? `-${lab}` : ""}`, process.execPath, [RUN, "--smoke", ...names], { OVSLB_LAB_INSTANCE: lab }).then((status) => ({
+      lab: lab || "main",
+      status,
+    })),
   ),
 );
 for (const r of results) console.log(`bench smoke on the ${r.lab} lab: ${r.status === 0 ? "passed" : `FAILED (exit ${r.status})`}`);

@@ -38,27 +38,24 @@ export function labUp(lanes = LANES) {
  */
 export function runLanes(lanes, extraArgs = () => []) {
   return Promise.all(
-    lanes.map(
-      (lane) =>
-        new Promise((resolve) => {
-          const args = [
-            "vitest",
-            "run",
-            "--configLoader",
-            "runner",
-            "--passWithNoTests",
-            ...lane.projects.flatMap((p) => ["--project", p]),
-            ...extraArgs(lane),
-          ];
-          const child = spawn("npx", args, {
-            stdio: ["ignore", "pipe", "pipe"],
-            env: { ...process.env, FORCE_COLOR: process.env.FORCE_COLOR ?? "1", NODE_COMPILE_CACHE: compileCache, OVSLB_LAB_INSTANCE: lane.lab },
-          });
-          const tag = `[${lane.name}] `;
-          createInterface({ input: child.stdout }).on("line", (line) => process.stdout.write(`${tag}${line}\n`));
-          createInterface({ input: child.stderr }).on("line", (line) => process.stderr.write(`${tag}${line}\n`));
-          child.on("close", (code, signal) => resolve({ lane: lane.name, status: code ?? (signal ? 128 : 1) }));
-        }),
+    lanes.map((lane) =>
+      runTagged(
+        lane.name,
+        "npx",
+        ["vitest", "run", "--configLoader", "runner", "--passWithNoTests", ...lane.projects.flatMap((p) => ["--project", p]), ...extraArgs(lane)],
+        { FORCE_COLOR: process.env.FORCE_COLOR ?? "1", NODE_COMPILE_CACHE: compileCache, OVSLB_LAB_INSTANCE: lane.lab },
+      ).then((status) => ({ lane: lane.name, status })),
     ),
   );
+}
+
+/** Runs one command with `env` over this process's, each line of its output prefixed with `[name]`; resolves with its exit status. */
+export function runTagged(name, command, args, env = {}) {
+  return new Promise((resolve) => {
+    const child = spawn(command, args, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...env } });
+    const tag = `[${name}] `;
+    createInterface({ input: child.stdout }).on("line", (line) => process.stdout.write(`${tag}${line}\n`));
+    createInterface({ input: child.stderr }).on("line", (line) => process.stderr.write(`${tag}${line}\n`));
+    child.on("close", (code, signal) => resolve(code ?? (signal ? 128 : 1)));
+  });
 }

@@ -17,8 +17,6 @@ import { OvsdbClient } from "./ovsdb-client";
 import { SshSession, mapBounded, withSessions } from "./ssh";
 import { DEFAULT_OVS_RUNDIR, connectVswitchd, type UnixctlClient } from "./unixctl";
 
-export { DEFAULT_OVS_RUNDIR };
-
 export const ovsRundirOf = (host: OvsHost) => host.ovsRundir ?? DEFAULT_OVS_RUNDIR;
 
 /** The OpenFlow management socket of a bridge: ovs-ofctl talks to it directly. */
