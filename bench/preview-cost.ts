@@ -1,4 +1,6 @@
+import { execFileSync } from "node:child_process";
 import * as os from "node:os";
+import { resolve } from "node:path";
 import { isDeepStrictEqual } from "node:util";
 import type { Benchmark, Invariant } from "./common";
 import { fmtMs, median } from "./common";
@@ -19,6 +21,11 @@ import common from "../schema/common.json";
  * side, every set sorted by its elements' text, then a deep equality) runs
  * side by side with today's `sameInputs`, in the same process, alternately;
  * both must agree. No host is contacted: check and diff never do.
+ *
+ * And what the first check of each kind costs a new process (every plugin
+ * and program process of a `pulumi preview` or `up` is one): its validator
+ * compiled there, as before, or taken from the build's validators
+ * (dist/schema/validators.js), in fresh processes, alternately.
  */
 
 const FULL = { vips: 1024, backends: 100, runs: 5 };
@@ -107,6 +114,61 @@ async function cpuMsAsync<T>(fn: () => Promise<T>): Promise<{ value: T; ms: numb
 
 const reversed = <T>(list: readonly T[]) => [...list].reverse();
 
+// ------------------------------------------------ the first check in a new process
+
+/** Compiled to dist/bench/preview-cost.js: the built provider beside it, with the build's validators. */
+const DIST = resolve(__dirname, "..");
+
+/**
+ * A new process loads the built validate.js, then (CPU counted from here)
+ * validates `{}` against each schema of its group: "before" compiles each
+ * with ajv as every process did, "now" takes the build's. It answers with
+ * that CPU, the verdicts, whether each schema was served precompiled and
+ * whether ajv's compiler was loaded.
+ */
+const FIRST_CHECK = `
+  const [dist, mode, group] = process.argv.slice(1);
+  const { join } = require("node:path");
+  const v = require(join(dist, "provider", "model", "validate.js"));
+  // Only the components need components/args.js (and so @pulumi/pulumi) to bundle their schemas.
+  const files = group === "components"
+    ? ["active-active-load-balancer", "deferred-nat-service", "transparent-dsr"].map((f) =>
+        require(join(dist, "components", "args.js")).componentSchema(require(join(dist, "schema", "components", f + ".json"))))
+    : [require(join(dist, "schema", group + ".json"))];
+  const t = process.cpuUsage();
+  let verdicts, served = [];
+  if (mode === "before") {
+    const ajv = v.schemaAjv();
+    verdicts = files.map((s) => ajv.compile(s)({}));
+  } else {
+    verdicts = files.map((s) => v.validateAgainstSchema(s, {}).length === 0);
+    served = files.map((s) => v.servedPrecompiled(s));
+  }
+  const used = process.cpuUsage(t);
+  const compiler = Object.keys(require.cache).some((k) => k.includes(join("ajv", "dist", "core.js")));
+  process.stdout.write(JSON.stringify({ ms: (used.user + used.system) / 1000, verdicts, served, compiler }));
+`;
+
+const FIRST_CHECK_GROUPS = [
+  "deferred-nat-load-balancer",
+  "dsr-hypervisor-flows",
+  "distributor-attachment",
+  "distributor-device",
+  "health-check",
+  "ovs-bridge",
+  "components",
+];
+
+interface FirstCheck {
+  ms: number;
+  verdicts: boolean[];
+  served: boolean[];
+  compiler: boolean;
+}
+
+const firstCheck = (mode: "before" | "now", group: string): FirstCheck =>
+  JSON.parse(execFileSync(process.execPath, ["-e", FIRST_CHECK, DIST, mode, group], { encoding: "utf8" })) as FirstCheck;
+
 export const previewCostBenchmark: Benchmark = {
   name: "preview-cost",
   description:
@@ -160,6 +222,24 @@ export const previewCostBenchmark: Benchmark = {
           .join("; ")}`,
       );
     }
+    const firstChecks: Record<string, { before: number[]; now: number[] }> = {};
+    ctx.log(`the first check in a new process: ${FIRST_CHECK_GROUPS.length} groups, ${size.runs} run(s) each, alternating`);
+    for (let run = 0; run < size.runs; run++) {
+      for (const group of FIRST_CHECK_GROUPS) {
+        const before = firstCheck("before", group);
+        const now = firstCheck("now", group);
+        const f = (firstChecks[group] ??= { before: [], now: [] });
+        f.before.push(before.ms);
+        f.now.push(now.ms);
+        if (run === 0) {
+          invariants.push({
+            name: `${group}: a new process takes the build's validator${now.served.length > 1 ? "s" : ""}, loads no ajv compiler, and its verdict on {} is the compiled one's`,
+            ok: now.served.length > 0 && now.served.every(Boolean) && !now.compiler && isDeepStrictEqual(now.verdicts, before.verdicts),
+            detail: `served ${JSON.stringify(now.served)}, compiler loaded ${now.compiler}, verdicts ${JSON.stringify(now.verdicts)} vs ${JSON.stringify(before.verdicts)}`,
+          });
+        }
+      }
+    }
     const cpus = os.cpus();
     const markdown = [
       `## preview-cost: check and diff of one DeferredNatLoadBalancer, ${size.vips} VIPs x ${size.backends} backends`,
@@ -176,7 +256,15 @@ export const previewCostBenchmark: Benchmark = {
       ...Object.entries(figures).map(([n, f]) => `| ${n} | ${fmtMs(median(f.before))} | ${fmtMs(median(f.now))} | ${fmtMs(median(f.diff))} |`),
       "",
       `\`check\` of the new inputs (schema, defaults, rules): ${fmtMs(median(check))}.`,
+      "",
+      `The first check in a new process (every plugin and program process of a \`pulumi preview\` or \`up\` is one): CPU from after the provider's modules load to the verdict on \`{}\`, medians of ${size.runs} alternating fresh processes each.`,
+      "",
+      "| Schema | Compiled in the process (before) | The build's validator (now) |",
+      "| --- | --- | --- |",
+      ...Object.entries(firstChecks).map(
+        ([g, f]) => `| ${g === "components" ? "the three components" : g} | ${fmtMs(median(f.before))} | ${fmtMs(median(f.now))} |`,
+      ),
     ].join("\n");
-    return { name: "preview-cost", markdown, invariants, data: { size, check, figures } };
+    return { name: "preview-cost", markdown, invariants, data: { size, check, figures, firstChecks } };
   },
 };

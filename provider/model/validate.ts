@@ -1,4 +1,7 @@
-import Ajv, { type ErrorObject, type ValidateFunction } from "ajv";
+import type Ajv from "ajv";
+import type { ErrorObject, Options, ValidateFunction } from "ajv";
+import { createHash } from "node:crypto";
+import { join } from "node:path";
 import common from "../../schema/common.json";
 import type { SshConnection } from "./inputs.generated";
 
@@ -8,7 +11,6 @@ export interface CheckFailure {
   reason: string;
 }
 
-const ajv = new Ajv({ allErrors: true, verbose: true, strict: true, useDefaults: false });
 /**
  * `"x-unordered": true` on an array schema: the list is a set, its order
  * means nothing (backends, VIPs, gateways, amphorae, ...), and diff compares
@@ -17,7 +19,6 @@ const ajv = new Ajv({ allErrors: true, verbose: true, strict: true, useDefaults:
  * An annotation only: it validates nothing.
  */
 export const UNORDERED = "x-unordered";
-ajv.addKeyword({ keyword: UNORDERED, type: "array", schemaType: "boolean" });
 /**
  * `"x-reach": true` on an object schema (the SSH connection): how a host is
  * reached, not what is on it. A change of any of its properties but `host`
@@ -26,7 +27,6 @@ ajv.addKeyword({ keyword: UNORDERED, type: "array", schemaType: "boolean" });
  * nothing else and records it (`sameInputs` with `reach`, provider/model/reach.ts).
  */
 export const REACH = "x-reach";
-ajv.addKeyword({ keyword: REACH, type: "object", schemaType: "boolean" });
 /**
  * `"x-outputs": { "type": "object", "properties": {...} }` at a resource
  * schema's top: what the resource records besides its inputs (ids, cookie,
@@ -35,7 +35,6 @@ ajv.addKeyword({ keyword: REACH, type: "object", schemaType: "boolean" });
  * never validated against it.
  */
 export const OUTPUTS = "x-outputs";
-ajv.addKeyword({ keyword: OUTPUTS, schemaType: "object" });
 /**
  * `"x-key": "{address}:{port}"` on an "x-unordered" array of objects: the
  * identity of its elements, as a template of their properties (`{name|default}`
@@ -45,9 +44,83 @@ ajv.addKeyword({ keyword: OUTPUTS, schemaType: "object" });
  * added, removed or changed. An annotation only: it validates nothing.
  */
 export const KEY = "x-key";
-ajv.addKeyword({ keyword: KEY, type: "array", schemaType: "string" });
-ajv.addSchema(common, "common.json");
-const compiled = new Map<object, ValidateFunction>();
+
+/**
+ * Ajv as ovslb validates: every failure (allErrors), each with its schema
+ * (verbose: a reason quotes the schema's description), the annotation
+ * keywords above, and common.json known by its id.
+ */
+export function schemaAjv(options: Options = {}): Ajv {
+  // Loaded only where a schema is compiled: a process the build's validators serve spares its 60-130 ms.
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const { default: AjvClass } = require("ajv") as { default: typeof Ajv };
+  const ajv = new AjvClass({ allErrors: true, verbose: true, strict: true, useDefaults: false, ...options });
+  ajv.addKeyword({ keyword: UNORDERED, type: "array", schemaType: "boolean" });
+  ajv.addKeyword({ keyword: REACH, type: "object", schemaType: "boolean" });
+  ajv.addKeyword({ keyword: OUTPUTS, schemaType: "object" });
+  ajv.addKeyword({ keyword: KEY, type: "array", schemaType: "string" });
+  ajv.addSchema(common, "common.json");
+  return ajv;
+}
+
+/** What names a schema among the precompiled validators: the digest of its JSON text, so a schema that changed is never served a stale one. */
+export const schemaDigest = (schema: object): string => createHash("sha256").update(JSON.stringify(schema)).digest("hex");
+
+/**
+ * The validators of `schemas` as one CommonJS module (ajv's standalone code),
+ * each exported under its schema's digest. The build writes the resources'
+ * and components' (schema/build-validators.js, into dist/schema/validators.js).
+ */
+export function validatorsModule(schemas: readonly object[]): string {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const { default: standaloneCode } = require("ajv/dist/standalone") as { default: (ajv: Ajv, refs: Record<string, string>) => string };
+  const ajv = schemaAjv({ code: { source: true } });
+  const exported: Record<string, string> = {};
+  for (const schema of schemas) {
+    const digest = schemaDigest(schema);
+    if (exported[digest]) continue;
+    ajv.addSchema(schema, digest);
+    exported[digest] = digest;
+  }
+  return standaloneCode(ajv, exported);
+}
+
+/** Where the build puts validatorsModule's output for the schemas ovslb ships; absent when run from source. */
+export const PRECOMPILED_VALIDATORS = join(__dirname, "..", "..", "schema", "validators.js");
+
+/**
+ * Compiling a resource's schema costs 50-300 ms of CPU, in every plugin and
+ * program process (each `pulumi preview` or `up` starts them anew); loading
+ * the build's validators, about 10 ms. A schema not among them (a stack
+ * config's, or any when run from source) is compiled at first use.
+ */
+let precompiled: Record<string, ValidateFunction> | undefined;
+let runtimeAjv: Ajv | undefined;
+const validators = new Map<object, { validate: ValidateFunction; precompiled: boolean }>();
+
+function validatorOf(schema: object): { validate: ValidateFunction; precompiled: boolean } {
+  let v = validators.get(schema);
+  if (!v) {
+    precompiled ??= loadPrecompiled();
+    const built = precompiled[schemaDigest(schema)];
+    v = { validate: built ?? (runtimeAjv ??= schemaAjv()).compile(schema), precompiled: built !== undefined };
+    validators.set(schema, v);
+  }
+  return v;
+}
+
+function loadPrecompiled(): Record<string, ValidateFunction> {
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    return require(PRECOMPILED_VALIDATORS) as Record<string, ValidateFunction>;
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "MODULE_NOT_FOUND" && (e as Error).message.includes(PRECOMPILED_VALIDATORS)) return {};
+    throw e;
+  }
+}
+
+/** Whether `schema` is validated by the build's validator rather than compiled here (a test's view). */
+export const servedPrecompiled = (schema: object): boolean => validatorOf(schema).precompiled;
 
 /** "/gateways/0/connection/host" -> "gateways[0].connection.host" */
 function propertyPath(pointer: string, extra?: string): string {
@@ -109,11 +182,7 @@ const COUNTS = new Set(["required", "minItems", "minProperties"]);
  * a gateway whose ovs-vswitchd restarted).
  */
 export function validateAgainstSchema(schema: object, inputs: unknown, grammarOnly = false): CheckFailure[] {
-  let validate = compiled.get(schema);
-  if (!validate) {
-    validate = ajv.compile(schema);
-    compiled.set(schema, validate);
-  }
+  const { validate } = validatorOf(schema);
   if (validate(inputs)) return [];
   const failures = (validate.errors ?? []).filter((e) => e.keyword !== "if" && !(grammarOnly && COUNTS.has(e.keyword))).map(toFailure);
   const seen = new Set<string>();

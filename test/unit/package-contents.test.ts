@@ -44,7 +44,7 @@ function sources(dir = repo): string[] {
   });
 }
 
-/** What a build, this one or an older one, could leave for a source: foo.ts -> dist/foo.js, .js.map, .d.ts, .d.ts.map; JSON it imports -> dist/x.json. */
+/** What a build, this one or an older one, could leave for a source: foo.ts -> dist/foo.js, .js.map, .d.ts, .d.ts.map; JSON it imports -> dist/x.json; the validators schema/build-validators.js writes. */
 function compiled(source: string): string[] {
   if (source.endsWith(".d.ts")) return [];
   if (source.endsWith(".ts")) {
@@ -52,6 +52,7 @@ function compiled(source: string): string[] {
     return [`${base}.js`, `${base}.js.map`, `${base}.d.ts`, `${base}.d.ts.map`];
   }
   if (source.startsWith("schema/") && source.endsWith(".json")) return [`dist/${source}`];
+  if (source === "schema/build-validators.js") return ["dist/schema/validators.js"];
   return [];
 }
 
@@ -106,7 +107,17 @@ describe("npm pack", () => {
     expect(forbidden(shipped)).toEqual([]);
     // ...and the library is all there: entry points, every resource, the schemas, the license and the changelog.
     const pkg = require(join(repo, "package.json"));
-    for (const f of [pkg.main, pkg.types, "dist/provider/handlers.js", "dist/provider/dynamic.js", "README.md", "LICENSE", "CHANGELOG.md", "package.json"]) {
+    for (const f of [
+      pkg.main,
+      pkg.types,
+      "dist/provider/handlers.js",
+      "dist/provider/dynamic.js",
+      "dist/schema/validators.js",
+      "README.md",
+      "LICENSE",
+      "CHANGELOG.md",
+      "package.json",
+    ]) {
       expect(shipped).toContain(f.replace(/^\.\//, ""));
     }
     const library = all.filter((f) => /^(provider|components)\/.*\.ts$/.test(f) && !f.endsWith(".d.ts")).map((f) => `dist/${f.slice(0, -3)}.js`);
@@ -161,6 +172,8 @@ describe("package metadata", () => {
     expect(pkg.peerDependenciesMeta.typescript.optional).toBe(true);
     // A git install builds dist/ (not in git) through prepare, as the build does; npm runs prepare twice there
     // (its install in the clone, then its pack), so the second is incremental, its build info unshipped.
-    expect(pkg.scripts.prepare).toBe(`${pkg.scripts.build} --incremental --tsBuildInfoFile dist/.tsbuildinfo`);
+    const tsc = "tsc -p tsconfig.json";
+    expect(pkg.scripts.build).toContain(tsc);
+    expect(pkg.scripts.prepare).toBe(pkg.scripts.build.replace(tsc, `${tsc} --incremental --tsBuildInfoFile dist/.tsbuildinfo`));
   });
 });
