@@ -48,10 +48,12 @@ try {
     console.log(`soak: ${lines.at(-1)}`);
   }
 } finally {
-  rmSync(dir, { recursive: true, force: true });
+  // A failure's whole message (its diff included) stays in its run's report.
+  if (failures.length === 0) rmSync(dir, { recursive: true, force: true });
 }
 
 console.log(`\nsoak: ${runs - new Set(failures.map((f) => f.run)).size} of ${runs} runs green`);
 for (const l of lines) console.log(`  ${l}`);
 for (const f of failures) console.log(`\nFAILED in run ${f.run}: ${f.test}\n${f.message.split("\n").slice(0, 12).join("\n")}`);
+if (failures.length > 0) console.log(`\nthe runs' reports, each failure's whole message: ${dir}`);
 process.exit(failures.length > 0 ? 1 : 0);

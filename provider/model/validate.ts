@@ -89,9 +89,9 @@ export function validatorsModule(schemas: readonly object[]): string {
 export const PRECOMPILED_VALIDATORS = join(__dirname, "..", "..", "schema", "validators.js");
 
 /**
- * Compiling a resource's schema costs 50-300 ms of CPU, in every plugin and
- * program process (each `pulumi preview` or `up` starts them anew); loading
- * the build's validators, about 10 ms. A schema not among them (a stack
+ * Compiling a resource's schema costs 120-210 ms of CPU, in every plugin and
+ * program process (each `pulumi preview` or `up` starts them anew); taking
+ * the build's validator, 13-30 ms (bench preview-cost). A schema not among them (a stack
  * config's, or any when run from source) is compiled at first use.
  */
 let precompiled: Record<string, ValidateFunction> | undefined;

@@ -394,7 +394,8 @@ describe("second chance: scaling out one change after another, with history live
       const outputs = await up(declared);
       const stays = new Set(declared.map((d) => d.backend.name));
       const broken = brokenOf(await live.round());
-      expect([step, broken.filter((c) => stays.has(c.backend))]).toEqual([step, []]);
+      // One line per connection (backend, client port, why), so a failure names its cause even where its message is cut short.
+      expect([step, broken.filter((c) => stays.has(c.backend)).map((c) => `${c.backend} from port ${c.port}: ${c.broken}`)]).toEqual([step, []]);
       checkShares(step, outputs, declared);
       // No history released: it is live for the whole sequence.
       const history = outputs.slotHistory[`tcp:${VIP}:80`];
