@@ -130,10 +130,11 @@ const FIRST_CHECK = `
   const [dist, mode, group] = process.argv.slice(1);
   const { join } = require("node:path");
   const v = require(join(dist, "provider", "model", "validate.js"));
-  // Only the components need components/args.js (and so @pulumi/pulumi) to bundle their schemas.
+  // The components' schemas as the build lists them; only they need components/args.js (and so @pulumi/pulumi) to bundle theirs.
   const files = group === "components"
-    ? ["active-active-load-balancer", "deferred-nat-service", "transparent-dsr"].map((f) =>
-        require(join(dist, "components", "args.js")).componentSchema(require(join(dist, "schema", "components", f + ".json"))))
+    ? require(join(dist, "..", "schema", "build-validators.js"))
+        .checkedSchemas(join(dist, "schema"), require(join(dist, "components", "args.js")).componentSchema)
+        .filter((s) => s.$id.includes("/components/"))
     : [require(join(dist, "schema", group + ".json"))];
   const t = process.cpuUsage();
   let verdicts, served = [];
