@@ -120,6 +120,25 @@ export default tseslint.config(
     },
   },
 
+  // A child process's "exit" can come before its stdout and stderr are read
+  // to the end (Node's child_process docs), so output collected by then may
+  // be short: a benchmark once parsed no `ip route get` answers that way.
+  // Wait for "close", which comes after the streams end. `process`'s own
+  // "exit" is a different event and stays allowed.
+  {
+    files: ["**/*.ts", "**/*.mts", "**/*.js", "**/*.cjs", "**/*.mjs"],
+    rules: {
+      "no-restricted-syntax": [
+        "error",
+        {
+          selector:
+            "CallExpression[callee.property.name=/^(on|once|addListener|prependListener)$/][callee.object.name!='process'] > Literal.arguments:first-child[value='exit']",
+          message: 'A child\'s "exit" can come before its output is read: listen for "close".',
+        },
+      ],
+    },
+  },
+
   // --- Generated TypeScript ------------------------------------------------
   // provider/model/*.generated.ts (json-schema-to-typescript, from schema/)
   // and provider/ovsdb/models.generated.ts (tools/ovsdb-modelgen.js) start

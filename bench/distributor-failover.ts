@@ -127,7 +127,7 @@ class Prober {
       else if (!m.done) this.probes.push(m);
     });
     this.finished = new Promise((resolve, reject) =>
-      child.once("exit", (code) => (code === 0 ? resolve() : reject(new Error(`prober exited (${code}) ${stderr.trim()}`)))),
+      child.once("close", (code) => (code === 0 ? resolve() : reject(new Error(`prober exited (${code}) ${stderr.trim()}`)))),
     );
     this.finished.catch(() => undefined);
   }
@@ -181,7 +181,7 @@ class Sniffer {
     let stderr = "";
     child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
     const s = new Sniffer(child);
-    await Promise.race([s.ready, new Promise((_, reject) => child.once("exit", (c) => reject(new Error(`sniffer exited (${c}) ${stderr.trim()}`))))]);
+    await Promise.race([s.ready, new Promise((_, reject) => child.once("close", (c) => reject(new Error(`sniffer exited (${c}) ${stderr.trim()}`))))]);
     return s;
   }
   /**
@@ -231,14 +231,14 @@ async function nextHops(inv: LabInventory, ports: readonly number[]): Promise<st
     child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
     child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
     child.once("error", reject);
-    child.once("exit", (code) => (code === 0 ? resolve(stdout) : reject(new Error(`ip route get: ${stderr.trim()}`))));
+    child.once("close", (code) => (code === 0 ? resolve(stdout) : reject(new Error(`ip route get: ${stderr.trim()}`))));
     child.stdin.end(lines);
   });
   const hops = out
     .split("\n")
     .filter((l) => l.startsWith(`${VIP} `))
     .map((l) => /via (\S+)/.exec(l)?.[1] ?? "none");
-  if (hops.length !== ports.length) throw new Error(`ip route get: ${hops.length} answers for ${ports.length} ports`);
+  if (hops.length !== ports.length) throw new Error(`ip route get: ${hops.length} answers for ${ports.length} ports: ${JSON.stringify(out.slice(0, 2000))}`);
   return hops;
 }
 const deviceOfHop = (hop: string) => DEVICES.find((d) => NEXT_HOP[d] === hop);

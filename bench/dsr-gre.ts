@@ -133,7 +133,7 @@ export class Server {
       if (w) w(l);
       else this.lines.push(l);
     });
-    child.on("exit", () => {
+    child.on("close", () => {
       this.closed = true;
       const w = this.waiter;
       this.waiter = undefined;
@@ -187,7 +187,7 @@ export class Server {
   /** Ends it (its stdin closes) and waits until it has gone. */
   async stop(): Promise<void> {
     if (this.closed) return;
-    const gone = new Promise<void>((resolve) => this.child.once("exit", () => resolve()));
+    const gone = new Promise<void>((resolve) => this.child.once("close", () => resolve()));
     this.child.stdin!.end();
     const t = setTimeout(() => this.child.kill("SIGKILL"), 3000);
     await gone;

@@ -154,7 +154,7 @@ class Checker {
   }
   stop(): Promise<void> {
     if (this.child.exitCode !== null || this.child.signalCode !== null) return Promise.resolve();
-    const gone = new Promise<void>((r) => this.child.once("exit", () => r()));
+    const gone = new Promise<void>((r) => this.child.once("close", () => r()));
     this.child.stdin!.end();
     const t = setTimeout(() => this.child.kill("SIGKILL"), 3000);
     return gone.finally(() => clearTimeout(t));
@@ -171,7 +171,7 @@ function startListener(inv: LabInventory): Promise<ChildProcess> {
   ]);
   return new Promise((resolve, reject) => {
     createInterface({ input: child.stdout! }).once("line", (l) => (l === "listening" ? resolve(child) : reject(new Error(`hv1 listener: ${l}`))));
-    child.once("exit", (c) => reject(new Error(`hv1 listener exited (${c})`)));
+    child.once("close", (c) => reject(new Error(`hv1 listener exited (${c})`)));
   });
 }
 

@@ -294,7 +294,7 @@ function inject(sb: Sandbox, hexes: readonly string[], count: number, burst = BU
     let err = "";
     child.stdout!.on("data", (d: Buffer) => (out += d.toString()));
     child.stderr!.on("data", (d: Buffer) => (err += d.toString()));
-    child.once("exit", (code) =>
+    child.once("close", (code) =>
       code === 0 && Number(out.trim()) === count ? resolve() : reject(new Error(`injector exited ${code}: ${err.trim() || out.trim()}`)),
     );
   });
@@ -454,7 +454,7 @@ async function captured(
   let ready: () => void = () => undefined;
   const isReady = new Promise<void>((r) => (ready = r));
   createInterface({ input: cap.stdout! }).on("line", (l) => (l === "ready" ? ready() : lines.push(l)));
-  const exited = new Promise<void>((r) => cap.once("exit", () => r()));
+  const exited = new Promise<void>((r) => cap.once("close", () => r()));
   try {
     await Promise.race([isReady, exited.then(() => Promise.reject(new Error("capture exited")))]);
     await inject(

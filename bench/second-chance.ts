@@ -161,7 +161,7 @@ class TimingClient {
   }
   close(): Promise<void> {
     if (this.child.exitCode !== null || this.child.signalCode !== null) return Promise.resolve();
-    const gone = new Promise<void>((r) => this.child.once("exit", () => r()));
+    const gone = new Promise<void>((r) => this.child.once("close", () => r()));
     this.child.stdin!.end();
     const t = setTimeout(() => this.child.kill("SIGKILL"), 3000);
     return gone.finally(() => clearTimeout(t));

@@ -36,15 +36,24 @@ const runs = [
   { lab: "", names: all.filter((n) => !SECOND_LAB.includes(n)) },
   { lab: "b", names: SECOND_LAB },
 ];
+/** A failed run's last stderr lines (its benchmark's progress, the invariants that failed or the stack) are printed again at the end, where a log's tail shows them. */
+const TAIL_LINES = 40;
 const started = Date.now();
 const results = await Promise.all(
-  runs.map(({ lab, names }) =>
-    runTagged(`bench${lab ? `-${lab}` : ""}`, process.execPath, [RUN, "--smoke", ...names], { OVSLB_LAB_INSTANCE: lab }).then((status) => ({
+  runs.map(({ lab, names }) => {
+    const tail = [];
+    const keep = (line) => tail.push(line) > TAIL_LINES && tail.shift();
+    return runTagged(`bench${lab ? `-${lab}` : ""}`, process.execPath, [RUN, "--smoke", ...names], { OVSLB_LAB_INSTANCE: lab }, keep).then((status) => ({
       lab: lab || "main",
       status,
-    })),
-  ),
+      tail,
+    }));
+  }),
 );
+for (const r of results.filter((r) => r.status !== 0)) {
+  console.log(`bench smoke on the ${r.lab} lab failed; the last ${r.tail.length} lines of its stderr:`);
+  for (const line of r.tail) console.log(`  ${line}`);
+}
 for (const r of results) console.log(`bench smoke on the ${r.lab} lab: ${r.status === 0 ? "passed" : `FAILED (exit ${r.status})`}`);
 console.log(`bench smoke took ${((Date.now() - started) / 1000).toFixed(0)} s`);
 process.exit(results.some((r) => r.status !== 0) ? 1 : 0);

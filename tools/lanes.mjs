@@ -49,13 +49,20 @@ export function runLanes(lanes, extraArgs = () => []) {
   );
 }
 
-/** Runs one command with `env` over this process's, each line of its output prefixed with `[name]`; resolves with its exit status. */
-export function runTagged(name, command, args, env = {}) {
+/**
+ * Runs one command with `env` over this process's, each line of its output
+ * prefixed with `[name]`; resolves with its exit status. `onStderrLine` also
+ * sees each line of its stderr, untagged.
+ */
+export function runTagged(name, command, args, env = {}, onStderrLine = () => undefined) {
   return new Promise((resolve) => {
     const child = spawn(command, args, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...env } });
     const tag = `[${name}] `;
     createInterface({ input: child.stdout }).on("line", (line) => process.stdout.write(`${tag}${line}\n`));
-    createInterface({ input: child.stderr }).on("line", (line) => process.stderr.write(`${tag}${line}\n`));
+    createInterface({ input: child.stderr }).on("line", (line) => {
+      process.stderr.write(`${tag}${line}\n`);
+      onStderrLine(line);
+    });
     child.on("close", (code, signal) => resolve(code ?? (signal ? 128 : 1)));
   });
 }

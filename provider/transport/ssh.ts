@@ -460,6 +460,8 @@ export class SshSession implements CommandRunner {
         opened.stderr.on("data", (d: Buffer) => stderr.push(d));
         let exitCode = -1;
         let exited = false;
+        // ssh2's channel "exit" carries the command's exit status; the run resolves on "close", after the output.
+        // eslint-disable-next-line no-restricted-syntax
         opened.on("exit", (code: number | null) => {
           exited = true;
           exitCode = code ?? -1;

@@ -645,7 +645,7 @@ class Deployment {
       debug(`program stderr: ${b.toString().trimEnd()}`);
     });
     debug(`program started`);
-    const code = await new Promise<number | null>((res) => child.once("exit", (c) => res(c)));
+    const code = await new Promise<number | null>((res) => child.once("close", (c) => res(c)));
     debug(`program exited ${code}`);
     if (code !== 0) {
       this.failed = true;

@@ -70,7 +70,7 @@ function startBulkServer(b: LabBackend): Promise<void> {
   servers.push(child);
   return new Promise((resolve, reject) => {
     createInterface({ input: child.stdout! }).once("line", (l) => (l === "listening" ? resolve() : reject(new Error(`${b.name}: ${l}`))));
-    child.once("exit", (c) => reject(new Error(`${b.name}: bulk server exited (${c})`)));
+    child.once("close", (c) => reject(new Error(`${b.name}: bulk server exited (${c})`)));
   });
 }
 

@@ -124,7 +124,7 @@ async function takeLabLock(name: string, timeoutMs: number): Promise<(() => void
   holder.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
   const taken = await new Promise<boolean>((resolve, reject) => {
     holder.stdout.once("data", () => resolve(true));
-    holder.once("exit", (code) => {
+    holder.once("close", (code) => {
       // flock -n exits 1 when the lock is held elsewhere.
       if (timeoutMs === 0 && code === 1) resolve(false);
       else reject(new Error(`lab lock ${name}: not taken within ${timeoutMs} ms (flock exited ${code}) ${stderr.trim()}`));

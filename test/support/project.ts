@@ -50,7 +50,7 @@ pulumi.runtime
   child.stdout.on("data", (d: Buffer) => (out += d.toString()));
   child.stderr.on("data", (d: Buffer) => (err += d.toString()));
   return new Promise((res, rej) => {
-    child.once("exit", (code) => {
+    child.once("close", (code) => {
       if (code !== 0) return rej(new Error(`program exited ${code}: ${err}`));
       try {
         res((JSON.parse(out) as Registration[]).map((r) => ({ ...r, inputs: unwrapSecrets(r.inputs) })));

@@ -215,7 +215,7 @@ export async function startProviderPlugin(options: PluginOptions = {}): Promise<
   try {
     port = await new Promise<string>((resolvePort, reject) => {
       child.stdout!.once("data", (d: Buffer) => resolvePort(d.toString().trim()));
-      child.once("exit", (code) => reject(new Error(`plugin exited ${code}: ${stderr}`)));
+      child.once("close", (code) => reject(new Error(`plugin exited ${code}: ${stderr}`)));
       // A plugin that never says its port is an error, not a hang.
       setTimeout(() => reject(new Error(`plugin printed no port in 60 s: ${stderr}`)), 60_000).unref();
     });

@@ -58,7 +58,7 @@ export function flood(address: string, syns = SYNS): { done: Promise<number> } {
   child.stdout!.on("data", (d: Buffer) => (out += d.toString()));
   return {
     done: new Promise((resolve, reject) =>
-      child.once("exit", (code) => (code === 0 ? resolve(Number(out.trim())) : reject(new Error(`SYN flood exited ${code}`)))),
+      child.once("close", (code) => (code === 0 ? resolve(Number(out.trim())) : reject(new Error(`SYN flood exited ${code}`)))),
     ),
   };
 }

@@ -177,7 +177,7 @@ export class TcpClients {
       if (w) w.resolve(line);
       else this.lines.push(line);
     });
-    child.once("exit", (code, signal) => {
+    child.once("close", (code, signal) => {
       this.exited = new Error(`tcp client in ${namespace} exited (${signal ?? code}) ${this.stderr.trim()}`);
       for (const w of this.waiters.splice(0)) w.reject(this.exited);
     });
