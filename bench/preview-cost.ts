@@ -25,7 +25,9 @@ import common from "../schema/common.json";
  * And what the first check of each kind costs a new process (every plugin
  * and program process of a `pulumi preview` or `up` is one): its validator
  * compiled there, as before, or taken from the build's validators
- * (dist/schema/validators.js), in fresh processes, alternately.
+ * (dist/schema/validators.js), in fresh processes, alternately; and what the
+ * serialized provider costs a new program process: the SDK's closure
+ * serializer, as before, or the build's template filled in.
  */
 
 const FULL = { vips: 1024, backends: 100, runs: 5 };
@@ -170,6 +172,54 @@ interface FirstCheck {
 const firstCheck = (mode: "before" | "now", group: string): FirstCheck =>
   JSON.parse(execFileSync(process.execPath, ["-e", FIRST_CHECK, DIST, mode, group], { encoding: "utf8" })) as FirstCheck;
 
+// ------------------------------------------------ the serialized provider in a new program process
+
+/**
+ * A new process loads @pulumi/pulumi and the built provider/dynamic.js, then
+ * (CPU counted from here) gets the `__provider` text of each kind of its
+ * group: "before" runs the SDK's closure serializer over the provider
+ * object, as pulumi.dynamic.Resource does in every program, "now" fills the
+ * build's template (providerText). It answers with that CPU, the texts and
+ * whether each "now" text came without waiting (no serializer run).
+ */
+const PROVIDER_TEXT = `
+  const [dist, mode, kinds] = process.argv.slice(1);
+  const { join } = require("node:path");
+  const pulumi = require("@pulumi/pulumi");
+  const dynamic = require(join(dist, "provider", "dynamic.js"));
+  (async () => {
+    const t = process.cpuUsage();
+    const texts = [], immediate = [];
+    for (const kind of kinds.split(",")) {
+      if (mode === "before") {
+        const provider = dynamic.dynamicProvider(kind);
+        texts.push((await pulumi.runtime.serializeFunction(() => provider, { allowSecrets: true })).text);
+      } else {
+        const text = dynamic.providerText(kind);
+        immediate.push(typeof text === "string");
+        texts.push(await text);
+      }
+    }
+    const used = process.cpuUsage(t);
+    process.stdout.write(JSON.stringify({ ms: (used.user + used.system) / 1000, texts, immediate }));
+  })();
+`;
+
+const ALL_KINDS = ["OvsBridge", "DsrHypervisorFlows", "DeferredNatLoadBalancer", "DistributorDevice", "DistributorAttachment", "HealthCheck"];
+const PROVIDER_TEXT_GROUPS: Record<string, string[]> = { "one kind (OvsBridge)": ["OvsBridge"], "all six kinds": ALL_KINDS };
+
+interface ProviderTexts {
+  ms: number;
+  texts: string[];
+  immediate: boolean[];
+}
+
+const providerTexts = (mode: "before" | "now", kinds: readonly string[]): ProviderTexts =>
+  // The serializer's walk of Node's built-in modules prints deprecation warnings (sys, WASI) on stderr: not this benchmark's output.
+  JSON.parse(
+    execFileSync(process.execPath, ["-e", PROVIDER_TEXT, DIST, mode, kinds.join(",")], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] }),
+  ) as ProviderTexts;
+
 export const previewCostBenchmark: Benchmark = {
   name: "preview-cost",
   description:
@@ -241,6 +291,24 @@ export const previewCostBenchmark: Benchmark = {
         }
       }
     }
+    const serialized: Record<string, { before: number[]; now: number[] }> = {};
+    ctx.log(`the serialized provider in a new program process: ${Object.keys(PROVIDER_TEXT_GROUPS).length} groups, ${size.runs} run(s) each, alternating`);
+    for (let run = 0; run < size.runs; run++) {
+      for (const [group, kinds] of Object.entries(PROVIDER_TEXT_GROUPS)) {
+        const before = providerTexts("before", kinds);
+        const now = providerTexts("now", kinds);
+        const f = (serialized[group] ??= { before: [], now: [] });
+        f.before.push(before.ms);
+        f.now.push(now.ms);
+        if (run === 0) {
+          invariants.push({
+            name: `${group}: a new program process has the provider's text from the build's template without running the serializer, and it is the serializer's text`,
+            ok: now.immediate.length === kinds.length && now.immediate.every(Boolean) && isDeepStrictEqual(now.texts, before.texts),
+            detail: `immediate ${JSON.stringify(now.immediate)}, texts equal ${isDeepStrictEqual(now.texts, before.texts)} (${now.texts.map((t) => t.length).join(", ")} B)`,
+          });
+        }
+      }
+    }
     const cpus = os.cpus();
     const markdown = [
       `## preview-cost: check and diff of one DeferredNatLoadBalancer, ${size.vips} VIPs x ${size.backends} backends`,
@@ -265,7 +333,13 @@ export const previewCostBenchmark: Benchmark = {
       ...Object.entries(firstChecks).map(
         ([g, f]) => `| ${g === "components" ? "the three components" : g} | ${fmtMs(median(f.before))} | ${fmtMs(median(f.now))} |`,
       ),
+      "",
+      `The serialized provider a program puts in each resource's \`__provider\`, in a new process (every program process of a \`pulumi preview\` or \`up\` is one): CPU from after @pulumi/pulumi and the provider's module load to the texts in hand, medians of ${size.runs} alternating fresh processes each.`,
+      "",
+      "| Resource kinds in the program | The SDK's closure serializer (before: `pulumi.dynamic.Resource`) | The build's template, filled (now) |",
+      "| --- | --- | --- |",
+      ...Object.entries(serialized).map(([g, f]) => `| ${g} | ${fmtMs(median(f.before))} | ${fmtMs(median(f.now))} |`),
     ].join("\n");
-    return { name: "preview-cost", markdown, invariants, data: { size, check, figures, firstChecks } };
+    return { name: "preview-cost", markdown, invariants, data: { size, check, figures, firstChecks, serialized } };
   },
 };

@@ -24,17 +24,20 @@ import { dirname, join, relative, sep } from "node:path";
  * or "" for ovslb's own checkout.
  */
 export function dynamicProvider(kind: string): pulumi.dynamic.ResourceProvider {
-  // One object per kind: the SDK caches a provider's serialized text by object (30-90 ms of a program's CPU per
-  // serialization), so every resource of a kind shares one serialization. The text is the same either way.
+  // One object per kind, so a kind is serialized once per program when the SDK's serializer runs (providerText).
   let provider = providers.get(kind);
-  if (!provider) providers.set(kind, (provider = newDynamicProvider(kind)));
+  if (!provider) providers.set(kind, (provider = providerObject(kind, installedRelativeToProject())));
   return provider;
 }
 
 const providers = new Map<string, pulumi.dynamic.ResourceProvider>();
 
-function newDynamicProvider(kind: string): pulumi.dynamic.ResourceProvider {
-  const installed = installedRelativeToProject();
+/**
+ * The provider object of `kind`, finding ovslb by name or else at `installed`.
+ * Its closures are what the serializer writes: the names `kind`, `installed`
+ * and `handlers`, and every function's text, are part of the serialized text.
+ */
+export function providerObject(kind: string, installed: string): pulumi.dynamic.ResourceProvider {
   const handlers = () => {
     try {
       return require("ovslb/dist/provider/handlers");
@@ -54,6 +57,47 @@ function newDynamicProvider(kind: string): pulumi.dynamic.ResourceProvider {
     update: (id, olds, news) => handlers().handle(kind, "update", [id, olds, news]),
     delete: (id, props) => handlers().handle(kind, "delete", [id, props]),
   };
+}
+
+/**
+ * The serialized provider a resource of `kind` carries in `__provider`: the
+ * text Pulumi's closure serializer makes of dynamicProvider(kind), written
+ * once by the build (tools/build-provider-text.js) with placeholders for the
+ * kind and ovslb's path and filled in here, so a program does not run the
+ * serializer, which reads each closure through a V8 inspector session (about
+ * 0.4 s of CPU in a program's first resource). The build checks that the
+ * filled text is the serializer's own. Run from source (no build beside this
+ * module) the serializer writes it, as pulumi.dynamic.Resource does.
+ */
+export function providerText(kind: string): Promise<string> | string {
+  const template = providerTextTemplate();
+  if (template !== undefined) return fillProviderText(template, kind, installedRelativeToProject());
+  let text = serialized.get(kind);
+  if (!text) {
+    const { serializeFunction } = (require("@pulumi/pulumi") as typeof pulumi).runtime;
+    const provider = dynamicProvider(kind);
+    serialized.set(kind, (text = serializeFunction(() => provider, { allowSecrets: true }).then((sf) => sf.text)));
+  }
+  return text;
+}
+
+const serialized = new Map<string, Promise<string>>();
+
+/** Where the build writes the template, and the placeholders it holds for the kind and ovslb's path. */
+export const PROVIDER_TEXT_TEMPLATE = join(__dirname, "provider-text.json");
+export const TEMPLATE_KIND = "@ovslb-kind@";
+export const TEMPLATE_INSTALLED = "@ovslb-installed@";
+
+let template: string | null | undefined;
+
+function providerTextTemplate(): string | undefined {
+  if (template === undefined) template = existsSync(PROVIDER_TEXT_TEMPLATE) ? (JSON.parse(readFileSync(PROVIDER_TEXT_TEMPLATE, "utf8")) as string) : null;
+  return template ?? undefined;
+}
+
+/** The template with the kind and ovslb's path in place of the placeholders, each written as the serializer writes a captured string. */
+export function fillProviderText(text: string, kind: string, installed: string): string {
+  return text.split(JSON.stringify(TEMPLATE_KIND)).join(JSON.stringify(kind)).split(JSON.stringify(TEMPLATE_INSTALLED)).join(JSON.stringify(installed));
 }
 
 let packageRoot: string | undefined;

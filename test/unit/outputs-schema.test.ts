@@ -175,13 +175,17 @@ describe("each resource class exposes every output", () => {
   const valueOf = (o: pulumi.Output<unknown>) => new Promise<unknown>((done) => o.apply((v) => (done(v), v)));
 
   it("under mocks, every generated output (ovsVersions, greKey, ...) is an Output on the resource with the value the engine returned", async () => {
+    const registered = new Map<string, { type: string; provider: unknown }>();
     await pulumi.runtime.setMocks(
       {
-        newResource: (args) => ({
-          id: `${args.name}-id`,
-          // The engine returns the inputs and every output the provider recorded (here: every declared one).
-          state: { ...args.inputs, ...Object.fromEntries(KINDS.flatMap((k) => outputNames(k)).map((n) => [n, mocked(n)])) },
-        }),
+        newResource: (args) => (
+          registered.set(args.name, { type: args.type, provider: args.inputs.__provider }),
+          {
+            id: `${args.name}-id`,
+            // The engine returns the inputs and every output the provider recorded (here: every declared one).
+            state: { ...args.inputs, ...Object.fromEntries(KINDS.flatMap((k) => outputNames(k)).map((n) => [n, mocked(n)])) },
+          }
+        ),
         call: (args) => args.inputs,
       },
       "project",
@@ -218,6 +222,16 @@ describe("each resource class exposes every output", () => {
     const bare = new Bare() as unknown as Props;
     expect(bare.ovsVersions).toBeUndefined();
 
+    // Each registers as the dynamic resource it always was, its serialized provider the serializer's text (run from source here).
+    const { dynamicProvider } = await import("../../provider/dynamic");
+    for (const kind of KINDS) {
+      const name = String(await valueOf(resources[kind].urn))
+        .split("::")
+        .pop()!;
+      const provider = dynamicProvider(kind);
+      const text = (await pulumi.runtime.serializeFunction(() => provider, { allowSecrets: true })).text;
+      expect(registered.get(name), kind).toEqual({ type: `pulumi-nodejs:dynamic/ovslb:${kind}`, provider: text });
+    }
     for (const kind of KINDS) {
       const r = resources[kind] as unknown as Props;
       for (const name of outputNames(kind)) {

@@ -44,7 +44,7 @@ function sources(dir = repo): string[] {
   });
 }
 
-/** What a build, this one or an older one, could leave for a source: foo.ts -> dist/foo.js, .js.map, .d.ts, .d.ts.map; JSON it imports -> dist/x.json; the validators schema/build-validators.js writes. */
+/** What a build, this one or an older one, could leave for a source: foo.ts -> dist/foo.js, .js.map, .d.ts, .d.ts.map; JSON it imports -> dist/x.json; the validators schema/build-validators.js writes; the provider's text tools/build-provider-text.js writes. */
 function compiled(source: string): string[] {
   if (source.endsWith(".d.ts")) return [];
   if (source.endsWith(".ts")) {
@@ -53,6 +53,7 @@ function compiled(source: string): string[] {
   }
   if (source.startsWith("schema/") && source.endsWith(".json")) return [`dist/${source}`];
   if (source === "schema/build-validators.js") return ["dist/schema/validators.js"];
+  if (source === "tools/build-provider-text.js") return ["dist/provider/provider-text.json"];
   return [];
 }
 
@@ -113,6 +114,7 @@ describe("npm pack", () => {
       "dist/provider/handlers.js",
       "dist/provider/dynamic.js",
       "dist/schema/validators.js",
+      "dist/provider/provider-text.json",
       "README.md",
       "LICENSE",
       "CHANGELOG.md",
@@ -122,10 +124,10 @@ describe("npm pack", () => {
     }
     const library = all.filter((f) => /^(provider|components)\/.*\.ts$/.test(f) && !f.endsWith(".d.ts")).map((f) => `dist/${f.slice(0, -3)}.js`);
     expect(library.filter((f) => !shipped.includes(f))).toEqual([]);
-    // Every schema exactly once, where the compiled provider requires it (dist/provider/... -> ../schema/x.json).
+    // Every schema exactly once, where the compiled provider requires it (dist/provider/... -> ../schema/x.json); the provider's text.
     const schemas = all.filter((f) => /^schema\/.+\.json$/.test(f)).map((f) => `dist/${f}`);
     expect(schemas.length).toBeGreaterThan(1);
-    expect(shipped.filter((f) => f.endsWith(".json") && f !== "package.json").sort()).toEqual(schemas.sort());
+    expect(shipped.filter((f) => f.endsWith(".json") && f !== "package.json").sort()).toEqual([...schemas, "dist/provider/provider-text.json"].sort());
   });
 
   it("ships no lab, bench, test, example, map or second schema file from this checkout as it is", () => {

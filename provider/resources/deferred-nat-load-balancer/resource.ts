@@ -1,5 +1,5 @@
-import * as pulumi from "@pulumi/pulumi";
-import { dynamicProvider } from "../../dynamic";
+import type * as pulumi from "@pulumi/pulumi";
+import { OvslbDynamicResource } from "../dynamic-resource";
 import type { DeferredNatLoadBalancerInputs } from "../../model/inputs.generated";
 import { DEFERRED_NAT_LOAD_BALANCER_OUTPUTS, outputPlaceholders, type DeferredNatLoadBalancerOutputProperties } from "../../model/resource-outputs.generated";
 import { resourceOptions, withSecretCredentials, type DeepInput } from "../resource-args";
@@ -17,17 +17,15 @@ export interface DeferredNatLoadBalancer extends DeferredNatLoadBalancerOutputPr
  * Backend changes are bucket inserts and removes. Pair it with
  * DsrHypervisorFlows on the hypervisors, which do the NAT.
  */
-export class DeferredNatLoadBalancer extends pulumi.dynamic.Resource {
+export class DeferredNatLoadBalancer extends OvslbDynamicResource {
   declare readonly name: pulumi.Output<string>;
 
   constructor(name: string, args: DeferredNatLoadBalancerArgs, opts?: pulumi.CustomResourceOptions) {
     super(
-      dynamicProvider("DeferredNatLoadBalancer"),
+      "DeferredNatLoadBalancer",
       name,
       { ...withSecretCredentials(args), ...outputPlaceholders(DEFERRED_NAT_LOAD_BALANCER_OUTPUTS) },
       resourceOptions(opts),
-      "ovslb",
-      "DeferredNatLoadBalancer",
     );
   }
 }

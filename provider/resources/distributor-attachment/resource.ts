@@ -1,5 +1,5 @@
-import * as pulumi from "@pulumi/pulumi";
-import { dynamicProvider } from "../../dynamic";
+import type * as pulumi from "@pulumi/pulumi";
+import { OvslbDynamicResource } from "../dynamic-resource";
 import type { DistributorAttachmentInputs } from "../../model/inputs.generated";
 import type { DistributorSlot as GeneratedDistributorSlot } from "../../model/outputs.generated";
 import { DISTRIBUTOR_ATTACHMENT_OUTPUTS, outputPlaceholders, type DistributorAttachmentOutputProperties } from "../../model/resource-outputs.generated";
@@ -19,19 +19,12 @@ export interface DistributorAttachment extends DistributorAttachmentOutputProper
  * attachment id) with one bucket per active slot. A failed amphora's slot is
  * taken over by the standby in place: same bucket id, new MAC, one bundle.
  */
-export class DistributorAttachment extends pulumi.dynamic.Resource {
+export class DistributorAttachment extends OvslbDynamicResource {
   declare readonly attachmentId: pulumi.Output<string>;
   declare readonly vip: pulumi.Output<string>;
   declare readonly frontendMac: pulumi.Output<string>;
 
   constructor(name: string, args: DistributorAttachmentArgs, opts?: pulumi.CustomResourceOptions) {
-    super(
-      dynamicProvider("DistributorAttachment"),
-      name,
-      { ...withSecretCredentials(args), ...outputPlaceholders(DISTRIBUTOR_ATTACHMENT_OUTPUTS) },
-      resourceOptions(opts),
-      "ovslb",
-      "DistributorAttachment",
-    );
+    super("DistributorAttachment", name, { ...withSecretCredentials(args), ...outputPlaceholders(DISTRIBUTOR_ATTACHMENT_OUTPUTS) }, resourceOptions(opts));
   }
 }

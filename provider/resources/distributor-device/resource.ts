@@ -1,5 +1,5 @@
-import * as pulumi from "@pulumi/pulumi";
-import { dynamicProvider } from "../../dynamic";
+import type * as pulumi from "@pulumi/pulumi";
+import { OvslbDynamicResource } from "../dynamic-resource";
 import type { DistributorDeviceInputs } from "../../model/inputs.generated";
 import { DISTRIBUTOR_DEVICE_OUTPUTS, outputPlaceholders, type DistributorDeviceOutputProperties } from "../../model/resource-outputs.generated";
 import { resourceOptions, withSecretCredentials, type DeepInput } from "../resource-args";
@@ -15,7 +15,7 @@ export interface DistributorDevice extends DistributorDeviceOutputProperties {}
  * DistributorAttachments. Read reports reachability, the OVS version and
  * OpenFlow 1.5 support; deleting a device that still has attachments is refused.
  */
-export class DistributorDevice extends pulumi.dynamic.Resource {
+export class DistributorDevice extends OvslbDynamicResource {
   declare readonly deviceId: pulumi.Output<string>;
   declare readonly uplinkBridge: pulumi.Output<string>;
   /** The host argument as given (credentials as secrets), for the device's attachments. */
@@ -23,14 +23,7 @@ export class DistributorDevice extends pulumi.dynamic.Resource {
 
   constructor(name: string, args: DistributorDeviceArgs, opts?: pulumi.CustomResourceOptions) {
     const secretArgs = withSecretCredentials(args);
-    super(
-      dynamicProvider("DistributorDevice"),
-      name,
-      { ...secretArgs, ...outputPlaceholders(DISTRIBUTOR_DEVICE_OUTPUTS) },
-      resourceOptions(opts),
-      "ovslb",
-      "DistributorDevice",
-    );
+    super("DistributorDevice", name, { ...secretArgs, ...outputPlaceholders(DISTRIBUTOR_DEVICE_OUTPUTS) }, resourceOptions(opts));
     this.hostArgs = secretArgs.host;
   }
 }

@@ -1,5 +1,5 @@
-import * as pulumi from "@pulumi/pulumi";
-import { dynamicProvider } from "../../dynamic";
+import type * as pulumi from "@pulumi/pulumi";
+import { OvslbDynamicResource } from "../dynamic-resource";
 import type { DsrHypervisorFlowsInputs } from "../../model/inputs.generated";
 import { DSR_HYPERVISOR_FLOWS_OUTPUTS, outputPlaceholders, type DsrHypervisorFlowsOutputProperties } from "../../model/resource-outputs.generated";
 import { resourceOptions, withSecretCredentials, type DeepInput } from "../resource-args";
@@ -17,18 +17,11 @@ export interface DsrHypervisorFlows extends DsrHypervisorFlowsOutputProperties {
  * replies are un-DNATed back to source = VIP. Flows are owned by cookie;
  * delete removes only those (and its GRE port).
  */
-export class DsrHypervisorFlows extends pulumi.dynamic.Resource {
+export class DsrHypervisorFlows extends OvslbDynamicResource {
   declare readonly name: pulumi.Output<string>;
   declare readonly bridge: pulumi.Output<string>;
 
   constructor(name: string, args: DsrHypervisorFlowsArgs, opts?: pulumi.CustomResourceOptions) {
-    super(
-      dynamicProvider("DsrHypervisorFlows"),
-      name,
-      { ...withSecretCredentials(args), ...outputPlaceholders(DSR_HYPERVISOR_FLOWS_OUTPUTS) },
-      resourceOptions(opts),
-      "ovslb",
-      "DsrHypervisorFlows",
-    );
+    super("DsrHypervisorFlows", name, { ...withSecretCredentials(args), ...outputPlaceholders(DSR_HYPERVISOR_FLOWS_OUTPUTS) }, resourceOptions(opts));
   }
 }

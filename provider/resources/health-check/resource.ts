@@ -1,5 +1,5 @@
-import * as pulumi from "@pulumi/pulumi";
-import { dynamicProvider } from "../../dynamic";
+import type * as pulumi from "@pulumi/pulumi";
+import { OvslbDynamicResource } from "../dynamic-resource";
 import type { HealthCheckInputs } from "../../model/inputs.generated";
 import { HEALTH_CHECK_OUTPUTS, outputPlaceholders, type HealthCheckOutputProperties } from "../../model/resource-outputs.generated";
 import { resourceOptions, withSecretCredentials, type DeepInput } from "../resource-args";
@@ -19,17 +19,10 @@ export interface HealthCheck extends HealthCheckOutputProperties {}
  * groups as they are. Give it `dependsOn` the load balancer, whose rows it
  * attaches to.
  */
-export class HealthCheck extends pulumi.dynamic.Resource {
+export class HealthCheck extends OvslbDynamicResource {
   declare readonly loadBalancer: pulumi.Output<string>;
 
   constructor(name: string, args: HealthCheckArgs, opts?: pulumi.CustomResourceOptions) {
-    super(
-      dynamicProvider("HealthCheck"),
-      name,
-      { ...withSecretCredentials(args), ...outputPlaceholders(HEALTH_CHECK_OUTPUTS) },
-      resourceOptions(opts),
-      "ovslb",
-      "HealthCheck",
-    );
+    super("HealthCheck", name, { ...withSecretCredentials(args), ...outputPlaceholders(HEALTH_CHECK_OUTPUTS) }, resourceOptions(opts));
   }
 }

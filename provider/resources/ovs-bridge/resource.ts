@@ -1,5 +1,5 @@
-import * as pulumi from "@pulumi/pulumi";
-import { dynamicProvider } from "../../dynamic";
+import type * as pulumi from "@pulumi/pulumi";
+import { OvslbDynamicResource } from "../dynamic-resource";
 import type { OvsBridgeInputs } from "../../model/inputs.generated";
 import { OVS_BRIDGE_OUTPUTS, outputPlaceholders, type OvsBridgeOutputProperties } from "../../model/resource-outputs.generated";
 import { resourceOptions, withSecretCredentials, type DeepInput } from "../resource-args";
@@ -14,19 +14,12 @@ export interface OvsBridge extends OvsBridgeOutputProperties {}
  * external_ids (ovslb:owner). Refuses a bridge of the same name that it does
  * not own; delete removes only its own bridge.
  */
-export class OvsBridge extends pulumi.dynamic.Resource {
+export class OvsBridge extends OvslbDynamicResource {
   declare readonly name: pulumi.Output<string>;
   declare readonly datapathType: pulumi.Output<string>;
   declare readonly failMode: pulumi.Output<string>;
 
   constructor(name: string, args: OvsBridgeArgs, opts?: pulumi.CustomResourceOptions) {
-    super(
-      dynamicProvider("OvsBridge"),
-      name,
-      { ...withSecretCredentials(args), ...outputPlaceholders(OVS_BRIDGE_OUTPUTS) },
-      resourceOptions(opts),
-      "ovslb",
-      "OvsBridge",
-    );
+    super("OvsBridge", name, { ...withSecretCredentials(args), ...outputPlaceholders(OVS_BRIDGE_OUTPUTS) }, resourceOptions(opts));
   }
 }
