@@ -1,4 +1,5 @@
 import type * as pulumi from "@pulumi/pulumi";
+import { createHash } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, join, relative, sep } from "node:path";
 
@@ -67,11 +68,12 @@ export function providerObject(kind: string, installed: string): pulumi.dynamic.
  * serializer, which reads each closure through a V8 inspector session (about
  * 0.4 s of CPU in a program's first resource). The build checks that the
  * filled text is the serializer's own. Run from source (no build beside this
- * module) the serializer writes it, as pulumi.dynamic.Resource does.
+ * module, or one made from other code) the serializer writes it, as
+ * pulumi.dynamic.Resource does.
  */
 export function providerText(kind: string): Promise<string> | string {
-  const template = providerTextTemplate();
-  if (template !== undefined) return fillProviderText(template, kind, installedRelativeToProject());
+  template ??= providerTextTemplate(PROVIDER_TEXT_TEMPLATE) ?? null;
+  if (template !== null) return fillProviderText(template, kind, installedRelativeToProject());
   let text = serialized.get(kind);
   if (!text) {
     const { serializeFunction } = (require("@pulumi/pulumi") as typeof pulumi).runtime;
@@ -90,9 +92,22 @@ export const TEMPLATE_INSTALLED = "@ovslb-installed@";
 
 let template: string | null | undefined;
 
-function providerTextTemplate(): string | undefined {
-  if (template === undefined) template = existsSync(PROVIDER_TEXT_TEMPLATE) ? (JSON.parse(readFileSync(PROVIDER_TEXT_TEMPLATE, "utf8")) as string) : null;
-  return template ?? undefined;
+/** What the build writes: the template, and the digest of the providerObject source it was made from. */
+export interface ProviderTextTemplate {
+  source: string;
+  text: string;
+}
+
+/** The digest of providerObject's source: the closures the serializer reads, so a template made from other code is never used. */
+export function providerObjectDigest(): string {
+  return createHash("sha256").update(providerObject.toString()).digest("hex");
+}
+
+/** The template in `file`, if there is one and it was made from this providerObject; else undefined (the serializer then runs). */
+export function providerTextTemplate(file: string): string | undefined {
+  if (!existsSync(file)) return undefined;
+  const written = JSON.parse(readFileSync(file, "utf8")) as ProviderTextTemplate;
+  return written.source === providerObjectDigest() ? written.text : undefined;
 }
 
 /** The template with the kind and ovslb's path in place of the placeholders, each written as the serializer writes a captured string. */

@@ -37,7 +37,7 @@ const CHECKED_PATHS = ["", "node_modules/lib/node_modules/ovslb", 'node_modules/
 if (require.main === module) {
   const dynamic = require(join(__dirname, "..", "dist", "provider", "dynamic.js"));
   providerTextTemplate(dynamic, ["OvsBridge", "DeferredNatLoadBalancer"], CHECKED_PATHS).then(
-    (template) => writeFileSync(dynamic.PROVIDER_TEXT_TEMPLATE, `${JSON.stringify(template)}\n`),
+    (text) => writeFileSync(dynamic.PROVIDER_TEXT_TEMPLATE, `${JSON.stringify({ source: dynamic.providerObjectDigest(), text })}\n`),
     (e) => {
       console.error(`tools/build-provider-text.js: ${e.message}`);
       process.exit(1);

@@ -1,5 +1,6 @@
 import { describe, it, expect } from "vitest";
-import { existsSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join, relative, resolve } from "node:path";
 import * as dynamic from "../../provider/dynamic";
 
@@ -51,6 +52,20 @@ describe("the provider's text, filled from the build's template", () => {
       /the filled template is not the serializer's text for OvsBridge at "node_modules\/ovslb"/,
     );
     await expect(build.providerTextTemplate(dynamic, ["OvsBridge"], build.CHECKED_PATHS)).resolves.toContain("exports.handler");
+  });
+
+  it("a template is used only if it was made from this providerObject's source: another build's, or none, leaves the text to the serializer", () => {
+    const dir = mkdtempSync(join(tmpdir(), "ovslb-provider-text-"));
+    try {
+      const file = join(dir, "provider-text.json");
+      expect(dynamic.providerTextTemplate(file)).toBeUndefined();
+      writeFileSync(file, JSON.stringify({ source: dynamic.providerObjectDigest(), text: "exports.handler = __f0;" }));
+      expect(dynamic.providerTextTemplate(file)).toBe("exports.handler = __f0;");
+      writeFileSync(file, JSON.stringify({ source: "0".repeat(64), text: "exports.handler = __f0;" }));
+      expect(dynamic.providerTextTemplate(file)).toBeUndefined();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   const built = join(repo, "dist", "provider", "provider-text.json");
