@@ -66,7 +66,7 @@ export function providerObject(kind: string, installed: string): pulumi.dynamic.
  * once by the build (tools/build-provider-text.js) with placeholders for the
  * kind and ovslb's path and filled in here, so a program does not run the
  * serializer, which reads each closure through a V8 inspector session (about
- * 0.4 s of CPU in a program's first resource). The build checks that the
+ * 0.3 s of CPU in a program's first resource). The build checks that the
  * filled text is the serializer's own. Run from source (no build beside this
  * module, or one made from other code) the serializer writes it, as
  * pulumi.dynamic.Resource does.
