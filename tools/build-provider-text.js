@@ -16,7 +16,7 @@ async function serializedText(dynamic, kind, installed) {
 }
 
 /** The template: the serializer's text with the placeholders as kind and path, checked against direct serializations. */
-async function providerTextTemplate(dynamic, kinds, paths) {
+async function checkedTemplate(dynamic, kinds, paths) {
   const template = await serializedText(dynamic, dynamic.TEMPLATE_KIND, dynamic.TEMPLATE_INSTALLED);
   for (const placeholder of [dynamic.TEMPLATE_KIND, dynamic.TEMPLATE_INSTALLED]) {
     if (!template.includes(JSON.stringify(placeholder))) throw new Error(`the serialized provider does not hold ${placeholder}`);
@@ -36,7 +36,7 @@ const CHECKED_PATHS = ["", "node_modules/lib/node_modules/ovslb", 'node_modules/
 
 if (require.main === module) {
   const dynamic = require(join(__dirname, "..", "dist", "provider", "dynamic.js"));
-  providerTextTemplate(dynamic, ["OvsBridge", "DeferredNatLoadBalancer"], CHECKED_PATHS).then(
+  checkedTemplate(dynamic, ["OvsBridge", "DeferredNatLoadBalancer"], CHECKED_PATHS).then(
     (text) => writeFileSync(dynamic.PROVIDER_TEXT_TEMPLATE, `${JSON.stringify({ source: dynamic.providerObjectDigest(), text })}\n`),
     (e) => {
       console.error(`tools/build-provider-text.js: ${e.message}`);
@@ -45,4 +45,4 @@ if (require.main === module) {
   );
 }
 
-module.exports = { providerTextTemplate, serializedText, CHECKED_PATHS };
+module.exports = { checkedTemplate, serializedText, CHECKED_PATHS };

@@ -14,7 +14,7 @@ import * as dynamic from "../../provider/dynamic";
 
 const repo = resolve(__dirname, "..", "..");
 const build = require(join(repo, "tools", "build-provider-text.js")) as {
-  providerTextTemplate: (d: unknown, kinds: readonly string[], paths: readonly string[]) => Promise<string>;
+  checkedTemplate: (d: unknown, kinds: readonly string[], paths: readonly string[]) => Promise<string>;
   serializedText: (d: unknown, kind: string, installed: string) => Promise<string>;
   CHECKED_PATHS: string[];
 };
@@ -48,10 +48,10 @@ describe("the provider's text, filled from the build's template", () => {
       ...dynamic,
       fillProviderText: (text: string, kind: string) => text.split(JSON.stringify(dynamic.TEMPLATE_KIND)).join(JSON.stringify(kind)),
     };
-    await expect(build.providerTextTemplate(wrongFill, ["OvsBridge"], ["node_modules/ovslb"])).rejects.toThrow(
+    await expect(build.checkedTemplate(wrongFill, ["OvsBridge"], ["node_modules/ovslb"])).rejects.toThrow(
       /the filled template is not the serializer's text for OvsBridge at "node_modules\/ovslb"/,
     );
-    await expect(build.providerTextTemplate(dynamic, ["OvsBridge"], build.CHECKED_PATHS)).resolves.toContain("exports.handler");
+    await expect(build.checkedTemplate(dynamic, ["OvsBridge"], build.CHECKED_PATHS)).resolves.toContain("exports.handler");
   });
 
   it("a template is used only if it was made from this providerObject's source: another build's, or none, leaves the text to the serializer", () => {
