@@ -4,7 +4,7 @@ import { resolve } from "node:path";
 import { isDeepStrictEqual } from "node:util";
 import type { Benchmark, Invariant } from "./common";
 import { fmtMs, median } from "./common";
-import { asLists, handle } from "../provider/handlers";
+import { RESOURCE_KINDS, asLists, handle } from "../provider/handlers";
 import { listedInputs } from "../provider/model/keyed";
 import type { DeferredNatLoadBalancerInputs as Inputs } from "../provider/model/inputs.generated";
 import { largeLoadBalancer, withAdded, type LoadBalancerSize } from "./large-load-balancer";
@@ -205,8 +205,7 @@ const PROVIDER_TEXT = `
   })();
 `;
 
-const ALL_KINDS = ["OvsBridge", "DsrHypervisorFlows", "DeferredNatLoadBalancer", "DistributorDevice", "DistributorAttachment", "HealthCheck"];
-const PROVIDER_TEXT_GROUPS: Record<string, string[]> = { "one kind (OvsBridge)": ["OvsBridge"], "all six kinds": ALL_KINDS };
+const PROVIDER_TEXT_GROUPS: Record<string, readonly string[]> = { "one kind (OvsBridge)": ["OvsBridge"], "all six kinds": RESOURCE_KINDS };
 
 interface ProviderTexts {
   ms: number;
@@ -219,6 +218,30 @@ const providerTexts = (mode: "before" | "now", kinds: readonly string[]): Provid
   JSON.parse(
     execFileSync(process.execPath, ["-e", PROVIDER_TEXT, DIST, mode, kinds.join(",")], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] }),
   ) as ProviderTexts;
+
+/**
+ * Each group measured in fresh processes, "before" then "now", run after run
+ * (so load drifts hit both alike); `firstRun` sees the first run's pair.
+ */
+function alternatingRuns<R extends { ms: number }>(
+  runs: number,
+  groups: readonly string[],
+  measure: (mode: "before" | "now", group: string) => R,
+  firstRun: (group: string, before: R, now: R) => void,
+): Record<string, { before: number[]; now: number[] }> {
+  const ms: Record<string, { before: number[]; now: number[] }> = {};
+  for (let run = 0; run < runs; run++) {
+    for (const group of groups) {
+      const before = measure("before", group);
+      const now = measure("now", group);
+      const f = (ms[group] ??= { before: [], now: [] });
+      f.before.push(before.ms);
+      f.now.push(now.ms);
+      if (run === 0) firstRun(group, before, now);
+    }
+  }
+  return ms;
+}
 
 export const previewCostBenchmark: Benchmark = {
   name: "preview-cost",
@@ -273,42 +296,27 @@ export const previewCostBenchmark: Benchmark = {
           .join("; ")}`,
       );
     }
-    const firstChecks: Record<string, { before: number[]; now: number[] }> = {};
     ctx.log(`the first check in a new process: ${FIRST_CHECK_GROUPS.length} groups, ${size.runs} run(s) each, alternating`);
-    for (let run = 0; run < size.runs; run++) {
-      for (const group of FIRST_CHECK_GROUPS) {
-        const before = firstCheck("before", group);
-        const now = firstCheck("now", group);
-        const f = (firstChecks[group] ??= { before: [], now: [] });
-        f.before.push(before.ms);
-        f.now.push(now.ms);
-        if (run === 0) {
-          invariants.push({
-            name: `${group}: a new process takes the build's validator${now.served.length > 1 ? "s" : ""}, loads no ajv compiler, and its verdict on {} is the compiled one's`,
-            ok: now.served.length > 0 && now.served.every(Boolean) && !now.compiler && isDeepStrictEqual(now.verdicts, before.verdicts),
-            detail: `served ${JSON.stringify(now.served)}, compiler loaded ${now.compiler}, verdicts ${JSON.stringify(now.verdicts)} vs ${JSON.stringify(before.verdicts)}`,
-          });
-        }
-      }
-    }
-    const serialized: Record<string, { before: number[]; now: number[] }> = {};
-    ctx.log(`the serialized provider in a new program process: ${Object.keys(PROVIDER_TEXT_GROUPS).length} groups, ${size.runs} run(s) each, alternating`);
-    for (let run = 0; run < size.runs; run++) {
-      for (const [group, kinds] of Object.entries(PROVIDER_TEXT_GROUPS)) {
-        const before = providerTexts("before", kinds);
-        const now = providerTexts("now", kinds);
-        const f = (serialized[group] ??= { before: [], now: [] });
-        f.before.push(before.ms);
-        f.now.push(now.ms);
-        if (run === 0) {
-          invariants.push({
-            name: `${group}: a new program process has the provider's text from the build's template without running the serializer, and it is the serializer's text`,
-            ok: now.immediate.length === kinds.length && now.immediate.every(Boolean) && isDeepStrictEqual(now.texts, before.texts),
-            detail: `immediate ${JSON.stringify(now.immediate)}, texts equal ${isDeepStrictEqual(now.texts, before.texts)} (${now.texts.map((t) => t.length).join(", ")} B)`,
-          });
-        }
-      }
-    }
+    const firstChecks = alternatingRuns(size.runs, FIRST_CHECK_GROUPS, firstCheck, (group, before, now) =>
+      invariants.push({
+        name: `${group}: a new process takes the build's validator${now.served.length > 1 ? "s" : ""}, loads no ajv compiler, and its verdict on {} is the compiled one's`,
+        ok: now.served.length > 0 && now.served.every(Boolean) && !now.compiler && isDeepStrictEqual(now.verdicts, before.verdicts),
+        detail: `served ${JSON.stringify(now.served)}, compiler loaded ${now.compiler}, verdicts ${JSON.stringify(now.verdicts)} vs ${JSON.stringify(before.verdicts)}`,
+      }),
+    );
+    const textGroups = Object.keys(PROVIDER_TEXT_GROUPS);
+    ctx.log(`the serialized provider in a new program process: ${textGroups.length} groups, ${size.runs} run(s) each, alternating`);
+    const serialized = alternatingRuns(
+      size.runs,
+      textGroups,
+      (mode, group) => providerTexts(mode, PROVIDER_TEXT_GROUPS[group]),
+      (group, before, now) =>
+        invariants.push({
+          name: `${group}: a new program process has the provider's text from the build's template without running the serializer, and it is the serializer's text`,
+          ok: now.immediate.length === PROVIDER_TEXT_GROUPS[group].length && now.immediate.every(Boolean) && isDeepStrictEqual(now.texts, before.texts),
+          detail: `immediate ${JSON.stringify(now.immediate)}, texts equal ${isDeepStrictEqual(now.texts, before.texts)} (${now.texts.map((t) => t.length).join(", ")} B)`,
+        }),
+    );
     const cpus = os.cpus();
     const markdown = [
       `## preview-cost: check and diff of one DeferredNatLoadBalancer, ${size.vips} VIPs x ${size.backends} backends`,

@@ -34,6 +34,8 @@ const registry: Record<string, ResourceHandler<object, object, object>> = {
 };
 
 export type ResourceKind = keyof typeof registry;
+/** Every resource kind the entry point serves. */
+export const RESOURCE_KINDS: readonly string[] = Object.keys(registry);
 export type Method = "configure" | "check" | "diff" | "create" | "read" | "update" | "delete";
 
 function handlerFor(kind: string): ResourceHandler<object, object> {

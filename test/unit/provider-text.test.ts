@@ -3,6 +3,7 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative, resolve } from "node:path";
 import * as dynamic from "../../provider/dynamic";
+import { RESOURCE_KINDS } from "../../provider/handlers";
 
 /**
  * The serialized provider a program writes into each resource's
@@ -18,7 +19,6 @@ const build = require(join(repo, "tools", "build-provider-text.js")) as {
   serializedText: (d: unknown, kind: string, installed: string) => Promise<string>;
   CHECKED_PATHS: string[];
 };
-const KINDS = ["OvsBridge", "DsrHypervisorFlows", "DeferredNatLoadBalancer", "DistributorDevice", "DistributorAttachment", "HealthCheck"];
 /** Install paths: the build's own, and more a string literal must escape or a template could mistake for syntax. */
 const PATHS = [...build.CHECKED_PATHS, "../../elsewhere/node_modules/ovslb", "C:\\odd\\path", "line\u2028sep", "${x}`'", "@ovslb-kind@"];
 const count = (text: string, part: string) => text.split(part).length - 1;
@@ -26,7 +26,8 @@ const count = (text: string, part: string) => text.split(part).length - 1;
 describe("the provider's text, filled from the build's template", () => {
   it("is the serializer's own text of that kind's provider object, for every kind and install path", async () => {
     const template = await build.serializedText(dynamic, dynamic.TEMPLATE_KIND, dynamic.TEMPLATE_INSTALLED);
-    for (const kind of KINDS) {
+    expect(RESOURCE_KINDS.length).toBe(6);
+    for (const kind of RESOURCE_KINDS) {
       for (const installed of PATHS) {
         expect(dynamic.fillProviderText(template, kind, installed), `${kind} at ${JSON.stringify(installed)}`).toBe(
           await build.serializedText(dynamic, kind, installed),
@@ -75,7 +76,7 @@ describe("the provider's text, filled from the build's template", () => {
       const distDynamic = require(join(repo, "dist", "provider", "dynamic.js")) as typeof dynamic;
       expect(distDynamic.PROVIDER_TEXT_TEMPLATE).toBe(built);
       const here = relative(process.cwd(), repo).split("\\").join("/");
-      for (const kind of KINDS) {
+      for (const kind of RESOURCE_KINDS) {
         const text = distDynamic.providerText(kind);
         // A string, not the serializer's promise: the template was used.
         expect(typeof text, kind).toBe("string");
