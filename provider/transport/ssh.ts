@@ -310,7 +310,11 @@ async function login(c: SshConnection): Promise<LoggedIn> {
     // The socket is ours, not ssh2's: once ssh2 has ended a connection its destroy() does nothing, and a host
     // that never answers the goodbye would hold the socket (and this process) for minutes. Made last, once
     // nothing before the connect can throw; its errors reach ssh2's listener and so the connect's.
-    const socket = (sock = jump ? await jump.forwardTcp(c.host, c.port ?? 22) : createConnection({ host: c.host, port: c.port ?? 22 }));
+    // TCP_NODELAY: each command is a few small packets each way (channel open, exec, exit status, close). With
+    // Nagle's algorithm a small write waits for the ACK of the previous one, which the host delays (40 ms on
+    // Linux), so every command and the login's round trips would pay that wait: about 100 ms for `true`, 12 ms
+    // without (bench/ssh-commands.ts).
+    const socket = (sock = jump ? await jump.forwardTcp(c.host, c.port ?? 22) : createConnection({ host: c.host, port: c.port ?? 22, noDelay: true }));
     socket.on("error", () => undefined);
     config.sock = socket;
     await new Promise<void>((resolve, reject) => {
