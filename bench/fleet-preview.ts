@@ -305,7 +305,14 @@ async function run(ctx: BenchContext): Promise<BenchReport> {
         ...(moved === undefined ? {} : { "ovslb-fleet:movedService": moved }),
       });
       const open = (moved?: number) =>
-        Harness.open({ cwd: join(repoRoot(), "bench", "fleet"), stack: "bench", statePath: join(scratch, "state.json"), config: config(moved), observer });
+        Harness.open({
+          cwd: join(repoRoot(), "bench", "fleet"),
+          stack: "bench",
+          statePath: join(scratch, "state.json"),
+          config: config(moved),
+          observer,
+          pluginStart: "first-resource",
+        });
       const hostOf = (urn: string) => (Number(/::svc-(\d+)$/.exec(urn)?.[1] ?? 0) - 1) % sizes.hosts;
       const step = async (name: string, fn: (h: Harness) => Promise<Result>, moved?: number) => {
         if (interrupted()) throw new Error("interrupted");

@@ -140,6 +140,15 @@ export interface OpenOptions {
   /** Told of each run's plugin process and of every call to it (benchmarks: where a run's time goes). */
   observer?: PluginObserver;
   /**
+   * When preview and up start the dynamic-provider plugin. "program" (the
+   * default): together with the program, so that both load @pulumi/pulumi
+   * at once (about 1 s each here) and the first resource finds its plugin up.
+   * "first-resource": when the program registers its first dynamic resource,
+   * as the Pulumi engine loads a provider (a benchmark timing a run as
+   * `pulumi` takes it).
+   */
+  pluginStart?: "program" | "first-resource";
+  /**
    * The CLI version this engine plays (default OVSLB_HARNESS_PULUMI_VERSION,
    * else the program's @pulumi/pulumi version: a CLI as new as the SDK):
    * before 3.139.0 it gives dynamic providers no stack config and no
@@ -608,6 +617,8 @@ class Deployment {
     this.dryRun = dryRun;
     // A refresh before it (preview --refresh) already serves: a second server would never be shut down.
     this.address ??= await this.listen();
+    // Started now, its failure is met by the first step that awaits it (or by close).
+    if (this.h.internals.options.pluginStart !== "first-resource") void this.startPlugin().catch(() => undefined);
     const { sdk, options } = this.h.internals;
     const { pwd, entry } = pwdAndEntry(this.h.project);
     const ts = this.h.project.runtime.options?.typescript;
