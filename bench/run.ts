@@ -18,6 +18,7 @@ import { scaleFanoutBenchmark } from "./scale-fanout";
 import { scalePlanningBenchmark } from "./scale-planning";
 import { scaleReadingBenchmark } from "./scale-reading";
 import { secondChanceBenchmark } from "./second-chance";
+import { sshCommandsBenchmark } from "./ssh-commands";
 
 /**
  * `npm run bench -- [NAME ...] [--smoke] [--record | --out DIR] [--list]`:
@@ -51,6 +52,7 @@ const BENCHMARKS: readonly Benchmark[] = [
   mixedVersionsBenchmark,
   ovnIncidentBenchmark,
   ovnPeerBenchmark,
+  sshCommandsBenchmark,
 ];
 
 /** Compiled to dist/bench/run.js: the tracked results sit next to the sources. */
