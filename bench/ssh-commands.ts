@@ -3,6 +3,7 @@ import { createConnection, type Socket } from "node:net";
 import { dirname, join } from "node:path";
 import { Client, type ClientChannel, type ConnectConfig } from "ssh2";
 import type { CommandResult } from "../provider/transport/exec";
+import { ipFamily, ipv6Number } from "../provider/openflow/address";
 import { hostKeyAlgorithmsFor, keyMatches, parsePublicKey } from "../provider/transport/known-hosts";
 import { closeIdleSshConnections, quoteArgv, SshSession } from "../provider/transport/ssh";
 import type { LabHost } from "../test/lab/topology";
@@ -72,16 +73,18 @@ const SERVER_DEBUG = "Debug output from server: ";
 
 // ---------------------------------------------------------------- this process's TCP connections to the host
 
-/** /proc/net/tcp's form of an IPv4 address and port ("0100007F:0016" for 127.0.0.1:22 on a little-endian machine). */
-function procTcpAddress(address: string, port: number): string {
-  const octets = address.split(".").map(Number);
-  if (octets.length !== 4 || octets.some((o) => !Number.isInteger(o) || o < 0 || o > 255)) throw new Error(`${address}: not an IPv4 address`);
-  const host = Buffer.from(octets).readUInt32LE(0).toString(16).toUpperCase().padStart(8, "0");
-  return `${host}:${port.toString(16).toUpperCase().padStart(4, "0")}`;
+/** A host's address and port as /proc/net/tcp (IPv4) or tcp6 (IPv6) write them: the address's 32-bit words each in this machine's (little-endian) byte order, then the port, in hex. */
+function procTcpAddress(address: string, port: number): { table: string; remote: string } {
+  const family = ipFamily(address);
+  if (!family) throw new Error(`${address}: not an IP address`);
+  const bytes = family === 4 ? Buffer.from(address.split(".").map(Number)) : Buffer.from(ipv6Number(address).toString(16).padStart(32, "0"), "hex");
+  let words = "";
+  for (let i = 0; i < bytes.length; i += 4) words += bytes.readUInt32LE(i).toString(16).toUpperCase().padStart(8, "0");
+  return { table: family === 4 ? "/proc/self/net/tcp" : "/proc/self/net/tcp6", remote: `${words}:${port.toString(16).toUpperCase().padStart(4, "0")}` };
 }
 
-/** Source ports of the TCP connections to `remote` (procTcpAddress) that this process holds a socket of. */
-function openConnections(remote: string): Set<number> {
+/** Source ports of the TCP connections to `host` (procTcpAddress) that this process holds a socket of. */
+function openConnections(host: { table: string; remote: string }): Set<number> {
   const inodes = new Set<string>();
   for (const fd of readdirSync("/proc/self/fd")) {
     let link: string;
@@ -94,9 +97,9 @@ function openConnections(remote: string): Set<number> {
     if (m) inodes.add(m[1]);
   }
   const ports = new Set<number>();
-  for (const line of readFileSync("/proc/self/net/tcp", "utf8").split("\n").slice(1)) {
+  for (const line of readFileSync(host.table, "utf8").split("\n").slice(1)) {
     const f = line.trim().split(/\s+/);
-    if (f.length >= 10 && f[2] === remote && inodes.has(f[9])) ports.add(parseInt(f[1].split(":")[1], 16));
+    if (f.length >= 10 && f[2] === host.remote && inodes.has(f[9])) ports.add(parseInt(f[1].split(":")[1], 16));
   }
   return ports;
 }
@@ -211,7 +214,7 @@ function rawRun(client: Client, argv: readonly string[]): Promise<CommandResult>
 // ---------------------------------------------------------------- ovslb's SshSession (column session)
 
 /** A session SshSession.connect gave; its connection's port is the one /proc shows that none of `others` has. */
-function sessionConn(session: SshSession, remote: string, others: readonly number[]): Conn {
+function sessionConn(session: SshSession, remote: ReturnType<typeof procTcpAddress>, others: readonly number[]): Conn {
   const mine = [...openConnections(remote)].filter((p) => !others.includes(p));
   if (mine.length !== 1) {
     session.close();

@@ -312,8 +312,8 @@ async function login(c: SshConnection): Promise<LoggedIn> {
     // nothing before the connect can throw; its errors reach ssh2's listener and so the connect's.
     // TCP_NODELAY: each command is a few small packets each way (channel open, exec, exit status, close). With
     // Nagle's algorithm a small write waits for the ACK of the previous one, which the host delays (40 ms on
-    // Linux), so every command and the login's round trips would pay that wait: about 100 ms for `true`, 12 ms
-    // without (bench/ssh-commands.ts).
+    // Linux), so every command and the login's round trips would pay that wait: 83 ms for `true` against 13 ms,
+    // a login 223 ms against 58 ms, on the lab (bench/ssh-commands.ts).
     const socket = (sock = jump ? await jump.forwardTcp(c.host, c.port ?? 22) : createConnection({ host: c.host, port: c.port ?? 22, noDelay: true }));
     socket.on("error", () => undefined);
     config.sock = socket;
