@@ -5,7 +5,7 @@ import { Client, type ClientChannel, type ConnectConfig } from "ssh2";
 import type { CommandResult } from "../provider/transport/exec";
 import { ipFamily, ipv6Number } from "../provider/openflow/address";
 import { hostKeyAlgorithmsFor, keyMatches, parsePublicKey } from "../provider/transport/known-hosts";
-import { closeIdleSshConnections, quoteArgv, SshSession } from "../provider/transport/ssh";
+import { closeIdleSshConnections, quoteArgv, SERVER_DEBUG, SshSession } from "../provider/transport/ssh";
 import type { LabHost } from "../test/lab/topology";
 import { loadInventory, runDirEnv, sshTo } from "../test/support/lab";
 import { fmtMs, labRun, machineNote, median, teardownSteps, type Benchmark, type BenchContext, type BenchReport, type Invariant } from "./common";
@@ -67,9 +67,6 @@ interface Conn {
   port: number;
   closed: boolean;
 }
-
-/** How ssh2's debug hook prefixes a message the server sent (client.js), as ovslb's login reads it. */
-const SERVER_DEBUG = "Debug output from server: ";
 
 // ---------------------------------------------------------------- this process's TCP connections to the host
 

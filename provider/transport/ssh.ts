@@ -263,7 +263,7 @@ const pool = new SshConnectionPool();
 export const closeIdleSshConnections = () => pool.closeIdle();
 
 /** How ssh2's debug hook prefixes a message the server sent (client.js), JSON-quoted after it. */
-const SERVER_DEBUG = "Debug output from server: ";
+export const SERVER_DEBUG = "Debug output from server: ";
 
 /** Logs in as `c` says (through its jump host, if any), verifying every host key on the way. */
 async function login(c: SshConnection): Promise<LoggedIn> {
