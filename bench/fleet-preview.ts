@@ -312,6 +312,7 @@ async function run(ctx: BenchContext): Promise<BenchReport> {
           config: config(moved),
           observer,
           pluginStart: "first-resource",
+          deferSdkModules: false,
         });
       const hostOf = (urn: string) => (Number(/::svc-(\d+)$/.exec(urn)?.[1] ?? 0) - 1) % sizes.hosts;
       const step = async (name: string, fn: (h: Harness) => Promise<Result>, moved?: number) => {

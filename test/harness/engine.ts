@@ -51,6 +51,7 @@ import { existsSync, readFileSync, readdirSync, statSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, resolve } from "node:path";
 import { EXIT_WITH_PARENT, startProviderPlugin, type PluginCall, type PluginError, type PluginObserver } from "../support/provider-plugin";
 import { repoRoot } from "../lab/stack-config";
+import { deferSdkModules } from "../support/defer-sdk-modules";
 import { propertyDiffText } from "./diff-text";
 import { inVersionRange, versionRangeRefusal } from "./version-range";
 import { StateStore, UNKNOWN, containsSecret, isSecret, plain, secret, secretPaths, type Props, type State, type StateResource } from "./state";
@@ -148,6 +149,13 @@ export interface OpenOptions {
    * `pulumi` takes it).
    */
   pluginStart?: "program" | "first-resource";
+  /**
+   * Whether the program and plugin processes load the SDK's closure-serializer
+   * modules (typescript, @npmcli/arborist) at first use rather than at start
+   * (default true: about 0.5 s of CPU less each; test/support/defer-sdk-modules.ts).
+   * false: as `pulumi` runs them (a benchmark of what a run costs).
+   */
+  deferSdkModules?: boolean;
   /**
    * The CLI version this engine plays (default OVSLB_HARNESS_PULUMI_VERSION,
    * else the program's @pulumi/pulumi version: a CLI as new as the SDK):
@@ -506,6 +514,7 @@ class Deployment {
         env: { PULUMI_PROJECT: project, PULUMI_NODEJS_PROJECT: project, ...this.env() },
         configure: { args, variables: config.values },
         observer: this.h.internals.options.observer,
+        deferSdkModules: this.h.internals.options.deferSdkModules,
       });
     }
     return this.plugin;
@@ -622,8 +631,10 @@ class Deployment {
     const { sdk, options } = this.h.internals;
     const { pwd, entry } = pwdAndEntry(this.h.project);
     const ts = this.h.project.runtime.options?.typescript;
+    const deferred = options.deferSdkModules === false ? { execArgv: [], env: {} } : deferSdkModules(sdk);
     const args = [
       EXIT_WITH_PARENT,
+      ...deferred.execArgv,
       join(sdk, "cmd", "run"),
       "--monitor",
       this.address,
@@ -646,7 +657,7 @@ class Deployment {
     ];
     const child = spawn(process.execPath, args, {
       cwd: pwd,
-      env: { ...process.env, ...this.env(), PULUMI_NODEJS_TYPESCRIPT: String(ts !== false) },
+      env: { ...process.env, ...this.env(), ...deferred.env, PULUMI_NODEJS_TYPESCRIPT: String(ts !== false) },
       stdio: ["ignore", "pipe", "pipe"],
     });
     this.program = child;

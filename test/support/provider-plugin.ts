@@ -3,6 +3,7 @@ import { mkdtempSync, mkdirSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import * as pulumi from "@pulumi/pulumi";
+import { deferSdkModules } from "./defer-sdk-modules";
 
 /**
  * The engine's side of the dynamic-provider boundary, without the Pulumi CLI:
@@ -144,6 +145,8 @@ export interface PluginOptions {
   configure?: { args: Props; variables?: Record<string, string> };
   /** Told of the plugin's process and of every call to it (benchmarks time them). */
   observer?: PluginObserver;
+  /** Load the SDK's closure-serializer modules at first use (test/support/defer-sdk-modules.ts; default true). */
+  deferSdkModules?: boolean;
 }
 
 export type PluginMethod = "configure" | "check" | "diff" | "create" | "read" | "update" | "delete";
@@ -175,20 +178,23 @@ export async function startProviderPlugin(options: PluginOptions = {}): Promise<
   const providerpb = require(join(sdk, "proto", "provider_pb"));
   const providerGrpc = require(join(sdk, "proto", "provider_grpc_pb"));
   const statuspb = require(join(sdk, "proto", "status_pb"));
+  const deferred = options.deferSdkModules === false ? { execArgv: [], env: {} } : deferSdkModules(sdk);
+  const nodeArgs = [EXIT_WITH_PARENT, ...deferred.execArgv];
+  Object.assign(extraEnv, deferred.env);
 
   let scratch: string | undefined;
   let child: ChildProcess;
   if (programDirectory) {
     const { NODE_PATH: _ignored, ...env } = process.env;
     const script = require.resolve("@pulumi/pulumi/cmd/dynamic-provider", { paths: [programDirectory] });
-    child = spawn(process.execPath, [EXIT_WITH_PARENT, script, engine], {
+    child = spawn(process.execPath, [...nodeArgs, script, engine], {
       cwd: programDirectory,
       env: { ...env, ...extraEnv },
       stdio: ["ignore", "pipe", "pipe"],
     });
   } else if (projectRoot) {
     const { NODE_PATH: _ignored, ...env } = process.env;
-    child = spawn(process.execPath, [EXIT_WITH_PARENT, "./node_modules/@pulumi/pulumi/cmd/dynamic-provider", engine], {
+    child = spawn(process.execPath, [...nodeArgs, "./node_modules/@pulumi/pulumi/cmd/dynamic-provider", engine], {
       cwd: projectRoot,
       env: { ...env, ...extraEnv },
       stdio: ["ignore", "pipe", "pipe"],
@@ -198,7 +204,7 @@ export async function startProviderPlugin(options: PluginOptions = {}): Promise<
     const modules = join(scratch, "node_modules");
     mkdirSync(modules);
     symlinkSync(repoRoot, join(modules, "ovslb"));
-    child = spawn(process.execPath, [EXIT_WITH_PARENT, join(sdk, "cmd", "dynamic-provider", "index.js"), engine], {
+    child = spawn(process.execPath, [...nodeArgs, join(sdk, "cmd", "dynamic-provider", "index.js"), engine], {
       env: { ...process.env, ...extraEnv, NODE_PATH: modules },
       stdio: ["ignore", "pipe", "pipe"],
     });
