@@ -7,6 +7,7 @@ import { distributorFailoverBenchmark } from "./distributor-failover";
 import { distributorFailoverIpv6Benchmark } from "./distributor-failover-ipv6";
 import { dsrGreBenchmark } from "./dsr-gre";
 import { fleetPreviewBenchmark } from "./fleet-preview";
+import { harnessPluginBenchmark } from "./harness-plugin";
 import { livenessBenchmark } from "./liveness";
 import { mixedVersionsBenchmark } from "./mixed-versions";
 import { ovnIncidentBenchmark } from "./ovn-incident";
@@ -53,6 +54,7 @@ const BENCHMARKS: readonly Benchmark[] = [
   ovnIncidentBenchmark,
   ovnPeerBenchmark,
   sshCommandsBenchmark,
+  harnessPluginBenchmark,
 ];
 
 /** Compiled to dist/bench/run.js: the tracked results sit next to the sources. */

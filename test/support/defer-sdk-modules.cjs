@@ -4,9 +4,9 @@
  * processes: the modules named in OVSLB_DEFER_SDK_MODULES load at their
  * first use instead of at `require`. @pulumi/pulumi 3.248 requires
  * `typescript` and `@npmcli/arborist` when it loads, for its closure
- * serializer (runtime/closure/parseFunction.js, codePaths.js): about 0.5 s
- * of a process's 0.8 s of CPU to load the SDK, though ovslb's programs and
- * the plugin never serialize a closure. A process that does use them gets
+ * serializer (runtime/closure/parseFunction.js, codePaths.js): half of a
+ * plugin's CPU to its first answer (`npm run bench -- harness-plugin`),
+ * though ovslb's programs and the plugin never serialize a closure. A process that does use them gets
  * the real module at that moment; a missing module still fails at the
  * `require`, as without this. test/support/defer-sdk-modules.ts writes the
  * variable; test/unit/defer-sdk-modules.test.ts shows both cases.
