@@ -631,7 +631,7 @@ class Deployment {
     const { sdk, options } = this.h.internals;
     const { pwd, entry } = pwdAndEntry(this.h.project);
     const ts = this.h.project.runtime.options?.typescript;
-    const deferred = options.deferSdkModules === false ? { execArgv: [], env: {} } : deferSdkModules(sdk);
+    const deferred = deferSdkModules(sdk, options.deferSdkModules !== false);
     const args = [
       EXIT_WITH_PARENT,
       ...deferred.execArgv,

@@ -16,8 +16,11 @@ export interface DeferredSdkModules {
 }
 
 const bySdk = new Map<string, DeferredSdkModules>();
+const NONE: DeferredSdkModules = { execArgv: [], env: {} };
 
-export function deferSdkModules(sdk: string): DeferredSdkModules {
+/** What defers the modules of the SDK at `sdk`; with `defer` false, nothing (the process loads them as under `pulumi`). */
+export function deferSdkModules(sdk: string, defer = true): DeferredSdkModules {
+  if (!defer) return NONE;
   let found = bySdk.get(sdk);
   if (!found) {
     const modules: { file: string; functions?: string[] }[] = [];

@@ -178,7 +178,7 @@ export async function startProviderPlugin(options: PluginOptions = {}): Promise<
   const providerpb = require(join(sdk, "proto", "provider_pb"));
   const providerGrpc = require(join(sdk, "proto", "provider_grpc_pb"));
   const statuspb = require(join(sdk, "proto", "status_pb"));
-  const deferred = options.deferSdkModules === false ? { execArgv: [], env: {} } : deferSdkModules(sdk);
+  const deferred = deferSdkModules(sdk, options.deferSdkModules !== false);
   const nodeArgs = [EXIT_WITH_PARENT, ...deferred.execArgv];
   Object.assign(extraEnv, deferred.env);
 
