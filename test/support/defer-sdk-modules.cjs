@@ -6,9 +6,9 @@
  * `typescript` and `@npmcli/arborist` when it loads, for its closure
  * serializer (runtime/closure/parseFunction.js, codePaths.js): half of a
  * plugin's CPU to its first answer (`npm run bench -- harness-plugin`),
- * though ovslb's programs and the plugin never serialize a closure. A process that does use them gets
- * the real module at that moment; a missing module still fails at the
- * `require`, as without this. test/support/defer-sdk-modules.ts writes the
+ * though ovslb's programs and the plugin never serialize a closure. A
+ * process that does use them gets the real module at that moment; a missing
+ * module still fails at the `require`, as without this. test/support/defer-sdk-modules.ts writes the
  * variable; test/unit/defer-sdk-modules.test.ts shows both cases.
  *
  * OVSLB_DEFER_SDK_MODULES: JSON [{ file, functions? }]: each module's resolved
